@@ -1,0 +1,425 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// OnFailure is what happens to a message whose retries are spent (MV_ON_FAILURE).
+type OnFailure string
+
+// The MV_ON_FAILURE choices.
+const (
+	// OnFailureRetry keeps retrying; nothing is given up.
+	OnFailureRetry OnFailure = "retry"
+	// OnFailureFallback writes the message to the fallback sink.
+	OnFailureFallback OnFailure = "fallback"
+	// OnFailureDrop drops the message on purpose and acks it.
+	OnFailureDrop OnFailure = "drop"
+)
+
+// ErrShutdownTimeout is returned by Run when in-flight work did not finish
+// within Options.ShutdownTimeout; what was unfinished was left unacked.
+var ErrShutdownTimeout = errors.New("shutdown timeout: in-flight messages were left unacked for redelivery")
+
+// maxCallBackoff bounds the wait between attempts of a call that failed as a
+// whole (a sidecar away, a connection refused), so the engine notices a
+// recovered adapter within a second whatever the per-message policy says.
+const maxCallBackoff = time.Second
+
+// Options configure an Engine. Zero values take the documented defaults.
+type Options struct {
+	// Name and Replica label metrics and status (MV_NAME, MV_REPLICA).
+	Name    string
+	Replica int
+	// BatchSize is the most messages one read returns (MV_READ_BATCH_SIZE).
+	BatchSize int
+	// ReadTimeout is the longest wait for a batch to fill (MV_READ_TIMEOUT).
+	ReadTimeout time.Duration
+	// InflightBatches bounds how many read batches are being transformed,
+	// written or acked at once (MV_INFLIGHT_BATCHES); memory is bounded by
+	// BatchSize x payload x InflightBatches.
+	InflightBatches int
+	// Retry is the backoff for failed transformer and sink messages.
+	Retry RetryPolicy
+	// OnFailure decides for messages whose retries are spent.
+	OnFailure OnFailure
+	// ShutdownTimeout bounds draining once Run's context is done.
+	ShutdownTimeout time.Duration
+	// PendingInterval is how often the source's pending count is asked for.
+	PendingInterval time.Duration
+	// Lookback is the window of the processing rate used for scaling.
+	Lookback time.Duration
+	// Logger receives the engine's logs; nil discards them.
+	Logger *zap.SugaredLogger
+	// Registerer receives the engine's metrics; nil keeps them private.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) setDefaults() {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = time.Second
+	}
+	if o.InflightBatches <= 0 {
+		o.InflightBatches = 4
+	}
+	if o.Retry.Interval <= 0 {
+		o.Retry.Interval = time.Millisecond
+	}
+	if o.Retry.Factor <= 0 {
+		o.Retry.Factor = 1
+	}
+	if o.OnFailure == "" {
+		o.OnFailure = OnFailureRetry
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 20 * time.Second
+	}
+	if o.PendingInterval <= 0 {
+		o.PendingInterval = 5 * time.Second
+	}
+	if o.Lookback <= 0 {
+		o.Lookback = 120 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop().Sugar()
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+}
+
+// Engine moves messages from a source through an optional transformer to a
+// sink, acking each message only once it reached a final state.
+type Engine struct {
+	opts     Options
+	log      *zap.SugaredLogger
+	src      Source
+	tr       Transformer
+	sink     Sink
+	fallback Sink
+	m        *Metrics
+
+	totals  counters
+	rate    *rateCounter
+	pending atomic.Int64
+	lastErr atomic.Pointer[errorRecord]
+	state   atomic.Value // string
+
+	pauseMu sync.Mutex
+	paused  bool
+	resume  chan struct{}
+}
+
+type counters struct {
+	read, readBytes, acked, nacked               atomic.Int64
+	written, fallbackWritten, dropped            atomic.Int64
+	transformerDropped, sinkDropped, sinkErrors  atomic.Int64
+	fallbackErrors, transformerErrors, ackErrors atomic.Int64
+}
+
+type errorRecord struct {
+	At    time.Time
+	Error string
+}
+
+// New builds an engine. The transformer and the fallback sink may be nil.
+func New(opts Options, src Source, tr Transformer, sink, fallback Sink) (*Engine, error) {
+	if src == nil || sink == nil {
+		return nil, errors.New("runner: a source and a sink are required")
+	}
+	opts.setDefaults()
+	if opts.OnFailure == OnFailureFallback && fallback == nil {
+		return nil, &ConfigError{Var: "MV_ON_FAILURE", Value: string(opts.OnFailure), Reason: "needs a fallback sink: set MV_FALLBACK_SINK"}
+	}
+	m, err := NewMetrics(opts.Registerer, opts.Name, opts.Replica)
+	if err != nil {
+		return nil, fmt.Errorf("runner: register metrics: %w", err)
+	}
+	m.ReadBatchSize.Set(float64(opts.BatchSize))
+	e := &Engine{
+		opts: opts, log: opts.Logger, src: src, tr: tr, sink: sink, fallback: fallback, m: m,
+		rate: newRateCounter(time.Now()),
+	}
+	e.pending.Store(-1)
+	m.PendingRaw.Set(-1)
+	e.state.Store("starting")
+	return e, nil
+}
+
+// Metrics returns the engine's collectors.
+func (e *Engine) Metrics() *Metrics { return e.m }
+
+// SetPaused stops reading (in-flight work still finishes) or resumes it.
+func (e *Engine) SetPaused(p bool) {
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
+	if p == e.paused {
+		return
+	}
+	e.paused = p
+	if p {
+		e.resume = make(chan struct{})
+		e.log.Infow("paused: reading stopped, in-flight messages finish")
+	} else {
+		close(e.resume)
+		e.log.Infow("resumed reading")
+	}
+}
+
+// Paused reports whether reading is paused.
+func (e *Engine) Paused() bool {
+	e.pauseMu.Lock()
+	defer e.pauseMu.Unlock()
+	return e.paused
+}
+
+// waitResumed blocks while paused; it reports false if ctx ended first.
+func (e *Engine) waitResumed(ctx context.Context) bool {
+	e.pauseMu.Lock()
+	ch := e.resume
+	paused := e.paused
+	e.pauseMu.Unlock()
+	if !paused {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Run reads until ctx is done, the source ends (io.EOF) or a fatal error
+// happens; then it finishes what is in flight (bounded by ShutdownTimeout
+// once ctx is done), closes every adapter, and returns. It returns nil after
+// a clean drain, ErrShutdownTimeout when the budget ran out, or the fatal error.
+func (e *Engine) Run(ctx context.Context) error {
+	workCtx, cancelWork := context.WithCancelCause(context.Background())
+	defer cancelWork(nil)
+	readCtx, cancelRead := context.WithCancel(ctx)
+	defer cancelRead()
+
+	var fatalOnce sync.Once
+	var fatalErr error
+	onFatal := func(err error) {
+		fatalOnce.Do(func() {
+			fatalErr = err
+			e.recordError(err)
+			e.log.Errorw("fatal error, stopping", zap.Error(err))
+			cancelRead()
+			cancelWork(err)
+		})
+	}
+
+	pollDone := make(chan struct{})
+	go func() { defer close(pollDone); e.pollPending(readCtx) }()
+
+	e.state.Store("running")
+	var wg sync.WaitGroup
+	readErr := e.readLoop(readCtx, workCtx, &wg, onFatal)
+	if readErr != nil && !errors.Is(readErr, io.EOF) {
+		onFatal(readErr)
+	}
+	e.state.Store("draining")
+	e.log.Infow("reading stopped, finishing in-flight messages", "reason", stopReason(ctx, readErr))
+
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	var runErr error
+	select {
+	case <-drained:
+	case <-workCtx.Done():
+		<-drained
+	case <-ctx.Done():
+		timer := time.NewTimer(e.opts.ShutdownTimeout)
+		select {
+		case <-drained:
+		case <-timer.C:
+			runErr = ErrShutdownTimeout
+			cancelWork(ErrShutdownTimeout)
+			<-drained
+		}
+		timer.Stop()
+	}
+	cancelRead()
+	<-pollDone
+	if fatalErr != nil {
+		runErr = fatalErr
+	}
+	e.closeAll()
+	e.state.Store("stopped")
+	return runErr
+}
+
+func stopReason(ctx context.Context, readErr error) string {
+	switch {
+	case errors.Is(readErr, io.EOF):
+		return "source ended"
+	case readErr != nil:
+		return readErr.Error()
+	case ctx.Err() != nil:
+		return "shutdown requested"
+	}
+	return "fatal error"
+}
+
+func (e *Engine) closeAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	closers := []struct {
+		name string
+		c    interface{ Close(context.Context) error }
+	}{{"source", e.src}, {"transformer", e.tr}, {"sink", e.sink}, {"fallback sink", e.fallback}}
+	for _, c := range closers {
+		if c.c == nil || isNilInterface(c.c) {
+			continue
+		}
+		if err := c.c.Close(ctx); err != nil {
+			e.log.Warnw("close failed", "adapter", c.name, zap.Error(err))
+		}
+	}
+}
+
+func isNilInterface(v any) bool {
+	switch x := v.(type) {
+	case Transformer:
+		return x == nil
+	case Sink:
+		return x == nil
+	}
+	return v == nil
+}
+
+func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFatal func(error)) error {
+	slots := make(chan struct{}, e.opts.InflightBatches)
+	failures := 0
+	for {
+		if !e.waitResumed(ctx) {
+			return nil
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		start := time.Now()
+		msgs, err := e.src.Read(ctx, e.opts.BatchSize, e.opts.ReadTimeout)
+		observeSince(e.m.ReadTime, start)
+		if len(msgs) > 0 {
+			e.countRead(msgs)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				if err := e.process(workCtx, msgs); err != nil && IsFatal(err) {
+					onFatal(err)
+				}
+			}()
+		} else {
+			<-slots
+		}
+		switch {
+		case err == nil:
+			failures = 0
+		case errors.Is(err, io.EOF):
+			return io.EOF
+		case ctx.Err() != nil:
+			return nil
+		case IsFatal(err):
+			return err
+		default:
+			e.recordError(fmt.Errorf("source read: %w", err))
+			e.log.Warnw("source read failed, retrying", zap.Error(err))
+			if !sleep(ctx, min(e.opts.Retry.Delay(failures), maxCallBackoff)) {
+				return nil
+			}
+			failures++
+		}
+	}
+}
+
+func (e *Engine) countRead(msgs []*Message) {
+	var n int64
+	for _, m := range msgs {
+		n += int64(len(m.Value))
+	}
+	e.m.ReadTotal.Add(float64(len(msgs)))
+	e.m.ReadBytesTotal.Add(float64(n))
+	e.totals.read.Add(int64(len(msgs)))
+	e.totals.readBytes.Add(n)
+}
+
+func (e *Engine) recordError(err error) {
+	e.lastErr.Store(&errorRecord{At: time.Now(), Error: err.Error()})
+}
+
+func (e *Engine) pollPending(ctx context.Context) {
+	pr, ok := e.src.(PendingReader)
+	if !ok {
+		return
+	}
+	t := time.NewTicker(e.opts.PendingInterval)
+	defer t.Stop()
+	for {
+		n, err := pr.Pending(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Debugw("pending unknown", zap.Error(err))
+			n = -1
+		}
+		if n < 0 {
+			n = -1
+		}
+		e.pending.Store(n)
+		e.m.PendingRaw.Set(float64(n))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Ready reports nil when every adapter that can tell says it is ready.
+func (e *Engine) Ready(ctx context.Context) error {
+	for _, a := range []struct {
+		name string
+		v    any
+	}{{"source", e.src}, {"transformer", e.tr}, {"sink", e.sink}, {"fallback sink", e.fallback}} {
+		if a.v == nil || isNilInterface(a.v) {
+			continue
+		}
+		if r, ok := a.v.(Readier); ok {
+			if err := r.Ready(ctx); err != nil {
+				return fmt.Errorf("%s not ready: %w", a.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// outputID derives the ID of output k of n from its input's ID: one output
+// keeps the input's ID, several get "-k" suffixes, so the IDs are the same
+// on every redelivery and sinks can de-duplicate on them.
+func outputID(parent string, k, n int) string {
+	if n == 1 {
+		return parent
+	}
+	return parent + "-" + strconv.Itoa(k)
+}

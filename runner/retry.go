@@ -1,0 +1,64 @@
+package runner
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy is the backoff between attempts of a failed sink or
+// transformer call (MV_RETRY_INTERVAL, _STEPS, _FACTOR, _CAP, _JITTER).
+type RetryPolicy struct {
+	// Interval is the wait before the first retry.
+	Interval time.Duration
+	// Steps is how many retries a message gets before MV_ON_FAILURE decides;
+	// zero means unlimited.
+	Steps int
+	// Factor multiplies the wait after each retry (1 keeps it constant).
+	Factor float64
+	// Cap bounds the wait; zero means no bound.
+	Cap time.Duration
+	// Jitter adds a random fraction (0..Jitter) of the wait, so replicas
+	// that failed together do not retry together.
+	Jitter float64
+}
+
+// Exhausted reports whether a message that has been retried retries times
+// has used up its steps.
+func (p RetryPolicy) Exhausted(retries int) bool {
+	return p.Steps > 0 && retries >= p.Steps
+}
+
+// Delay is the wait before retry number retry (counting from 0).
+func (p RetryPolicy) Delay(retry int) time.Duration {
+	d := float64(p.Interval)
+	if p.Factor > 1 {
+		d *= math.Pow(p.Factor, float64(retry))
+	}
+	if p.Cap > 0 && d > float64(p.Cap) {
+		d = float64(p.Cap)
+	}
+	if p.Jitter > 0 {
+		d += d * p.Jitter * rand.Float64()
+	}
+	if d > float64(math.MaxInt64) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(d)
+}
+
+// sleep waits for d or until ctx is done, and reports whether the wait ran out.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,132 @@
+// Package runner is the monovertex engine: it reads batches from a Source,
+// passes them through an optional Transformer, writes them to a Sink (and a
+// fallback Sink), and acknowledges each message only after it reached a final
+// state. It owns batching, retries, fallback routing, ack tracking, metrics
+// and shutdown; adapters implement the small interfaces in this file.
+package runner
+
+import (
+	"context"
+	"time"
+)
+
+// Message is one record moving from a source through the transformer to a sink.
+type Message struct {
+	// ID identifies the message within its source. The engine derives the IDs
+	// of transformer outputs from it (see Engine), so they are stable across
+	// redeliveries and sinks can de-duplicate on them.
+	ID string
+	// Keys are the message keys (Numaflow keys, CloudEvents partitionkey).
+	Keys []string
+	// Value is the payload.
+	Value []byte
+	// EventTime is when the event happened, as the producer says.
+	EventTime time.Time
+	// Headers carry user metadata (Numaflow headers, CloudEvents extensions).
+	Headers map[string]string
+	// Offset is the source's own handle, given back to it in Ack and Nack.
+	// The engine and sinks never look inside it.
+	Offset any
+}
+
+// Source produces messages and takes acknowledgements for them.
+type Source interface {
+	// Read returns up to max messages, waiting at most timeout for the batch
+	// to fill; it may return fewer, or none. A finite source returns io.EOF
+	// once everything has been read. Errors other than Fatal ones are retried.
+	Read(ctx context.Context, max int, timeout time.Duration) ([]*Message, error)
+	// Ack confirms messages that reached a final state. The engine calls it
+	// only after every output of each message was written, fallback-written
+	// or dropped on purpose; calls may come out of read order.
+	Ack(ctx context.Context, msgs []*Message) error
+	// Close releases the source after the engine stopped using it.
+	Close(ctx context.Context) error
+}
+
+// Nacker is implemented by sources that can take messages back for
+// redelivery sooner than their ack deadline would.
+type Nacker interface {
+	Nack(ctx context.Context, msgs []*Message) error
+}
+
+// PendingReader is implemented by sources that know how many messages are
+// waiting to be read (and read but unacked, where the source counts those).
+// A negative count means unknown.
+type PendingReader interface {
+	Pending(ctx context.Context) (int64, error)
+}
+
+// Readier is implemented by adapters that can tell whether they can take
+// work now; /readyz is ready only while every Readier returns nil.
+type Readier interface {
+	Ready(ctx context.Context) error
+}
+
+// Transformer maps each input message to zero, one or many outputs.
+type Transformer interface {
+	// Transform returns one result per input, in input order. A non-nil error
+	// means the whole call failed and the batch is retried.
+	Transform(ctx context.Context, msgs []*Message) ([]TransformResult, error)
+	// Close releases the transformer.
+	Close(ctx context.Context) error
+}
+
+// TransformResult is the outcome of transforming one input message.
+type TransformResult struct {
+	// Outputs are the messages to write; none means the input was dropped on
+	// purpose. The engine sets their IDs and fills empty fields (event time,
+	// keys, headers) from the input.
+	Outputs []*Message
+	// Err is set when this message failed. It is retried with the retry
+	// strategy unless wrapped with Permanent, after which MV_ON_FAILURE decides.
+	Err error
+	// Nack asks the engine to hand the input back to the source unprocessed.
+	Nack bool
+}
+
+// Sink writes messages and reports a result for each.
+type Sink interface {
+	// Write returns one result per message, in order. A non-nil error means
+	// the whole call failed: every message is retried.
+	Write(ctx context.Context, msgs []*Message) ([]WriteResult, error)
+	// Close flushes and releases the sink.
+	Close(ctx context.Context) error
+}
+
+// WriteStatus is the outcome of writing one message.
+type WriteStatus uint8
+
+const (
+	// WriteOK means the sink took the message.
+	WriteOK WriteStatus = iota
+	// WriteFailed means the write failed; the engine retries it.
+	WriteFailed
+	// WriteFallback means the sink asks for the message to go to the fallback sink.
+	WriteFallback
+)
+
+// String names the status for logs.
+func (s WriteStatus) String() string {
+	switch s {
+	case WriteOK:
+		return "ok"
+	case WriteFailed:
+		return "failed"
+	case WriteFallback:
+		return "fallback"
+	}
+	return "unknown"
+}
+
+// WriteResult is the outcome of writing one message.
+type WriteResult struct {
+	Status WriteStatus
+	// Err says why a write failed; Permanent errors skip the remaining retries.
+	Err error
+}
+
+// OKResults returns n successful results, for sinks that succeed or fail
+// whole batches.
+func OKResults(n int) []WriteResult {
+	return make([]WriteResult, n)
+}
