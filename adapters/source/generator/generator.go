@@ -1,0 +1,163 @@
+// Package generator is a source that makes messages at a fixed rate, like
+// Numaflow's generator source: MV_GENERATOR_RPU messages every
+// MV_GENERATOR_DURATION, each MV_GENERATOR_MSG_SIZE bytes of JSON.
+package generator
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Config holds the generator's settings.
+type Config struct {
+	RPU      int           `envconfig:"MV_GENERATOR_RPU" default:"5" desc:"messages generated every MV_GENERATOR_DURATION"`
+	Duration time.Duration `envconfig:"MV_GENERATOR_DURATION" default:"1s" desc:"the period of MV_GENERATOR_RPU"`
+	MsgSize  int           `envconfig:"MV_GENERATOR_MSG_SIZE" default:"8" desc:"payload size in bytes (the JSON is padded up to it)"`
+	KeyCount int           `envconfig:"MV_GENERATOR_KEY_COUNT" default:"0" desc:"number of distinct keys, 0 for unkeyed messages"`
+	Value    *int64        `envconfig:"MV_GENERATOR_VALUE" desc:"fixed \"value\" field of every payload; unset: the sequence number"`
+	Total    int64         `envconfig:"MV_GENERATOR_TOTAL" default:"0" desc:"stop after this many messages (for tests and benchmarks); 0 never stops"`
+}
+
+// Validate checks the values that parse but cannot be used.
+func (c *Config) Validate(runner.Role) error {
+	switch {
+	case c.RPU <= 0:
+		return &runner.ConfigError{Var: "MV_GENERATOR_RPU", Value: strconv.Itoa(c.RPU), Reason: "must be a positive integer"}
+	case c.Duration <= 0:
+		return &runner.ConfigError{Var: "MV_GENERATOR_DURATION", Value: c.Duration.String(), Reason: "must be a positive duration such as 1s"}
+	case c.MsgSize < 0:
+		return &runner.ConfigError{Var: "MV_GENERATOR_MSG_SIZE", Value: strconv.Itoa(c.MsgSize), Reason: "must be 0 or more bytes"}
+	case c.KeyCount < 0:
+		return &runner.ConfigError{Var: "MV_GENERATOR_KEY_COUNT", Value: strconv.Itoa(c.KeyCount), Reason: "must be 0 or more"}
+	case c.Total < 0:
+		return &runner.ConfigError{Var: "MV_GENERATOR_TOTAL", Value: strconv.FormatInt(c.Total, 10), Reason: "must be 0 (unlimited) or more"}
+	}
+	return nil
+}
+
+func init() {
+	runner.RegisterSource(runner.Plugin[runner.Source]{
+		Name:   "generator",
+		Config: func() any { return &Config{} },
+		New: func(_ context.Context, env runner.Env, cfg any) (runner.Source, error) {
+			return New(*cfg.(*Config), env.Replica), nil
+		},
+	})
+}
+
+// Source generates messages. It keeps nothing to redeliver: like Numaflow's
+// generator, its acks and nacks have nothing to do.
+type Source struct {
+	cfg     Config
+	replica string
+	prefix  string
+	padding []byte
+
+	mu     sync.Mutex
+	seq    int64
+	tokens float64
+	last   time.Time
+}
+
+// New returns a generator source for the given replica.
+func New(cfg Config, replica int) *Source {
+	pad := make([]byte, cfg.MsgSize)
+	for i := range pad {
+		pad[i] = 'x'
+	}
+	r := strconv.Itoa(replica)
+	return &Source{cfg: cfg, replica: r, prefix: r + "-", padding: pad, last: time.Now()}
+}
+
+// Read returns up to max messages as the rate allows, waiting at most
+// timeout for the first one.
+func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	deadline := time.Now().Add(timeout)
+	perSecond := float64(s.cfg.RPU) / s.cfg.Duration.Seconds()
+	for {
+		s.mu.Lock()
+		if s.cfg.Total > 0 && s.seq >= s.cfg.Total {
+			s.mu.Unlock()
+			return nil, io.EOF
+		}
+		now := time.Now()
+		// Tokens refill continuously but never beyond one period's worth,
+		// so a paused reader does not burst afterwards.
+		s.tokens = min(s.tokens+now.Sub(s.last).Seconds()*perSecond, float64(s.cfg.RPU))
+		s.last = now
+		n := min(int(s.tokens), max)
+		if s.cfg.Total > 0 {
+			n = int(min(int64(n), s.cfg.Total-s.seq))
+		}
+		if n > 0 {
+			s.tokens -= float64(n)
+			first := s.seq
+			s.seq += int64(n)
+			s.mu.Unlock()
+			return s.make(first, n, now), nil
+		}
+		wait := time.Duration((1 - s.tokens) / perSecond * float64(time.Second))
+		s.mu.Unlock()
+		if left := time.Until(deadline); wait > left {
+			wait = left
+		}
+		if wait <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
+	msgs := make([]*runner.Message, n)
+	backing := make([]runner.Message, n)
+	for i := range msgs {
+		seq := first + int64(i)
+		m := &backing[i]
+		m.ID = s.prefix + strconv.FormatInt(seq, 10)
+		m.EventTime = now
+		m.Offset = seq
+		m.Value = s.payload(seq, now)
+		if s.cfg.KeyCount > 0 {
+			m.Keys = []string{"key-" + s.replica + "-" + strconv.FormatInt(seq%int64(s.cfg.KeyCount), 10)}
+		}
+		msgs[i] = m
+	}
+	return msgs
+}
+
+// payload is {"value":V,"createdts":NS,"padding":"xxx"} padded to MsgSize,
+// or just the JSON when that is already longer.
+func (s *Source) payload(seq int64, now time.Time) []byte {
+	v := seq
+	if s.cfg.Value != nil {
+		v = *s.cfg.Value
+	}
+	b := make([]byte, 0, max(s.cfg.MsgSize, 64))
+	b = append(b, `{"value":`...)
+	b = strconv.AppendInt(b, v, 10)
+	b = append(b, `,"createdts":`...)
+	b = strconv.AppendInt(b, now.UnixNano(), 10)
+	b = append(b, `,"padding":"`...)
+	if pad := s.cfg.MsgSize - len(b) - 2; pad > 0 {
+		b = append(b, s.padding[:pad]...)
+	}
+	return append(b, `"}`...)
+}
+
+// Ack has nothing to do: generated messages are not kept.
+func (s *Source) Ack(context.Context, []*runner.Message) error { return nil }
+
+// Close has nothing to release.
+func (s *Source) Close(context.Context) error { return nil }

@@ -1,0 +1,9 @@
+package main
+
+// Every adapter kind registers itself in its package's init; importing it
+// here makes it selectable with MV_SOURCE, MV_TRANSFORMER and MV_SINK.
+import (
+	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
+	_ "github.com/monovertex/monovertex/adapters/sink/log"
+	_ "github.com/monovertex/monovertex/adapters/source/generator"
+)

@@ -1,0 +1,221 @@
+// Command runner is the monovertex runner: it reads from a source, passes
+// messages through an optional transformer, writes them to a sink, and acks
+// the source only after each message reached a final state. Settings come
+// from the environment; run it with --help to list them.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"knative.dev/pkg/logging"
+	"knative.dev/pkg/signals"
+
+	"github.com/monovertex/monovertex/config"
+	"github.com/monovertex/monovertex/internal/version"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Exit statuses: 2 for configuration the runner cannot use, 1 for a run
+// that failed (a fatal adapter error or a shutdown that ran out of time).
+const (
+	exitFailed = 1
+	exitConfig = 2
+)
+
+func main() {
+	for _, a := range os.Args[1:] {
+		switch a {
+		case "-h", "--help", "-help", "help":
+			config.Usage(os.Stdout)
+			return
+		case "--version", "-version", "version":
+			fmt.Printf("monovertex runner %s (commit %s)\n", version.Version, version.Commit)
+			return
+		default:
+			fmt.Fprintf(os.Stderr, "runner: unknown argument %q: settings come from the environment, see --help\n", a)
+			os.Exit(exitConfig)
+		}
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	cfg, err := config.Load()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "runner: %v\n", err)
+		return exitConfig
+	}
+	log, _ := logging.NewLogger(`{"level":"info","encoding":"json","outputPaths":["stderr"],"errorOutputPaths":["stderr"],"encoderConfig":{"timeKey":"ts","levelKey":"level","nameKey":"logger","callerKey":"caller","messageKey":"msg","stacktraceKey":"stacktrace","lineEnding":"","levelEncoder":"","timeEncoder":"iso8601","durationEncoder":"","callerEncoder":""}}`, cfg.LogLevel)
+	log = log.Named("runner").With("mvtx_name", cfg.Name, "mvtx_replica", cfg.Replica)
+	defer log.Sync()
+
+	ctx := signals.NewContext()
+	ctx = logging.WithLogger(ctx, log)
+
+	code, err := start(ctx, cfg, log)
+	if err != nil {
+		var ce *runner.ConfigError
+		if errors.As(err, &ce) {
+			fmt.Fprintf(os.Stderr, "runner: %v\n", err)
+			return exitConfig
+		}
+		log.Errorw("runner stopped with an error", zap.Error(err))
+		fmt.Fprintf(os.Stderr, "runner: %v\n", err)
+	}
+	return code
+}
+
+func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	labels := prometheus.Labels{runner.LabelName: cfg.Name, runner.LabelReplica: strconv.Itoa(cfg.Replica)}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "build_info", Help: "Version and commit of the running binary (always 1).",
+		ConstLabels: prometheus.Labels{"version": version.Version, "commit": version.Commit, runner.LabelName: cfg.Name, runner.LabelReplica: labels[runner.LabelReplica]},
+	})
+	buildInfo.Set(1)
+	reg.MustRegister(buildInfo)
+
+	// Bind both ports before building adapters, so a port in use is a clear
+	// start-up error rather than a runner that half works.
+	portMux := http.NewServeMux()
+	portLn, err := listen(cfg.Port, "PORT")
+	if err != nil {
+		return exitConfig, err
+	}
+	adminLn, err := listen(cfg.AdminPort, "MV_ADMIN_PORT")
+	if err != nil {
+		portLn.Close()
+		return exitConfig, err
+	}
+
+	env := func(role runner.Role) runner.Env {
+		return runner.Env{Name: cfg.Name, Replica: cfg.Replica, Role: role, Logger: log.Named(string(role)), Mux: portMux, Metrics: reg}
+	}
+	adapters, err := build(ctx, cfg, env)
+	if err != nil {
+		portLn.Close()
+		adminLn.Close()
+		return exitConfig, err
+	}
+
+	opts := cfg.RunnerOptions()
+	opts.Logger = log
+	opts.Registerer = reg
+	eng, err := runner.New(opts, adapters.source, adapters.transformer, adapters.sink, adapters.fallback)
+	if err != nil {
+		adapters.close()
+		portLn.Close()
+		adminLn.Close()
+		return exitConfig, err
+	}
+
+	portMux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := eng.Ready(r.Context()); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	portSrv := &http.Server{
+		Handler:           portMux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+	}
+	adminSrv := &http.Server{Handler: eng.AdminHandler(reg, cfg.PProf), ReadHeaderTimeout: 10 * time.Second}
+	go serve(log, portSrv, portLn, "PORT")
+	go serve(log, adminSrv, adminLn, "admin")
+
+	log.Infow("runner started", "source", cfg.Source, "transformer", cfg.Transformer, "sink", cfg.Sink,
+		"fallback_sink", cfg.FallbackSink, "port", cfg.Port, "admin_port", cfg.AdminPort,
+		"version", version.Version, "commit", version.Commit)
+	started := time.Now()
+	runErr := eng.Run(ctx)
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	portSrv.Shutdown(shutdownCtx)
+	adminSrv.Shutdown(shutdownCtx)
+
+	st := eng.Status()
+	log.Infow("runner stopped", "after", time.Since(started).String(), "read", st.Totals.Read, "acked", st.Totals.Acked,
+		"nacked", st.Totals.Nacked, "written", st.Totals.Written, "fallback_written", st.Totals.FallbackWritten, "dropped", st.Totals.Dropped)
+	if runErr != nil {
+		return exitFailed, runErr
+	}
+	return 0, nil
+}
+
+func listen(port int, variable string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return nil, &runner.ConfigError{Var: variable, Value: strconv.Itoa(port), Reason: fmt.Sprintf("cannot listen: %v; pick a free port", err)}
+	}
+	return ln, nil
+}
+
+func serve(log *zap.SugaredLogger, srv *http.Server, ln net.Listener, name string) {
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Errorw("http server stopped", "server", name, zap.Error(err))
+	}
+}
+
+type built struct {
+	source      runner.Source
+	transformer runner.Transformer
+	sink        runner.Sink
+	fallback    runner.Sink
+}
+
+func (b *built) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range []interface{ Close(context.Context) error }{b.source, b.transformer, b.sink, b.fallback} {
+		if c != nil {
+			c.Close(ctx)
+		}
+	}
+}
+
+// build constructs the chosen adapters; config.Load has checked that every
+// chosen kind is registered.
+func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner.Env) (b *built, err error) {
+	b = &built{}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	src, _ := runner.LookupSource(cfg.Source)
+	if b.source, err = src.New(ctx, env(runner.RoleSource), cfg.SourceConfig); err != nil {
+		return nil, fmt.Errorf("source %s: %w", cfg.Source, err)
+	}
+	if cfg.Transformer != config.None {
+		tr, _ := runner.LookupTransformer(cfg.Transformer)
+		if b.transformer, err = tr.New(ctx, env(runner.RoleTransformer), cfg.TransformerConfig); err != nil {
+			return nil, fmt.Errorf("transformer %s: %w", cfg.Transformer, err)
+		}
+	}
+	sink, _ := runner.LookupSink(cfg.Sink)
+	if b.sink, err = sink.New(ctx, env(runner.RoleSink), cfg.SinkConfig); err != nil {
+		return nil, fmt.Errorf("sink %s: %w", cfg.Sink, err)
+	}
+	if cfg.FallbackSink != config.None {
+		fb, _ := runner.LookupSink(cfg.FallbackSink)
+		if b.fallback, err = fb.New(ctx, env(runner.RoleFallbackSink), cfg.FallbackConfig); err != nil {
+			return nil, fmt.Errorf("fallback sink %s: %w", cfg.FallbackSink, err)
+		}
+	}
+	return b, nil
+}

@@ -1,0 +1,321 @@
+// Package config reads the runner's settings from the environment (the
+// contract in DESIGN.md), validates them in one place, and prints --help
+// from the same structs.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Core holds the settings of the runner itself.
+type Core struct {
+	Name            string        `envconfig:"MV_NAME" default:"local" desc:"name of this mono vertex (metric label mvtx_name)"`
+	Replica         int           `envconfig:"MV_REPLICA" default:"0" desc:"replica index (metric label mvtx_replica)"`
+	Source          string        `envconfig:"MV_SOURCE" default:"generator" desc:"source kind"`
+	Transformer     string        `envconfig:"MV_TRANSFORMER" default:"none" desc:"transformer kind, or none"`
+	Sink            string        `envconfig:"MV_SINK" default:"log" desc:"sink kind"`
+	FallbackSink    string        `envconfig:"MV_FALLBACK_SINK" default:"none" desc:"fallback sink kind, or none"`
+	ReadBatchSize   int           `envconfig:"MV_READ_BATCH_SIZE" default:"500" desc:"messages per read"`
+	ReadTimeout     time.Duration `envconfig:"MV_READ_TIMEOUT" default:"1s" desc:"longest wait for a batch to fill"`
+	InflightBatches int           `envconfig:"MV_INFLIGHT_BATCHES" default:"4" desc:"read batches being transformed, written or acked at once"`
+	Retry           Retry         `envconfig:"MV_RETRY"`
+	OnFailure       string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
+	ShutdownTimeout time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
+	AdminPort       int           `envconfig:"MV_ADMIN_PORT" default:"2469" desc:"port of /metrics, /livez, /readyz, /status"`
+	Port            int           `envconfig:"PORT" default:"8080" desc:"Knative's serving port: /healthz, and the http source"`
+	PendingInterval time.Duration `envconfig:"MV_PENDING_INTERVAL" default:"5s" desc:"how often the source's pending count is read"`
+	LookbackSeconds int           `envconfig:"MV_LOOKBACK_SECONDS" default:"120" desc:"window of the processing rate used for scaling (at most 900)"`
+	LogLevel        string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	PProf           bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
+}
+
+// Retry holds the sink and transformer retry strategy.
+type Retry struct {
+	Interval time.Duration `envconfig:"INTERVAL" default:"1ms" desc:"wait before the first retry"`
+	Steps    string        `envconfig:"STEPS" default:"unlimited" desc:"retries before MV_ON_FAILURE decides: a positive number or unlimited"`
+	Factor   float64       `envconfig:"FACTOR" default:"1.0" desc:"backoff multiplier per retry (1 keeps the interval)"`
+	Cap      time.Duration `envconfig:"CAP" default:"0" desc:"longest wait between retries, 0 for no cap"`
+	Jitter   float64       `envconfig:"JITTER" default:"0" desc:"random extra fraction of each wait, 0 to 1"`
+}
+
+// Config is everything the runner reads from the environment.
+type Config struct {
+	Core
+	// The chosen adapters' settings, as their plugins declared them.
+	SourceConfig, TransformerConfig, SinkConfig, FallbackConfig any
+	// Steps is Retry.Steps parsed; 0 means unlimited.
+	Steps int
+}
+
+// None is the MV_TRANSFORMER and MV_FALLBACK_SINK value that selects nothing.
+const None = "none"
+
+// Load reads and validates the environment. Every error it returns is a
+// *runner.ConfigError naming one variable.
+func Load() (*Config, error) {
+	c := &Config{}
+	if err := process(&c.Core); err != nil {
+		return nil, err
+	}
+	if err := c.validateCore(); err != nil {
+		return nil, err
+	}
+	var err error
+	src, ok := runner.LookupSource(c.Source)
+	if !ok {
+		return nil, unknownKind("MV_SOURCE", c.Source, runner.SourceNames(), false)
+	}
+	if c.SourceConfig, err = loadPlugin(src.Config, runner.RoleSource); err != nil {
+		return nil, err
+	}
+	if c.Transformer != None {
+		tr, ok := runner.LookupTransformer(c.Transformer)
+		if !ok {
+			return nil, unknownKind("MV_TRANSFORMER", c.Transformer, runner.TransformerNames(), true)
+		}
+		if c.TransformerConfig, err = loadPlugin(tr.Config, runner.RoleTransformer); err != nil {
+			return nil, err
+		}
+	}
+	sink, ok := runner.LookupSink(c.Sink)
+	if !ok {
+		return nil, unknownKind("MV_SINK", c.Sink, runner.SinkNames(), false)
+	}
+	if c.SinkConfig, err = loadPlugin(sink.Config, runner.RoleSink); err != nil {
+		return nil, err
+	}
+	if c.FallbackSink != None {
+		fb, ok := runner.LookupSink(c.FallbackSink)
+		if !ok {
+			return nil, unknownKind("MV_FALLBACK_SINK", c.FallbackSink, runner.SinkNames(), true)
+		}
+		if c.FallbackConfig, err = loadPlugin(fb.Config, runner.RoleFallbackSink); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func process(spec any) error {
+	err := envconfig.Process("", spec)
+	var pe *envconfig.ParseError
+	if errors.As(err, &pe) {
+		return &runner.ConfigError{Var: pe.KeyName, Value: pe.Value, Reason: "must be " + typeWord(pe.TypeName)}
+	}
+	if err != nil {
+		return &runner.ConfigError{Var: "environment", Value: "", Reason: err.Error()}
+	}
+	return nil
+}
+
+func typeWord(t string) string {
+	switch t {
+	case "Duration":
+		return "a duration such as 500ms, 1s or 2m"
+	case "int", "int64", "int32", "uint", "uint64":
+		return "a whole number"
+	case "float64", "float32":
+		return "a number"
+	case "bool":
+		return "true or false"
+	}
+	return "of type " + t
+}
+
+func loadPlugin(newConfig func() any, role runner.Role) (any, error) {
+	if newConfig == nil {
+		return nil, nil
+	}
+	cfg := newConfig()
+	if err := process(cfg); err != nil {
+		return nil, err
+	}
+	if v, ok := cfg.(runner.Validator); ok {
+		if err := v.Validate(role); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+func unknownKind(variable, value string, names []string, allowNone bool) error {
+	if allowNone {
+		names = append([]string{None}, names...)
+	}
+	return &runner.ConfigError{Var: variable, Value: value, Reason: "must be one of " + strings.Join(names, ", ")}
+}
+
+func (c *Config) validateCore() error {
+	itoa := strconv.Itoa
+	switch {
+	case c.Name == "":
+		return &runner.ConfigError{Var: "MV_NAME", Value: c.Name, Reason: "must not be empty"}
+	case c.Replica < 0:
+		return &runner.ConfigError{Var: "MV_REPLICA", Value: itoa(c.Replica), Reason: "must be 0 or more"}
+	case c.ReadBatchSize <= 0:
+		return &runner.ConfigError{Var: "MV_READ_BATCH_SIZE", Value: itoa(c.ReadBatchSize), Reason: "must be a positive whole number"}
+	case c.ReadTimeout <= 0:
+		return &runner.ConfigError{Var: "MV_READ_TIMEOUT", Value: c.ReadTimeout.String(), Reason: "must be a positive duration such as 1s"}
+	case c.InflightBatches <= 0:
+		return &runner.ConfigError{Var: "MV_INFLIGHT_BATCHES", Value: itoa(c.InflightBatches), Reason: "must be a positive whole number"}
+	case c.Retry.Interval <= 0:
+		return &runner.ConfigError{Var: "MV_RETRY_INTERVAL", Value: c.Retry.Interval.String(), Reason: "must be a positive duration such as 1ms"}
+	case c.Retry.Factor < 1:
+		return &runner.ConfigError{Var: "MV_RETRY_FACTOR", Value: fmt.Sprint(c.Retry.Factor), Reason: "must be 1 or more"}
+	case c.Retry.Cap < 0:
+		return &runner.ConfigError{Var: "MV_RETRY_CAP", Value: c.Retry.Cap.String(), Reason: "must be 0 (no cap) or a positive duration"}
+	case c.Retry.Jitter < 0 || c.Retry.Jitter > 1:
+		return &runner.ConfigError{Var: "MV_RETRY_JITTER", Value: fmt.Sprint(c.Retry.Jitter), Reason: "must be between 0 and 1"}
+	case c.ShutdownTimeout <= 0:
+		return &runner.ConfigError{Var: "MV_SHUTDOWN_TIMEOUT", Value: c.ShutdownTimeout.String(), Reason: "must be a positive duration such as 20s"}
+	case c.AdminPort < 1 || c.AdminPort > 65535:
+		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "must be a port between 1 and 65535"}
+	case c.Port < 1 || c.Port > 65535:
+		return &runner.ConfigError{Var: "PORT", Value: itoa(c.Port), Reason: "must be a port between 1 and 65535"}
+	case c.AdminPort == c.Port:
+		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "must differ from PORT"}
+	case c.AdminPort == 9090 || c.AdminPort == 9091:
+		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "9090 and 9091 are reserved by Knative's queue-proxy; pick another port"}
+	case c.PendingInterval <= 0:
+		return &runner.ConfigError{Var: "MV_PENDING_INTERVAL", Value: c.PendingInterval.String(), Reason: "must be a positive duration"}
+	case c.LookbackSeconds < 1 || c.LookbackSeconds > 900:
+		return &runner.ConfigError{Var: "MV_LOOKBACK_SECONDS", Value: itoa(c.LookbackSeconds), Reason: "must be between 1 and 900"}
+	}
+	switch runner.OnFailure(c.OnFailure) {
+	case runner.OnFailureRetry, runner.OnFailureFallback, runner.OnFailureDrop:
+	default:
+		return &runner.ConfigError{Var: "MV_ON_FAILURE", Value: c.OnFailure, Reason: "must be retry, fallback or drop"}
+	}
+	if runner.OnFailure(c.OnFailure) == runner.OnFailureFallback && c.FallbackSink == None {
+		return &runner.ConfigError{Var: "MV_ON_FAILURE", Value: c.OnFailure, Reason: "fallback needs a fallback sink: set MV_FALLBACK_SINK"}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return &runner.ConfigError{Var: "MV_LOG_LEVEL", Value: c.LogLevel, Reason: "must be debug, info, warn or error"}
+	}
+	switch s := strings.TrimSpace(c.Retry.Steps); s {
+	case "unlimited", "":
+		c.Steps = 0
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return &runner.ConfigError{Var: "MV_RETRY_STEPS", Value: c.Retry.Steps, Reason: "must be a positive whole number or unlimited"}
+		}
+		c.Steps = n
+	}
+	return nil
+}
+
+// RunnerOptions turns the settings into engine options.
+func (c *Config) RunnerOptions() runner.Options {
+	return runner.Options{
+		Name:            c.Name,
+		Replica:         c.Replica,
+		BatchSize:       c.ReadBatchSize,
+		ReadTimeout:     c.ReadTimeout,
+		InflightBatches: c.InflightBatches,
+		Retry: runner.RetryPolicy{
+			Interval: c.Retry.Interval, Steps: c.Steps, Factor: c.Retry.Factor,
+			Cap: c.Retry.Cap, Jitter: c.Retry.Jitter,
+		},
+		OnFailure:       runner.OnFailure(c.OnFailure),
+		ShutdownTimeout: c.ShutdownTimeout,
+		PendingInterval: c.PendingInterval,
+		Lookback:        time.Duration(c.LookbackSeconds) * time.Second,
+	}
+}
+
+// Usage writes every variable with its default and meaning: the runner's
+// own, then each registered adapter's.
+func Usage(w io.Writer) {
+	prog := filepath.Base(os.Args[0])
+	fmt.Fprintf(w, "Usage: %s [--help] [--version]\n\nA stream runner: source -> transformer -> sink, acking the source only after each message reached a final state.\nAll settings come from the environment.\n", prog)
+	section := func(title string, spec any) {
+		if spec == nil {
+			return
+		}
+		fmt.Fprintf(w, "\n%s\n", title)
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, v := range describe("", reflect.ValueOf(spec).Elem().Type()) {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.name, v.def, v.desc)
+		}
+		tw.Flush()
+	}
+	section("Runner:", &Core{})
+	fmt.Fprintf(w, "\nKinds: MV_SOURCE: %s; MV_TRANSFORMER: %s; MV_SINK: %s; MV_FALLBACK_SINK: %s\n",
+		strings.Join(runner.SourceNames(), ", "), strings.Join(append([]string{None}, runner.TransformerNames()...), ", "),
+		strings.Join(runner.SinkNames(), ", "), strings.Join(append([]string{None}, runner.SinkNames()...), ", "))
+	seen := map[reflect.Type]bool{}
+	add := func(kind, name string, newConfig func() any) {
+		if newConfig == nil {
+			return
+		}
+		spec := newConfig()
+		if t := reflect.TypeOf(spec); !seen[t] {
+			seen[t] = true
+			section(fmt.Sprintf("%s %s:", kind, name), spec)
+		}
+	}
+	for _, n := range runner.SourceNames() {
+		p, _ := runner.LookupSource(n)
+		add("Source", n, p.Config)
+	}
+	for _, n := range runner.TransformerNames() {
+		p, _ := runner.LookupTransformer(n)
+		add("Transformer", n, p.Config)
+	}
+	for _, n := range runner.SinkNames() {
+		p, _ := runner.LookupSink(n)
+		add("Sink", n, p.Config)
+	}
+}
+
+type variable struct{ name, def, desc string }
+
+// describe lists the variables of a settings struct the way envconfig
+// names them: full names from tags, nested structs prefixed by their tag.
+func describe(prefix string, t reflect.Type) []variable {
+	var out []variable
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() || f.Tag.Get("ignored") == "true" {
+			continue
+		}
+		name := f.Tag.Get("envconfig")
+		if name == "" {
+			name = strings.ToUpper(f.Name)
+		}
+		if prefix != "" {
+			name = prefix + "_" + name
+		}
+		ft := f.Type
+		if f.Anonymous && ft.Kind() == reflect.Struct {
+			out = append(out, describe(prefix, ft)...)
+			continue
+		}
+		if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Time{}) {
+			out = append(out, describe(name, ft)...)
+			continue
+		}
+		def := f.Tag.Get("default")
+		if def == "" {
+			def = "(none)"
+		}
+		out = append(out, variable{name: name, def: def, desc: f.Tag.Get("desc")})
+	}
+	return out
+}
