@@ -1,0 +1,298 @@
+// Package testutil starts the programs of this module as real processes for
+// end-to-end tests: it builds them once per test binary, gives them free
+// loopback ports, captures their output, and stops them at the end.
+package testutil
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+var (
+	buildMu  sync.Mutex
+	built    = map[string]string{}
+	buildDir string
+)
+
+// ModuleRoot returns the directory of this module's go.mod.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/monovertex/monovertex\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("go.mod of github.com/monovertex/monovertex not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// Build compiles a main package of this module (such as "./cmd/runner")
+// once per test binary, with -race when the tests run with it, and returns
+// the binary's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if buildDir == "" {
+		d, err := os.MkdirTemp("", "monovertex-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buildDir = d
+	}
+	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, pkg)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ModuleRoot(t)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+// BuildRunner builds ./cmd/runner.
+func BuildRunner(t testing.TB) string { return Build(t, "./cmd/runner") }
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Buffer is an io.Writer safe for a process and a test to share.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Process is a started program.
+type Process struct {
+	t      testing.TB
+	Name   string
+	Cmd    *exec.Cmd
+	Stdout *Buffer
+	Stderr *Buffer
+	// AdminURL and PortURL are the runner's admin and $PORT base URLs.
+	AdminURL string
+	PortURL  string
+
+	done     chan struct{}
+	exitCode int
+}
+
+// Start runs binary with exactly env (plus PATH and HOME) and stops it when
+// the test ends.
+func Start(t testing.TB, name, binary string, env map[string]string, args ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, Name: name, Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{}), exitCode: -1}
+	p.Cmd = exec.Command(binary, args...)
+	p.Cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		p.Cmd.Env = append(p.Cmd.Env, k+"="+v)
+	}
+	p.Cmd.Stdout = p.Stdout
+	p.Cmd.Stderr = p.Stderr
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		err := p.Cmd.Wait()
+		p.exitCode = p.Cmd.ProcessState.ExitCode()
+		if err != nil && p.exitCode == -1 {
+			p.exitCode = 128 + int(p.Cmd.ProcessState.Sys().(syscall.WaitStatus).Signal())
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s stderr (tail):\n%s", name, tail(p.Stderr.String(), 4000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// StartRunner starts the runner with env, on free ports unless env sets
+// PORT or MV_ADMIN_PORT.
+func StartRunner(t testing.TB, env map[string]string) *Process {
+	t.Helper()
+	e := map[string]string{}
+	for k, v := range env {
+		e[k] = v
+	}
+	if e["PORT"] == "" {
+		e["PORT"] = strconv.Itoa(FreePort(t))
+	}
+	if e["MV_ADMIN_PORT"] == "" {
+		e["MV_ADMIN_PORT"] = strconv.Itoa(FreePort(t))
+	}
+	p := Start(t, "runner", BuildRunner(t), e)
+	p.AdminURL = "http://127.0.0.1:" + e["MV_ADMIN_PORT"]
+	p.PortURL = "http://127.0.0.1:" + e["PORT"]
+	return p
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) {
+	if p.Cmd.Process != nil {
+		_ = p.Cmd.Process.Signal(sig)
+	}
+}
+
+// Kill stops the process at once (SIGKILL) and waits for it.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.Cmd.Process.Kill()
+	<-p.done
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// code; it fails the test if it is still running.
+func (p *Process) Wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.exitCode
+	case <-time.After(timeout):
+		p.t.Fatalf("%s still running after %v", p.Name, timeout)
+		return -1
+	}
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ExitCode is the exit code once Done is closed.
+func (p *Process) ExitCode() int { return p.exitCode }
+
+// Get fetches url and returns its status and body; errors fail the test.
+func Get(t testing.TB, url string) (int, []byte) {
+	t.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// WaitReady polls the runner's /readyz until it answers 200.
+func (p *Process) WaitReady(timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	c := http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		if p.Exited() {
+			p.t.Fatalf("%s exited with %d before it was ready:\n%s", p.Name, p.exitCode, tail(p.Stderr.String(), 4000))
+		}
+		resp, err := c.Get(p.AdminURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.t.Fatalf("%s not ready after %v:\n%s", p.Name, timeout, tail(p.Stderr.String(), 4000))
+}
+
+// Status fetches the runner's /status.
+func (p *Process) Status() (runner.Status, error) {
+	var st runner.Status
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(p.AdminURL + "/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("/status answered %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// WaitFor polls cond every 50ms until it holds or timeout passes; then it
+// fails the test with what.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
