@@ -1,0 +1,359 @@
+// Package runnertest has in-memory, fault-injecting adapters for engine
+// tests: a finite source that counts acks and nacks and lets a test check
+// every ack as it happens, a sink and a transformer whose answers a test
+// decides per message. They are never registered, so production
+// configuration cannot select them.
+package runnertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Source is a finite in-memory source. It returns io.EOF once every message
+// has been acked, and gives nacked messages out again.
+type Source struct {
+	mu       sync.Mutex
+	cond     chan struct{} // closed and replaced when queue changes
+	all      map[string]*runner.Message
+	queue    []*runner.Message
+	inflight map[string]*runner.Message
+	acked    map[string]int
+	nacked   map[string]int
+	reads    int
+	errs     []error
+
+	// OnAck, if set, is called with each ack batch before it is recorded;
+	// an error it returns is kept in Errors. Tests use it to check, at ack
+	// time, that every acked message reached a final state.
+	OnAck func(msgs []*runner.Message) error
+	// ReadError, if set, is called before each read; an error it returns
+	// fails that read.
+	ReadError func(read int) error
+	// ReadLatency delays each read.
+	ReadLatency time.Duration
+}
+
+// NewSource returns a source holding msgs.
+func NewSource(msgs []*runner.Message) *Source {
+	s := &Source{
+		cond: make(chan struct{}), all: map[string]*runner.Message{}, inflight: map[string]*runner.Message{},
+		acked: map[string]int{}, nacked: map[string]int{},
+	}
+	for _, m := range msgs {
+		s.all[m.ID] = m
+		s.queue = append(s.queue, m)
+	}
+	return s
+}
+
+// Messages returns n messages with IDs m-0 .. m-(n-1) and values v-0 ...
+func Messages(n int) []*runner.Message {
+	out := make([]*runner.Message, n)
+	base := time.UnixMilli(1_700_000_000_000)
+	for i := range out {
+		out[i] = &runner.Message{
+			ID: fmt.Sprintf("m-%d", i), Value: []byte(fmt.Sprintf("v-%d", i)),
+			Keys: []string{fmt.Sprintf("k%d", i%4)}, EventTime: base.Add(time.Duration(i) * time.Millisecond),
+		}
+	}
+	return out
+}
+
+func (s *Source) signal() {
+	close(s.cond)
+	s.cond = make(chan struct{})
+}
+
+// Read returns queued messages, io.EOF once everything is acked.
+func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	if s.ReadLatency > 0 {
+		time.Sleep(s.ReadLatency)
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		s.reads++
+		if s.ReadError != nil {
+			if err := s.ReadError(s.reads); err != nil {
+				s.mu.Unlock()
+				return nil, err
+			}
+		}
+		if len(s.queue) > 0 {
+			n := min(max, len(s.queue))
+			out := append([]*runner.Message(nil), s.queue[:n]...)
+			s.queue = s.queue[n:]
+			for _, m := range out {
+				s.inflight[m.ID] = m
+			}
+			s.mu.Unlock()
+			return out, nil
+		}
+		if len(s.inflight) == 0 && len(s.acked) == len(s.all) {
+			s.mu.Unlock()
+			return nil, io.EOF
+		}
+		wake := s.cond
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}
+
+// Ack records acks; acking a message that is not in flight is an error.
+func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
+	if s.OnAck != nil {
+		if err := s.OnAck(msgs); err != nil {
+			s.mu.Lock()
+			s.errs = append(s.errs, err)
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		if _, ok := s.inflight[m.ID]; !ok {
+			s.errs = append(s.errs, fmt.Errorf("ack of %s, which is not in flight", m.ID))
+		}
+		delete(s.inflight, m.ID)
+		s.acked[m.ID]++
+	}
+	s.signal()
+	return nil
+}
+
+// Nack puts messages back at the end of the queue.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		if _, ok := s.inflight[m.ID]; !ok {
+			s.errs = append(s.errs, fmt.Errorf("nack of %s, which is not in flight", m.ID))
+			continue
+		}
+		delete(s.inflight, m.ID)
+		s.nacked[m.ID]++
+		s.queue = append(s.queue, m)
+	}
+	s.signal()
+	return nil
+}
+
+// Pending counts queued and in-flight messages.
+func (s *Source) Pending(context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.queue) + len(s.inflight)), nil
+}
+
+// Close does nothing.
+func (s *Source) Close(context.Context) error { return nil }
+
+// Acked returns how often each message was acked.
+func (s *Source) Acked() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return copyCounts(s.acked)
+}
+
+// Nacked returns how often each message was nacked.
+func (s *Source) Nacked() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return copyCounts(s.nacked)
+}
+
+// Unfinished counts the messages still queued or in flight.
+func (s *Source) Unfinished() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) + len(s.inflight)
+}
+
+// Errors returns the protocol errors seen (double acks, OnAck failures).
+func (s *Source) Errors() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(s.errs...)
+}
+
+func copyCounts(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// WithoutNack wraps a Source so that it does not implement runner.Nacker,
+// like sources that redeliver only after their own ack timeout.
+func WithoutNack(s *Source) runner.Source { return withoutNack{s} }
+
+type withoutNack struct{ s *Source }
+
+func (w withoutNack) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	return w.s.Read(ctx, max, timeout)
+}
+func (w withoutNack) Ack(ctx context.Context, msgs []*runner.Message) error {
+	return w.s.Ack(ctx, msgs)
+}
+func (w withoutNack) Close(ctx context.Context) error { return w.s.Close(ctx) }
+
+// Sink records what it was asked to write and answers as Decide says.
+type Sink struct {
+	mu       sync.Mutex
+	attempts map[string]int
+	written  map[string]*runner.Message
+	order    []string
+	calls    int
+
+	// Decide returns the result for one message on its attempt-th write
+	// (counting from 1); nil means always OK.
+	Decide func(m *runner.Message, attempt int) runner.WriteResult
+	// CallError, if set, fails a whole Write call when it returns an error.
+	CallError func(call int) error
+	// Latency delays each Write.
+	Latency time.Duration
+}
+
+// NewSink returns a sink that answers as decide says (nil: always OK).
+func NewSink(decide func(m *runner.Message, attempt int) runner.WriteResult) *Sink {
+	return &Sink{attempts: map[string]int{}, written: map[string]*runner.Message{}, Decide: decide}
+}
+
+// Write answers each message as Decide says and records the OK ones.
+func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
+	if s.Latency > 0 {
+		select {
+		case <-time.After(s.Latency):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.CallError != nil {
+		if err := s.CallError(s.calls); err != nil {
+			return nil, err
+		}
+	}
+	res := make([]runner.WriteResult, len(msgs))
+	for i, m := range msgs {
+		s.attempts[m.ID]++
+		if s.Decide != nil {
+			res[i] = s.Decide(m, s.attempts[m.ID])
+		}
+		if res[i].Status == runner.WriteOK {
+			if _, dup := s.written[m.ID]; !dup {
+				s.order = append(s.order, m.ID)
+			}
+			s.written[m.ID] = m
+		}
+	}
+	return res, nil
+}
+
+// Close does nothing.
+func (s *Sink) Close(context.Context) error { return nil }
+
+// Written reports whether the message with id was written.
+func (s *Sink) Written(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.written[id]
+	return ok
+}
+
+// WrittenIDs returns the IDs written, in first-write order.
+func (s *Sink) WrittenIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.order...)
+}
+
+// Message returns the written message with id, or nil.
+func (s *Sink) Message(id string) *runner.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written[id]
+}
+
+// Attempts returns how often the message with id was offered.
+func (s *Sink) Attempts(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attempts[id]
+}
+
+// Transformer answers as Decide says, per message.
+type Transformer struct {
+	mu       sync.Mutex
+	attempts map[string]int
+	calls    int
+
+	// Decide returns the result for one message on its attempt-th call.
+	Decide func(m *runner.Message, attempt int) runner.TransformResult
+	// CallError, if set, fails a whole Transform call when it returns an error.
+	CallError func(call int) error
+	// Latency delays each call.
+	Latency time.Duration
+}
+
+// NewTransformer returns a transformer answering as decide says.
+func NewTransformer(decide func(m *runner.Message, attempt int) runner.TransformResult) *Transformer {
+	return &Transformer{attempts: map[string]int{}, Decide: decide}
+}
+
+// Transform answers each message as Decide says.
+func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
+	if t.Latency > 0 {
+		select {
+		case <-time.After(t.Latency):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.calls++
+	if t.CallError != nil {
+		if err := t.CallError(t.calls); err != nil {
+			return nil, err
+		}
+	}
+	res := make([]runner.TransformResult, len(msgs))
+	for i, m := range msgs {
+		t.attempts[m.ID]++
+		res[i] = t.Decide(m, t.attempts[m.ID])
+	}
+	return res, nil
+}
+
+// Close does nothing.
+func (t *Transformer) Close(context.Context) error { return nil }
+
+// Attempts returns how often the message with id was offered.
+func (t *Transformer) Attempts(id string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.attempts[id]
+}
+
+// Copy returns an output message equal to m with value v.
+func Copy(m *runner.Message, v string) *runner.Message {
+	return &runner.Message{Value: []byte(v), Keys: m.Keys, EventTime: m.EventTime}
+}
