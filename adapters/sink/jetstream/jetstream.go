@@ -1,0 +1,197 @@
+// Package jetstream is a sink publishing to a NATS JetStream stream
+// (MV_SINK=jetstream, or MV_FALLBACK_SINK=jetstream).
+//
+// Every message is published with its ID as Nats-Msg-Id and counts as
+// written only once the stream acknowledged it, so a message written twice
+// (a redelivery after a crash, a retried batch) is stored once as long as
+// the retry falls within the stream's Duplicates window (2 minutes by
+// default). Keys, event time and headers travel as NATS headers (Mv-Keys,
+// Mv-Event-Time, see internal/natsjs), which the JetStream source maps back.
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/internal/natsjs"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Config holds the JetStream sink's settings. The fallback sink reads the
+// MV_FALLBACK_JETSTREAM_* variables, which default to the primary ones.
+type Config struct {
+	URL             string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
+	Subject         string        `envconfig:"MV_JETSTREAM_SUBJECT" desc:"subject to publish to; a stream must capture it"`
+	Creds           string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
+	FallbackURL     string        `envconfig:"MV_FALLBACK_JETSTREAM_URL" desc:"NATS server URL of the fallback sink; defaults to MV_JETSTREAM_URL"`
+	FallbackSubject string        `envconfig:"MV_FALLBACK_JETSTREAM_SUBJECT" desc:"subject the fallback sink publishes to"`
+	FallbackCreds   string        `envconfig:"MV_FALLBACK_JETSTREAM_CREDS" desc:"credentials file of the fallback sink; defaults to MV_JETSTREAM_CREDS"`
+	PublishTimeout  time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
+	MaxPending      int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
+	ReconnectWait   time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+}
+
+// Validate checks the values that parse but cannot be used in role.
+func (c *Config) Validate(role runner.Role) error {
+	url, subject := c.target(role)
+	urlVar, subjectVar := "MV_JETSTREAM_URL", "MV_JETSTREAM_SUBJECT"
+	if role == runner.RoleFallbackSink {
+		urlVar, subjectVar = "MV_FALLBACK_JETSTREAM_URL", "MV_FALLBACK_JETSTREAM_SUBJECT"
+	}
+	switch {
+	case strings.TrimSpace(url) == "":
+		return &runner.ConfigError{Var: urlVar, Value: url, Reason: "is required for the jetstream sink, e.g. nats://nats:4222"}
+	case subject == "" || strings.ContainsAny(subject, " \t\r\n*>") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, ".."):
+		return &runner.ConfigError{Var: subjectVar, Value: subject, Reason: "must be a subject without wildcards, e.g. orders.processed"}
+	case c.PublishTimeout <= 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_PUBLISH_TIMEOUT", Value: c.PublishTimeout.String(), Reason: "must be a positive duration such as 10s"}
+	case c.MaxPending < 1:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_PUBLISH_MAX_PENDING", Value: strconv.Itoa(c.MaxPending), Reason: "must be a positive whole number"}
+	case c.ReconnectWait <= 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
+	}
+	return nil
+}
+
+// target returns the URL and subject for role.
+func (c *Config) target(role runner.Role) (url, subject string) {
+	if role == runner.RoleFallbackSink {
+		url = c.FallbackURL
+		if url == "" {
+			url = c.URL
+		}
+		return url, c.FallbackSubject
+	}
+	return c.URL, c.Subject
+}
+
+func (c *Config) creds(role runner.Role) string {
+	if role == runner.RoleFallbackSink && c.FallbackCreds != "" {
+		return c.FallbackCreds
+	}
+	return c.Creds
+}
+
+func init() {
+	runner.RegisterSink(runner.Plugin[runner.Sink]{
+		Name:   "jetstream",
+		Config: func() any { return &Config{} },
+		New: func(_ context.Context, env runner.Env, cfg any) (runner.Sink, error) {
+			name := fmt.Sprintf("monovertex %s/%d %s", env.Name, env.Replica, env.Role)
+			return New(*cfg.(*Config), env.Role, name, env.Logger)
+		},
+	})
+}
+
+// Sink publishes messages to one subject and waits for the stream's acks.
+type Sink struct {
+	subject string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	stall   time.Duration
+}
+
+var (
+	_ runner.Sink    = (*Sink)(nil)
+	_ runner.Readier = (*Sink)(nil)
+)
+
+// New connects and returns a sink for role (RoleSink or RoleFallbackSink).
+// The server must be reachable now; later outages are ridden out by
+// reconnecting.
+func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) (*Sink, error) {
+	url, subject := cfg.target(role)
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream sink: %w", err)
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
+		// Without a timeout an ack lost with a dropped connection would
+		// leave its message waiting for ever.
+		jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream sink: %w", err)
+	}
+	return &Sink{subject: subject, nc: nc, js: js, stall: cfg.PublishTimeout}, nil
+}
+
+// Write publishes every message asynchronously, then waits for each ack.
+// A message is reported written only when the stream acked it (a duplicate
+// ack counts: the stream already has it); a failed or unanswered publish is
+// reported failed and retried by the engine with the same Nats-Msg-Id.
+func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	if err := natsjs.StatusError(s.nc); err != nil {
+		return nil, fmt.Errorf("jetstream sink: publish %d messages to %s: %w", len(msgs), s.subject, err)
+	}
+	results := make([]runner.WriteResult, len(msgs))
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		nm := &nats.Msg{Subject: s.subject, Data: m.Value, Header: natsjs.EncodeHeaders(m)}
+		f, err := s.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.ID), jetstream.WithStallWait(s.stall))
+		if err != nil {
+			results[i] = failed(m, err)
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			results[i] = failed(msgs[i], err)
+		case <-ctx.Done():
+			// The stream may still store it; a retry is then de-duplicated.
+			results[i] = failed(msgs[i], ctx.Err())
+		}
+	}
+	return results, nil
+}
+
+func failed(m *runner.Message, err error) runner.WriteResult {
+	err = fmt.Errorf("jetstream sink: publish %s: %w", m.ID, err)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// Retrying cannot make it smaller; MV_ON_FAILURE decides.
+		err = runner.Permanent(fmt.Errorf("%w (raise the server's max_payload or send smaller messages)", err))
+	}
+	return runner.WriteResult{Status: runner.WriteFailed, Err: err}
+}
+
+// Ready reports whether the connection to the server is up.
+func (s *Sink) Ready(context.Context) error {
+	if err := natsjs.StatusError(s.nc); err != nil {
+		return fmt.Errorf("jetstream sink: %w", err)
+	}
+	return nil
+}
+
+// Close waits (bounded by ctx) for acks still outstanding, then closes the
+// connection.
+func (s *Sink) Close(ctx context.Context) error {
+	var err error
+	select {
+	case <-s.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		err = fmt.Errorf("jetstream sink: %d publishes unacknowledged at close: %w", s.js.PublishAsyncPending(), ctx.Err())
+	}
+	s.nc.Close()
+	return err
+}

@@ -1,0 +1,457 @@
+// Package jetstream is a source reading a NATS JetStream stream through a
+// durable pull consumer (MV_SOURCE=jetstream).
+//
+// Several runner replicas may share one consumer: the server hands each
+// message of a pull consumer to one fetch request at a time, so replicas
+// split the stream between them, and a message one replica does not ack
+// within MV_JETSTREAM_ACK_WAIT is redelivered to any of them.
+//
+// Each message's ID is "<stream>:<stream sequence>", which is unique within
+// the stream and the same on every redelivery; a producer's Nats-Msg-Id is
+// kept as a header but not used as the ID, because it is only unique within
+// the stream's Duplicates window and often absent. Keys, event time and
+// headers are mapped as described in internal/natsjs (Mv-Keys, else the
+// subject; Mv-Event-Time, else the time the stream stored the message).
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/internal/natsjs"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Config holds the JetStream source's settings.
+type Config struct {
+	URL           string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
+	Stream        string        `envconfig:"MV_JETSTREAM_STREAM" desc:"stream to read (must exist)"`
+	Consumer      string        `envconfig:"MV_JETSTREAM_CONSUMER" desc:"durable pull consumer; created with explicit acks if missing, shared by all replicas"`
+	FilterSubject string        `envconfig:"MV_JETSTREAM_FILTER_SUBJECT" desc:"subject filter of a consumer the runner creates; empty reads the whole stream"`
+	DeliverPolicy string        `envconfig:"MV_JETSTREAM_DELIVER_POLICY" default:"all" desc:"where a consumer the runner creates starts: all or new"`
+	AckWait       time.Duration `envconfig:"MV_JETSTREAM_ACK_WAIT" default:"30s" desc:"ack wait of a consumer the runner creates: unacked messages are redelivered after it"`
+	MaxAckPending int           `envconfig:"MV_JETSTREAM_MAX_ACK_PENDING" default:"20000" desc:"max ack pending of a consumer the runner creates; at least replicas x MV_READ_BATCH_SIZE x MV_INFLIGHT_BATCHES"`
+	NakDelay      time.Duration `envconfig:"MV_JETSTREAM_NAK_DELAY" default:"1s" desc:"delay before a nacked message is redelivered"`
+	AckSync       bool          `envconfig:"MV_JETSTREAM_ACK_SYNC" default:"true" desc:"wait for the server to confirm every ack (double ack); false sends acks and only flushes the connection"`
+	InProgress    bool          `envconfig:"MV_JETSTREAM_IN_PROGRESS" default:"true" desc:"tell the server that messages held longer than a third of the ack wait are still being worked on, so they are not redelivered meanwhile"`
+	Creds         string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
+	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	APITimeout    time.Duration `envconfig:"MV_JETSTREAM_API_TIMEOUT" default:"5s" desc:"timeout of JetStream API calls and ack confirmations"`
+}
+
+// Validate checks the values that parse but cannot be used.
+func (c *Config) Validate(runner.Role) error {
+	switch {
+	case strings.TrimSpace(c.URL) == "":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: "is required for MV_SOURCE=jetstream, e.g. nats://nats:4222"}
+	case c.Stream == "" || !validName(c.Stream):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: c.Stream, Reason: "must name a stream (no spaces, '.', '*' or '>')"}
+	case c.Consumer == "" || !validName(c.Consumer):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: c.Consumer, Reason: "must name a durable consumer (no spaces, '.', '*' or '>')"}
+	case c.DeliverPolicy != "all" && c.DeliverPolicy != "new":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_DELIVER_POLICY", Value: c.DeliverPolicy, Reason: "must be all or new"}
+	case c.AckWait < time.Second:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_ACK_WAIT", Value: c.AckWait.String(), Reason: "must be at least 1s"}
+	case c.MaxAckPending < 1:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_MAX_ACK_PENDING", Value: strconv.Itoa(c.MaxAckPending), Reason: "must be a positive whole number"}
+	case c.NakDelay < 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NAK_DELAY", Value: c.NakDelay.String(), Reason: "must be 0 (redeliver at once) or a positive duration"}
+	case c.ReconnectWait <= 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
+	case c.APITimeout <= 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_API_TIMEOUT", Value: c.APITimeout.String(), Reason: "must be a positive duration such as 5s"}
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	return !strings.ContainsAny(s, " \t\r\n.*>")
+}
+
+func init() {
+	runner.RegisterSource(runner.Plugin[runner.Source]{
+		Name:   "jetstream",
+		Config: func() any { return &Config{} },
+		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Source, error) {
+			name := fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica)
+			return New(ctx, *cfg.(*Config), name, env.Logger)
+		},
+	})
+}
+
+// Source reads a stream through a durable pull consumer.
+type Source struct {
+	cfg  Config
+	log  *zap.SugaredLogger
+	nc   *nats.Conn
+	cons jetstream.Consumer
+
+	// held are the messages read and not yet acked or nacked, with the time
+	// the server last heard about them; the in-progress loop keeps them
+	// from being redelivered while the engine is still working on them.
+	mu   sync.Mutex
+	held map[jetstream.Msg]time.Time
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+var (
+	_ runner.Source        = (*Source)(nil)
+	_ runner.Nacker        = (*Source)(nil)
+	_ runner.PendingReader = (*Source)(nil)
+	_ runner.Readier       = (*Source)(nil)
+)
+
+// New connects, finds the durable consumer (creating it when missing) and
+// returns the source. The server must be reachable now; later outages are
+// ridden out by reconnecting.
+func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("jetstream source: %w", err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.APITimeout))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream source: %w", err)
+	}
+	cons, err := ensureConsumer(ctx, js, cfg, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	s := &Source{
+		cfg: cfg, log: log, nc: nc, cons: cons,
+		held: map[jetstream.Msg]time.Time{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if cfg.InProgress {
+		go s.progressLoop()
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+// ensureConsumer binds to the durable consumer, creating it if missing.
+// An existing consumer is used as it is (its owner may have tuned it), but
+// one that cannot work with this source is refused.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log *zap.SugaredLogger) (jetstream.Consumer, error) {
+	actx, cancel := context.WithTimeout(ctx, 2*cfg.APITimeout)
+	defer cancel()
+	stream, err := js.Stream(actx, cfg.Stream)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("jetstream source: stream %q does not exist: create it (nats stream add) or fix MV_JETSTREAM_STREAM", cfg.Stream)
+		}
+		return nil, fmt.Errorf("jetstream source: look up stream %q: %w", cfg.Stream, err)
+	}
+	cons, err := stream.Consumer(actx, cfg.Consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cc := jetstream.ConsumerConfig{
+			Durable:       cfg.Consumer,
+			Description:   "monovertex runner (MV_SOURCE=jetstream)",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxAckPending: cfg.MaxAckPending,
+			MaxDeliver:    -1,
+			FilterSubject: cfg.FilterSubject,
+		}
+		if cfg.DeliverPolicy == "new" {
+			cc.DeliverPolicy = jetstream.DeliverNewPolicy
+		}
+		// Replicas starting together all try this; the server accepts a
+		// create with an identical config as a no-op, and for a config that
+		// differs we simply bind to whichever won.
+		cons, err = stream.CreateConsumer(actx, cc)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = stream.Consumer(actx, cfg.Consumer)
+		}
+		if err == nil {
+			log.Infow("created durable consumer", "stream", cfg.Stream, "consumer", cfg.Consumer,
+				"ackWait", cfg.AckWait, "maxAckPending", cfg.MaxAckPending, "filter", cfg.FilterSubject)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream source: consumer %q on stream %q: %w", cfg.Consumer, cfg.Stream, err)
+	}
+	info := cons.CachedInfo()
+	switch {
+	case info.Config.DeliverSubject != "":
+		return nil, fmt.Errorf("jetstream source: consumer %q is a push consumer; use a pull consumer (delete it and let the runner create one, or name another in MV_JETSTREAM_CONSUMER)", cfg.Consumer)
+	case info.Config.AckPolicy != jetstream.AckExplicitPolicy:
+		return nil, fmt.Errorf("jetstream source: consumer %q has ack policy %s; the runner acks each message after it is written and needs explicit acks", cfg.Consumer, info.Config.AckPolicy)
+	}
+	if info.Config.AckWait != cfg.AckWait || info.Config.MaxAckPending != cfg.MaxAckPending {
+		log.Infow("using the existing consumer's settings", "consumer", cfg.Consumer,
+			"ackWait", info.Config.AckWait, "maxAckPending", info.Config.MaxAckPending)
+	}
+	return cons, nil
+}
+
+// Read fetches up to max messages, waiting at most timeout for them. While
+// the connection is down it fails at once, and the engine retries.
+func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	if err := natsjs.StatusError(s.nc); err != nil {
+		return nil, fmt.Errorf("jetstream source: read from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	}
+	var batch jetstream.MessageBatch
+	var err error
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if timeout < 10*time.Millisecond {
+		batch, err = s.cons.FetchNoWait(max)
+	} else {
+		// The pull request expires a little before fctx, so the server ends
+		// it and nothing it sends is left in flight when we stop listening.
+		batch, err = s.cons.Fetch(max, jetstream.FetchContext(fctx))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	}
+	msgs := make([]*runner.Message, 0, max)
+	now := time.Now()
+	var held []jetstream.Msg
+	// The channel is closed when the fetch ends; what it buffered is still
+	// read, so nothing delivered to us is dropped, even on cancellation.
+	for jm := range batch.Messages() {
+		msgs = append(msgs, s.convert(jm))
+		held = append(held, jm)
+	}
+	if s.cfg.InProgress && len(held) > 0 {
+		s.mu.Lock()
+		for _, jm := range held {
+			s.held[jm] = now
+		}
+		s.mu.Unlock()
+	}
+	err = batch.Error()
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		err = nil // shutting down: the engine stops reading
+	case errors.Is(err, context.DeadlineExceeded):
+		err = nil // our own timeout: a short batch
+	default:
+		err = fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	}
+	return msgs, err
+}
+
+func (s *Source) convert(jm jetstream.Msg) *runner.Message {
+	m := &runner.Message{Value: jm.Data(), Offset: jm}
+	var stored time.Time
+	if meta, err := jm.Metadata(); err == nil {
+		m.ID = meta.Stream + ":" + strconv.FormatUint(meta.Sequence.Stream, 10)
+		stored = meta.Timestamp
+	} else {
+		// Only a message not delivered by JetStream lacks metadata; its
+		// reply subject is still unique per message.
+		m.ID = jm.Reply()
+	}
+	natsjs.DecodeHeaders(m, jm.Subject(), jm.Headers(), stored)
+	return m
+}
+
+func (s *Source) release(msgs []*runner.Message) {
+	if !s.cfg.InProgress {
+		return
+	}
+	s.mu.Lock()
+	for _, m := range msgs {
+		if jm, ok := m.Offset.(jetstream.Msg); ok {
+			delete(s.held, jm)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Ack acknowledges messages that reached a final state. With
+// MV_JETSTREAM_ACK_SYNC (the default) it returns only when the server
+// confirmed every ack; an ack it could not confirm makes the call fail, and
+// the message is redelivered after the ack wait unless a retry confirms it.
+func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
+	// Whatever happens now, the engine is done with these messages: stop
+	// extending their ack deadline, so an ack that is lost leads to a
+	// redelivery rather than a message held for ever.
+	s.release(msgs)
+	if !s.cfg.AckSync {
+		return s.ackAsync(ctx, msgs)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed int
+	var firstErr error
+	// Confirmations travel over one multiplexed reply subscription, so
+	// issuing them all at once costs one round trip per batch, not per
+	// message; the semaphore only bounds goroutines.
+	sem := make(chan struct{}, 256)
+	for _, m := range msgs {
+		jm, ok := m.Offset.(jetstream.Msg)
+		if !ok {
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := jm.DoubleAck(ctx)
+			if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+				return
+			}
+			mu.Lock()
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if failed > 0 {
+		return fmt.Errorf("jetstream source: %d of %d acks not confirmed by the server (they are redelivered after the ack wait unless a retry succeeds): %w", failed, len(msgs), firstErr)
+	}
+	return nil
+}
+
+// ackAsync sends the acks without waiting for confirmations, then flushes
+// the connection so that at least the server has received them.
+func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
+	for _, m := range msgs {
+		jm, ok := m.Offset.(jetstream.Msg)
+		if !ok {
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
+		}
+		if err := jm.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			return fmt.Errorf("jetstream source: ack %s: %w", m.ID, err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
+	if err := s.nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("jetstream source: flush %d acks: %w", len(msgs), err)
+	}
+	return nil
+}
+
+// Nack asks the server to redeliver the messages after MV_JETSTREAM_NAK_DELAY.
+// A nack that gets lost only means redelivery after the ack wait instead.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
+	s.release(msgs)
+	var firstErr error
+	failed := 0
+	for _, m := range msgs {
+		jm, ok := m.Offset.(jetstream.Msg)
+		if !ok {
+			continue
+		}
+		var err error
+		if s.cfg.NakDelay > 0 {
+			err = jm.NakWithDelay(s.cfg.NakDelay)
+		} else {
+			err = jm.Nak()
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("jetstream source: %d of %d nacks not sent (redelivered after the ack wait instead): %w", failed, len(msgs), firstErr)
+	}
+	return nil
+}
+
+// Pending is the consumer's NumPending (not yet delivered to any replica)
+// plus NumAckPending (delivered, not yet acked), as Numaflow counts it. It
+// is the count of the whole consumer, so every replica reports the same
+// number, not its own share.
+func (s *Source) Pending(ctx context.Context) (int64, error) {
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
+	info, err := s.cons.Info(ictx)
+	if err != nil {
+		return -1, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	}
+	return int64(info.NumPending) + int64(info.NumAckPending), nil
+}
+
+// Ready reports whether the connection to the server is up.
+func (s *Source) Ready(context.Context) error {
+	if err := natsjs.StatusError(s.nc); err != nil {
+		return fmt.Errorf("jetstream source: %w", err)
+	}
+	return nil
+}
+
+// Close stops extending ack deadlines, flushes outstanding acks and nacks
+// and closes the connection. Messages still unacked are redelivered after
+// the ack wait.
+func (s *Source) Close(ctx context.Context) error {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	var err error
+	if s.nc.IsConnected() {
+		if ferr := s.nc.FlushWithContext(ctx); ferr != nil {
+			err = fmt.Errorf("jetstream source: flush before close: %w", ferr)
+		}
+	}
+	s.nc.Close()
+	return err
+}
+
+// progressLoop sends "in progress" for held messages the server has not
+// heard about for a third of the ack wait, so a slow sink or a long retry
+// does not make the server hand them to another replica meanwhile. It stops
+// on Close; a runner that dies stops sending, and the messages come back.
+func (s *Source) progressLoop() {
+	defer close(s.done)
+	every := s.cfg.AckWait / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var due []jetstream.Msg
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			due = due[:0]
+			s.mu.Lock()
+			for jm, last := range s.held {
+				if now.Sub(last) >= every {
+					s.held[jm] = now
+					due = append(due, jm)
+				}
+			}
+			s.mu.Unlock()
+			for _, jm := range due {
+				if err := jm.InProgress(); err != nil {
+					s.log.Debugw("in-progress not sent", "error", err)
+				}
+			}
+		}
+	}
+}

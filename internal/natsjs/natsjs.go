@@ -1,0 +1,168 @@
+// Package natsjs is the plumbing the JetStream source and sink share: how
+// they connect (reconnecting for ever, logging state changes) and how a
+// runner.Message maps to NATS headers and back, so that a JetStream source
+// reading a stream the JetStream sink wrote gets the same keys, event time
+// and headers.
+//
+// Header mapping (names are case-sensitive, as NATS headers are):
+//
+//	Mv-Keys        one value per key, in order (NATS headers are multi-valued,
+//	               so keys need no escaping)
+//	Mv-Event-Time  the event time, RFC 3339 with nanoseconds, UTC
+//	Nats-Msg-Id    the message ID, set by the sink so the stream de-duplicates
+//	               redeliveries within its Duplicates window
+//	anything else  a user header, first value only
+//
+// The sink does not forward user headers named Nats-* (the server acts on
+// some of them, e.g. Nats-Expected-Last-Sequence or Nats-TTL, which a message
+// read from another stream must not trigger) nor Mv-* (reserved above).
+package natsjs
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Header names of the mapping described in the package comment.
+const (
+	HeaderKeys      = "Mv-Keys"
+	HeaderEventTime = "Mv-Event-Time"
+	HeaderMsgID     = nats.MsgIdHdr // "Nats-Msg-Id"
+)
+
+// EncodeHeaders returns the NATS headers that carry m's keys, event time
+// and user headers. The sink adds Nats-Msg-Id itself.
+func EncodeHeaders(m *runner.Message) nats.Header {
+	h := make(nats.Header, len(m.Headers)+3)
+	for k, v := range m.Headers {
+		if reserved(k) {
+			continue
+		}
+		h[k] = []string{v}
+	}
+	if len(m.Keys) > 0 {
+		h[HeaderKeys] = append([]string(nil), m.Keys...)
+	}
+	if !m.EventTime.IsZero() {
+		h[HeaderEventTime] = []string{m.EventTime.UTC().Format(time.RFC3339Nano)}
+	}
+	return h
+}
+
+func reserved(name string) bool {
+	return hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Mv-")
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// DecodeHeaders fills m's keys, event time and headers from a stored
+// message: keys from Mv-Keys, or the subject when the header is absent (so
+// messages from any producer are keyed by what they were published on);
+// event time from Mv-Event-Time, or stored (the time the stream stored the
+// message); every other header, Nats-* included, as a user header with its
+// first value.
+func DecodeHeaders(m *runner.Message, subject string, h nats.Header, stored time.Time) {
+	m.EventTime = stored
+	if keys, ok := h[HeaderKeys]; ok {
+		m.Keys = append([]string(nil), keys...)
+	} else {
+		m.Keys = []string{subject}
+	}
+	if v := h.Get(HeaderEventTime); v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			m.EventTime = t
+		}
+	}
+	for k, vs := range h {
+		if k == HeaderKeys || k == HeaderEventTime || len(vs) == 0 {
+			continue
+		}
+		if m.Headers == nil {
+			m.Headers = make(map[string]string, len(h))
+		}
+		m.Headers[k] = vs[0]
+	}
+}
+
+// ConnOptions say how to reach the NATS server.
+type ConnOptions struct {
+	// URL is one server URL or a comma-separated list (nats://host:4222).
+	URL string
+	// Creds is a NATS credentials file (JWT and NKey seed); empty for none.
+	Creds string
+	// Name shows up in the server's connection list (nats server report connections).
+	Name string
+	// ReconnectWait is the pause between reconnect attempts.
+	ReconnectWait time.Duration
+	// Logger receives connection state changes; nil discards them.
+	Logger *zap.SugaredLogger
+}
+
+// Connect dials the server. The connection reconnects for ever on its own:
+// an outage only makes calls fail (and the engine retry them) until the
+// server is back, it never ends the runner.
+func Connect(o ConnOptions) (*nats.Conn, error) {
+	log := o.Logger
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(o.ReconnectWait),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warnw("disconnected from NATS, reconnecting", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Infow("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Warnw("NATS async error", "subject", subject, "error", err)
+		}),
+	}
+	if o.Creds != "" {
+		opts = append(opts, nats.UserCredentials(o.Creds))
+	}
+	nc, err := nats.Connect(o.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w (check the URL and that the server is up)", redact(o.URL), err)
+	}
+	return nc, nil
+}
+
+// redact hides passwords and tokens in URLs before they reach a log line.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if at := strings.LastIndex(p, "@"); at >= 0 {
+			if scheme := strings.Index(p, "://"); scheme >= 0 && scheme < at {
+				parts[i] = p[:scheme+3] + "***" + p[at:]
+			}
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// StatusError says why a connection cannot take work now, or nil if it can.
+func StatusError(nc *nats.Conn) error {
+	if st := nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("NATS connection is %s; it reconnects on its own", statusName(st))
+	}
+	return nil
+}
+
+func statusName(s nats.Status) string {
+	return strings.ToLower(s.String())
+}

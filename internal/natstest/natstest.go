@@ -1,0 +1,211 @@
+// Package natstest starts a real nats-server with JetStream inside the test
+// process, listening on 127.0.0.1 with its file store in a test temp dir, so
+// adapter, end-to-end and fault tests run against the real broker with
+// nothing mocked. A Server can be shut down and started again on the same
+// port and store, which is how tests simulate a broker outage or restart.
+//
+//	srv := natstest.Start(t)
+//	nc, js := srv.Connect(t)
+//	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in"}})
+//	... point the code under test at srv.URL() ...
+//	srv.Restart(t) // same port, same store: streams and consumers survive
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Server is an in-process nats-server with JetStream. Its methods are safe
+// to call from several goroutines.
+type Server struct {
+	storeDir string
+
+	mu   sync.Mutex
+	port int
+	srv  *server.Server
+}
+
+// Start starts a JetStream server on 127.0.0.1 at a free port with a file
+// store in t.TempDir(); it is shut down when the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{storeDir: t.TempDir(), port: -1}
+	if err := s.start(); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func (s *Server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil {
+		return nil
+	}
+	opts := &server.Options{
+		ServerName: "natstest",
+		Host:       "127.0.0.1",
+		Port:       s.port,
+		JetStream:  true,
+		StoreDir:   s.storeDir,
+		NoLog:      true,
+		NoSigs:     true,
+		// Large enough for the conformance suite's 1 MiB payloads plus headers.
+		MaxPayload: 8 << 20,
+	}
+	var lastErr error
+	// The port of a server that was just shut down can take a moment to be
+	// free again; retry briefly instead of failing the test.
+	for attempt := 0; attempt < 50; attempt++ {
+		srv, err := server.NewServer(opts)
+		if err != nil {
+			return fmt.Errorf("new server: %w", err)
+		}
+		go srv.Start()
+		if srv.ReadyForConnections(10 * time.Second) {
+			s.srv = srv
+			s.port = srv.Addr().(*net.TCPAddr).Port
+			return nil
+		}
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		lastErr = fmt.Errorf("server on 127.0.0.1:%d not ready for connections", s.port)
+		time.Sleep(100 * time.Millisecond)
+	}
+	return lastErr
+}
+
+// URL is the client URL, nats://127.0.0.1:<port>; it stays the same across
+// Restart.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "nats://127.0.0.1:" + strconv.Itoa(s.port)
+}
+
+// StoreDir is the JetStream store directory, kept across Restart.
+func (s *Server) StoreDir() string { return s.storeDir }
+
+// Running reports whether the server is up.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv != nil
+}
+
+// Shutdown stops the server and waits until it is down; clients see the
+// connection drop and start reconnecting. Calling it again does nothing.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
+}
+
+// Restart shuts the server down (if it is running) and starts a new one on
+// the same port with the same store, so streams, consumers and their ack
+// state survive, as with a broker pod restart.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Shutdown()
+	if err := s.start(); err != nil {
+		t.Fatalf("natstest: restart: %v", err)
+	}
+}
+
+// Connect opens a client connection (closed when the test ends) and a
+// JetStream context on it, for setting up streams and checking results.
+func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("natstest: connect to %s: %v", s.URL(), err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream context: %v", err)
+	}
+	return nc, js
+}
+
+// CreateStream creates (or updates) a stream and fails the test on error.
+func CreateStream(t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) jetstream.Stream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		t.Fatalf("natstest: create stream %s: %v", cfg.Name, err)
+	}
+	return st
+}
+
+// ReadAll returns every message the stream holds now, in sequence order,
+// read with an ordered consumer (which leaves no state behind).
+func ReadAll(t testing.TB, js jetstream.JetStream, stream string) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatalf("natstest: stream info %s: %v", stream, err)
+	}
+	want := int(info.State.Msgs)
+	out := make([]jetstream.Msg, 0, want)
+	if want == 0 {
+		return out
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("natstest: ordered consumer on %s: %v", stream, err)
+	}
+	for len(out) < want {
+		if ctx.Err() != nil {
+			t.Fatalf("natstest: read %d of %d messages of %s", len(out), want, stream)
+		}
+		batch, err := cons.Fetch(min(want-len(out), 1000), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			t.Fatalf("natstest: fetch from %s: %v", stream, err)
+		}
+		for m := range batch.Messages() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ConsumerState returns the consumer's NumPending and NumAckPending.
+func ConsumerState(t testing.TB, js jetstream.JetStream, stream, consumer string) (pending, ackPending int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		t.Fatalf("natstest: consumer %s/%s: %v", stream, consumer, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatalf("natstest: consumer info %s/%s: %v", stream, consumer, err)
+	}
+	return int(info.NumPending), info.NumAckPending
+}
