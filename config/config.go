@@ -40,6 +40,8 @@ type Core struct {
 	LookbackSeconds int           `envconfig:"MV_LOOKBACK_SECONDS" default:"120" desc:"window of the processing rate used for scaling (at most 900)"`
 	LogLevel        string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	PProf           bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
+	ConfigDir       string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
+	ConfigPoll      time.Duration `envconfig:"MV_CONFIG_POLL" default:"1s" desc:"how often MV_CONFIG_DIR is read"`
 }
 
 // Retry holds the sink and transformer retry strategy.
@@ -191,6 +193,8 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "9090 and 9091 are reserved by Knative's queue-proxy; pick another port"}
 	case c.PendingInterval <= 0:
 		return &runner.ConfigError{Var: "MV_PENDING_INTERVAL", Value: c.PendingInterval.String(), Reason: "must be a positive duration"}
+	case c.ConfigPoll <= 0:
+		return &runner.ConfigError{Var: "MV_CONFIG_POLL", Value: c.ConfigPoll.String(), Reason: "must be a positive duration"}
 	case c.LookbackSeconds < 1 || c.LookbackSeconds > 900:
 		return &runner.ConfigError{Var: "MV_LOOKBACK_SECONDS", Value: itoa(c.LookbackSeconds), Reason: "must be between 1 and 900"}
 	}

@@ -140,6 +140,11 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	log.Infow("runner started", "source", cfg.Source, "transformer", cfg.Transformer, "sink", cfg.Sink,
 		"fallback_sink", cfg.FallbackSink, "port", cfg.Port, "admin_port", cfg.AdminPort,
 		"version", version.Version, "commit", version.Commit)
+	if cfg.ConfigDir != "" {
+		// Read once before Run, so a runner started paused reads nothing.
+		eng.SetPaused(readPaused(cfg.ConfigDir, log))
+		go watchPause(ctx, cfg.ConfigDir, cfg.ConfigPoll, eng.SetPaused, log)
+	}
 	started := time.Now()
 	runErr := eng.Run(ctx)
 
