@@ -1,0 +1,321 @@
+// Package core_test runs the runner binary end to end with its built-in
+// adapters: shutdown, configuration errors, metrics.
+package core_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
+)
+
+// stopLine is the runner's last log line, with its totals.
+type stopLine struct {
+	Msg             string `json:"msg"`
+	Read            int64  `json:"read"`
+	Acked           int64  `json:"acked"`
+	Nacked          int64  `json:"nacked"`
+	Written         int64  `json:"written"`
+	FallbackWritten int64  `json:"fallback_written"`
+	Dropped         int64  `json:"dropped"`
+}
+
+func lastStopLine(t *testing.T, stderr string) stopLine {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var found *stopLine
+	for sc.Scan() {
+		var l stopLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "runner stopped" {
+			found = &l
+		}
+	}
+	if found == nil {
+		t.Fatalf("no \"runner stopped\" log line in:\n%s", stderr)
+	}
+	return *found
+}
+
+// sinkLines counts the log sink's lines on stdout and checks each ID once.
+func sinkLines(t *testing.T, stdout string) int {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "sink" || !strings.HasPrefix(f[1], "id=") {
+			t.Fatalf("unexpected stdout line %q", line)
+		}
+		if seen[f[1]] {
+			t.Fatalf("%s written twice", f[1])
+		}
+		seen[f[1]] = true
+	}
+	return len(seen)
+}
+
+func TestSIGTERMMidStreamDrainsAcksAndExitsZero(t *testing.T) {
+	p := testutil.StartRunner(t, map[string]string{
+		"MV_GENERATOR_RPU":      "20000",
+		"MV_GENERATOR_DURATION": "1s",
+		"MV_GENERATOR_MSG_SIZE": "256",
+		"MV_READ_BATCH_SIZE":    "200",
+		"MV_SHUTDOWN_TIMEOUT":   "10s",
+	})
+	p.WaitReady(30 * time.Second)
+	testutil.WaitFor(t, 30*time.Second, "messages flowing", func() bool {
+		st, err := p.Status()
+		return err == nil && st.Totals.Acked > 2000
+	})
+	sent := time.Now()
+	p.Signal(syscall.SIGTERM)
+	code := p.Wait(15 * time.Second)
+	took := time.Since(sent)
+	if code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, p.Stderr.String())
+	}
+	if took > 10*time.Second {
+		t.Fatalf("shutdown took %v, budget 10s", took)
+	}
+	l := lastStopLine(t, p.Stderr.String())
+	lines := sinkLines(t, p.Stdout.String())
+	if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(lines) != l.Written || l.Nacked != 0 {
+		t.Fatalf("after SIGTERM: read %d acked %d written %d nacked %d, sink lines %d; want read = acked = written = lines",
+			l.Read, l.Acked, l.Written, l.Nacked, lines)
+	}
+	t.Logf("drained in %v: read = acked = written = %d", took, l.Acked)
+}
+
+func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
+	bin := testutil.BuildRunner(t)
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // the line must name this variable and value
+	}{
+		{map[string]string{"MV_SOURCE": "kafkaa"}, `MV_SOURCE="kafkaa"`},
+		{map[string]string{"MV_SINK": "nowhere"}, `MV_SINK="nowhere"`},
+		{map[string]string{"MV_TRANSFORMER": "magic"}, `MV_TRANSFORMER="magic"`},
+		{map[string]string{"MV_FALLBACK_SINK": "void"}, `MV_FALLBACK_SINK="void"`},
+		{map[string]string{"MV_READ_BATCH_SIZE": "0"}, `MV_READ_BATCH_SIZE="0"`},
+		{map[string]string{"MV_READ_BATCH_SIZE": "-5"}, `MV_READ_BATCH_SIZE="-5"`},
+		{map[string]string{"MV_READ_BATCH_SIZE": "many"}, `MV_READ_BATCH_SIZE="many"`},
+		{map[string]string{"MV_READ_TIMEOUT": "soon"}, `MV_READ_TIMEOUT="soon"`},
+		{map[string]string{"MV_READ_TIMEOUT": "0s"}, `MV_READ_TIMEOUT="0s"`},
+		{map[string]string{"MV_SHUTDOWN_TIMEOUT": "20"}, `MV_SHUTDOWN_TIMEOUT="20"`},
+		{map[string]string{"MV_RETRY_INTERVAL": "1 ms"}, `MV_RETRY_INTERVAL="1 ms"`},
+		{map[string]string{"MV_RETRY_STEPS": "0"}, `MV_RETRY_STEPS="0"`},
+		{map[string]string{"MV_RETRY_STEPS": "forever"}, `MV_RETRY_STEPS="forever"`},
+		{map[string]string{"MV_RETRY_FACTOR": "0.5"}, `MV_RETRY_FACTOR="0.5"`},
+		{map[string]string{"MV_RETRY_JITTER": "2"}, `MV_RETRY_JITTER="2"`},
+		{map[string]string{"MV_RETRY_CAP": "-1s"}, `MV_RETRY_CAP="-1s"`},
+		{map[string]string{"MV_ON_FAILURE": "ignore"}, `MV_ON_FAILURE="ignore"`},
+		{map[string]string{"MV_ON_FAILURE": "fallback"}, `MV_ON_FAILURE="fallback"`},
+		{map[string]string{"MV_ADMIN_PORT": "70000"}, `MV_ADMIN_PORT="70000"`},
+		{map[string]string{"MV_ADMIN_PORT": "9090"}, `MV_ADMIN_PORT="9090"`},
+		{map[string]string{"PORT": "http"}, `PORT="http"`},
+		{map[string]string{"MV_REPLICA": "-1"}, `MV_REPLICA="-1"`},
+		{map[string]string{"MV_NAME": ""}, `MV_NAME=""`},
+		{map[string]string{"MV_INFLIGHT_BATCHES": "0"}, `MV_INFLIGHT_BATCHES="0"`},
+		{map[string]string{"MV_LOOKBACK_SECONDS": "3600"}, `MV_LOOKBACK_SECONDS="3600"`},
+		{map[string]string{"MV_LOG_LEVEL": "loud"}, `MV_LOG_LEVEL="loud"`},
+		{map[string]string{"MV_PPROF": "sure"}, `MV_PPROF="sure"`},
+		{map[string]string{"MV_GENERATOR_RPU": "0"}, `MV_GENERATOR_RPU="0"`},
+		{map[string]string{"MV_GENERATOR_DURATION": "fast"}, `MV_GENERATOR_DURATION="fast"`},
+		{map[string]string{"MV_GENERATOR_MSG_SIZE": "-1"}, `MV_GENERATOR_MSG_SIZE="-1"`},
+		{map[string]string{"MV_GENERATOR_VALUE": "abc"}, `MV_GENERATOR_VALUE="abc"`},
+	} {
+		name := strings.Join(keys(tc.env), ",")
+		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {
+			cmd := exec.Command(bin)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT=" + strconv.Itoa(testutil.FreePort(t))}
+			for k, v := range tc.env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("runner kept running with a bad configuration")
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 2 {
+				t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+			}
+			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("stderr has %d lines, want exactly one:\n%s", len(lines), stderr.String())
+			}
+			if !strings.Contains(lines[0], tc.want) || strings.Contains(lines[0], "panic") || strings.Contains(lines[0], "goroutine") {
+				t.Fatalf("stderr %q does not name %s", lines[0], tc.want)
+			}
+			if stdout.Len() != 0 {
+				t.Fatalf("stdout not empty: %q", stdout.String())
+			}
+		})
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestHelpListsEveryVariableWithItsDefault(t *testing.T) {
+	out, err := exec.Command(testutil.BuildRunner(t), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"MV_NAME  ", "MV_SOURCE", "MV_TRANSFORMER", "MV_SINK", "MV_FALLBACK_SINK", "MV_READ_BATCH_SIZE   500",
+		"MV_READ_TIMEOUT      1s", "MV_RETRY_INTERVAL    1ms", "MV_RETRY_STEPS       unlimited", "MV_RETRY_FACTOR",
+		"MV_RETRY_CAP", "MV_RETRY_JITTER", "MV_ON_FAILURE        retry", "MV_SHUTDOWN_TIMEOUT  20s",
+		"MV_ADMIN_PORT        2469", "PORT                 8080", "MV_GENERATOR_RPU", "MV_GENERATOR_DURATION",
+		"MV_GENERATOR_MSG_SIZE", "MV_GENERATOR_KEY_COUNT", "MV_GENERATOR_VALUE", "MV_CONFIG_DIR",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+}
+
+// metricValue finds name{...mvtx_name="n",mvtx_replica="r"...} value.
+func metricValue(t *testing.T, body, name, mvtx, replica string) float64 {
+	t.Helper()
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{([^}]*)\} (\S+)$`)
+	for _, m := range re.FindAllStringSubmatch(body, -1) {
+		if strings.Contains(m[1], `mvtx_name="`+mvtx+`"`) && strings.Contains(m[1], `mvtx_replica="`+replica+`"`) {
+			v, err := strconv.ParseFloat(m[2], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("metric %s with mvtx_name=%q mvtx_replica=%q not found", name, mvtx, replica)
+	return 0
+}
+
+func TestMetricsCarryNumaflowNamesLabelsAndTheRunsCounts(t *testing.T) {
+	dir := t.TempDir()
+	p := testutil.StartRunner(t, map[string]string{
+		"MV_NAME":               "orders",
+		"MV_REPLICA":            "3",
+		"MV_GENERATOR_RPU":      "500",
+		"MV_GENERATOR_DURATION": "100ms",
+		"MV_GENERATOR_MSG_SIZE": "100",
+		"MV_READ_BATCH_SIZE":    "50",
+		"MV_CONFIG_DIR":         dir,
+		"MV_CONFIG_POLL":        "100ms",
+	})
+	p.WaitReady(30 * time.Second)
+	testutil.WaitFor(t, 30*time.Second, "messages flowing", func() bool {
+		st, err := p.Status()
+		return err == nil && st.Totals.Acked > 1000 && st.Rate["1m"] > 0
+	})
+	// Pause, so the counters stand still while they are compared.
+	if err := os.WriteFile(filepath.Join(dir, "paused"), []byte("true"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var last int64 = -1
+	testutil.WaitFor(t, 30*time.Second, "a paused, drained runner", func() bool {
+		st, err := p.Status()
+		if err != nil || st.State != "paused" || st.Totals.Acked != st.Totals.Read || st.Totals.Acked != last {
+			if err == nil {
+				last = st.Totals.Acked
+			}
+			return false
+		}
+		return true
+	})
+	st, err := p.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := testutil.Get(t, p.AdminURL+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics answered %d", code)
+	}
+	m := string(body)
+	lines := sinkLines(t, p.Stdout.String())
+	n := float64(st.Totals.Acked)
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{"monovtx_read_total", n},
+		{"monovtx_ack_total", n},
+		{"monovtx_sink_write_total", float64(lines)},
+		{"monovtx_read_bytes_total", float64(st.Totals.ReadBytes)},
+		{"monovtx_nack_total", 0},
+		{"monovtx_dropped_total", 0},
+		{"monovtx_transformer_dropped_total", 0},
+		{"monovtx_sink_write_errors_total", 0},
+		{"monovtx_sink_dropped_total", 0},
+		{"monovtx_fallback_sink_write_total", 0},
+		{"monovtx_read_batch_size", 50},
+		{"monovtx_pending_raw", -1}, // the generator does not know its pending
+		{"build_info", 1},
+	} {
+		if got := metricValue(t, m, c.name, "orders", "3"); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if st.Totals.ReadBytes != int64(n)*100 {
+		t.Errorf("read bytes %d, want %d x 100", st.Totals.ReadBytes, int64(n))
+	}
+	for _, h := range []string{"monovtx_processing_time", "monovtx_read_time", "monovtx_ack_time", "monovtx_sink_time"} {
+		if c := metricValue(t, m, h+"_count", "orders", "3"); c == 0 {
+			t.Errorf("%s has no observations", h)
+		}
+	}
+	for _, h := range []string{"monovtx_transformer_time", "monovtx_fallback_sink_time"} {
+		if c := metricValue(t, m, h+"_count", "orders", "3"); c != 0 {
+			t.Errorf("%s has %v observations without a transformer or fallback sink", h, c)
+		}
+	}
+	// Histograms are in microseconds: a local batch takes far less than 10s
+	// and more than 0, so the mean must lie between.
+	if sum, cnt := metricValue(t, m, "monovtx_ack_time_sum", "orders", "3"), metricValue(t, m, "monovtx_ack_time_count", "orders", "3"); sum/cnt <= 0 || sum/cnt > 10e6 {
+		t.Errorf("mean ack time %v µs is not a plausible microsecond figure", sum/cnt)
+	}
+	if st.Rate["1m"] <= 0 {
+		t.Errorf("processing rate %v, want > 0", st.Rate)
+	}
+	// Resume: reading goes on.
+	if err := os.WriteFile(filepath.Join(dir, "paused"), []byte("false"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "reading to resume", func() bool {
+		s, err := p.Status()
+		return err == nil && s.State == "running" && s.Totals.Acked > st.Totals.Acked
+	})
+	for _, path := range []string{"/livez", "/readyz"} {
+		if code, _ := testutil.Get(t, p.AdminURL+path); code != 200 {
+			t.Errorf("%s answered %d", path, code)
+		}
+	}
+	if code, _ := testutil.Get(t, p.PortURL+"/healthz"); code != 200 {
+		t.Errorf("/healthz on $PORT answered %d", code)
+	}
+}
