@@ -5,5 +5,6 @@ package main
 import (
 	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
 	_ "github.com/monovertex/monovertex/adapters/sink/log"
+	_ "github.com/monovertex/monovertex/adapters/sink/udsink"
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
 )

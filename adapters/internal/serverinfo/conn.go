@@ -1,0 +1,358 @@
+package serverinfo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Timing of the wait for a container. Polling is cheap (a stat, and a dial
+// of a local socket), and 200ms keeps a restarted container's downtime short
+// without a busy loop.
+const (
+	pollInterval = 200 * time.Millisecond
+	// endMarkerWait is how long a server-info file may lack its end marker.
+	// The SDKs write the JSON and the marker in one go, so a file still
+	// incomplete after this is not a Numaflow SDK server of a supported version.
+	endMarkerWait = 2 * time.Second
+	// probeTimeout bounds one IsReady call.
+	probeTimeout = 2 * time.Second
+	// waitLogEvery spaces out the "still waiting" logs.
+	waitLogEvery = 5 * time.Second
+)
+
+// ReadyFunc calls a container's IsReady RPC over cc.
+type ReadyFunc func(ctx context.Context, cc *grpc.ClientConn) (bool, error)
+
+// ErrClosed is returned by Get after Close.
+var ErrClosed = errors.New("connection closed")
+
+// Conn is the gRPC connection to one Numaflow container. It is made once
+// the container's server-info file is complete and compatible and its
+// socket answers IsReady, and it is remade the same way when the container
+// restarts: an adapter that sees a stream break calls Fail, and callers of
+// Get wait until the container is back, or get a runner.Fatal error once it
+// stayed away longer than MV_UDF_RECONNECT_TIMEOUT.
+type Conn struct {
+	ep    Endpoint
+	set   Settings
+	log   *zap.SugaredLogger
+	ready ReadyFunc
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	cc        *grpc.ClientConn
+	gen       uint64
+	file      fileID
+	down      bool
+	downSince time.Time
+	lastErr   error
+	back      chan struct{} // closed when a reconnect attempt ends
+	fatal     error
+	closed    bool
+}
+
+// Connect waits (up to Settings.StartupTimeout) for the container's
+// server-info file, checks it, dials the socket and waits for IsReady.
+// A file that does not fit returns an *IncompatibleError.
+func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLogger, ready ReadyFunc) (*Conn, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	c := &Conn{ep: ep, set: set, log: log.With("container", ep.Name, "socket", ep.Socket), ready: ready}
+	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	start := time.Now()
+	cc, id, err := c.wait(ctx, start.Add(set.StartupTimeout))
+	if err != nil {
+		c.cancel()
+		if IsIncompatible(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err)
+	}
+	c.cc, c.file, c.gen = cc, id, 1
+	go c.watch(cc, c.gen)
+	c.log.Infow("connected to Numaflow container", "after", time.Since(start).Round(time.Millisecond).String())
+	return c, nil
+}
+
+// Endpoint returns the container this connection is for.
+func (c *Conn) Endpoint() Endpoint { return c.ep }
+
+// MaxMessageSize is the largest gRPC message either side may send.
+func (c *Conn) MaxMessageSize() int { return c.set.MaxMessageSize }
+
+// Get returns the current connection and its generation. While the
+// container is away it waits for it to come back, for ctx, or for the
+// reconnect timeout, after which it returns a runner.Fatal error.
+func (c *Conn) Get(ctx context.Context) (*grpc.ClientConn, uint64, error) {
+	for {
+		c.mu.Lock()
+		switch {
+		case c.fatal != nil:
+			err := c.fatal
+			c.mu.Unlock()
+			return nil, 0, err
+		case c.closed:
+			c.mu.Unlock()
+			return nil, 0, ErrClosed
+		case !c.down:
+			cc, gen := c.cc, c.gen
+			c.mu.Unlock()
+			return cc, gen, nil
+		}
+		back := c.back
+		c.mu.Unlock()
+		select {
+		case <-back:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+// Current returns the connection without waiting: an error while the
+// container is away. It suits calls that must not block, such as Pending.
+func (c *Conn) Current() (*grpc.ClientConn, uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.fatal != nil:
+		return nil, 0, c.fatal
+	case c.closed:
+		return nil, 0, ErrClosed
+	case c.down:
+		return nil, 0, fmt.Errorf("the %s container is away since %s, reconnecting: %v", c.ep.Name, c.downSince.Format(time.RFC3339), c.lastErr)
+	}
+	return c.cc, c.gen, nil
+}
+
+// Fail reports that a stream of connection generation gen broke. The first
+// report for the current generation marks the container away and starts
+// waiting for it in the background; later and stale reports are ignored.
+func (c *Conn) Fail(gen uint64, err error) {
+	c.mu.Lock()
+	if c.closed || c.fatal != nil || c.down || gen != c.gen {
+		c.mu.Unlock()
+		return
+	}
+	c.down, c.downSince, c.lastErr = true, time.Now(), err
+	c.back = make(chan struct{})
+	deadline := c.downSince.Add(c.set.ReconnectTimeout)
+	c.mu.Unlock()
+	c.log.Warnw("lost the Numaflow container; holding unfinished messages and waiting for it to come back",
+		"reconnect_timeout", c.set.ReconnectTimeout.String(), zap.Error(err))
+	go c.reconnect(deadline)
+}
+
+func (c *Conn) reconnect(deadline time.Time) {
+	cc, id, err := c.wait(c.ctx, deadline)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer close(c.back)
+	if err != nil {
+		if c.closed || c.ctx.Err() != nil {
+			return
+		}
+		if IsIncompatible(err) {
+			c.fatal = runner.Fatal(fmt.Errorf("the restarted %s container cannot be used: %w", c.ep.Name, err))
+		} else {
+			c.fatal = runner.Fatal(fmt.Errorf("the %s container (socket %s) stayed unreachable for %v (MV_UDF_RECONNECT_TIMEOUT); exiting so the pod restarts, unacked messages will be redelivered by the source: %w",
+				c.ep.Name, c.ep.Socket, c.set.ReconnectTimeout, err))
+		}
+		c.log.Errorw("giving up on the Numaflow container", zap.Error(c.fatal))
+		return
+	}
+	old := c.cc
+	fresh := id != c.file
+	c.cc, c.file, c.down = cc, id, false
+	c.gen++
+	go c.watch(cc, c.gen)
+	if old != nil {
+		go old.Close()
+	}
+	c.log.Infow("reconnected to Numaflow container", "away", time.Since(c.downSince).Round(time.Millisecond).String(), "fresh_server_info", fresh)
+}
+
+// watch notices a connection that dropped while no stream was using it (a
+// sink killed between batches), so readiness and reconnecting do not wait
+// for the next call.
+func (c *Conn) watch(cc *grpc.ClientConn, gen uint64) {
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Shutdown:
+			return
+		case connectivity.TransientFailure, connectivity.Idle:
+			c.Fail(gen, fmt.Errorf("connection to %s is %s", c.ep.Socket, s))
+			return
+		}
+		if !cc.WaitForStateChange(c.ctx, s) {
+			return
+		}
+	}
+}
+
+// Ready reports nil while the container is connected and says it is ready.
+func (c *Conn) Ready(ctx context.Context) error {
+	c.mu.Lock()
+	cc, gen, down, since, last, fatal := c.cc, c.gen, c.down, c.downSince, c.lastErr, c.fatal
+	c.mu.Unlock()
+	switch {
+	case fatal != nil:
+		return fatal
+	case down:
+		return fmt.Errorf("the %s container is away since %s, reconnecting: %v", c.ep.Name, since.Format(time.RFC3339), last)
+	case cc == nil:
+		return ErrClosed
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	ok, err := c.ready(pctx, cc)
+	if err != nil {
+		if status.Code(err) == codes.Unavailable {
+			c.Fail(gen, err)
+		}
+		return fmt.Errorf("the %s container does not answer IsReady: %w", c.ep.Name, err)
+	}
+	if !ok {
+		return fmt.Errorf("the %s container says it is not ready", c.ep.Name)
+	}
+	return nil
+}
+
+// Close stops waiting and closes the connection.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cc := c.cc
+	c.cc = nil
+	c.mu.Unlock()
+	c.cancel()
+	if cc != nil {
+		return cc.Close()
+	}
+	return nil
+}
+
+// wait polls until the container is usable, deadline passes (returning the
+// last reason it was not), or ctx ends. An incompatible or never-completed
+// server-info file ends the wait at once with an *IncompatibleError.
+func (c *Conn) wait(ctx context.Context, deadline time.Time) (*grpc.ClientConn, fileID, error) {
+	var (
+		incompleteID    fileID
+		incompleteSince time.Time
+		lastLog         = time.Now()
+	)
+	for {
+		cc, id, err := c.attempt(ctx)
+		if err == nil {
+			return cc, id, nil
+		}
+		if IsIncompatible(err) {
+			return nil, id, err
+		}
+		var inc *incompleteError
+		if errors.As(err, &inc) {
+			if incompleteSince.IsZero() || id != incompleteID {
+				incompleteID, incompleteSince = id, time.Now()
+			} else if time.Since(incompleteSince) >= endMarkerWait {
+				return nil, id, &IncompatibleError{Endpoint: c.ep, Reason: fmt.Sprintf(
+					"the file has no end marker %s %v after it was written, so it is not from a Numaflow SDK server this runner supports (content %q)",
+					End, endMarkerWait, clip(inc.content))}
+			}
+		} else {
+			incompleteSince = time.Time{}
+		}
+		if ctx.Err() != nil {
+			return nil, id, ctx.Err()
+		}
+		if !time.Now().Before(deadline) {
+			return nil, id, err
+		}
+		if time.Since(lastLog) >= waitLogEvery {
+			lastLog = time.Now()
+			c.log.Infow("waiting for the Numaflow container", "server_info", c.ep.InfoFile, "reason", err.Error(),
+				"gives_up_in", time.Until(deadline).Round(time.Second).String())
+		}
+		t := time.NewTimer(min(pollInterval, time.Until(deadline)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, id, ctx.Err()
+		}
+	}
+}
+
+// attempt does one round of the handshake: read and check the server-info
+// file, dial the socket, ask IsReady.
+func (c *Conn) attempt(ctx context.Context) (*grpc.ClientConn, fileID, error) {
+	si, id, err := readFile(c.ep)
+	if errors.Is(err, errNotYet) {
+		return nil, id, fmt.Errorf("no server-info file at %s yet", c.ep.InfoFile)
+	}
+	if err != nil {
+		return nil, id, err
+	}
+	if err := Check(c.ep, si, func(msg string) { c.log.Warnw(msg, "server_info", c.ep.InfoFile) }); err != nil {
+		return nil, id, err
+	}
+	cc, err := Dial(c.ep.Socket, c.set.MaxMessageSize)
+	if err != nil {
+		return nil, id, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	ok, err := c.ready(pctx, cc)
+	if err == nil && !ok {
+		err = errors.New("IsReady answered false")
+	}
+	if err != nil {
+		cc.Close()
+		return nil, id, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
+	}
+	return cc, id, nil
+}
+
+// Dial makes a gRPC client for a Unix socket, with the message size limit
+// large payloads need. It does not connect until the first call.
+func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
+	abs, err := filepath.Abs(socket)
+	if err != nil {
+		return nil, fmt.Errorf("socket path %s: %w", socket, err)
+	}
+	cc, err := grpc.NewClient("unix://"+abs,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
+		// A local socket either answers at once or is not there: keep the
+		// reconnect backoff short so a restarted container is found quickly.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", abs, err)
+	}
+	return cc, nil
+}

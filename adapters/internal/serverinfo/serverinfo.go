@@ -1,0 +1,308 @@
+// Package serverinfo is what the Numaflow adapters (udsource, udtransformer,
+// udsink) share: the server-info handshake every Numaflow SDK container
+// performs (a JSON file ending in an end marker, written next to its Unix
+// socket), the compatibility check against it, and one gRPC connection per
+// container that survives the container being restarted.
+package serverinfo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/numaproj/numaflow-go/pkg/info"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// End is the marker a Numaflow SDK writes after the JSON of a complete
+// server-info file ("U+005C__END__").
+var End = info.END
+
+// NumaflowCompatVersion is the Numaflow release whose data-plane protocols
+// (handshake, EOT, ack and nack streams of numaflow-go v0.12) this runner
+// speaks. A container that asks for a newer Numaflow is refused.
+const NumaflowCompatVersion = "1.7.0"
+
+// MinSDKVersions are the oldest SDK releases, per language, that speak the
+// streaming protocols with handshake and EOT (Numaflow 1.4 and later); older
+// SDKs use unary calls this runner does not implement.
+var MinSDKVersions = map[string]string{
+	"go":     "0.9.0",
+	"python": "0.9.0",
+	"java":   "0.9.0",
+	"rust":   "0.1.0",
+}
+
+// Endpoint names one Numaflow container: its socket and its server-info file.
+type Endpoint struct {
+	// Name is how errors and logs call it ("source", "fallback sink", ...).
+	Name string
+	// Container is the Numaflow container type, the prefix of its server-info file.
+	Container info.ContainerType
+	// Socket is the path of the Unix socket the container listens on.
+	Socket string
+	// InfoFile is the path of its server-info file.
+	InfoFile string
+}
+
+// SourceEndpoint is the user-defined source container in dir.
+func SourceEndpoint(dir string) Endpoint {
+	return Endpoint{Name: "source", Container: info.Sourcer,
+		Socket: filepath.Join(dir, "source.sock"), InfoFile: filepath.Join(dir, "sourcer-server-info")}
+}
+
+// TransformerEndpoint is the source-transformer container in dir.
+func TransformerEndpoint(dir string) Endpoint {
+	return Endpoint{Name: "transformer", Container: info.Sourcetransformer,
+		Socket: filepath.Join(dir, "sourcetransform.sock"), InfoFile: filepath.Join(dir, "sourcetransformer-server-info")}
+}
+
+// SinkEndpoint is the user-defined sink container in dir: the primary sink,
+// or with fallback set the fallback sink.
+func SinkEndpoint(dir string, fallback bool) Endpoint {
+	if fallback {
+		return Endpoint{Name: "fallback sink", Container: info.Fbsinker,
+			Socket: filepath.Join(dir, "fb-sink.sock"), InfoFile: filepath.Join(dir, "fb-sinker-server-info")}
+	}
+	return Endpoint{Name: "sink", Container: info.Sinker,
+		Socket: filepath.Join(dir, "sink.sock"), InfoFile: filepath.Join(dir, "sinker-server-info")}
+}
+
+// IncompatibleError says that a container's server-info file cannot be
+// used: no end marker, bad JSON, or versions that do not fit. It is a
+// configuration problem the user fixes by changing the container image, so
+// the runner exits with status 2: it unwraps to a *runner.ConfigError and
+// has ExitCode 2.
+type IncompatibleError struct {
+	Endpoint Endpoint
+	Reason   string
+}
+
+func (e *IncompatibleError) Error() string {
+	return fmt.Sprintf("the %s container cannot be used: %s (server-info file %s)", e.Endpoint.Name, e.Reason, e.Endpoint.InfoFile)
+}
+
+// Unwrap returns the error as a configuration error of MV_UDS_DIR, so the
+// runner's "configuration error: exit 2" rule applies.
+func (e *IncompatibleError) Unwrap() error {
+	return &runner.ConfigError{Var: "MV_UDS_DIR", Value: filepath.Dir(e.Endpoint.InfoFile), Reason: e.Error()}
+}
+
+// ExitCode is the status the runner should exit with.
+func (e *IncompatibleError) ExitCode() int { return 2 }
+
+// IsIncompatible reports whether err is or wraps an IncompatibleError.
+func IsIncompatible(err error) bool {
+	var ie *IncompatibleError
+	return errors.As(err, &ie)
+}
+
+// errNotYet means the server-info file is missing or still being written.
+var errNotYet = errors.New("server-info file not written yet")
+
+// fileID identifies one version of the server-info file, so a restarted
+// container (which rewrites it) is told apart from the one that died.
+type fileID struct {
+	mod  time.Time
+	size int64
+	ino  uint64
+}
+
+func (a fileID) String() string {
+	return fmt.Sprintf("%d bytes, written %s", a.size, a.mod.Format(time.RFC3339Nano))
+}
+
+// readFile reads the server-info file once. It returns errNotYet while the
+// file is missing or empty, errIncomplete with the content when the end
+// marker is missing, and the parsed info otherwise.
+func readFile(ep Endpoint) (*info.ServerInfo, fileID, error) {
+	var id fileID
+	st, err := os.Stat(ep.InfoFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, id, errNotYet
+	}
+	if err != nil {
+		return nil, id, fmt.Errorf("stat server-info file: %w", err)
+	}
+	id = fileID{mod: st.ModTime(), size: st.Size(), ino: inode(st)}
+	if st.Size() == 0 {
+		return nil, id, errNotYet
+	}
+	b, err := os.ReadFile(ep.InfoFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, id, errNotYet
+	}
+	if err != nil {
+		return nil, id, fmt.Errorf("read server-info file: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, id, errNotYet
+	}
+	body, ok := bytes.CutSuffix(b, []byte(End))
+	if !ok {
+		return nil, id, &incompleteError{content: b}
+	}
+	var si info.ServerInfo
+	if err := json.Unmarshal(body, &si); err != nil {
+		return nil, id, &IncompatibleError{Endpoint: ep, Reason: fmt.Sprintf("it is not valid JSON (%v): %q", err, clip(body))}
+	}
+	return &si, id, nil
+}
+
+// incompleteError is a server-info file without its end marker (yet).
+type incompleteError struct{ content []byte }
+
+func (e *incompleteError) Error() string {
+	return fmt.Sprintf("server-info file has no end marker %s: %q", End, clip(e.content))
+}
+
+func clip(b []byte) string {
+	if len(b) > 200 {
+		return string(b[:200]) + "..."
+	}
+	return string(b)
+}
+
+// Check decides whether a container with this server-info can be used,
+// the way Numaflow's data plane does: protocol uds, this runner at least at
+// the container's minimum Numaflow version, and the SDK at least at the
+// minimum for its language. Empty versions are accepted (the SDK could not
+// tell its own version, as in development builds); warn receives why.
+func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
+	bad := func(format string, args ...any) error {
+		return &IncompatibleError{Endpoint: ep, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch si.Protocol {
+	case "", info.UDS:
+	default:
+		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", si.Protocol)
+	}
+	if si.MinimumNumaflowVersion == "" {
+		warn("server-info has no minimum_numaflow_version; skipping the Numaflow version check")
+	} else {
+		ok, err := atLeast(NumaflowCompatVersion, si.MinimumNumaflowVersion, false)
+		if err != nil {
+			return bad("minimum_numaflow_version %q: %v", si.MinimumNumaflowVersion, err)
+		}
+		if !ok {
+			return bad("its SDK needs Numaflow %s or newer, and this runner speaks the protocols of Numaflow %s; use an SDK release made for Numaflow %s",
+				humanVersion(si.MinimumNumaflowVersion), NumaflowCompatVersion, NumaflowCompatVersion)
+		}
+	}
+	lang := strings.ToLower(string(si.Language))
+	if si.Version == "" || lang == "" {
+		warn("server-info has no SDK version or language; skipping the SDK version check")
+		return nil
+	}
+	minimum, known := MinSDKVersions[lang]
+	if !known {
+		return bad("SDK language %q is unknown; supported are go, python, java and rust", si.Language)
+	}
+	ok, err := atLeast(si.Version, minimum, lang == "python")
+	if err != nil {
+		return bad("SDK version %q: %v", si.Version, err)
+	}
+	if !ok {
+		return bad("%s SDK version %s is too old: at least %s is needed (the streaming protocols with handshake of Numaflow 1.4+); upgrade the SDK in the container image",
+			lang, si.Version, minimum)
+	}
+	return nil
+}
+
+// humanVersion drops the "-z" suffix Numaflow uses to say "this stable
+// release and not its pre-releases".
+func humanVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if s, ok := strings.CutSuffix(v, "-z"); ok {
+		return s
+	}
+	if s, ok := strings.CutSuffix(v, "rc100"); ok {
+		return s
+	}
+	return v
+}
+
+// version is a release number with a flag for pre-releases (semver
+// "-rc1"/"-0.2024..." pseudo-versions, PEP 440 "a1", "b2", "rc1", ".dev1").
+type version struct {
+	parts [3]int
+	pre   bool
+}
+
+func parseVersion(s string, pep440 bool) (version, error) {
+	var v version
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	if s == "" {
+		return v, errors.New("empty version")
+	}
+	// Build metadata never orders versions.
+	if i := strings.IndexByte(s, '+'); i >= 0 {
+		s = s[:i]
+	}
+	rest := s
+	for i := 0; i < 3; i++ {
+		n, j := 0, 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			n = n*10 + int(rest[j]-'0')
+			j++
+			if n > 1<<20 {
+				return v, fmt.Errorf("version %q: number too large", s)
+			}
+		}
+		if j == 0 {
+			if i == 0 {
+				return v, fmt.Errorf("version %q does not start with a number", s)
+			}
+			break
+		}
+		v.parts[i] = n
+		rest = rest[j:]
+		if i < 2 && strings.HasPrefix(rest, ".") && len(rest) > 1 && rest[1] >= '0' && rest[1] <= '9' {
+			rest = rest[1:]
+			continue
+		}
+		break
+	}
+	switch {
+	case rest == "":
+	case pep440 && strings.HasPrefix(rest, ".post"):
+		// A post-release sorts after its release.
+	case pep440:
+		v.pre = true // a, b, rc, .dev
+	case strings.HasPrefix(rest, "-"):
+		v.pre = true
+	default:
+		return v, fmt.Errorf("version %q is not a semantic version", s)
+	}
+	return v, nil
+}
+
+// atLeast reports whether have >= want, where want is a minimum in
+// Numaflow's notation: "X.Y.Z-z" or "X.Y.Z" means the stable release X.Y.Z
+// (its pre-releases are older), and a pre-release of a later release counts
+// as newer, as Numaflow's check does.
+func atLeast(have, want string, pep440 bool) (bool, error) {
+	h, err := parseVersion(have, pep440)
+	if err != nil {
+		return false, err
+	}
+	w, err := parseVersion(humanVersion(want), pep440)
+	if err != nil {
+		return false, err
+	}
+	for i := range h.parts {
+		if h.parts[i] != w.parts[i] {
+			return h.parts[i] > w.parts[i], nil
+		}
+	}
+	// Same release number: a stable release satisfies any minimum of it; a
+	// pre-release satisfies only a pre-release minimum.
+	return !h.pre || w.pre, nil
+}
