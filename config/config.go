@@ -38,6 +38,9 @@ type Core struct {
 	Port            int           `envconfig:"PORT" default:"8080" desc:"Knative's serving port: /healthz, and the http source"`
 	PendingInterval time.Duration `envconfig:"MV_PENDING_INTERVAL" default:"5s" desc:"how often the source's pending count is read"`
 	LookbackSeconds int           `envconfig:"MV_LOOKBACK_SECONDS" default:"120" desc:"window of the processing rate used for scaling (at most 900)"`
+	ScaleTarget     float64       `envconfig:"MV_SCALE_TARGET_SECONDS" default:"20" desc:"backlog drain time the scaling signals aim at (Numaflow's targetProcessingSeconds)"`
+	MinScale        int           `envconfig:"MV_MIN_SCALE" default:"1" desc:"lower bound of monovtx_desired_replicas; keep equal to autoscaling.knative.dev/min-scale"`
+	MaxScale        int           `envconfig:"MV_MAX_SCALE" default:"0" desc:"upper bound of monovtx_desired_replicas, 0 for none; keep equal to autoscaling.knative.dev/max-scale"`
 	LogLevel        string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	PProf           bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
 	ConfigDir       string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
@@ -193,6 +196,14 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "9090 and 9091 are reserved by Knative's queue-proxy; pick another port"}
 	case c.PendingInterval <= 0:
 		return &runner.ConfigError{Var: "MV_PENDING_INTERVAL", Value: c.PendingInterval.String(), Reason: "must be a positive duration"}
+	case c.ScaleTarget <= 0:
+		return &runner.ConfigError{Var: "MV_SCALE_TARGET_SECONDS", Value: fmt.Sprint(c.ScaleTarget), Reason: "must be a positive number of seconds"}
+	case c.MinScale < 0:
+		return &runner.ConfigError{Var: "MV_MIN_SCALE", Value: itoa(c.MinScale), Reason: "must be 0 or more"}
+	case c.MaxScale < 0:
+		return &runner.ConfigError{Var: "MV_MAX_SCALE", Value: itoa(c.MaxScale), Reason: "must be 0 (no bound) or more"}
+	case c.MaxScale > 0 && c.MaxScale < c.MinScale:
+		return &runner.ConfigError{Var: "MV_MAX_SCALE", Value: itoa(c.MaxScale), Reason: "must not be below MV_MIN_SCALE=" + itoa(c.MinScale)}
 	case c.ConfigPoll <= 0:
 		return &runner.ConfigError{Var: "MV_CONFIG_POLL", Value: c.ConfigPoll.String(), Reason: "must be a positive duration"}
 	case c.LookbackSeconds < 1 || c.LookbackSeconds > 900:
@@ -240,6 +251,7 @@ func (c *Config) RunnerOptions() runner.Options {
 		ShutdownTimeout: c.ShutdownTimeout,
 		PendingInterval: c.PendingInterval,
 		Lookback:        time.Duration(c.LookbackSeconds) * time.Second,
+		Scaling:         runner.Scaling{TargetSeconds: c.ScaleTarget, Min: c.MinScale, Max: c.MaxScale},
 	}
 }
 

@@ -59,6 +59,8 @@ type Options struct {
 	PendingInterval time.Duration
 	// Lookback is the window of the processing rate used for scaling.
 	Lookback time.Duration
+	// Scaling bounds and targets the replica recommendation.
+	Scaling Scaling
 	// Logger receives the engine's logs; nil discards them.
 	Logger *zap.SugaredLogger
 	// Registerer receives the engine's metrics; nil keeps them private.
@@ -93,6 +95,9 @@ func (o *Options) setDefaults() {
 	if o.Lookback <= 0 {
 		o.Lookback = 120 * time.Second
 	}
+	if o.Scaling.TargetSeconds <= 0 {
+		o.Scaling.TargetSeconds = 20
+	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop().Sugar()
 	}
@@ -112,11 +117,12 @@ type Engine struct {
 	fallback Sink
 	m        *Metrics
 
-	totals  counters
-	rate    *rateCounter
-	pending atomic.Int64
-	lastErr atomic.Pointer[errorRecord]
-	state   atomic.Value // string
+	totals        counters
+	rate          *rateCounter
+	groupProgress progressSamples
+	pending       atomic.Int64
+	lastErr       atomic.Pointer[errorRecord]
+	state         atomic.Value // string
 
 	pauseMu sync.Mutex
 	paused  bool
@@ -152,6 +158,9 @@ func New(opts Options, src Source, tr Transformer, sink, fallback Sink) (*Engine
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: src, tr: tr, sink: sink, fallback: fallback, m: m,
 		rate: newRateCounter(time.Now()),
+	}
+	if err := opts.Registerer.Register(newScalingCollector(e, prometheus.Labels{LabelName: opts.Name, LabelReplica: strconv.Itoa(opts.Replica)})); err != nil {
+		return nil, fmt.Errorf("runner: register scaling metrics: %w", err)
 	}
 	e.pending.Store(-1)
 	m.PendingRaw.Set(-1)
@@ -372,9 +381,15 @@ func (e *Engine) pollPending(ctx context.Context) {
 	if !ok {
 		return
 	}
+	gp, _ := e.src.(GroupProgressReader)
 	t := time.NewTicker(e.opts.PendingInterval)
 	defer t.Stop()
 	for {
+		if gp != nil {
+			if c, err := gp.GroupProcessed(ctx); err == nil {
+				e.groupProgress.add(time.Now(), c, e.opts.Lookback)
+			}
+		}
 		n, err := pr.Pending(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

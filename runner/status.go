@@ -23,6 +23,7 @@ type Status struct {
 	Rate map[string]float64 `json:"processing_rate"`
 	// Pending is the source's last reported pending count; -1 is unknown.
 	Pending   int64        `json:"pending"`
+	Scaling   ScaleSignals `json:"scaling"`
 	LastError *errorRecord `json:"last_error,omitempty"`
 }
 
@@ -68,6 +69,7 @@ func (e *Engine) Status() Status {
 			"lookback": e.rate.perSecond(now, e.opts.Lookback),
 		},
 		Pending:   e.pending.Load(),
+		Scaling:   e.ScaleSignals(),
 		LastError: e.lastErr.Load(),
 	}
 }
