@@ -1,0 +1,169 @@
+package cemap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
+
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+)
+
+// Mode is how an event travels in an HTTP request.
+type Mode string
+
+// The content modes of the CloudEvents HTTP binding that the runner sends.
+const (
+	// ModeBinary puts the attributes in ce-* headers and the data in the body.
+	ModeBinary Mode = "binary"
+	// ModeStructured sends the whole event as application/cloudevents+json.
+	ModeStructured Mode = "structured"
+)
+
+// ParseMode checks a configured content mode.
+func ParseMode(v string) (Mode, error) {
+	switch Mode(strings.ToLower(strings.TrimSpace(v))) {
+	case "", ModeBinary:
+		return ModeBinary, nil
+	case ModeStructured:
+		return ModeStructured, nil
+	}
+	return "", fmt.Errorf("unknown content mode %q: use binary or structured", v)
+}
+
+// BatchContentType is the media type of a JSON array of events.
+const BatchContentType = event.ApplicationCloudEventsBatchJSON
+
+// ErrNotCloudEvent means an HTTP message carries no CloudEvent: no ce-specversion
+// header and no CloudEvents content type.
+var ErrNotCloudEvent = errors.New("not a CloudEvent: no ce-specversion header and no application/cloudevents content type")
+
+// WriteRequest makes req a POST of ev in mode. In binary mode, an event
+// with an attribute value that cannot travel in an HTTP header unchanged
+// (non-ASCII or control characters, surrounding spaces) is sent structured
+// instead: the receiver must support both modes anyway.
+func WriteRequest(ctx context.Context, req *http.Request, ev *event.Event, mode Mode) error {
+	if err := ev.Validate(); err != nil {
+		return fmt.Errorf("invalid event %s: %w", ev.ID(), err)
+	}
+	req.Method = http.MethodPost
+	if mode == ModeBinary && headerSafe(ev) {
+		ctx = binding.WithForceBinary(ctx)
+	} else {
+		ctx = binding.WithForceStructured(ctx)
+	}
+	return cehttp.WriteRequest(ctx, binding.ToMessage(ev), req)
+}
+
+// headerSafe reports whether every attribute of ev survives as an HTTP header
+// value: printable ASCII without surrounding spaces.
+func headerSafe(ev *event.Event) bool {
+	ok := func(s string) bool {
+		if s == "" {
+			return true
+		}
+		if s[0] == ' ' || s[len(s)-1] == ' ' {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x20 || s[i] > 0x7e {
+				return false
+			}
+		}
+		return true
+	}
+	if !ok(ev.ID()) || !ok(ev.Source()) || !ok(ev.Type()) || !ok(ev.Subject()) ||
+		!ok(ev.DataSchema()) || !ok(ev.DataContentType()) {
+		return false
+	}
+	for _, v := range ev.Extensions() {
+		s, err := types.Format(v)
+		if err != nil || !ok(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsCloudEvent reports whether an HTTP message with these headers claims to
+// carry CloudEvents (binary, structured or batch).
+func IsCloudEvent(h http.Header) bool {
+	if _, ok := h["Ce-Specversion"]; ok {
+		return true
+	}
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return strings.HasPrefix(mt, "application/cloudevents")
+}
+
+// ReadEvents decodes the CloudEvents in an HTTP request or response whose
+// body is already read: one event in binary or structured mode, or any
+// number in a batch. Every event is validated. It returns ErrNotCloudEvent
+// when the message does not claim to be a CloudEvent.
+func ReadEvents(h http.Header, body []byte) ([]event.Event, error) {
+	if !IsCloudEvent(h) {
+		return nil, ErrNotCloudEvent
+	}
+	if err := checkCEHeaders(h); err != nil {
+		return nil, err
+	}
+	msg := cehttp.NewMessage(h, io.NopCloser(bytes.NewReader(body)))
+	var events []event.Event
+	switch msg.ReadEncoding() {
+	case binding.EncodingBatch:
+		evs, err := binding.ToEvents(context.Background(), msg, msg.BodyReader)
+		if err != nil {
+			return nil, fmt.Errorf("malformed CloudEvents batch: %w", err)
+		}
+		events = evs
+	case binding.EncodingBinary, binding.EncodingStructured:
+		ev, err := binding.ToEvent(context.Background(), msg)
+		if err != nil {
+			return nil, fmt.Errorf("malformed CloudEvent: %w", err)
+		}
+		events = []event.Event{*ev}
+	default:
+		if v := h.Get("Ce-Specversion"); v != "" {
+			return nil, fmt.Errorf("unsupported CloudEvents specversion %q: use 1.0", v)
+		}
+		return nil, fmt.Errorf("unsupported CloudEvents content type %q: use application/cloudevents+json, application/cloudevents-batch+json or binary mode", h.Get("Content-Type"))
+	}
+	for i := range events {
+		if err := events[i].Validate(); err != nil {
+			return nil, fmt.Errorf("invalid CloudEvent %q: %w", events[i].ID(), err)
+		}
+		if _, err := ToMessage(&events[i]); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
+// checkCEHeaders rejects ce-* header names that the SDK cannot read: it
+// indexes past the prefix without a check, and an attribute name must be
+// letters and digits anyway.
+func checkCEHeaders(h http.Header) error {
+	for k := range h {
+		if len(k) < 3 || !strings.EqualFold(k[:3], "ce-") {
+			continue
+		}
+		name := k[3:]
+		if name == "" || len(name) > 64 {
+			return fmt.Errorf("invalid CloudEvents header %q", k)
+		}
+		for i := 0; i < len(name); i++ {
+			c := name[i] | 0x20
+			if (c < 'a' || c > 'z') && (name[i] < '0' || name[i] > '9') {
+				return fmt.Errorf("invalid CloudEvents header %q: attribute names are letters and digits", k)
+			}
+		}
+	}
+	return nil
+}
