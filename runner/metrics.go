@@ -93,5 +93,5 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 }
 
 func observeSince(o prometheus.Observer, start time.Time) {
-	o.Observe(float64(time.Since(start).Microseconds()))
+	o.Observe(float64(time.Since(start).Nanoseconds()) / 1e3)
 }
