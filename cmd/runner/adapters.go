@@ -7,4 +7,5 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/sink/log"
 	_ "github.com/monovertex/monovertex/adapters/sink/udsink"
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
+	_ "github.com/monovertex/monovertex/adapters/transformer/udtransformer"
 )

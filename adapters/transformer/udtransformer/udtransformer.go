@@ -1,0 +1,372 @@
+// Package udtransformer calls a Numaflow source-transformer container (any
+// Numaflow SDK transformer, unchanged) over its Unix-socket gRPC protocol:
+// one bidirectional SourceTransformFn stream opened with a handshake,
+// requests tagged with ids, and responses matched back by id in whatever
+// order the container finishes them. The socket is sourcetransform.sock in
+// MV_UDS_DIR.
+package udtransformer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
+	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// The tags by which a Numaflow transformer drops an input or hands it back
+// to the source ("U+005C__DROP__", "U+005C__NACK__").
+var (
+	DropTag = sourcetransformer.DROP
+	NackTag = sourcetransformer.NACK
+)
+
+// Config holds the udtransformer settings; they are shared by every Numaflow adapter.
+type Config struct {
+	serverinfo.Settings
+}
+
+func init() {
+	runner.RegisterTransformer(runner.Plugin[runner.Transformer]{
+		Name:   "udtransformer",
+		Config: func() any { return &Config{} },
+		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
+			return New(ctx, cfg.(*Config).Settings, env.Logger)
+		},
+	})
+}
+
+// Transformer is a runner.Transformer backed by a Numaflow transformer
+// container. Concurrent calls share one stream; the container works on all
+// their messages at once.
+type Transformer struct {
+	conn *serverinfo.Conn
+	log  *zap.SugaredLogger
+
+	ctx    context.Context // parent of the stream; ends at Close
+	cancel context.CancelFunc
+
+	ids atomic.Uint64 // request ids, unique over the life of the adapter
+
+	mu     sync.Mutex
+	st     *stream
+	closed bool
+}
+
+var (
+	_ runner.Transformer = (*Transformer)(nil)
+	_ runner.Readier     = (*Transformer)(nil)
+)
+
+// New waits for the transformer container to be up and compatible and
+// connects to it.
+func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (*Transformer, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	conn, err := serverinfo.Connect(ctx, serverinfo.TransformerEndpoint(set.Dir), set, log, isReady)
+	if err != nil {
+		return nil, fmt.Errorf("udtransformer: %w", err)
+	}
+	t := &Transformer{conn: conn, log: log}
+	t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return t, nil
+}
+
+func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+	r, err := stpb.NewSourceTransformClient(cc).IsReady(ctx, &emptypb.Empty{})
+	if err != nil {
+		return false, err
+	}
+	return r.GetReady(), nil
+}
+
+// Ready reports whether the transformer container is connected and ready.
+func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
+
+// reply is one response routed to the call that sent its request.
+type reply struct {
+	k    int // index in the call's messages
+	resp *stpb.SourceTransformResponse
+}
+
+// stream is one SourceTransformFn stream after its handshake, with the
+// calls waiting for responses on it.
+type stream struct {
+	gen    uint64
+	c      stpb.SourceTransform_SourceTransformFnClient
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+
+	mu      sync.Mutex
+	waiting map[string]waiter
+	err     error
+	dead    chan struct{}
+}
+
+type waiter struct {
+	k  int
+	ch chan<- reply
+}
+
+// Transform sends every message and waits for all their responses. A
+// broken stream fails the whole call; the next call waits for the
+// container to come back.
+func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	results := make([]runner.TransformResult, len(msgs))
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	cc, gen, err := t.conn.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("udtransformer: %w", err)
+	}
+	st, err := t.stream(ctx, cc, gen)
+	if err != nil {
+		return nil, fmt.Errorf("udtransformer: %w", err)
+	}
+
+	replies := make(chan reply, len(msgs))
+	ids := make([]string, 0, len(msgs))
+	defer func() { st.forget(ids) }()
+	limit := t.conn.MaxMessageSize()
+	waitingFor := 0
+	for k, m := range msgs {
+		id := strconv.FormatUint(t.ids.Add(1), 36)
+		req := request(m, id)
+		if n := proto.Size(req); n+64 > limit {
+			results[k].Err = runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
+			continue
+		}
+		if err := st.expect(id, waiter{k: k, ch: replies}); err != nil {
+			return nil, t.broken(st, err)
+		}
+		ids = append(ids, id)
+		waitingFor++
+		if err := st.send(req); err != nil {
+			return nil, t.broken(st, err)
+		}
+	}
+	for waitingFor > 0 {
+		select {
+		case r := <-replies:
+			results[r.k] = result(r.resp)
+			waitingFor--
+		case <-st.dead:
+			return nil, t.broken(st, st.failure())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return results, nil
+}
+
+func request(m *runner.Message, id string) *stpb.SourceTransformRequest {
+	r := &stpb.SourceTransformRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Id: id}
+	if !m.EventTime.IsZero() {
+		r.EventTime = timestamppb.New(m.EventTime)
+	}
+	return &stpb.SourceTransformRequest{Request: r}
+}
+
+// result turns one response into the engine's result: drop-tagged results
+// are left out (all of them dropped means the input was dropped on
+// purpose), a nack-tagged one hands the input back to the source, and the
+// rest are the outputs with the keys and event time the container chose.
+func result(resp *stpb.SourceTransformResponse) runner.TransformResult {
+	var outs []*runner.Message
+	for _, r := range resp.GetResults() {
+		switch {
+		case slices.Contains(r.GetTags(), NackTag):
+			return runner.TransformResult{Nack: true}
+		case slices.Contains(r.GetTags(), DropTag):
+			continue
+		}
+		keys := r.GetKeys()
+		if keys == nil {
+			// The container chose no keys: keep it that way rather than
+			// letting the engine copy the input's.
+			keys = []string{}
+		}
+		value := r.GetValue()
+		if value == nil {
+			value = []byte{}
+		}
+		o := &runner.Message{Keys: keys, Value: value}
+		if et := r.GetEventTime(); et != nil {
+			o.EventTime = et.AsTime()
+		}
+		outs = append(outs, o)
+	}
+	return runner.TransformResult{Outputs: outs}
+}
+
+// broken marks the stream and the connection failed and says so.
+func (t *Transformer) broken(st *stream, err error) error {
+	st.fail(err)
+	t.mu.Lock()
+	if t.st == st {
+		t.st = nil
+	}
+	t.mu.Unlock()
+	t.conn.Fail(st.gen, err)
+	return fmt.Errorf("udtransformer: SourceTransformFn stream broke: %w", err)
+}
+
+// stream returns the stream of the current connection, opening it (with
+// the handshake) when there is none.
+func (t *Transformer) stream(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, serverinfo.ErrClosed
+	}
+	if t.st != nil && t.st.gen == gen && t.st.failure() == nil {
+		return t.st, nil
+	}
+	if t.st != nil {
+		t.st.fail(errors.New("replaced"))
+		t.st.cancel()
+	}
+	t.st = nil
+	sctx, cancel := context.WithCancel(t.ctx)
+	c, err := stpb.NewSourceTransformClient(cc).SourceTransformFn(sctx)
+	if err == nil {
+		err = c.Send(&stpb.SourceTransformRequest{Handshake: &stpb.Handshake{Sot: true}})
+	}
+	if err == nil {
+		err = handshake(ctx, c)
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() == nil {
+			t.conn.Fail(gen, err)
+		}
+		return nil, fmt.Errorf("open SourceTransformFn stream: %w", err)
+	}
+	st := &stream{gen: gen, c: c, cancel: cancel, waiting: map[string]waiter{}, dead: make(chan struct{})}
+	go st.receive(t.log)
+	t.st = st
+	return st, nil
+}
+
+func handshake(ctx context.Context, c stpb.SourceTransform_SourceTransformFnClient) error {
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := c.Recv()
+		if err == nil && !resp.GetHandshake().GetSot() {
+			err = fmt.Errorf("protocol error: the first response is not a handshake: %v", resp)
+		}
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// receive routes responses to their calls until the stream ends.
+func (st *stream) receive(log *zap.SugaredLogger) {
+	for {
+		resp, err := st.c.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the container closed the stream")
+			}
+			st.fail(err)
+			return
+		}
+		st.mu.Lock()
+		w, ok := st.waiting[resp.GetId()]
+		delete(st.waiting, resp.GetId())
+		st.mu.Unlock()
+		if !ok {
+			// A call that gave up (its context ended) or a container
+			// answering twice: either way nobody waits for it.
+			log.Debugw("dropping a transformer response nobody waits for", "id", resp.GetId())
+			continue
+		}
+		w.ch <- reply{k: w.k, resp: resp}
+	}
+}
+
+func (st *stream) expect(id string, w waiter) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.err != nil {
+		return st.err
+	}
+	st.waiting[id] = w
+	return nil
+}
+
+func (st *stream) forget(ids []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, id := range ids {
+		delete(st.waiting, id)
+	}
+}
+
+func (st *stream) send(req *stpb.SourceTransformRequest) error {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
+	return st.c.Send(req)
+}
+
+func (st *stream) fail(err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.err == nil {
+		st.err = err
+		close(st.dead)
+	}
+}
+
+func (st *stream) failure() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err
+}
+
+// Close ends the stream the way the SDK servers expect (a closed send side
+// first) and closes the connection.
+func (t *Transformer) Close(context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	st := t.st
+	t.st = nil
+	t.mu.Unlock()
+	if st != nil {
+		st.sendMu.Lock()
+		st.c.CloseSend()
+		st.sendMu.Unlock()
+		st.fail(serverinfo.ErrClosed)
+		st.cancel()
+	}
+	t.cancel()
+	return t.conn.Close()
+}

@@ -1,0 +1,204 @@
+package udtransformer_test
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"testing"
+	"time"
+
+	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
+	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
+	"google.golang.org/grpc"
+
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/transformer/udtransformer"
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/conformance"
+)
+
+var base = time.UnixMilli(1_700_000_000_000).UTC()
+
+// reference implements the conformance suite's reference behaviour, plus:
+// "late..." answers after a delay derived from the value (so responses
+// come back out of order), "mixed" returns a kept result between two
+// drop-tagged ones, "nack" hands the message back, "rekey" sets its own
+// keys and event time, "nokeys" returns no keys.
+func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
+	v := string(d.Value())
+	out := sourcetransformer.MessagesBuilder()
+	msg := sourcetransformer.NewMessage(d.Value(), d.EventTime()).WithKeys(keys)
+	switch {
+	case v == "drop":
+		return out.Append(sourcetransformer.MessageToDrop(d.EventTime()))
+	case v == "fanout":
+		return out.Append(msg).Append(msg).Append(msg)
+	case v == "mixed":
+		return out.Append(sourcetransformer.MessageToDrop(d.EventTime())).Append(msg).Append(sourcetransformer.MessageToDrop(d.EventTime()))
+	case v == "nack":
+		return out.Append(sourcetransformer.MessageToNack(d.EventTime(), nil))
+	case v == "rekey":
+		return out.Append(sourcetransformer.NewMessage([]byte("rekeyed"), base.Add(time.Hour)).WithKeys([]string{"new-key"}))
+	case v == "nokeys":
+		return out.Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()))
+	case strings.HasPrefix(v, "late"):
+		h := fnv.New32a()
+		h.Write(d.Value())
+		time.Sleep(time.Duration(h.Sum32()%20) * time.Millisecond)
+	}
+	return out.Append(msg)
+}
+
+func serve(t *testing.T, dir string) *udftest.Server {
+	return udftest.Start(t, serverinfo.TransformerEndpoint(dir), func(s *grpc.Server) {
+		stpb.RegisterSourceTransformServer(s, &sourcetransformer.Service{Transformer: sourcetransformer.SourceTransformFunc(reference)})
+	})
+}
+
+func newTransformer(t *testing.T, set serverinfo.Settings) *udtransformer.Transformer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := udtransformer.New(ctx, set, nil)
+	if err != nil {
+		t.Fatalf("udtransformer.New: %v", err)
+	}
+	t.Cleanup(func() { tr.Close(context.Background()) })
+	return tr
+}
+
+func TestConformanceWithSDKServer(t *testing.T) {
+	dir := udftest.Dir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ep := serverinfo.TransformerEndpoint(dir)
+	done := make(chan error, 1)
+	go func() {
+		done <- sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
+			sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("SDK server did not stop")
+		}
+	})
+	conformance.RunTransformer(t, conformance.TransformerCase{
+		New: func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.Settings(dir)) },
+	})
+}
+
+func msgs(values ...string) []*runner.Message {
+	out := make([]*runner.Message, len(values))
+	for i, v := range values {
+		out[i] = &runner.Message{ID: fmt.Sprintf("m%d", i), Keys: []string{"k"}, Value: []byte(v), EventTime: base}
+	}
+	return out
+}
+
+func TestResultsFollowTheContainer(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	tr := newTransformer(t, udftest.Settings(dir))
+	res, err := tr.Transform(context.Background(), msgs("mixed", "nack", "rekey", "nokeys", "drop", "fanout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res[0].Outputs); n != 1 || res[0].Nack {
+		t.Errorf("mixed: %d outputs (nack %v), want the one result without the drop tag", n, res[0].Nack)
+	}
+	if !res[1].Nack || len(res[1].Outputs) != 0 {
+		t.Errorf("nack: %+v, want Nack", res[1])
+	}
+	if o := res[2].Outputs; len(o) != 1 || string(o[0].Value) != "rekeyed" || fmt.Sprint(o[0].Keys) != "[new-key]" || !o[0].EventTime.Equal(base.Add(time.Hour)) {
+		t.Errorf("rekey: %+v, want the container's value, keys and event time", o[0])
+	}
+	if o := res[3].Outputs; len(o) != 1 || o[0].Keys == nil || len(o[0].Keys) != 0 {
+		t.Errorf("nokeys: keys %#v, want empty and non-nil (the container chose none)", o[0].Keys)
+	}
+	if len(res[4].Outputs) != 0 || res[4].Nack || res[4].Err != nil {
+		t.Errorf("drop: %+v, want no outputs", res[4])
+	}
+	if len(res[5].Outputs) != 3 {
+		t.Errorf("fanout: %d outputs", len(res[5].Outputs))
+	}
+}
+
+func TestOutOfOrderResponsesAreMatchedByID(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	tr := newTransformer(t, udftest.Settings(dir))
+	var in []string
+	for i := 0; i < 300; i++ {
+		in = append(in, fmt.Sprintf("late-%d", i))
+	}
+	res, err := tr.Transform(context.Background(), msgs(in...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != in[i] {
+			t.Fatalf("result %d: %+v, want %q", i, r, in[i])
+		}
+	}
+}
+
+func TestSurvivesContainerRestart(t *testing.T) {
+	dir := udftest.Dir(t)
+	srv := serve(t, dir)
+	tr := newTransformer(t, udftest.Settings(dir))
+	ctx := context.Background()
+	if _, err := tr.Transform(ctx, msgs("a")); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for tr.Ready(ctx) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("still ready after the container died")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		srv.Restart()
+	}()
+	var res []runner.TransformResult
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if res, err = tr.Transform(ctx, msgs("b", "fanout")); err == nil {
+			break
+		}
+		if runner.IsFatal(err) {
+			t.Fatalf("fatal during a short restart: %v", err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("no transform after restart: %v", err)
+	}
+	if len(res[0].Outputs) != 1 || len(res[1].Outputs) != 3 {
+		t.Fatalf("results after restart: %+v", res)
+	}
+}
+
+func TestContainerThatStaysAwayIsFatal(t *testing.T) {
+	dir := udftest.Dir(t)
+	srv := serve(t, dir)
+	set := udftest.Settings(dir)
+	set.ReconnectTimeout = 800 * time.Millisecond
+	tr := newTransformer(t, set)
+	srv.Kill()
+	var err error
+	for start := time.Now(); time.Since(start) < 15*time.Second; time.Sleep(100 * time.Millisecond) {
+		_, err = tr.Transform(context.Background(), msgs("x"))
+		if runner.IsFatal(err) {
+			break
+		}
+	}
+	if !runner.IsFatal(err) || !strings.Contains(err.Error(), "MV_UDF_RECONNECT_TIMEOUT") {
+		t.Fatalf("want a fatal error naming MV_UDF_RECONNECT_TIMEOUT, got %v", err)
+	}
+}
