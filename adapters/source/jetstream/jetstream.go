@@ -294,6 +294,8 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 	if !s.cfg.AckSync {
 		return s.ackAsync(ctx, msgs)
 	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed int

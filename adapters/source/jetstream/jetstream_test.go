@@ -1,0 +1,530 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
+	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/conformance"
+)
+
+// streamFor names one stream per (sub)test, so each conformance subtest gets
+// a fresh store while New and Produce within it share one.
+func streamFor(t *testing.T) string {
+	h := fnv.New64a()
+	h.Write([]byte(t.Name()))
+	return fmt.Sprintf("S%x", h.Sum64())
+}
+
+func testConfig(url, stream string) jssource.Config {
+	return jssource.Config{
+		URL: url, Stream: stream, Consumer: "runner", DeliverPolicy: "all",
+		AckWait: 2 * time.Second, MaxAckPending: 10000, NakDelay: 100 * time.Millisecond,
+		AckSync: true, InProgress: true, ReconnectWait: 100 * time.Millisecond, APITimeout: 5 * time.Second,
+	}
+}
+
+func createStream(t *testing.T, js jetstream.JetStream, name string) {
+	t.Helper()
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage})
+}
+
+func newSource(t *testing.T, cfg jssource.Config) *jssource.Source {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	src, err := jssource.New(ctx, cfg, t.Name(), nil)
+	if err != nil {
+		t.Fatalf("new source: %v", err)
+	}
+	// The suite closes its sources; closing twice is harmless.
+	t.Cleanup(func() { _ = src.Close(context.Background()) })
+	return src
+}
+
+func publish(t *testing.T, js jetstream.JetStream, subject string, n int, prefix string) [][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = []byte(fmt.Sprintf("%s-%d", prefix, i))
+		if _, err := js.PublishAsync(subject, values[i]); err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatalf("publish acks did not arrive")
+	}
+	return values
+}
+
+func TestConformance(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	var mu sync.Mutex
+	created := map[string]bool{}
+	ensure := func(t *testing.T) string {
+		name := streamFor(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if !created[name] {
+			createStream(t, js, name)
+			created[name] = true
+		}
+		return name
+	}
+	var produced sync.Map
+	conformance.RunSource(t, conformance.SourceCase{
+		New: func(t *testing.T) runner.Source {
+			return newSource(t, testConfig(srv.URL(), ensure(t)))
+		},
+		Produce: func(t *testing.T, n int) [][]byte {
+			name := ensure(t)
+			c, _ := produced.LoadOrStore(name, new(int))
+			start := *c.(*int)
+			*c.(*int) += n
+			return publish(t, js, name+".in", n, fmt.Sprintf("v%d", start))
+		},
+		Features: conformance.SourceFeatures{
+			Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true,
+			// Redelivery after close needs the 2s ack wait to pass.
+			RedeliveryWait: 20 * time.Second,
+		},
+	})
+}
+
+// readUntil reads and acks until done reports true, handing each batch to got.
+func readUntil(t *testing.T, src runner.Source, done func() bool, got func([]*runner.Message)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for !done() {
+		if ctx.Err() != nil {
+			t.Errorf("not done before the deadline")
+			return
+		}
+		msgs, err := src.Read(ctx, 50, 200*time.Millisecond)
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Logf("read: %v", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		got(msgs)
+		if err := src.Ack(ctx, msgs); err != nil {
+			t.Errorf("ack: %v", err)
+			return
+		}
+	}
+}
+
+func TestTwoSourcesShareOneConsumerAndReadEachMessageOnce(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "SHARED")
+	cfg := testConfig(srv.URL(), "SHARED")
+	cfg.AckWait = 30 * time.Second // no redelivery may hide a double read
+	a, b := newSource(t, cfg), newSource(t, cfg)
+	const n = 3000
+	publish(t, js, "SHARED.in", n, "m")
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	perSource := [2]int{}
+	done := func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= n }
+	var wg sync.WaitGroup
+	for i, src := range []runner.Source{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			readUntil(t, src, done, func(msgs []*runner.Message) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, m := range msgs {
+					seen[m.ID]++
+				}
+				perSource[i] += len(msgs)
+			})
+		}()
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Fatalf("read %d distinct messages, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Fatalf("message %s read %d times by the two sources", id, c)
+		}
+	}
+	if perSource[0] == 0 || perSource[1] == 0 {
+		t.Fatalf("one source read nothing (%v): the consumer was not shared", perSource)
+	}
+	// Both may have one fetch outstanding that returns nothing more.
+	extra, _ := a.Read(context.Background(), 10, 300*time.Millisecond)
+	extraB, _ := b.Read(context.Background(), 10, 300*time.Millisecond)
+	if len(extra)+len(extraB) != 0 {
+		t.Fatalf("%d more messages after all %d were read and acked", len(extra)+len(extraB), n)
+	}
+	if p, ap := natstest.ConsumerState(t, js, "SHARED", "runner"); p != 0 || ap != 0 {
+		t.Fatalf("consumer pending %d, ack pending %d after everything was acked, want 0 and 0", p, ap)
+	}
+	t.Logf("source A read %d, source B read %d: %d distinct of %d, none twice", perSource[0], perSource[1], len(seen), n)
+}
+
+func TestMessageMapping(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	createStream(t, js, "MAP")
+	src := newSource(t, testConfig(srv.URL(), "MAP"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	eventTime := time.Date(2026, 1, 2, 3, 4, 5, 6007, time.UTC)
+	keyed := nats.NewMsg("MAP.keyed")
+	keyed.Data = []byte("one")
+	keyed.Header["Mv-Keys"] = []string{"k,1", "k2"}
+	keyed.Header.Set("Mv-Event-Time", eventTime.Format(time.RFC3339Nano))
+	keyed.Header.Set("origin", "test")
+	keyed.Header.Set("Nats-Msg-Id", "producer-id-1")
+	if _, err := js.PublishMsg(ctx, keyed); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	if _, err := js.Publish(ctx, "MAP.plain", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc
+
+	var got []*runner.Message
+	for len(got) < 2 && ctx.Err() == nil {
+		msgs, err := src.Read(ctx, 10, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
+	if len(got) != 2 {
+		t.Fatalf("read %d messages, want 2", len(got))
+	}
+	k, p := got[0], got[1]
+	if k.ID != "MAP:1" || p.ID != "MAP:2" {
+		t.Fatalf("IDs %q and %q, want MAP:1 and MAP:2 (stream:sequence)", k.ID, p.ID)
+	}
+	if fmt.Sprint(k.Keys) != "[k,1 k2]" || string(k.Value) != "one" {
+		t.Fatalf("keyed message: keys %q value %q", k.Keys, k.Value)
+	}
+	if !k.EventTime.Equal(eventTime) {
+		t.Fatalf("event time %v, want %v from Mv-Event-Time", k.EventTime, eventTime)
+	}
+	if k.Headers["origin"] != "test" || k.Headers["Nats-Msg-Id"] != "producer-id-1" {
+		t.Fatalf("headers %v, want origin and the producer's Nats-Msg-Id kept", k.Headers)
+	}
+	if _, ok := k.Headers["Mv-Keys"]; ok {
+		t.Fatalf("Mv-Keys left in the headers: %v", k.Headers)
+	}
+	if fmt.Sprint(p.Keys) != "[MAP.plain]" {
+		t.Fatalf("message without Mv-Keys: keys %q, want the subject", p.Keys)
+	}
+	if p.EventTime.Before(before) || p.EventTime.After(time.Now().Add(time.Second)) {
+		t.Fatalf("message without Mv-Event-Time: event time %v, want the time it was stored", p.EventTime)
+	}
+	if err := src.Ack(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPendingCountsUndeliveredAndUnacked(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "PEND")
+	cfg := testConfig(srv.URL(), "PEND")
+	cfg.AckWait = 30 * time.Second
+	src := newSource(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	publish(t, js, "PEND.in", 10, "p")
+	var got []*runner.Message
+	for len(got) < 4 && ctx.Err() == nil {
+		msgs, err := src.Read(ctx, 4-len(got), 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
+	waitPending(t, src, 10) // 6 undelivered + 4 unacked
+	if err := src.Ack(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	waitPending(t, src, 6)
+}
+
+func waitPending(t *testing.T, src *jssource.Source, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := src.Pending(context.Background())
+		if err == nil && p == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending %d (%v), want %d", p, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestInProgressKeepsHeldMessagesFromRedelivery(t *testing.T) {
+	for _, inProgress := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in progress %v", inProgress), func(t *testing.T) {
+			srv := natstest.Start(t)
+			_, js := srv.Connect(t)
+			createStream(t, js, "SLOW")
+			cfg := testConfig(srv.URL(), "SLOW")
+			cfg.AckWait = time.Second
+			cfg.InProgress = inProgress
+			slow, other := newSource(t, cfg), newSource(t, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			publish(t, js, "SLOW.in", 5, "s")
+			var held []*runner.Message
+			for len(held) < 5 && ctx.Err() == nil {
+				msgs, err := slow.Read(ctx, 5, 200*time.Millisecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, msgs...)
+			}
+			// Hold them for 2.5 ack waits while another replica reads.
+			var stolen []*runner.Message
+			for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
+				msgs, err := other.Read(ctx, 5, 200*time.Millisecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stolen = append(stolen, msgs...)
+			}
+			if err := slow.Ack(ctx, held); err != nil && inProgress {
+				t.Fatal(err)
+			}
+			if inProgress && len(stolen) != 0 {
+				t.Fatalf("%d held messages were redelivered to another replica despite in-progress", len(stolen))
+			}
+			if !inProgress && len(stolen) == 0 {
+				t.Fatalf("without in-progress the held messages should have been redelivered after the 1s ack wait")
+			}
+			if err := other.Ack(ctx, stolen); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestReadFailsDuringServerOutageAndLosesNothing(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "OUT")
+	cfg := testConfig(srv.URL(), "OUT")
+	cfg.AckWait = 3 * time.Second
+	cfg.APITimeout = time.Second
+	src := newSource(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const n = 500
+	publish(t, js, "OUT.in", n, "o")
+
+	seen := map[string]int{}
+	var held []*runner.Message
+	for len(seen) < 250 && ctx.Err() == nil {
+		msgs, err := src.Read(ctx, 50, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			seen[m.ID]++
+		}
+		if len(seen) <= 200 {
+			if err := src.Ack(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			held = append(held, msgs...) // read, not acked when the server goes
+		}
+	}
+
+	srv.Shutdown()
+	deadline := time.Now().Add(10 * time.Second)
+	var readErr error
+	for readErr == nil && time.Now().Before(deadline) {
+		var msgs []*runner.Message
+		msgs, readErr = src.Read(ctx, 50, 200*time.Millisecond)
+		if len(msgs) > 0 {
+			t.Fatalf("read %d messages from a server that is down", len(msgs))
+		}
+	}
+	if readErr == nil {
+		t.Fatalf("Read kept returning no error while the server was down")
+	}
+	t.Logf("read during the outage: %v", readErr)
+	if err := src.Ready(ctx); err == nil {
+		t.Fatalf("Ready reported ready while the server was down")
+	}
+	if err := src.Ack(ctx, held); err == nil {
+		t.Logf("acks of %d held messages were buffered during the outage", len(held))
+	} else {
+		t.Logf("ack during the outage failed as expected: %v", err)
+	}
+
+	srv.Restart(t)
+	restarted := time.Now()
+	readUntil(t, src, func() bool { return len(seen) >= n }, func(msgs []*runner.Message) {
+		for _, m := range msgs {
+			seen[m.ID]++
+		}
+	})
+	if len(seen) != n {
+		t.Fatalf("read %d distinct messages of %d after the restart", len(seen), n)
+	}
+	t.Logf("all %d read %v after the restart", n, time.Since(restarted).Round(time.Millisecond))
+	if err := src.Ready(ctx); err != nil {
+		t.Fatalf("not ready after the restart: %v", err)
+	}
+	// Held messages whose acks were lost come back after the ack wait.
+	waitConsumerDrained(t, src, js, "OUT", seen)
+	dups := 0
+	for _, c := range seen {
+		dups += c - 1
+	}
+	t.Logf("%d distinct messages of %d read, %d duplicates (redeliveries of unconfirmed acks)", len(seen), n, dups)
+}
+
+// waitConsumerDrained reads and acks redeliveries until the consumer has
+// nothing pending or unacked.
+func waitConsumerDrained(t *testing.T, src runner.Source, js jetstream.JetStream, stream string, seen map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, ap := natstest.ConsumerState(t, js, stream, "runner")
+		if p == 0 && ap == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer still has %d pending and %d unacked", p, ap)
+		}
+		msgs, err := src.Read(context.Background(), 100, 300*time.Millisecond)
+		if err != nil {
+			continue
+		}
+		for _, m := range msgs {
+			seen[m.ID]++
+		}
+		if len(msgs) > 0 {
+			if err := src.Ack(context.Background(), msgs); err != nil {
+				t.Logf("ack: %v", err)
+			}
+		}
+	}
+}
+
+func TestRefusesConsumersItCannotAck(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "BAD")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, cc := range []jetstream.ConsumerConfig{
+		{Durable: "none", AckPolicy: jetstream.AckNonePolicy},
+		{Durable: "all", AckPolicy: jetstream.AckAllPolicy},
+		{Durable: "push", AckPolicy: jetstream.AckExplicitPolicy, DeliverSubject: "push.here"},
+	} {
+		if _, err := js.CreateOrUpdateConsumer(ctx, "BAD", cc); err != nil && cc.DeliverSubject == "" {
+			t.Fatalf("create consumer %s: %v", cc.Durable, err)
+		}
+		if cc.DeliverSubject != "" {
+			if _, err := js.CreateOrUpdatePushConsumer(ctx, "BAD", cc); err != nil {
+				t.Fatalf("create push consumer: %v", err)
+			}
+		}
+		cfg := testConfig(srv.URL(), "BAD")
+		cfg.Consumer = cc.Durable
+		if src, err := jssource.New(ctx, cfg, t.Name(), nil); err == nil {
+			_ = src.Close(ctx)
+			t.Fatalf("consumer %s (%s, deliver subject %q) was accepted", cc.Durable, cc.AckPolicy, cc.DeliverSubject)
+		} else {
+			t.Logf("%s: %v", cc.Durable, err)
+		}
+	}
+	cfg := testConfig(srv.URL(), "MISSING")
+	if _, err := jssource.New(ctx, cfg, t.Name(), nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("missing stream: %v, want an error saying it does not exist", err)
+	}
+}
+
+func TestCreatesTheConsumerWithTheConfiguredSettings(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "NEWC")
+	cfg := testConfig(srv.URL(), "NEWC")
+	cfg.AckWait = 7 * time.Second
+	cfg.MaxAckPending = 1234
+	cfg.FilterSubject = "NEWC.a"
+	newSource(t, cfg)
+	newSource(t, cfg) // a second replica binds to the same consumer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, "NEWC", "runner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.CachedInfo().Config
+	if got.AckPolicy != jetstream.AckExplicitPolicy || got.AckWait != 7*time.Second || got.MaxAckPending != 1234 || got.FilterSubject != "NEWC.a" || got.Durable != "runner" {
+		t.Fatalf("consumer config %+v", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := testConfig("nats://127.0.0.1:4222", "S")
+	for _, tc := range []struct {
+		name   string
+		change func(*jssource.Config)
+		bad    string
+	}{
+		{"valid", func(*jssource.Config) {}, ""},
+		{"no url", func(c *jssource.Config) { c.URL = "" }, "MV_JETSTREAM_URL"},
+		{"no stream", func(c *jssource.Config) { c.Stream = "" }, "MV_JETSTREAM_STREAM"},
+		{"dotted consumer", func(c *jssource.Config) { c.Consumer = "a.b" }, "MV_JETSTREAM_CONSUMER"},
+		{"deliver policy", func(c *jssource.Config) { c.DeliverPolicy = "last" }, "MV_JETSTREAM_DELIVER_POLICY"},
+		{"ack wait", func(c *jssource.Config) { c.AckWait = 10 * time.Millisecond }, "MV_JETSTREAM_ACK_WAIT"},
+		{"max ack pending", func(c *jssource.Config) { c.MaxAckPending = 0 }, "MV_JETSTREAM_MAX_ACK_PENDING"},
+		{"nak delay", func(c *jssource.Config) { c.NakDelay = -time.Second }, "MV_JETSTREAM_NAK_DELAY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good
+			tc.change(&c)
+			err := c.Validate(runner.RoleSource)
+			var ce *runner.ConfigError
+			switch {
+			case tc.bad == "" && err != nil:
+				t.Fatalf("valid config refused: %v", err)
+			case tc.bad != "" && (!errors.As(err, &ce) || ce.Var != tc.bad):
+				t.Fatalf("got %v, want a ConfigError for %s", err, tc.bad)
+			}
+		})
+	}
+}
