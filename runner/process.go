@@ -3,8 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -256,98 +258,30 @@ func (b *batch) transform(ctx context.Context) (outs, toFallback []output, err e
 	return outs, toFallback, nil
 }
 
-// writePrimary writes outputs to the sink until each is written, routed to
-// the fallback sink, or dropped, acking inputs as they become final.
-func (b *batch) writePrimary(ctx context.Context, outs, toFallback []output) ([]output, error) {
-	e := b.e
-	msgs := make([]*Message, 0, len(outs))
-	for round, calls := 0, 0; len(outs) > 0; {
-		msgs = msgs[:0]
-		for _, o := range outs {
-			msgs = append(msgs, o.msg)
-		}
-		start := time.Now()
-		results, err := e.sink.Write(ctx, msgs)
-		observeSince(e.m.SinkTime, start)
-		if err == nil && len(results) != len(msgs) {
-			err = fmt.Errorf("sink returned %d results for %d messages", len(results), len(msgs))
-		}
-		if err != nil {
-			if IsFatal(err) || ctx.Err() != nil {
-				return toFallback, err
-			}
-			e.m.SinkWriteErrors.Add(float64(len(msgs)))
-			e.totals.sinkErrors.Add(int64(len(msgs)))
-			e.recordError(fmt.Errorf("sink: %w", err))
-			e.log.Warnw("sink write failed, retrying", "messages", len(msgs), zap.Error(err))
-			if err := b.callBackoff(ctx, calls); err != nil {
-				return toFallback, err
-			}
-			calls++
-			continue
-		}
-		calls = 0
-		var again []output
-		written := 0
-		for j, r := range results {
-			o := outs[j]
-			switch r.Status {
-			case WriteOK:
-				written++
-				b.final(o.parent)
-			case WriteFallback:
-				if e.fallback == nil {
-					e.m.SinkWriteErrors.Inc()
-					e.totals.sinkErrors.Add(1)
-					e.recordError(fmt.Errorf("sink asked to fall back message %s, but no fallback sink is set (MV_FALLBACK_SINK=none); retrying it on the sink", o.msg.ID))
-					again = append(again, o)
-					continue
-				}
-				toFallback = append(toFallback, o)
-			default:
-				e.m.SinkWriteErrors.Inc()
-				e.totals.sinkErrors.Add(1)
-				err := r.Err
-				if err == nil {
-					err = fmt.Errorf("sink reported failure for message %s", o.msg.ID)
-				}
-				e.recordError(fmt.Errorf("sink: %w", err))
-				if !b.exhausted(round, err) {
-					again = append(again, o)
-					continue
-				}
-				switch e.opts.OnFailure {
-				case OnFailureFallback:
-					toFallback = append(toFallback, o)
-				case OnFailureDrop:
-					e.m.SinkDropped.Inc()
-					e.m.DroppedTotal.Inc()
-					e.totals.sinkDropped.Add(1)
-					e.totals.dropped.Add(1)
-					b.final(o.parent)
-				default:
-					again = append(again, o)
-				}
-			}
-		}
-		e.m.SinkWriteTotal.Add(float64(written))
-		e.totals.written.Add(int64(written))
-		b.ackFinal(ctx)
-		outs = again
-		if len(outs) > 0 {
-			if err := b.retryBackoff(ctx, round); err != nil {
-				return toFallback, err
-			}
-			round++
-		}
-	}
-	return toFallback, nil
+// tier is one sink level: the primary sink or the fallback sink.
+type tier struct {
+	name    string
+	sink    Sink
+	time    prometheus.Observer
+	written prometheus.Counter
+	errors  prometheus.Counter
+	nWrit   *atomic.Int64
+	nErr    *atomic.Int64
 }
 
-// writeFallback writes messages to the fallback sink. A fallback sink that
-// answers "fallback" again is an error: that message is handed back to the
-// source instead of looping.
-func (b *batch) writeFallback(ctx context.Context, outs []output) error {
+func (e *Engine) primaryTier() tier {
+	return tier{"sink", e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors}
+}
+
+func (e *Engine) fallbackTier() tier {
+	return tier{"fallback sink", e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors}
+}
+
+// write offers outs to the tier's sink until each is written or settled
+// by onFailure, acking inputs as they become final. onFailure gets every
+// result that is not OK (failures are counted as errors already, fallback
+// answers are not) and reports whether to offer that output again.
+func (b *batch) write(ctx context.Context, t tier, outs []output, onFailure func(o output, r WriteResult, round int) (again bool)) error {
 	e := b.e
 	msgs := make([]*Message, 0, len(outs))
 	for round, calls := 0, 0; len(outs) > 0; {
@@ -356,19 +290,19 @@ func (b *batch) writeFallback(ctx context.Context, outs []output) error {
 			msgs = append(msgs, o.msg)
 		}
 		start := time.Now()
-		results, err := e.fallback.Write(ctx, msgs)
-		observeSince(e.m.FallbackSinkTime, start)
+		results, err := t.sink.Write(ctx, msgs)
+		observeSince(t.time, start)
 		if err == nil && len(results) != len(msgs) {
-			err = fmt.Errorf("fallback sink returned %d results for %d messages", len(results), len(msgs))
+			err = fmt.Errorf("%s returned %d results for %d messages", t.name, len(results), len(msgs))
 		}
 		if err != nil {
 			if IsFatal(err) || ctx.Err() != nil {
 				return err
 			}
-			e.m.FallbackSinkErrors.Add(float64(len(msgs)))
-			e.totals.fallbackErrors.Add(int64(len(msgs)))
-			e.recordError(fmt.Errorf("fallback sink: %w", err))
-			e.log.Warnw("fallback sink write failed, retrying", "messages", len(msgs), zap.Error(err))
+			t.errors.Add(float64(len(msgs)))
+			t.nErr.Add(int64(len(msgs)))
+			e.recordError(fmt.Errorf("%s: %w", t.name, err))
+			e.log.Warnw(t.name+" write failed, retrying", "messages", len(msgs), zap.Error(err))
 			if err := b.callBackoff(ctx, calls); err != nil {
 				return err
 			}
@@ -380,37 +314,24 @@ func (b *batch) writeFallback(ctx context.Context, outs []output) error {
 		written := 0
 		for j, r := range results {
 			o := outs[j]
-			switch r.Status {
-			case WriteOK:
+			if r.Status == WriteOK {
 				written++
 				b.final(o.parent)
-			case WriteFallback:
-				e.m.FallbackSinkErrors.Inc()
-				e.totals.fallbackErrors.Add(1)
-				e.recordError(fmt.Errorf("fallback sink answered \"fallback\" for message %s: a fallback sink must write or fail; the message goes back to the source", o.msg.ID))
-				b.inputs[o.parent].failed = true
-			default:
-				e.m.FallbackSinkErrors.Inc()
-				e.totals.fallbackErrors.Add(1)
-				err := r.Err
-				if err == nil {
-					err = fmt.Errorf("fallback sink reported failure for message %s", o.msg.ID)
+				continue
+			}
+			if r.Status != WriteFallback {
+				t.errors.Inc()
+				t.nErr.Add(1)
+				if r.Err == nil {
+					r.Err = fmt.Errorf("%s reported failure for message %s", t.name, o.msg.ID)
 				}
-				e.recordError(fmt.Errorf("fallback sink: %w", err))
-				if b.exhausted(round, err) && e.opts.OnFailure == OnFailureDrop {
-					e.m.SinkDropped.Inc()
-					e.m.DroppedTotal.Inc()
-					e.totals.sinkDropped.Add(1)
-					e.totals.dropped.Add(1)
-					b.final(o.parent)
-					continue
-				}
-				// There is no tier after the fallback sink: keep trying.
+			}
+			if onFailure(o, r, round) {
 				again = append(again, o)
 			}
 		}
-		e.m.FallbackSinkWriteTotal.Add(float64(written))
-		e.totals.fallbackWritten.Add(int64(written))
+		t.written.Add(float64(written))
+		t.nWrit.Add(int64(written))
 		b.ackFinal(ctx)
 		outs = again
 		if len(outs) > 0 {
@@ -421,4 +342,69 @@ func (b *batch) writeFallback(ctx context.Context, outs []output) error {
 		}
 	}
 	return nil
+}
+
+// drop settles an output on purpose after its retries were spent.
+func (b *batch) drop(o output) {
+	e := b.e
+	e.m.SinkDropped.Inc()
+	e.m.DroppedTotal.Inc()
+	e.totals.sinkDropped.Add(1)
+	e.totals.dropped.Add(1)
+	b.final(o.parent)
+}
+
+// writePrimary writes outputs to the sink until each is written, routed to
+// the fallback sink, or dropped.
+func (b *batch) writePrimary(ctx context.Context, outs, toFallback []output) ([]output, error) {
+	e := b.e
+	err := b.write(ctx, e.primaryTier(), outs, func(o output, r WriteResult, round int) bool {
+		if r.Status == WriteFallback {
+			if e.fallback == nil {
+				e.m.SinkWriteErrors.Inc()
+				e.totals.sinkErrors.Add(1)
+				e.recordError(fmt.Errorf("sink asked to fall back message %s, but no fallback sink is set (MV_FALLBACK_SINK=none); retrying it on the sink", o.msg.ID))
+				return true
+			}
+			toFallback = append(toFallback, o)
+			return false
+		}
+		e.recordError(fmt.Errorf("sink: %w", r.Err))
+		if !b.exhausted(round, r.Err) {
+			return true
+		}
+		switch e.opts.OnFailure {
+		case OnFailureFallback:
+			toFallback = append(toFallback, o)
+		case OnFailureDrop:
+			b.drop(o)
+		default:
+			return true
+		}
+		return false
+	})
+	return toFallback, err
+}
+
+// writeFallback writes messages to the fallback sink. A fallback sink that
+// answers "fallback" again is an error: that message is handed back to the
+// source instead of looping. There is no tier after it, so failures are
+// retried unless MV_ON_FAILURE=drop.
+func (b *batch) writeFallback(ctx context.Context, outs []output) error {
+	e := b.e
+	return b.write(ctx, e.fallbackTier(), outs, func(o output, r WriteResult, round int) bool {
+		if r.Status == WriteFallback {
+			e.m.FallbackSinkErrors.Inc()
+			e.totals.fallbackErrors.Add(1)
+			e.recordError(fmt.Errorf("fallback sink answered \"fallback\" for message %s: a fallback sink must write or fail; the message goes back to the source", o.msg.ID))
+			b.inputs[o.parent].failed = true
+			return false
+		}
+		e.recordError(fmt.Errorf("fallback sink: %w", r.Err))
+		if b.exhausted(round, r.Err) && e.opts.OnFailure == OnFailureDrop {
+			b.drop(o)
+			return false
+		}
+		return true
+	})
 }
