@@ -4,8 +4,11 @@ package main
 // here makes it selectable with MV_SOURCE, MV_TRANSFORMER and MV_SINK.
 import (
 	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
+	_ "github.com/monovertex/monovertex/adapters/sink/jetstream"
 	_ "github.com/monovertex/monovertex/adapters/sink/log"
 	_ "github.com/monovertex/monovertex/adapters/sink/udsink"
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
+	_ "github.com/monovertex/monovertex/adapters/source/jetstream"
+	_ "github.com/monovertex/monovertex/adapters/source/udsource"
 	_ "github.com/monovertex/monovertex/adapters/transformer/udtransformer"
 )

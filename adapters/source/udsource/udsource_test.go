@@ -1,0 +1,358 @@
+package udsource_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
+	"github.com/numaproj/numaflow-go/pkg/sourcer"
+	"google.golang.org/grpc"
+
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/source/udsource"
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/conformance"
+)
+
+// store is a Numaflow SDK source over an in-memory queue, with the
+// redelivery rules of a real broker: nacked messages come back at once,
+// unacked ones after ackTimeout.
+type store struct {
+	ackTimeout time.Duration
+	pending    int64 // when set, Pending answers it instead of the count
+
+	mu       sync.Mutex
+	produced int
+	queue    []int
+	inflight map[int]time.Time
+	acked    map[int]int // id -> times acked
+	nacks    int
+	wake     chan struct{}
+}
+
+func newStore(ackTimeout time.Duration) *store {
+	return &store{ackTimeout: ackTimeout, inflight: map[int]time.Time{}, acked: map[int]int{}, wake: make(chan struct{})}
+}
+
+func (s *store) produce(n int) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var values [][]byte
+	for i := 0; i < n; i++ {
+		id := s.produced
+		s.produced++
+		s.queue = append(s.queue, id)
+		values = append(values, value(id))
+	}
+	close(s.wake)
+	s.wake = make(chan struct{})
+	return values
+}
+
+func value(id int) []byte { return []byte(fmt.Sprintf("value-%d", id)) }
+
+// take returns up to n readable ids, moving expired in-flight ones back first.
+func (s *store) take(n int) ([]int, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, at := range s.inflight {
+		if s.ackTimeout > 0 && time.Since(at) > s.ackTimeout {
+			delete(s.inflight, id)
+			s.queue = append(s.queue, id)
+		}
+	}
+	k := min(n, len(s.queue))
+	ids := append([]int(nil), s.queue[:k]...)
+	s.queue = s.queue[k:]
+	for _, id := range ids {
+		s.inflight[id] = time.Now()
+	}
+	return ids, s.wake
+}
+
+func (s *store) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sourcer.Message) {
+	deadline := time.NewTimer(req.TimeOut())
+	defer deadline.Stop()
+	for {
+		ids, wake := s.take(int(req.Count()))
+		for _, id := range ids {
+			m := sourcer.NewMessage(value(id), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))), time.UnixMilli(int64(1_700_000_000_000+id))).
+				WithKeys([]string{"k" + strconv.Itoa(id%3)}).WithHeaders(map[string]string{"n": strconv.Itoa(id)})
+			select {
+			case ch <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if len(ids) > 0 {
+			return
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond): // ack timeouts expire without a wake-up
+		}
+	}
+}
+
+func offsetID(o sourcer.Offset) int {
+	id, err := strconv.Atoi(string(o.Value()))
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+func (s *store) Ack(_ context.Context, req sourcer.AckRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range req.Offsets() {
+		id := offsetID(o)
+		delete(s.inflight, id)
+		s.acked[id]++
+	}
+}
+
+func (s *store) Nack(_ context.Context, req sourcer.NackRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range req.Offsets() {
+		id := offsetID(o.Offset)
+		if _, ok := s.inflight[id]; ok {
+			delete(s.inflight, id)
+			s.queue = append([]int{id}, s.queue...)
+			s.nacks++
+		}
+	}
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+func (s *store) Pending(context.Context) int64 {
+	if s.pending != 0 {
+		return s.pending
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(s.produced - len(s.acked))
+}
+
+func (s *store) ActivePartitions(context.Context) []int32 { return sourcer.DefaultPartitions() }
+
+func (s *store) TotalPartitions(context.Context) *int32 {
+	n := int32(1)
+	return &n
+}
+
+func serve(t *testing.T, dir string, st *store) *udftest.Server {
+	return udftest.Start(t, serverinfo.SourceEndpoint(dir), func(s *grpc.Server) {
+		sourcepb.RegisterSourceServer(s, &sourcer.Service{Source: st})
+	})
+}
+
+func newSource(t *testing.T, set serverinfo.Settings) *udsource.Source {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, err := udsource.New(ctx, set, nil)
+	if err != nil {
+		t.Fatalf("udsource.New: %v", err)
+	}
+	return src
+}
+
+func TestConformanceWithSDKServer(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(3 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	ep := serverinfo.SourceEndpoint(dir)
+	done := make(chan error, 1)
+	go func() {
+		done <- sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("SDK server did not stop")
+		}
+	})
+	conformance.RunSource(t, conformance.SourceCase{
+		New:      func(t *testing.T) runner.Source { return newSource(t, udftest.Settings(dir)) },
+		Produce:  func(t *testing.T, n int) [][]byte { return st.produce(n) },
+		Features: conformance.SourceFeatures{Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true, RedeliveryWait: 15 * time.Second},
+	})
+}
+
+func readAll(t *testing.T, src *udsource.Source, n int) []*runner.Message {
+	t.Helper()
+	var got []*runner.Message
+	deadline := time.Now().Add(15 * time.Second)
+	for len(got) < n && time.Now().Before(deadline) {
+		msgs, err := src.Read(context.Background(), n-len(got), 200*time.Millisecond)
+		if err != nil && runner.IsFatal(err) {
+			t.Fatalf("read: %v", err)
+		}
+		got = append(got, msgs...)
+	}
+	if len(got) != n {
+		t.Fatalf("read %d of %d messages", len(got), n)
+	}
+	return got
+}
+
+func TestMessagesCarryTheSourcesFields(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	defer src.Close(context.Background())
+	st.produce(3)
+	got := readAll(t, src, 3)
+	m := got[1]
+	if m.ID != udsource.OffsetID(&udsource.Offset{Value: []byte("1")}) || string(m.Value) != "value-1" ||
+		fmt.Sprint(m.Keys) != "[k1]" || m.Headers["n"] != "1" || m.EventTime.UnixMilli() != 1_700_000_000_001 {
+		t.Fatalf("message %+v", m)
+	}
+	if err := src.Ack(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := src.Pending(context.Background()); err != nil || p != 0 {
+		t.Fatalf("pending %d, %v", p, err)
+	}
+	active, total, err := src.Partitions(context.Background())
+	if err != nil || len(active) != 1 || total != 1 {
+		t.Fatalf("partitions %v total %d: %v", active, total, err)
+	}
+}
+
+func TestNegativePendingIsUnknown(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	st.pending = -7
+	serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	defer src.Close(context.Background())
+	if p, err := src.Pending(context.Background()); err != nil || p != -1 {
+		t.Fatalf("pending %d, %v; want -1 and no error", p, err)
+	}
+}
+
+func TestAnAnswerLeftByACancelledReadIsNotLost(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	defer src.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if msgs, err := src.Read(ctx, 10, 5*time.Second); len(msgs) != 0 || err == nil {
+		t.Fatalf("read on an empty source with a short context: %d messages, %v", len(msgs), err)
+	}
+	// The request is still open in the container; what it answers now must
+	// reach the next Read.
+	st.produce(5)
+	got := readAll(t, src, 5)
+	seen := map[string]bool{}
+	for _, m := range got {
+		if seen[m.ID] {
+			t.Fatalf("%s read twice", m.ID)
+		}
+		seen[m.ID] = true
+	}
+	if err := src.Ack(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCloseNacksWhatAnOpenRequestBrings(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	src.Read(ctx, 10, 2*time.Second)
+	st.produce(4)
+	time.Sleep(100 * time.Millisecond)
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.inflight) != 0 || len(st.queue) != 4 || st.nacks != 4 {
+		t.Fatalf("after close: %d in flight, %d queued, %d nacked; want 0, 4, 4", len(st.inflight), len(st.queue), st.nacks)
+	}
+}
+
+func TestSurvivesContainerRestart(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	srv := serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	defer src.Close(context.Background())
+	ctx := context.Background()
+	st.produce(10)
+	first := readAll(t, src, 10)
+	srv.Kill()
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		srv.Restart()
+	}()
+	// Acks of messages read before the restart go to the restarted container.
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = src.Ack(ctx, first); err == nil {
+			break
+		}
+		if runner.IsFatal(err) {
+			t.Fatal(err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("ack after restart: %v", err)
+	}
+	st.produce(10)
+	second := readAll(t, src, 10)
+	if err := src.Ack(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.acked) != 20 {
+		t.Fatalf("%d of 20 messages acked", len(st.acked))
+	}
+}
+
+func TestContainerThatStaysAwayIsFatal(t *testing.T) {
+	dir := udftest.Dir(t)
+	srv := serve(t, dir, newStore(0))
+	set := udftest.Settings(dir)
+	set.ReconnectTimeout = 800 * time.Millisecond
+	src := newSource(t, set)
+	defer src.Close(context.Background())
+	srv.Kill()
+	var err error
+	for start := time.Now(); time.Since(start) < 15*time.Second; time.Sleep(100 * time.Millisecond) {
+		_, err = src.Read(context.Background(), 10, 100*time.Millisecond)
+		if runner.IsFatal(err) {
+			break
+		}
+	}
+	if !runner.IsFatal(err) || !strings.Contains(err.Error(), "MV_UDF_RECONNECT_TIMEOUT") {
+		t.Fatalf("want a fatal error naming MV_UDF_RECONNECT_TIMEOUT, got %v", err)
+	}
+	if p, perr := src.Pending(context.Background()); p != -1 || perr == nil {
+		t.Fatalf("pending while gone: %d, %v", p, perr)
+	}
+}
