@@ -1,0 +1,184 @@
+package serverinfo_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
+	"github.com/numaproj/numaflow-go/pkg/info"
+	"github.com/numaproj/numaflow-go/pkg/sinker"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/runner"
+)
+
+func TestCheck(t *testing.T) {
+	ep := serverinfo.SinkEndpoint("/x", false)
+	cases := []struct {
+		name string
+		si   info.ServerInfo
+		bad  string // substring of the error; empty means compatible
+	}{
+		{"go sdk of this module", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"go pseudo-version of a later release", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.10.0-0.20240913163521-4910018031a7", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"go release candidate of the minimum", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.9.0-rc1", MinimumNumaflowVersion: "1.4.0-z"}, "too old"},
+		{"go sdk before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.8.1", MinimumNumaflowVersion: "1.2.0-rc4"}, "go SDK version v0.8.1 is too old: at least 0.9.0"},
+		{"python stable", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.10.0", MinimumNumaflowVersion: "1.5.0-z"}, ""},
+		{"python pre-release of the minimum", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.9.0rc2", MinimumNumaflowVersion: "1.4.0-z"}, "too old"},
+		{"python old", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.8.0", MinimumNumaflowVersion: "1.2.0"}, "too old"},
+		{"java", info.ServerInfo{Protocol: "uds", Language: "java", Version: "0.9.1", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"rust", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.1.1", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"sdk needs a newer numaflow", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.20.0", MinimumNumaflowVersion: "1.9.0-z"}, "needs Numaflow 1.9.0 or newer"},
+		{"tcp", info.ServerInfo{Protocol: "tcp", Language: "go", Version: "v0.12.0"}, "Unix sockets"},
+		{"unknown language", info.ServerInfo{Protocol: "uds", Language: "cobol", Version: "1.0.0"}, "unknown"},
+		{"garbage version", info.ServerInfo{Protocol: "uds", Language: "go", Version: "latest"}, "SDK version"},
+		{"no versions at all (development build)", info.ServerInfo{Protocol: "uds", Language: "go"}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var warnings []string
+			err := serverinfo.Check(ep, &c.si, func(m string) { warnings = append(warnings, m) })
+			if c.bad == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.bad) {
+				t.Fatalf("error %v, want one containing %q", err, c.bad)
+			}
+			if !serverinfo.IsIncompatible(err) {
+				t.Fatalf("%v is not an IncompatibleError", err)
+			}
+		})
+	}
+}
+
+func ready(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+	r, err := sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{})
+	return r.GetReady(), err
+}
+
+func serveSink(t *testing.T, ep serverinfo.Endpoint) *udftest.Server {
+	return udftest.Start(t, ep, func(s *grpc.Server) {
+		sinkpb.RegisterSinkServer(s, &sinker.Service{Sinker: sinker.SinkerFunc(func(context.Context, <-chan sinker.Datum) sinker.Responses { return nil })})
+	})
+}
+
+func TestIncompatibleServerInfoIsAConfigError(t *testing.T) {
+	cases := []struct {
+		name, content, want string
+	}{
+		{"too old", `{"protocol":"uds","language":"go","version":"v0.8.0","minimum_numaflow_version":"1.2.0-rc4"}` + serverinfo.End, "go SDK version v0.8.0 is too old"},
+		{"no end marker", `{"protocol":"uds","language":"go","version":"v0.12.0"}`, "no end marker"},
+		{"not json", "hello" + serverinfo.End, "not valid JSON"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := udftest.Dir(t)
+			ep := serverinfo.SinkEndpoint(dir, false)
+			udftest.WriteInfo(t, ep, c.content)
+			start := time.Now()
+			_, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+			var ce *runner.ConfigError
+			if !errors.As(err, &ce) || ce.Var != "MV_UDS_DIR" {
+				t.Fatalf("%v does not unwrap to a ConfigError of MV_UDS_DIR", err)
+			}
+			var ec interface{ ExitCode() int }
+			if !errors.As(err, &ec) || ec.ExitCode() != 2 {
+				t.Fatalf("%v does not ask for exit status 2", err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("refusing took %v", time.Since(start))
+			}
+		})
+	}
+}
+
+func TestConnectWaitsForALateContainer(t *testing.T) {
+	dir := udftest.Dir(t)
+	ep := serverinfo.SinkEndpoint(dir, false)
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		serveSink(t, ep)
+	}()
+	c, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConnectGivesUpAfterTheStartupTimeout(t *testing.T) {
+	dir := udftest.Dir(t)
+	set := udftest.Settings(dir)
+	set.StartupTimeout = 500 * time.Millisecond
+	_, err := serverinfo.Connect(context.Background(), serverinfo.SinkEndpoint(dir, false), set, nil, ready)
+	if err == nil || !strings.Contains(err.Error(), "MV_UDF_STARTUP_TIMEOUT") || !strings.Contains(err.Error(), "no server-info file") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestARestartedContainerIsCheckedAgain(t *testing.T) {
+	dir := udftest.Dir(t)
+	ep := serverinfo.SinkEndpoint(dir, false)
+	srv := serveSink(t, ep)
+	c, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, gen, _ := c.Get(context.Background())
+	srv.Kill()
+	udftest.WriteInfo(t, ep, `{"protocol":"uds","language":"go","version":"v0.7.0"}`+serverinfo.End)
+	c.Fail(gen, errors.New("stream broke"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err = c.Get(ctx)
+	if !runner.IsFatal(err) || !serverinfo.IsIncompatible(err) {
+		t.Fatalf("want a fatal incompatibility error, got %v", err)
+	}
+}
+
+func TestGetWaitsOutARestart(t *testing.T) {
+	dir := udftest.Dir(t)
+	ep := serverinfo.SinkEndpoint(dir, false)
+	srv := serveSink(t, ep)
+	c, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, gen, _ := c.Get(context.Background())
+	srv.Kill()
+	c.Fail(gen, errors.New("stream broke"))
+	if _, _, err := c.Current(); err == nil {
+		t.Fatalf("Current returned a connection while the container is away")
+	}
+	// A caller that cannot wait gets its own context's error, not a fatal one.
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := c.Get(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get with a short context: %v", err)
+	}
+	time.AfterFunc(300*time.Millisecond, srv.Restart)
+	_, gen2, err := c.Get(context.Background())
+	if err != nil || gen2 == gen {
+		t.Fatalf("after restart: gen %d (was %d), %v", gen2, gen, err)
+	}
+}
