@@ -528,3 +528,52 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAck compares the ack modes on batches of 500 against the real
+// server: MV_JETSTREAM_ACK_SYNC=true (every ack confirmed, confirmations
+// awaited together) and false (acks sent, then one flush). It reports
+// messages per second; run with -bench Ack -benchtime 20x.
+func BenchmarkAck(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		b.Run(fmt.Sprintf("ack sync %v", sync), func(b *testing.B) {
+			srv := natstest.Start(b)
+			_, js := srv.Connect(b)
+			natstest.CreateStream(b, js, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"BENCH.>"}})
+			cfg := testConfig(srv.URL(), "BENCH")
+			cfg.AckWait = time.Minute
+			cfg.AckSync = sync
+			src, err := jssource.New(context.Background(), cfg, "bench", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close(context.Background())
+			const batch = 500
+			ctx := context.Background()
+			var acked time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				for j := 0; j < batch; j++ {
+					if _, err := js.PublishAsync("BENCH.in", []byte("x")); err != nil {
+						b.Fatal(err)
+					}
+				}
+				<-js.PublishAsyncComplete()
+				var msgs []*runner.Message
+				for len(msgs) < batch {
+					got, err := src.Read(ctx, batch-len(msgs), time.Second)
+					if err != nil {
+						b.Fatal(err)
+					}
+					msgs = append(msgs, got...)
+				}
+				b.StartTimer()
+				start := time.Now()
+				if err := src.Ack(ctx, msgs); err != nil {
+					b.Fatal(err)
+				}
+				acked += time.Since(start)
+			}
+			b.ReportMetric(float64(b.N*batch)/acked.Seconds(), "acks/s")
+		})
+	}
+}
