@@ -1,0 +1,131 @@
+// Command example-udtransformer is a Numaflow source transformer written
+// with the numaflow-go SDK, used by the tests and the deploy/ example. For a
+// value starting with a number n (as example-udsource makes them):
+//
+//   - n % EXAMPLE_DROP_EVERY == 0 is dropped (default 10);
+//   - n % EXAMPLE_FANOUT_EVERY == 1 becomes EXAMPLE_FANOUT copies (defaults 10 and 3),
+//     keyed "fan0", "fan1", ...;
+//   - n % EXAMPLE_NACK_EVERY == 2 is nacked the first time this process
+//     sees it, and passed the next time (default 0: never);
+//   - anything else passes unchanged, keyed "even" or "odd".
+//
+// Every output keeps the input's value and has the input's event time plus
+// one hour, so a test can tell the transformer's keys and event times from
+// the source's. Values without a number follow the conformance suite's
+// reference behaviour: "drop" is dropped, "fanout" becomes three copies,
+// anything else passes. The socket is sourcetransform.sock in MV_UDS_DIR.
+package main
+
+import (
+	"context"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
+)
+
+func main() {
+	log.SetPrefix("example-udtransformer: ")
+	dir := env("MV_UDS_DIR", "/var/run/numaflow")
+	t := &transformer{
+		dropEvery:   envInt("EXAMPLE_DROP_EVERY", 10),
+		fanoutEvery: envInt("EXAMPLE_FANOUT_EVERY", 10),
+		fanout:      envInt("EXAMPLE_FANOUT", 3),
+		nackEvery:   envInt("EXAMPLE_NACK_EVERY", 0),
+		seen:        map[int]bool{},
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving on %s", filepath.Join(dir, "sourcetransform.sock"))
+	err := sourcetransformer.NewServer(t,
+		sourcetransformer.WithSockAddr(filepath.Join(dir, "sourcetransform.sock")),
+		sourcetransformer.WithServerInfoFilePath(filepath.Join(dir, "sourcetransformer-server-info")),
+	).Start(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		log.Fatalf("invalid %s=%q: want a whole number, 0 or more", name, v)
+	}
+	return n
+}
+
+type transformer struct {
+	dropEvery, fanoutEvery, fanout, nackEvery int
+
+	mu   sync.Mutex
+	seen map[int]bool // numbers nacked once already
+}
+
+// number parses the leading decimal digits of v.
+func number(v []byte) (int, bool) {
+	n, i := 0, 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' && i < 18 {
+		n = n*10 + int(v[i]-'0')
+		i++
+	}
+	return n, i > 0
+}
+
+func (t *transformer) Transform(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
+	out := sourcetransformer.MessagesBuilder()
+	v := d.Value()
+	n, ok := number(v)
+	if !ok {
+		msg := sourcetransformer.NewMessage(v, d.EventTime()).WithKeys(keys)
+		switch string(v) {
+		case "drop":
+			return out.Append(sourcetransformer.MessageToDrop(d.EventTime()))
+		case "fanout":
+			return out.Append(msg).Append(msg).Append(msg)
+		}
+		return out.Append(msg)
+	}
+	et := d.EventTime().Add(time.Hour)
+	switch {
+	case t.dropEvery > 0 && n%t.dropEvery == 0:
+		return out.Append(sourcetransformer.MessageToDrop(et))
+	case t.nackEvery > 0 && n%t.nackEvery == 2 && t.firstSight(n):
+		return out.Append(sourcetransformer.MessageToNack(et, nil))
+	case t.fanoutEvery > 0 && n%t.fanoutEvery == 1:
+		for k := 0; k < t.fanout; k++ {
+			out = out.Append(sourcetransformer.NewMessage(v, et).WithKeys([]string{"fan" + strconv.Itoa(k)}))
+		}
+		return out
+	}
+	parity := "even"
+	if n%2 == 1 {
+		parity = "odd"
+	}
+	return out.Append(sourcetransformer.NewMessage(v, et).WithKeys([]string{parity}))
+}
+
+func (t *transformer) firstSight(n int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen[n] {
+		return false
+	}
+	t.seen[n] = true
+	return true
+}
