@@ -1,0 +1,131 @@
+package tools
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// TestKoConfig checks ko.yaml and its .ko.yaml symlink: ko reads only
+// .ko.yaml, the base stays in defaultBaseImage (so KO_DEFAULTBASEIMAGE can
+// replace it), and the runner's build stamps its version and commit.
+func TestKoConfig(t *testing.T) {
+	root := repoRoot(t)
+	target, err := os.Readlink(filepath.Join(root, ".ko.yaml"))
+	if err != nil || target != "ko.yaml" {
+		t.Fatalf(".ko.yaml must be a symlink to ko.yaml (ko reads only .ko.yaml): %q, %v", target, err)
+	}
+	cfg, err := readFileYAML(root, "ko.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseImage := str(cfg, "defaultBaseImage")
+	if _, err := name.ParseReference(baseImage); err != nil {
+		t.Errorf("defaultBaseImage %q: %v", baseImage, err)
+	}
+	if !strings.Contains(baseImage, "static") || !strings.Contains(baseImage, "nonroot") && !strings.HasPrefix(baseImage, "cgr.dev/chainguard/") {
+		t.Errorf("defaultBaseImage %q: want a static, non-root image", baseImage)
+	}
+	if _, ok := cfg["baseImageOverrides"]; ok {
+		t.Error("ko.yaml sets baseImageOverrides: keep the base in defaultBaseImage, which KO_DEFAULTBASEIMAGE overrides")
+	}
+	builds, _ := cfg["builds"].([]any)
+	var runner map[string]any
+	for _, b := range builds {
+		if m, _ := b.(map[string]any); str(m, "main") == "./cmd/runner" {
+			runner = m
+		}
+	}
+	if runner == nil {
+		t.Fatal("ko.yaml has no build for ./cmd/runner")
+	}
+	joined := func(key string) string {
+		var parts []string
+		list, _ := runner[key].([]any)
+		for _, x := range list {
+			parts = append(parts, x.(string))
+		}
+		return strings.Join(parts, " ")
+	}
+	ld := joined("ldflags")
+	for _, v := range []string{module + "/internal/version.Version=", module + "/internal/version.Commit={{"} {
+		if !strings.Contains(ld, "-X "+v) {
+			t.Errorf("the runner's ldflags do not set %s: %s", v, ld)
+		}
+	}
+	if !strings.Contains(joined("env"), "CGO_ENABLED=0") {
+		t.Error("the runner's build env must set CGO_ENABLED=0 (the base has no libc)")
+	}
+	if !strings.Contains(joined("flags"), "-trimpath") {
+		t.Error("the runner's build flags must include -trimpath")
+	}
+}
+
+// TestDashboard checks the Grafana dashboard: it is valid JSON, every
+// monovtx_* metric the runner exports has a panel, and every metric a panel
+// queries is one the runner exports.
+func TestDashboard(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "dashboards", "monovertex.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash map[string]any
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("deploy/dashboards/monovertex.json is not valid JSON: %v", err)
+	}
+	if str(dash, "uid") == "" || str(dash, "title") == "" {
+		t.Error("the dashboard needs a uid and a title")
+	}
+	exprs := strings.Join(exprsIn(dash), "\n")
+	if exprs == "" {
+		t.Fatal("the dashboard has no queries")
+	}
+	for _, label := range []string{"mvtx_name"} {
+		if !strings.Contains(exprs, label) {
+			t.Errorf("the dashboard never selects on %s", label)
+		}
+	}
+	queried := map[string]bool{}
+	for _, n := range metricName.FindAllString(exprs, -1) {
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			n = strings.TrimSuffix(n, suffix)
+		}
+		queried[n] = true
+	}
+	exported := exportedMetrics(t, root)
+	for n := range exported {
+		if !queried[n] {
+			t.Errorf("the runner exports %s but no dashboard panel shows it", n)
+		}
+	}
+	for n := range queried {
+		if !exported[n] {
+			t.Errorf("a dashboard panel queries %s, which the runner does not export", n)
+		}
+	}
+}
+
+// exprsIn returns every "expr" string anywhere in v.
+func exprsIn(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case map[string]any:
+		for k, y := range x {
+			if s, ok := y.(string); ok && k == "expr" {
+				out = append(out, s)
+				continue
+			}
+			out = append(out, exprsIn(y)...)
+		}
+	case []any:
+		for _, y := range x {
+			out = append(out, exprsIn(y)...)
+		}
+	}
+	return out
+}

@@ -1,0 +1,231 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// TestDeployPath is the offline proof of `ko apply -f deploy/<example>/`:
+// for every example it runs the pinned ko's `resolve` against a registry on
+// 127.0.0.1 with a minimal non-root base (KO_DEFAULTBASEIMAGE), checks that
+// every ko:// reference became an image in that registry, validates the
+// resolved Knative Services with Knative's own webhook code, and runs the
+// runner binary taken out of its image with --version.
+//
+// ko builds the working tree; set MV_KO_PROOF_CLONE=1 to build a fresh
+// `git clone` of HEAD instead (what a release from a clean checkout gets).
+func TestDeployPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ko and every image; skipped with -short")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("runs the linux binaries it builds")
+	}
+	root := repoRoot(t)
+	src := root
+	if os.Getenv("MV_KO_PROOF_CLONE") != "" {
+		src = filepath.Join(t.TempDir(), "src")
+		run(t, root, nil, "git", "clone", "--quiet", root, src)
+	}
+	commit := gitHead(src)
+	if commit == "" {
+		commit = "unknown"
+	}
+
+	ko := buildKo(t)
+	host := startRegistry(t)
+	base := pushBase(t, host)
+	env := koEnv(host, base)
+
+	runnerImages := map[string]bool{}
+	var runnerRef string
+	for _, ex := range exampleDirs(t, src) {
+		t.Run(ex, func(t *testing.T) {
+			_, raw := readExample(t, src, ex)
+			wantBinaries := map[string]bool{}
+			for _, ip := range koImportPaths(raw) {
+				wantBinaries[path.Base(ip)] = true
+			}
+
+			start := time.Now()
+			out := run(t, src, env, ko, "resolve", "--platform=linux/"+runtime.GOARCH, "-f", "deploy/"+ex+"/")
+			t.Logf("ko resolve -f deploy/%s/: %d bytes of YAML in %s", ex, len(out), time.Since(start).Round(time.Millisecond))
+			if bytes.Contains(out, []byte("ko://")) {
+				t.Fatalf("ko left ko:// references unresolved:\n%s", out)
+			}
+			what := "resolved deploy/" + ex
+			docs := splitDocs(t, what, out)
+
+			// Every image ko built is in the registry, is what its
+			// ko:// reference named, and runs as non-root.
+			gotBinaries := map[string]bool{}
+			images := map[string]bool{}
+			for _, m := range docs {
+				for _, img := range imagesIn(m.obj) {
+					if strings.HasPrefix(img, host+"/") {
+						images[img] = true
+					}
+				}
+			}
+			for img := range images {
+				if _, err := name.NewDigest(img); err != nil {
+					t.Errorf("ko wrote %q, not a reference by digest: %v", img, err)
+				}
+				cf, err := pullImage(t, img).ConfigFile()
+				if err != nil {
+					t.Fatalf("config of %s: %v", img, err)
+				}
+				if len(cf.Config.Entrypoint) != 1 || !strings.HasPrefix(cf.Config.Entrypoint[0], "/ko-app/") {
+					t.Errorf("%s: entrypoint %v, want /ko-app/<binary>", img, cf.Config.Entrypoint)
+					continue
+				}
+				bin := path.Base(cf.Config.Entrypoint[0])
+				gotBinaries[bin] = true
+				if u := cf.Config.User; u == "" || u == "0" || strings.HasPrefix(u, "0:") || strings.HasPrefix(u, "root") {
+					t.Errorf("%s (%s) runs as %q, want the base's non-root user", img, bin, u)
+				}
+				if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+					t.Errorf("%s (%s) is for %s/%s", img, bin, cf.OS, cf.Architecture)
+				}
+				if bin == "runner" {
+					runnerImages[img] = true
+					runnerRef = img
+				}
+			}
+			if !equalSets(gotBinaries, wantBinaries) {
+				t.Errorf("images in the registry hold %v, the manifests name %v", sortedKeys(gotBinaries), sortedKeys(wantBinaries))
+			}
+
+			pods := podsOf(t, what, docs)
+			checkWholeInstall(t, what, docs, pods, runnerImages)
+		})
+	}
+
+	t.Run("runner --version", func(t *testing.T) {
+		if runnerRef == "" {
+			t.Fatal("no example built the runner image")
+		}
+		dir := t.TempDir()
+		bin, err := extractFile(pullImage(t, runnerRef), "/ko-app/runner", dir)
+		if err != nil {
+			t.Fatalf("take the runner out of %s: %v", runnerRef, err)
+		}
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatalf("the runner in the image is not an ELF binary: %v", err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("the runner is dynamically linked; the static base has no libc (build with CGO_ENABLED=0)")
+			}
+		}
+		f.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("runner --version: %v\n%s", err, out)
+		}
+		t.Logf("runner --version: %s", bytes.TrimSpace(out))
+		if !bytes.Contains(out, []byte(commit)) {
+			t.Errorf("runner --version printed %q, want the commit %s stamped by ko.yaml's ldflags", out, commit)
+		}
+	})
+}
+
+// buildKo builds the ko pinned in this module's go.mod.
+func buildKo(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ko")
+	start := time.Now()
+	run(t, ".", nil, "go", "build", "-o", bin, "github.com/google/ko")
+	t.Logf("built ko in %s", time.Since(start).Round(time.Millisecond))
+	return bin
+}
+
+// koEnv is the environment of ko: this process's, without any KO_*
+// setting of the user's, plus the test registry and base image. ko reads
+// its configuration from ./.ko.yaml (the symlink to ko.yaml), as in
+// `ko apply -f deploy/<example>/` in the repository root.
+func koEnv(host, base string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KO_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env,
+		"KO_DOCKER_REPO="+host+"/monovertex",
+		"KO_DEFAULTBASEIMAGE="+base,
+	)
+}
+
+// run runs a command in dir and returns its stdout; it fails the test with
+// both streams when the command fails.
+func run(t *testing.T, dir string, env []string, name string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s (in %s): %v\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), dir, err, stdout.Bytes(), stderr.Bytes())
+	}
+	return stdout.Bytes()
+}
+
+// imagesIn returns every string under an "image" key anywhere in obj.
+func imagesIn(obj any) []string {
+	var out []string
+	switch v := obj.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if s, ok := x.(string); ok && k == "image" {
+				out = append(out, s)
+				continue
+			}
+			out = append(out, imagesIn(x)...)
+		}
+	case []any:
+		for _, x := range v {
+			out = append(out, imagesIn(x)...)
+		}
+	}
+	return out
+}
+
+func equalSets(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
