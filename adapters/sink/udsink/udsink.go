@@ -36,7 +36,11 @@ func init() {
 		Name:   "udsink",
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Sink, error) {
-			return New(ctx, cfg.(*Config).Settings, env.Role == runner.RoleFallbackSink, env.Logger)
+			s, err := New(ctx, cfg.(*Config).Settings, env.Role == runner.RoleFallbackSink, env.Logger)
+			if err != nil {
+				return nil, err // an untyped nil, so callers' nil checks hold
+			}
+			return s, nil
 		},
 	})
 }

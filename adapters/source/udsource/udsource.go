@@ -38,7 +38,11 @@ func init() {
 		Name:   "udsource",
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Source, error) {
-			return New(ctx, cfg.(*Config).Settings, env.Logger)
+			s, err := New(ctx, cfg.(*Config).Settings, env.Logger)
+			if err != nil {
+				return nil, err // an untyped nil, so callers' nil checks hold
+			}
+			return s, nil
 		},
 	})
 }

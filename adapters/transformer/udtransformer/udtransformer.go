@@ -45,7 +45,11 @@ func init() {
 		Name:   "udtransformer",
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
-			return New(ctx, cfg.(*Config).Settings, env.Logger)
+			t, err := New(ctx, cfg.(*Config).Settings, env.Logger)
+			if err != nil {
+				return nil, err // an untyped nil, so callers' nil checks hold
+			}
+			return t, nil
 		},
 	})
 }
