@@ -19,6 +19,7 @@
 package natsjs
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -165,4 +166,25 @@ func StatusError(nc *nats.Conn) error {
 
 func statusName(s nats.Status) string {
 	return strings.ToLower(s.String())
+}
+
+// WaitConnected waits up to d (or until ctx is done) for nc to be connected
+// and returns StatusError then. Adapters call it before failing a call for
+// want of a connection, so that during an outage each call fails after a
+// pause instead of at once, and the engine's retries do not spin.
+func WaitConnected(ctx context.Context, nc *nats.Conn, d time.Duration) error {
+	if nc.IsConnected() || d <= 0 {
+		return StatusError(nc)
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(d)
+	for !nc.IsConnected() && !nc.IsClosed() && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return StatusError(nc)
+		case <-t.C:
+		}
+	}
+	return StatusError(nc)
 }

@@ -202,56 +202,109 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 	return cons, nil
 }
 
+// maxFetchWait bounds one pull request, so a Read with a long timeout that
+// is cancelled leaves no request behind on the server for long.
+const maxFetchWait = 5 * time.Second
+
 // Read fetches up to max messages, waiting at most timeout for them. While
 // the connection is down it fails at once, and the engine retries.
 func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
 	if ctx.Err() != nil {
 		return nil, nil
 	}
-	if err := natsjs.StatusError(s.nc); err != nil {
+	// While disconnected, wait out the read timeout for the reconnect before
+	// failing, as an empty read would.
+	if err := natsjs.WaitConnected(ctx, s.nc, timeout); err != nil {
 		return nil, fmt.Errorf("jetstream source: read from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
 	}
-	var batch jetstream.MessageBatch
-	var err error
-	fctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if timeout < 10*time.Millisecond {
-		batch, err = s.cons.FetchNoWait(max)
-	} else {
-		// The pull request expires a little before fctx, so the server ends
-		// it and nothing it sends is left in flight when we stop listening.
-		batch, err = s.cons.Fetch(max, jetstream.FetchContext(fctx))
+	if ctx.Err() != nil {
+		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	deadline := time.Now().Add(timeout)
+	for {
+		var batch jetstream.MessageBatch
+		var err error
+		wait := min(time.Until(deadline), maxFetchWait)
+		if wait < 10*time.Millisecond {
+			batch, err = s.cons.FetchNoWait(max)
+		} else {
+			// The server ends the pull request after wait (with a 408 that
+			// the client swallows); the client's own timer only fires a
+			// second later, so nothing the server sends is left in flight.
+			batch, err = s.cons.Fetch(max, jetstream.FetchMaxWait(wait))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+		}
+		msgs, cancelled := s.collect(ctx, batch, max)
+		if cancelled {
+			return msgs, nil // shutting down: the engine stops reading
+		}
+		if err := batch.Error(); err != nil {
+			return msgs, fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+		}
+		if len(msgs) > 0 || wait < 10*time.Millisecond || time.Until(deadline) < 10*time.Millisecond {
+			return msgs, nil
+		}
 	}
+}
+
+// collect takes the fetch's messages until it ends or ctx is done. On
+// cancellation it keeps what already arrived and hands later arrivals back
+// to the server at once (they would otherwise wait out the ack wait).
+func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max int) ([]*runner.Message, bool) {
 	msgs := make([]*runner.Message, 0, max)
-	now := time.Now()
 	var held []jetstream.Msg
-	// The channel is closed when the fetch ends; what it buffered is still
-	// read, so nothing delivered to us is dropped, even on cancellation.
-	for jm := range batch.Messages() {
+	take := func(jm jetstream.Msg) {
 		msgs = append(msgs, s.convert(jm))
 		held = append(held, jm)
 	}
+	cancelled := false
+	ch := batch.Messages()
+loop:
+	for {
+		select {
+		case jm, ok := <-ch:
+			if !ok {
+				break loop
+			}
+			take(jm)
+		case <-ctx.Done():
+			cancelled = true
+			for {
+				select {
+				case jm, ok := <-ch:
+					if !ok {
+						break loop
+					}
+					take(jm)
+				default:
+					go s.nakLate(ch)
+					break loop
+				}
+			}
+		}
+	}
 	if s.cfg.InProgress && len(held) > 0 {
+		now := time.Now()
 		s.mu.Lock()
 		for _, jm := range held {
 			s.held[jm] = now
 		}
 		s.mu.Unlock()
 	}
-	err = batch.Error()
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		err = nil // shutting down: the engine stops reading
-	case errors.Is(err, context.DeadlineExceeded):
-		err = nil // our own timeout: a short batch
-	default:
-		err = fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	return msgs, cancelled
+}
+
+func (s *Source) nakLate(ch <-chan jetstream.Msg) {
+	n := 0
+	for jm := range ch {
+		_ = jm.Nak()
+		n++
 	}
-	return msgs, err
+	if n > 0 {
+		s.log.Debugw("handed back messages that arrived after the read was cancelled", "count", n)
+	}
 }
 
 func (s *Source) convert(jm jetstream.Msg) *runner.Message {
