@@ -195,31 +195,39 @@ func waitSettled(t *testing.T, p *testutil.Process) {
 }
 
 func TestMovesEveryMessageExactlyOnce(t *testing.T) {
-	f := setup(t)
-	const n = 20000
-	if err := f.publish(context.Background(), 0, n, 2000, 0); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	p := testutil.StartRunner(t, f.env())
-	p.WaitReady(30 * time.Second)
-	f.waitAllMoved(n, 120*time.Second)
-	t.Logf("runner moved %d messages in %v, startup included", n, time.Since(start).Round(time.Millisecond))
+	// Both ack modes: confirmed acks (the default) and flushed acks.
+	for _, ackSync := range []string{"true", "false"} {
+		t.Run("ack sync "+ackSync, func(t *testing.T) {
+			f := setup(t)
+			const n = 20000
+			if err := f.publish(context.Background(), 0, n, 2000, 0); err != nil {
+				t.Fatal(err)
+			}
+			env := f.env()
+			env["MV_JETSTREAM_ACK_SYNC"] = ackSync
+			testutil.BuildRunner(t) // keep the build out of the time below
+			start := time.Now()
+			p := testutil.StartRunner(t, env)
+			p.WaitReady(30 * time.Second)
+			f.waitAllMoved(n, 120*time.Second)
+			t.Logf("runner moved %d messages in %v, startup included", n, time.Since(start).Round(time.Millisecond))
 
-	testutil.WaitFor(t, 10*time.Second, "/status pending 0", func() bool {
-		st, err := p.Status()
-		return err == nil && st.Pending == 0
-	})
-	waitSettled(t, p)
-	st, err := p.Status()
-	if err != nil {
-		t.Fatal(err)
+			testutil.WaitFor(t, 10*time.Second, "/status pending 0", func() bool {
+				st, err := p.Status()
+				return err == nil && st.Pending == 0
+			})
+			waitSettled(t, p)
+			st, err := p.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Totals.Read != n || st.Totals.Acked != n || st.Totals.Written != n {
+				t.Fatalf("runner totals read %d acked %d written %d, want %d each (nothing had a reason to be redelivered)", st.Totals.Read, st.Totals.Acked, st.Totals.Written, n)
+			}
+			f.stop(p)
+			f.checkExactlyOnce(n)
+		})
 	}
-	if st.Totals.Read != n || st.Totals.Acked != n || st.Totals.Written != n {
-		t.Fatalf("runner totals read %d acked %d written %d, want %d each (nothing had a reason to be redelivered)", st.Totals.Read, st.Totals.Acked, st.Totals.Written, n)
-	}
-	f.stop(p)
-	f.checkExactlyOnce(n)
 }
 
 func TestSigtermMidStreamThenRestartLosesNothing(t *testing.T) {

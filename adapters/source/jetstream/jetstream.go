@@ -347,41 +347,50 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 	if !s.cfg.AckSync {
 		return s.ackAsync(ctx, msgs)
 	}
+	return s.ackConfirmed(ctx, msgs)
+}
+
+// ackAck is the body of a positive ack in the JetStream protocol.
+var ackAck = []byte("+ACK")
+
+// ackConfirmed sends every ack with its own reply subject under one inbox
+// and waits for the server's confirmations together: one round trip per
+// batch, with no goroutine per message (what DoubleAck would cost).
+func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed int
-	var firstErr error
-	// Confirmations travel over one multiplexed reply subscription, so
-	// issuing them all at once costs one round trip per batch, not per
-	// message; the semaphore only bounds goroutines.
-	sem := make(chan struct{}, 256)
-	for _, m := range msgs {
+	inbox := s.nc.NewInbox()
+	replies := make(chan *nats.Msg, len(msgs)+16)
+	sub, err := s.nc.ChanSubscribe(inbox+".*", replies)
+	if err != nil {
+		return fmt.Errorf("jetstream source: subscribe for ack confirmations: %w", err)
+	}
+	defer sub.Unsubscribe()
+	prefix := inbox + "."
+	for i, m := range msgs {
 		jm, ok := m.Offset.(jetstream.Msg)
 		if !ok {
 			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := jm.DoubleAck(ctx)
-			if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-				return
-			}
-			mu.Lock()
-			failed++
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}()
+		err := s.nc.PublishMsg(&nats.Msg{Subject: jm.Reply(), Reply: prefix + strconv.Itoa(i), Data: ackAck})
+		if err != nil {
+			return fmt.Errorf("jetstream source: send ack %s: %w", m.ID, err)
+		}
 	}
-	wg.Wait()
-	if failed > 0 {
-		return fmt.Errorf("jetstream source: %d of %d acks not confirmed by the server (they are redelivered after the ack wait unless a retry succeeds): %w", failed, len(msgs), firstErr)
+	confirmed := make([]bool, len(msgs))
+	left := len(msgs)
+	for left > 0 {
+		select {
+		case r := <-replies:
+			i, err := strconv.Atoi(strings.TrimPrefix(r.Subject, prefix))
+			if err == nil && i >= 0 && i < len(msgs) && !confirmed[i] {
+				confirmed[i] = true
+				left--
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream source: %d of %d acks not confirmed by the server within %s (they are redelivered after the ack wait unless a retry succeeds): %w",
+				left, len(msgs), s.cfg.APITimeout, ctx.Err())
+		}
 	}
 	return nil
 }
