@@ -346,6 +346,9 @@ func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
 		// A local socket either answers at once or is not there: keep the
 		// reconnect backoff short so a restarted container is found quickly.
+		// The connection is watched for drops; an idle timeout would read
+		// as one (a fallback sink may go unused for hours).
+		grpc.WithIdleTimeout(0),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,

@@ -1,0 +1,499 @@
+// Package numaflow_test runs the runner binary with Numaflow user-defined
+// source, transformer and sinks built with the numaflow-go SDK
+// (cmd/example-ud*), each a separate process on Unix sockets, and checks
+// delivery by counting: every id the source made is acked exactly when its
+// outputs were written, fallback-written or dropped, the output files match
+// the example programs' rules exactly, and nothing is lost when a container
+// is killed and restarted, or never comes back.
+package numaflow_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
+)
+
+// The example programs' rules (see their package comments).
+const (
+	dropEvery     = 10 // n%10 == 0 dropped by the transformer
+	fanoutEvery   = 10 // n%10 == 1 fanned out
+	fanout        = 3
+	fallbackEvery = 7  // n%7 == 0 answered FALLBACK by the sink
+	failEvery     = 13 // n%13 == 5 failed once per sink process
+	nackEvery     = 50 // n%50 == 2 nacked once per transformer process
+)
+
+var eventBase = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// parentID is the message ID udsource gives the example source's id n:
+// the offset in base64, a dash, the partition.
+func parentID(n int) string {
+	return base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0"
+}
+
+// expected returns the output IDs the sink and the fallback sink must hold
+// for ids 0..total-1, each mapped to its n.
+func expected(total int) (sink, fallback map[string]int) {
+	sink, fallback = map[string]int{}, map[string]int{}
+	for n := 0; n < total; n++ {
+		if n%dropEvery == 0 {
+			continue
+		}
+		target := sink
+		if n%fallbackEvery == 0 {
+			target = fallback
+		}
+		if n%fanoutEvery == 1 {
+			for k := 0; k < fanout; k++ {
+				target[parentID(n)+"-"+strconv.Itoa(k)] = n
+			}
+			continue
+		}
+		target[parentID(n)] = n
+	}
+	return sink, fallback
+}
+
+// line is one line of an example-udsink output file.
+type line struct {
+	id       string
+	n        int
+	size     int
+	keys     string
+	eventMS  int64
+	wellMade bool
+}
+
+// readOutput parses an output file; a line cut short by a kill is skipped.
+func readOutput(t *testing.T, path string) []line {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []line
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) != 6 {
+			continue
+		}
+		n, err1 := strconv.Atoi(f[1])
+		size, err2 := strconv.Atoi(f[2])
+		et, err3 := strconv.ParseInt(f[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		out = append(out, line{id: f[0], n: n, size: size, keys: f[3], eventMS: et, wellMade: f[5] == "ok"})
+	}
+	return out
+}
+
+// readAcked returns the ids in the example source's state file.
+func readAcked(t *testing.T, path string) map[int]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return map[int]bool{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if n, err := strconv.Atoi(l); err == nil {
+			acked[n] = true
+		}
+	}
+	return acked
+}
+
+// pipeline is one set of processes sharing a socket directory.
+type pipeline struct {
+	t     *testing.T
+	dir   string // sockets and server-info files
+	work  string // state and output files
+	total int
+	size  int
+
+	runnerEnv                           map[string]string
+	source, transformer, sink, fallback *testutil.Process
+	runner                              *testutil.Process
+	all                                 []*testutil.Process // every process started, for the race check
+}
+
+// track remembers a started process and returns it.
+func (p *pipeline) track(proc *testutil.Process) *testutil.Process {
+	p.all = append(p.all, proc)
+	return proc
+}
+
+// checkNoRaces fails the test if any process (built with -race when the
+// tests run with it) reported a data race.
+func (p *pipeline) checkNoRaces() {
+	for _, proc := range p.all {
+		if strings.Contains(proc.Stderr.String(), "WARNING: DATA RACE") {
+			p.t.Errorf("%s reported a data race:\n%s", proc.Name, tailOf(proc.Stderr.String()))
+		}
+	}
+}
+
+func newPipeline(t *testing.T, total, size int) *pipeline {
+	dir, err := os.MkdirTemp("", "mvnf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := &pipeline{t: t, dir: dir, work: t.TempDir(), total: total, size: size}
+	t.Cleanup(p.checkNoRaces)
+	p.runnerEnv = map[string]string{
+		"MV_SOURCE":                "udsource",
+		"MV_TRANSFORMER":           "udtransformer",
+		"MV_SINK":                  "udsink",
+		"MV_FALLBACK_SINK":         "udsink",
+		"MV_UDS_DIR":               dir,
+		"MV_READ_BATCH_SIZE":       "500",
+		"MV_READ_TIMEOUT":          "100ms",
+		"MV_PENDING_INTERVAL":      "200ms",
+		"MV_UDF_RECONNECT_TIMEOUT": "30s",
+		"MV_UDF_STARTUP_TIMEOUT":   "60s",
+		"MV_SHUTDOWN_TIMEOUT":      "10s",
+	}
+	return p
+}
+
+func (p *pipeline) file(name string) string { return filepath.Join(p.work, name) }
+
+func (p *pipeline) startSource() {
+	p.source = p.track(testutil.Start(p.t, "example-udsource", testutil.Build(p.t, "./cmd/example-udsource"), map[string]string{
+		"MV_UDS_DIR": p.dir, "EXAMPLE_TOTAL": strconv.Itoa(p.total), "EXAMPLE_MSG_SIZE": strconv.Itoa(p.size),
+		"EXAMPLE_STATE_FILE": p.file("acked"),
+	}))
+}
+
+func (p *pipeline) startTransformer() {
+	p.transformer = p.track(testutil.Start(p.t, "example-udtransformer", testutil.Build(p.t, "./cmd/example-udtransformer"), map[string]string{
+		"MV_UDS_DIR": p.dir, "EXAMPLE_NACK_EVERY": strconv.Itoa(nackEvery),
+	}))
+}
+
+func (p *pipeline) startSink() {
+	p.sink = p.track(testutil.Start(p.t, "example-udsink", testutil.Build(p.t, "./cmd/example-udsink"), map[string]string{
+		"MV_UDS_DIR": p.dir, "EXAMPLE_OUT_FILE": p.file("sink.out"),
+	}))
+}
+
+func (p *pipeline) startFallback() {
+	p.fallback = p.track(testutil.Start(p.t, "example-udsink-fallback", testutil.Build(p.t, "./cmd/example-udsink"), map[string]string{
+		"MV_UDS_DIR": p.dir, "EXAMPLE_OUT_FILE": p.file("fallback.out"), "EXAMPLE_SINK_MODE": "fallback",
+	}))
+}
+
+func (p *pipeline) startAll() {
+	p.startSource()
+	p.startTransformer()
+	p.startSink()
+	p.startFallback()
+	p.startRunner()
+}
+
+func (p *pipeline) startRunner() {
+	p.runner = p.track(testutil.StartRunner(p.t, p.runnerEnv))
+	p.runner.WaitReady(90 * time.Second)
+}
+
+// acked returns the runner's count of acked input messages.
+func (p *pipeline) ackedByRunner() int64 {
+	st, err := p.runner.Status()
+	if err != nil {
+		return -1
+	}
+	return st.Totals.Acked
+}
+
+// waitForProgress waits until the source's state file holds at least n ids.
+func (p *pipeline) waitForAcked(n int, timeout time.Duration) {
+	p.t.Helper()
+	testutil.WaitFor(p.t, timeout, fmt.Sprintf("%d ids acked", n), func() bool {
+		if p.runner != nil && p.runner.Exited() {
+			p.t.Fatalf("runner exited with %d:\n%s", p.runner.ExitCode(), tailOf(p.runner.Stderr.String()))
+		}
+		return len(readAcked(p.t, p.file("acked"))) >= n
+	})
+}
+
+func tailOf(s string) string {
+	if len(s) > 6000 {
+		return "..." + s[len(s)-6000:]
+	}
+	return s
+}
+
+// checkNothingUnwrittenAcked checks, at this moment, that every acked id
+// has all its outputs in the output files (or was dropped). The acks are
+// read first: anything acked by then was written before.
+func (p *pipeline) checkNothingUnwrittenAcked() int {
+	p.t.Helper()
+	acked := readAcked(p.t, p.file("acked"))
+	have := map[string]bool{}
+	for _, f := range []string{"sink.out", "fallback.out"} {
+		for _, l := range readOutput(p.t, p.file(f)) {
+			have[l.id] = true
+		}
+	}
+	wantSink, wantFallback := expected(p.total)
+	for _, want := range []map[string]int{wantSink, wantFallback} {
+		for id, n := range want {
+			if acked[n] && !have[id] {
+				p.t.Fatalf("id %d was acked but its output %s was never written", n, id)
+			}
+		}
+	}
+	return len(acked)
+}
+
+// verify waits until every id is acked and pending is 0, then checks the
+// output files against the rules exactly.
+func (p *pipeline) verify(timeout time.Duration) {
+	p.t.Helper()
+	p.waitForAcked(p.total, timeout)
+	testutil.WaitFor(p.t, 30*time.Second, "the source's pending to reach 0", func() bool {
+		st, err := p.runner.Status()
+		return err == nil && st.Pending == 0
+	})
+	wantSink, wantFallback := expected(p.total)
+	dups := 0
+	for _, c := range []struct {
+		file string
+		want map[string]int
+	}{{"sink.out", wantSink}, {"fallback.out", wantFallback}} {
+		got := map[string]bool{}
+		for _, l := range readOutput(p.t, p.file(c.file)) {
+			n, ok := c.want[l.id]
+			if !ok {
+				p.t.Fatalf("%s has id %s (n=%d), which the rules do not send there", c.file, l.id, l.n)
+			}
+			if got[l.id] {
+				dups++
+			}
+			got[l.id] = true
+			p.checkLine(l, n)
+		}
+		if len(got) != len(c.want) {
+			missing := 0
+			for id := range c.want {
+				if !got[id] {
+					missing++
+				}
+			}
+			p.t.Fatalf("%s has %d distinct ids, the rules want %d (%d missing)", c.file, len(got), len(c.want), missing)
+		}
+		p.t.Logf("%s: %d distinct ids, as the rules say", c.file, len(got))
+	}
+	st, err := p.runner.Status()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("runner totals: read %d acked %d nacked %d written %d fallback %d dropped %d sink errors %d; %d duplicate lines (allowed)",
+		st.Totals.Read, st.Totals.Acked, st.Totals.Nacked, st.Totals.Written, st.Totals.FallbackWritten, st.Totals.Dropped, st.Totals.SinkErrors, dups)
+}
+
+// checkLine checks one written message against the source and transformer rules.
+func (p *pipeline) checkLine(l line, n int) {
+	p.t.Helper()
+	wantSize := len(strconv.Itoa(n))
+	if p.size > wantSize+1 {
+		wantSize = p.size
+	}
+	wantKeys := "even"
+	switch {
+	case n%fanoutEvery == 1:
+		wantKeys = "fan" + l.id[strings.LastIndexByte(l.id, '-')+1:]
+	case n%2 == 1:
+		wantKeys = "odd"
+	}
+	wantET := eventBase.Add(time.Duration(n)*time.Millisecond + time.Hour).UnixMilli()
+	if l.n != n || l.size != wantSize || !l.wellMade || l.keys != wantKeys || l.eventMS != wantET {
+		p.t.Fatalf("output %s: n=%d size=%d well-made=%v keys=%q event=%d; want n=%d size=%d well-made keys=%q event=%d",
+			l.id, l.n, l.size, l.wellMade, l.keys, l.eventMS, n, wantSize, wantKeys, wantET)
+	}
+}
+
+// stopRunner sends SIGTERM and expects a clean exit.
+func (p *pipeline) stopRunner() {
+	p.t.Helper()
+	p.runner.Signal(syscall.SIGTERM)
+	if code := p.runner.Wait(30 * time.Second); code != 0 {
+		p.t.Fatalf("runner exit code %d after SIGTERM:\n%s", code, tailOf(p.runner.Stderr.String()))
+	}
+}
+
+func readyz(p *testutil.Process) int {
+	c := http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(p.AdminURL + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestEveryMessageIsAckedExactlyWhenFinal(t *testing.T) {
+	const total = 30_000
+	p := newPipeline(t, total, 0)
+	p.startAll()
+	p.verify(150 * time.Second)
+	p.checkNothingUnwrittenAcked()
+	st, _ := p.runner.Status()
+	// Nacks from the transformer went back to the source and were read again.
+	if st.Totals.Nacked < int64(total/nackEvery) {
+		t.Fatalf("runner nacked %d messages, want at least the %d the transformer nacks", st.Totals.Nacked, total/nackEvery)
+	}
+	p.stopRunner()
+}
+
+func TestAContainerKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
+	for _, victim := range []string{"sink", "transformer", "source"} {
+		t.Run(victim, func(t *testing.T) {
+			const total = 8_000
+			p := newPipeline(t, total, 0)
+			p.startAll()
+			p.waitForAcked(total/4, 90*time.Second)
+			pid := p.runner.Cmd.Process.Pid
+			var restart func()
+			switch victim {
+			case "sink":
+				p.sink.Kill()
+				restart = p.startSink
+			case "transformer":
+				p.transformer.Kill()
+				restart = p.startTransformer
+			case "source":
+				p.source.Kill()
+				restart = p.startSource
+			}
+			testutil.WaitFor(t, 10*time.Second, "/readyz to report the container away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+			p.checkNothingUnwrittenAcked()
+			// While the container is away the runner stops reading: the
+			// batches it holds fill the in-flight slots.
+			time.Sleep(2 * time.Second)
+			st1, err1 := p.runner.Status()
+			time.Sleep(time.Second)
+			st2, err2 := p.runner.Status()
+			if err1 != nil || err2 != nil || st1.Totals.Read != st2.Totals.Read {
+				t.Fatalf("the runner kept reading while the %s was away: %d then %d (%v %v)", victim, st1.Totals.Read, st2.Totals.Read, err1, err2)
+			}
+			p.checkNothingUnwrittenAcked()
+			restarted := time.Now()
+			restart()
+			p.verify(120 * time.Second)
+			t.Logf("all %d ids final %v after the %s restarted", total, time.Since(restarted).Round(time.Millisecond), victim)
+			if p.runner.Exited() || p.runner.Cmd.Process.Pid != pid {
+				t.Fatalf("the runner restarted")
+			}
+			if !strings.Contains(p.runner.Stderr.String(), "reconnected to Numaflow container") {
+				t.Fatalf("no reconnect logged")
+			}
+			if readyz(p.runner) != http.StatusOK {
+				t.Fatalf("not ready after the %s came back", victim)
+			}
+			p.stopRunner()
+		})
+	}
+}
+
+func TestASinkThatNeverComesBackStopsTheRunnerAndNothingIsLost(t *testing.T) {
+	const total = 8_000
+	p := newPipeline(t, total, 0)
+	p.runnerEnv["MV_UDF_RECONNECT_TIMEOUT"] = "3s"
+	p.startAll()
+	p.waitForAcked(total/4, 90*time.Second)
+	p.sink.Kill()
+	start := time.Now()
+	code := p.runner.Wait(60 * time.Second)
+	if code == 0 {
+		t.Fatalf("runner exited 0 after losing its sink for good")
+	}
+	if took := time.Since(start); took < 3*time.Second {
+		t.Fatalf("runner gave up after %v, before MV_UDF_RECONNECT_TIMEOUT=3s", took)
+	}
+	lines := strings.Split(strings.TrimRight(p.runner.Stderr.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "MV_UDF_RECONNECT_TIMEOUT") || !strings.Contains(last, "sink.sock") {
+		t.Fatalf("the last line does not say which container stayed away past MV_UDF_RECONNECT_TIMEOUT: %q", last)
+	} else {
+		t.Logf("exit line: %s", last)
+	}
+	acked := p.checkNothingUnwrittenAcked()
+	if acked >= total {
+		t.Fatalf("everything acked before the sink died; the test proves nothing")
+	}
+	t.Logf("runner exited %d after %v with %d of %d ids acked", code, time.Since(start).Round(time.Millisecond), acked, total)
+	p.startSink()
+	p.startRunner()
+	p.verify(120 * time.Second)
+	p.stopRunner()
+}
+
+func TestLargePayloadsFlowThrough(t *testing.T) {
+	const total = 40
+	p := newPipeline(t, total, 1<<20)
+	p.runnerEnv["MV_READ_BATCH_SIZE"] = "8"
+	p.startAll()
+	p.verify(120 * time.Second)
+	for _, l := range readOutput(t, p.file("sink.out")) {
+		if l.size != 1<<20 {
+			t.Fatalf("output %s has %d bytes, want 1 MiB", l.id, l.size)
+		}
+	}
+	p.stopRunner()
+}
+
+func TestIncompatibleServerInfoExitsTwo(t *testing.T) {
+	bin := testutil.BuildRunner(t)
+	for _, c := range []struct {
+		name, content, want string
+	}{
+		{"sdk too old", `{"protocol":"uds","language":"go","version":"v0.8.0","minimum_numaflow_version":"1.2.0-rc4","metadata":null}U+005C__END__`, "go SDK version v0.8.0 is too old"},
+		{"numaflow too old for the sdk", `{"protocol":"uds","language":"python","version":"0.30.0","minimum_numaflow_version":"9.0.0-z"}U+005C__END__`, "needs Numaflow 9.0.0 or newer"},
+		{"end marker never comes", `{"protocol":"uds","language":"go","version":"v0.12.0"}`, "no end marker"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "mvnf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			if err := os.WriteFile(filepath.Join(dir, "sinker-server-info"), []byte(c.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := testutil.Start(t, "runner", bin, map[string]string{
+				"MV_SINK": "udsink", "MV_UDS_DIR": dir, "MV_UDF_STARTUP_TIMEOUT": "30s",
+				"PORT": strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT": strconv.Itoa(testutil.FreePort(t)),
+			})
+			if code := r.Wait(30 * time.Second); code != 2 {
+				t.Fatalf("exit code %d, want 2:\n%s", code, r.Stderr.String())
+			}
+			lines := strings.Split(strings.TrimRight(r.Stderr.String(), "\n"), "\n")
+			last := lines[len(lines)-1]
+			if !strings.Contains(last, c.want) || !strings.Contains(last, "sinker-server-info") {
+				t.Fatalf("last stderr line %q does not say %q and name the file", last, c.want)
+			}
+			t.Logf("%s", last)
+		})
+	}
+}
