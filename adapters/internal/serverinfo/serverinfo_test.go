@@ -182,3 +182,26 @@ func TestGetWaitsOutARestart(t *testing.T) {
 		t.Fatalf("after restart: gen %d (was %d), %v", gen2, gen, err)
 	}
 }
+
+func TestSettingsValidate(t *testing.T) {
+	good := udftest.Settings("/var/run/numaflow")
+	if err := good.Validate(runner.RoleSink); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for _, c := range []struct {
+		variable string
+		change   func(*serverinfo.Settings)
+	}{
+		{"MV_UDS_DIR", func(s *serverinfo.Settings) { s.Dir = "" }},
+		{"MV_UDF_MAX_MESSAGE_SIZE", func(s *serverinfo.Settings) { s.MaxMessageSize = 10 }},
+		{"MV_UDF_RECONNECT_TIMEOUT", func(s *serverinfo.Settings) { s.ReconnectTimeout = 0 }},
+		{"MV_UDF_STARTUP_TIMEOUT", func(s *serverinfo.Settings) { s.StartupTimeout = -time.Second }},
+	} {
+		s := good
+		c.change(&s)
+		var ce *runner.ConfigError
+		if err := s.Validate(runner.RoleSink); !errors.As(err, &ce) || ce.Var != c.variable {
+			t.Errorf("%s: got %v, want a ConfigError naming it", c.variable, err)
+		}
+	}
+}
