@@ -1,0 +1,215 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"testing"
+)
+
+const promText = `# HELP monovtx_processing_time Time from read to ack of a batch, in microseconds.
+# TYPE monovtx_processing_time histogram
+monovtx_processing_time_bucket{mvtx_name="local",mvtx_replica="0",le="100"} 10
+monovtx_processing_time_bucket{mvtx_name="local",mvtx_replica="0",le="200"} 60
+monovtx_processing_time_bucket{mvtx_name="local",mvtx_replica="0",le="400"} 90
+monovtx_processing_time_bucket{mvtx_name="local",mvtx_replica="0",le="+Inf"} 100
+monovtx_processing_time_sum{mvtx_name="local",mvtx_replica="0"} 2.5e+04
+monovtx_processing_time_count{mvtx_name="local",mvtx_replica="0"} 100
+monovtx_ack_total{mvtx_name="local",mvtx_replica="0"} 1.234e+06
+build_info{commit="a\"b",version="v1,2"} 1
+go_goroutines 12 1700000000000
+`
+
+func TestParseProm(t *testing.T) {
+	s, err := parseProm(promText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 9 {
+		t.Fatalf("got %d samples, want 9", len(s))
+	}
+	if got := counter(s, "monovtx_ack_total"); got != 1234000 {
+		t.Errorf("monovtx_ack_total = %v, want 1234000", got)
+	}
+	if got := counter(s, "go_goroutines"); got != 12 {
+		t.Errorf("a sample with a timestamp: go_goroutines = %v, want 12", got)
+	}
+	for _, x := range s {
+		if x.name == "build_info" && (x.labels["commit"] != `a"b` || x.labels["version"] != "v1,2") {
+			t.Errorf("escaped and comma label values: %v", x.labels)
+		}
+	}
+	h := histogram(s, "monovtx_processing_time")
+	if len(h) != 4 || !math.IsInf(h[3].le, 1) || h[1].count != 60 {
+		t.Fatalf("histogram = %v", h)
+	}
+}
+
+func TestParsePromRejectsBrokenLines(t *testing.T) {
+	for _, line := range []string{`x{a="b} 1`, `x{a=b} 1`, `x`, `x{a="b"}`, `x abc`} {
+		if _, err := parseProm(line); err == nil {
+			t.Errorf("%q parsed without error", line)
+		}
+	}
+}
+
+func TestBucketQuantile(t *testing.T) {
+	b := []bucket{{100, 10}, {200, 60}, {400, 90}, {math.Inf(1), 100}}
+	cases := []struct {
+		q, want float64
+	}{
+		{0.05, 50},  // inside the first bucket, from 0
+		{0.10, 100}, // exactly at a bound
+		{0.50, 180}, // 40 of the 50 in (100,200]
+		{0.90, 400},
+		{0.99, 400}, // in +Inf: the last finite bound
+	}
+	for _, c := range cases {
+		if got := bucketQuantile(c.q, b); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("q%.2f = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if !math.IsNaN(bucketQuantile(0.5, []bucket{{100, 0}, {math.Inf(1), 0}})) {
+		t.Error("no observations should give NaN")
+	}
+	if !math.IsNaN(bucketQuantile(0.5, nil)) {
+		t.Error("no buckets should give NaN")
+	}
+}
+
+func TestBucketDeltaIsTheWindow(t *testing.T) {
+	before := []bucket{{100, 10}, {200, 20}, {math.Inf(1), 20}}
+	after := []bucket{{100, 10}, {200, 120}, {math.Inf(1), 120}}
+	d := bucketDelta(before, after)
+	if d[0].count != 0 || d[1].count != 100 || d[2].count != 100 {
+		t.Fatalf("delta = %v", d)
+	}
+	// All 100 window observations are in (100,200]: the median is 150.
+	if got := bucketQuantile(0.5, d); got != 150 {
+		t.Errorf("median of the window = %v, want 150", got)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	cases := map[float64]float64{0: 1, 0.1: 1, 0.5: 5, 0.9: 9, 0.99: 10, 1: 10}
+	for q, want := range cases {
+		if got := percentile(append([]float64(nil), v...), q); got != want {
+			t.Errorf("p%v = %v, want %v", q*100, got, want)
+		}
+	}
+	if !math.IsNaN(percentile(nil, 0.5)) {
+		t.Error("percentile of nothing should be NaN")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median odd = %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median even = %v", got)
+	}
+	in := []float64{3, 1}
+	median(in)
+	if in[0] != 3 {
+		t.Error("median must not reorder its input")
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	help := "Runner:\n  MV_NAME  local\n\nKinds: MV_SOURCE: generator, udsource; MV_TRANSFORMER: none, udtransformer; MV_SINK: blackhole, log, udsink; MV_FALLBACK_SINK: none, blackhole\n\nSource generator:\n"
+	k, line := parseKinds(help)
+	if !k["MV_SOURCE"]["udsource"] || !k["MV_SINK"]["blackhole"] || k["MV_TRANSFORMER"]["cloudevents"] {
+		t.Fatalf("kinds = %v", k)
+	}
+	if line == "" {
+		t.Error("the kinds line should be returned for the header")
+	}
+	h := &harness{kinds: k}
+	missing := h.missingKinds([]string{"MV_SOURCE=generator", "MV_TRANSFORMER=cloudevents", "MV_SOURCE=http"})
+	if len(missing) != 2 || missing[0] != "MV_TRANSFORMER=cloudevents" || missing[1] != "MV_SOURCE=http" {
+		t.Errorf("missing = %v", missing)
+	}
+	if k, _ := parseKinds("no kinds here"); k != nil {
+		t.Errorf("help without Kinds: got %v", k)
+	}
+}
+
+func TestParseVmHWM(t *testing.T) {
+	if kb, ok := parseVmHWM("VmHWM:\t  123456 kB"); !ok || kb != 123456 {
+		t.Errorf("got %v %v", kb, ok)
+	}
+	for _, l := range []string{"VmRSS:\t 1 kB", "VmHWM: 12", "VmHWM: x kB"} {
+		if _, ok := parseVmHWM(l); ok {
+			t.Errorf("%q parsed", l)
+		}
+	}
+}
+
+func TestSumStat(t *testing.T) {
+	var m map[string]json.RawMessage
+	raw := `{"output_sent{label=\"\",path=\"root.output\"}":100,"output_sent_total":7,"output_sent":5,"input_latency_ns":{"p50":1}}`
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := sumStat(m, "output_sent"); got != 105 {
+		t.Errorf("sumStat = %v, want 105 (labelled and bare, not output_sent_total)", got)
+	}
+}
+
+func TestLastJSONLine(t *testing.T) {
+	var r peerResult
+	out := "2026/01/01 log line\n{\"msgs\":1}\n{\"msgs\":42,\"bytes\":43008,\"seconds\":2}\n"
+	if err := lastJSONLine(out, &r); err != nil || r.Msgs != 42 || r.Seconds != 2 {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	if err := lastJSONLine("no json", &r); err == nil {
+		t.Error("output without JSON should fail")
+	}
+}
+
+func TestSelectScenarios(t *testing.T) {
+	all := selectScenarios(catalogue(), nil)
+	ids := map[string]bool{}
+	for _, s := range all {
+		if ids[s.id()] {
+			t.Errorf("duplicate scenario %s", s.id())
+		}
+		ids[s.id()] = true
+	}
+	for _, want := range []string{"generator->blackhole/1KiB", "udsource->udsink/1MiB", "udsource->udtransformer->udsink/64KiB",
+		"generator->cloudevents->blackhole/1MiB", "http->blackhole/1KiB", "uds-pump/1MiB"} {
+		if !ids[want] {
+			t.Errorf("catalogue lacks %s", want)
+		}
+	}
+	got := selectScenarios(catalogue(), regexp.MustCompile(`^udsource->udsink/`))
+	if len(got) != 3 {
+		t.Errorf("filter selected %d scenarios, want 3", len(got))
+	}
+}
+
+func TestTargets(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	r := &record{Scenario: "udsource->udsink", PayloadBytes: MiB, RatioToBaseline: f(0.85), PeakRSSMB: f(150), RSSBoundMB: rssBound(8, MiB, 4)}
+	ts := targets(r)
+	if len(ts) != 2 || ts[0].Met || !ts[1].Met {
+		t.Fatalf("targets = %+v", ts)
+	}
+	if *r.RSSBoundMB != 164 {
+		t.Errorf("RSS bound = %v, want 2*(8*1*4)+100 = 164", *r.RSSBoundMB)
+	}
+	r = &record{Scenario: "generator->blackhole", PayloadBytes: KiB, RatioToPeer: f(2.5)}
+	if ts := targets(r); len(ts) != 1 || !ts[0].Met {
+		t.Errorf("targets = %+v", ts)
+	}
+}
+
+func TestSizeName(t *testing.T) {
+	for n, want := range map[int]string{KiB: "1KiB", 64 * KiB: "64KiB", MiB: "1MiB", 100: "100B"} {
+		if got := sizeName(n); got != want {
+			t.Errorf("sizeName(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+// Command benchpeer holds the programs the benchmark runs beside the runner:
+// Numaflow SDK servers that produce and consume as fast as they are asked,
+// an sdk-go CloudEvents function, a bare HTTP server, and the baselines (a
+// bare gRPC client, a bare CloudEvents client, a Unix-socket byte pump).
+// Each is a subcommand, so the harness builds one binary and runs each part
+// as its own process, as it would run in a pod.
+//
+// The baselines print one JSON line on stdout when they finish:
+// {"msgs":N,"bytes":B,"seconds":S} counted over the measured window only.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// command is one subcommand: it parses its flags from args and runs until
+// ctx ends (servers) or its measurement is done (baselines).
+type command struct {
+	help string
+	run  func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{
+	"udsource":      {"Numaflow SDK source that returns every read in full at once", runUDSource},
+	"udsink":        {"Numaflow SDK sink that accepts every message", runUDSink},
+	"udtransformer": {"Numaflow SDK source transformer that returns each message unchanged", runUDTransformer},
+	"grpc-baseline": {"bare gRPC client: read, (transform,) write, ack against the SDK servers", runGRPCBaseline},
+	"function":      {"sdk-go CloudEvents function on loopback that answers with the event it got", runFunction},
+	"ce-baseline":   {"bare sdk-go CloudEvents client posting events at a fixed concurrency", runCEBaseline},
+	"http-server":   {"bare net/http server that reads each POST body and answers 200", runHTTPServer},
+	"pump":          {"raw Unix-socket byte pump: one writer, one reader, fixed-size chunks", runPump},
+}
+
+func main() {
+	if len(os.Args) < 2 || commands[os.Args[1]].run == nil {
+		usage()
+		os.Exit(2)
+	}
+	cmd := commands[os.Args[1]]
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if p := os.Getenv("BENCH_CPUPROFILE"); p != "" {
+		// A whole-life CPU profile, so a baseline or peer can be compared
+		// with the runner's profile of the same scenario.
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchpeer: BENCH_CPUPROFILE: %v\n", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "benchpeer: start CPU profile: %v\n", err)
+			os.Exit(1)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "benchpeer %s: %v\n", os.Args[1], err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: benchpeer <command> [flags]; commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-14s %s\n", n, commands[n].help)
+	}
+}
+
+// result is what a baseline prints: counts over the measured window.
+type result struct {
+	Msgs    int64   `json:"msgs"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	Errors  int64   `json:"errors,omitempty"`
+	// LatenciesMS are per-call latencies in ms, sampled, when measured.
+	P50MS float64 `json:"p50_ms,omitempty"`
+	P99MS float64 `json:"p99_ms,omitempty"`
+}
+
+func printResult(r result) error {
+	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// window waits for the warm-up, samples count, waits for the measured
+// duration and samples again. It returns early with an error if ctx ends.
+func window(ctx context.Context, warmup, duration time.Duration, sample func() (msgs, bytes int64)) (result, error) {
+	if !sleepCtx(ctx, warmup) {
+		return result{}, fmt.Errorf("stopped during warm-up: %w", ctx.Err())
+	}
+	m0, b0 := sample()
+	t0 := time.Now()
+	if !sleepCtx(ctx, duration) {
+		return result{}, fmt.Errorf("stopped during measurement: %w", ctx.Err())
+	}
+	m1, b1 := sample()
+	return result{Msgs: m1 - m0, Bytes: b1 - b0, Seconds: time.Since(t0).Seconds()}, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// newFlags returns a flag set for a subcommand with the flags every
+// measuring subcommand shares.
+func newFlags(name string) *flag.FlagSet {
+	return flag.NewFlagSet("benchpeer "+name, flag.ContinueOnError)
+}

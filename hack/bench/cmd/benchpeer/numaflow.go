@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/numaproj/numaflow-go/pkg/sinker"
+	"github.com/numaproj/numaflow-go/pkg/sourcer"
+	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
+)
+
+// Numaflow's socket and server-info file names inside the shared directory.
+const (
+	sourceSock      = "source.sock"
+	sourceInfo      = "sourcer-server-info"
+	sinkSock        = "sink.sock"
+	sinkInfo        = "sinker-server-info"
+	transformSock   = "sourcetransform.sock"
+	transformInfo   = "sourcetransformer-server-info"
+	maxMessageBytes = 64 << 20
+)
+
+// fastSource answers every read with the full count at once: the runner,
+// not the source, should be what limits a benchmark.
+type fastSource struct {
+	payload []byte
+	seq     atomic.Uint64
+}
+
+// Read sends Count messages sharing one payload; the SDK marshals each, so
+// sharing costs the reader nothing.
+func (s *fastSource) Read(ctx context.Context, r sourcer.ReadRequest, ch chan<- sourcer.Message) {
+	now := time.Now()
+	for range r.Count() {
+		off := make([]byte, 8)
+		binary.BigEndian.PutUint64(off, s.seq.Add(1))
+		m := sourcer.NewMessage(s.payload, sourcer.NewOffsetWithDefaultPartitionId(off), now)
+		select {
+		case ch <- m:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Ack has nothing to release: generated messages are not kept.
+func (s *fastSource) Ack(context.Context, sourcer.AckRequest) {}
+
+// Nack has nothing to release either.
+func (s *fastSource) Nack(context.Context, sourcer.NackRequest) {}
+
+// Pending is unknown for an endless source.
+func (s *fastSource) Pending(context.Context) int64 { return -1 }
+
+// ActivePartitions is the SDK's single default partition.
+func (s *fastSource) ActivePartitions(context.Context) []int32 { return sourcer.DefaultPartitions() }
+
+// TotalPartitions is not reported.
+func (s *fastSource) TotalPartitions(context.Context) *int32 { return nil }
+
+func runUDSource(ctx context.Context, args []string) error {
+	fs := newFlags("udsource")
+	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
+	size := fs.Int("size", 1024, "payload bytes of every message")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("-dir is required")
+	}
+	src := &fastSource{payload: bytes.Repeat([]byte{'x'}, *size)}
+	return sourcer.NewServer(src,
+		sourcer.WithSockAddr(filepath.Join(*dir, sourceSock)),
+		sourcer.WithServerInfoFilePath(filepath.Join(*dir, sourceInfo)),
+		sourcer.WithMaxMessageSize(maxMessageBytes),
+	).Start(ctx)
+}
+
+func runUDSink(ctx context.Context, args []string) error {
+	fs := newFlags("udsink")
+	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("-dir is required")
+	}
+	sink := sinker.SinkerFunc(func(_ context.Context, ch <-chan sinker.Datum) sinker.Responses {
+		res := sinker.ResponsesBuilder()
+		for d := range ch {
+			res = res.Append(sinker.ResponseOK(d.ID()))
+		}
+		return res
+	})
+	return sinker.NewServer(sink,
+		sinker.WithSockAddr(filepath.Join(*dir, sinkSock)),
+		sinker.WithServerInfoFilePath(filepath.Join(*dir, sinkInfo)),
+		sinker.WithMaxMessageSize(maxMessageBytes),
+	).Start(ctx)
+}
+
+func runUDTransformer(ctx context.Context, args []string) error {
+	fs := newFlags("udtransformer")
+	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return fmt.Errorf("-dir is required")
+	}
+	tr := sourcetransformer.SourceTransformFunc(func(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
+		return sourcetransformer.MessagesBuilder().Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()).WithKeys(keys))
+	})
+	return sourcetransformer.NewServer(tr,
+		sourcetransformer.WithSockAddr(filepath.Join(*dir, transformSock)),
+		sourcetransformer.WithServerInfoFilePath(filepath.Join(*dir, transformInfo)),
+		sourcetransformer.WithMaxMessageSize(maxMessageBytes),
+	).Start(ctx)
+}

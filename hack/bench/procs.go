@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// proc is one child process of the benchmark: the runner, an SDK server, a
+// baseline or a peer. Its output goes to a log file in the work directory,
+// shown when something fails.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	stdout  *strings.Builder // only for processes started with captureStdout
+	done    chan struct{}
+	err     error
+}
+
+var procSeq atomic.Int64
+
+// start runs bin with args; env adds to the harness' environment (plus
+// GOMAXPROCS when --cpus is set).
+func (h *harness) start(name, bin string, args []string, env map[string]string, captureStdout bool) (*proc, error) {
+	logPath := filepath.Join(h.work, fmt.Sprintf("%03d-%s.log", procSeq.Add(1), sanitize(name)))
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = os.Environ()
+	if h.cpus > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(h.cpus))
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &proc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	cmd.Stderr = logf
+	cmd.Stdout = logf
+	if captureStdout {
+		p.stdout = &strings.Builder{}
+		cmd.Stdout = io.MultiWriter(p.stdout, logf)
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// exited reports whether the process has ended.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to grace for the process to end, then kills
+// it. It never returns before the process is gone.
+func (p *proc) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// wait waits for the process to end by itself within timeout.
+func (p *proc) wait(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("%s failed: %w\n%s", p.name, p.err, p.logTail(15))
+		}
+		return nil
+	case <-time.After(timeout):
+		p.stop(2 * time.Second)
+		return fmt.Errorf("%s did not finish within %s\n%s", p.name, timeout, p.logTail(15))
+	}
+}
+
+// logTail returns the last n lines of the process' log, indented.
+func (p *proc) logTail(n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    | " + strings.Join(lines, "\n    | ") + "\n    (log: " + p.logPath + ")"
+}
+
+// peakRSSMiB is the process' peak resident set (VmHWM), in MiB.
+func peakRSSMiB(pid int) (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if kb, ok := parseVmHWM(sc.Text()); ok {
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// parseVmHWM reads a "VmHWM:   1234 kB" line of /proc/<pid>/status.
+func parseVmHWM(line string) (kb float64, ok bool) {
+	rest, found := strings.CutPrefix(line, "VmHWM:")
+	if !found {
+		return 0, false
+	}
+	f := strings.Fields(rest)
+	if len(f) != 2 || f[1] != "kB" {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	return v, err == nil
+}
+
+// freePort returns a TCP port nobody listens on right now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitUntil polls ok every 10ms until it returns true, p ends, or timeout.
+func waitUntil(what string, timeout time.Duration, p *proc, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ok() {
+			return nil
+		}
+		if p != nil && p.exited() {
+			return fmt.Errorf("%s exited before %s: %v\n%s", p.name, what, p.err, p.logTail(15))
+		}
+		if time.Now().After(deadline) {
+			tail := ""
+			if p != nil {
+				tail = "\n" + p.logTail(15)
+			}
+			return fmt.Errorf("timed out after %s waiting for %s%s", timeout, what, tail)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// httpClient is for the harness' own small requests (status, metrics).
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+func httpOK(url string) bool {
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func getBody(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+func getJSON(ctx context.Context, url string, into any) error {
+	b, err := getBody(ctx, url)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
+// saveURL streams a GET into a file (a CPU profile that takes seconds).
+func saveURL(url, path string, timeout time.Duration) error {
+	c := &http.Client{Timeout: timeout}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// lastJSONLine decodes the last line of out that is a JSON object.
+func lastJSONLine(out string, into any) error {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if strings.HasPrefix(l, "{") {
+			return json.Unmarshal([]byte(l), into)
+		}
+	}
+	return errors.New("no JSON result line in the output")
+}
+
+// sleepCtx sleeps for d; it reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Payload sizes of the scenarios.
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+)
+
+// family is a kind of scenario; each runs at several payload sizes.
+type family struct {
+	name string
+	// needs are the runner kinds the scenario uses, as "MV_SOURCE=udsource".
+	needs []string
+	sizes []int
+	// baseline and peer name what the runner is compared with ("" for none).
+	baseline, peer string
+	what           string
+	// sides sets up what the scenario shares (a function process) and
+	// returns its sides in the order they run each round.
+	sides func(h *harness, sc scenario, rec *record) ([]side, func(), error)
+}
+
+// side is one measured party of a scenario: "runner", "baseline", "peer"
+// (or "pump"). run starts what it needs, measures, and stops it again.
+type side struct {
+	role string
+	run  func(ctx context.Context, sc scenario) (sideResult, error)
+}
+
+// scenario is one family at one payload size.
+type scenario struct {
+	*family
+	size int
+	// profile is set in the round that saves CPU profiles (the first).
+	profile bool
+}
+
+func (s scenario) id() string { return s.name + "/" + sizeName(s.size) }
+
+func (s scenario) describe() string {
+	d := s.what
+	if s.baseline != "" {
+		d += "; baseline: " + s.baseline
+	}
+	if s.peer != "" {
+		d += "; peer: " + s.peer
+	}
+	return d
+}
+
+// batchFor is the read batch size for a payload: 500 (the runner's default)
+// for small messages, fewer for large ones so a batch stays near 8 MiB, as
+// an operator would set MV_READ_BATCH_SIZE for 1 MiB messages.
+func batchFor(size int) int {
+	switch {
+	case size <= 4*KiB:
+		return 500
+	case size <= 64*KiB:
+		return 128
+	default:
+		return 8
+	}
+}
+
+// inflight is MV_INFLIGHT_BATCHES for every scenario (the runner's default).
+const inflight = 4
+
+func catalogue() []*family {
+	return []*family{
+		{
+			name: "generator->blackhole", sizes: []int{KiB, 64 * KiB, MiB},
+			needs: []string{"MV_SOURCE=generator", "MV_SINK=blackhole"},
+			peer:  "benthos generate->drop",
+			what:  "the engine's own cost per message: an unthrottled generator into a sink that drops",
+			sides: (*harness).sidesGeneratorBlackhole,
+		},
+		{
+			name: "udsource->udsink", sizes: []int{KiB, 64 * KiB, MiB},
+			needs:    []string{"MV_SOURCE=udsource", "MV_SINK=udsink"},
+			baseline: "bare gRPC client",
+			what:     "numaflow-go SDK source and sink servers on Unix sockets",
+			sides:    (*harness).sidesUDS,
+		},
+		{
+			name: "udsource->udtransformer->udsink", sizes: []int{KiB, 64 * KiB, MiB},
+			needs:    []string{"MV_SOURCE=udsource", "MV_TRANSFORMER=udtransformer", "MV_SINK=udsink"},
+			baseline: "bare gRPC client",
+			what:     "numaflow-go SDK source, source transformer and sink servers on Unix sockets",
+			sides:    (*harness).sidesUDS,
+		},
+		{
+			name: "generator->cloudevents->blackhole", sizes: []int{KiB, MiB},
+			needs:    []string{"MV_SOURCE=generator", "MV_TRANSFORMER=cloudevents", "MV_SINK=blackhole"},
+			baseline: "bare sdk-go CloudEvents client",
+			peer:     "benthos generate->http->drop",
+			what:     "an sdk-go CloudEvents function on loopback as the transformer",
+			sides:    (*harness).sidesCloudEvents,
+		},
+		{
+			name: "http->blackhole", sizes: []int{KiB, MiB},
+			needs:    []string{"MV_SOURCE=http", "MV_SINK=blackhole"},
+			baseline: "bare net/http server",
+			peer:     "benthos http_server->drop",
+			what:     "HTTP POSTs at a fixed concurrency, each answered after its ack; latency measured by the client",
+			sides:    (*harness).sidesHTTPSource,
+		},
+		{
+			name: "uds-pump", sizes: []int{KiB, 64 * KiB, MiB},
+			what:  "raw Unix-socket byte pump, one writer and one reader: the physical limit for large payloads",
+			sides: (*harness).sidesPump,
+		},
+	}
+}
+
+func selectScenarios(fams []*family, filter *regexp.Regexp) []scenario {
+	var out []scenario
+	for _, f := range fams {
+		for _, size := range f.sizes {
+			sc := scenario{family: f, size: size}
+			if filter == nil || filter.MatchString(sc.id()) {
+				out = append(out, sc)
+			}
+		}
+	}
+	return out
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= MiB && n%MiB == 0:
+		return fmt.Sprintf("%dMiB", n/MiB)
+	case n >= KiB && n%KiB == 0:
+		return fmt.Sprintf("%dKiB", n/KiB)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// record is one scenario's result, as --json writes it. Figures that do not
+// apply to the scenario (no baseline, no peer, no runner) are null.
+type record struct {
+	Scenario           string   `json:"scenario"`
+	PayloadBytes       int      `json:"payload_bytes"`
+	MsgsPerSec         *float64 `json:"msgs_per_sec"`
+	MBPerSec           *float64 `json:"mb_per_sec"` // MiB/s of payload
+	Baseline           string   `json:"baseline"`
+	BaselineMsgsPerSec *float64 `json:"baseline_msgs_per_sec"`
+	RatioToBaseline    *float64 `json:"ratio_to_baseline"`
+	Peer               string   `json:"peer"`
+	PeerMsgsPerSec     *float64 `json:"peer_msgs_per_sec"`
+	RatioToPeer        *float64 `json:"ratio_to_peer"`
+	PeakRSSMB          *float64 `json:"peak_rss_mb"` // MiB, VmHWM of the runner
+	P50MS              *float64 `json:"p50_ms"`
+	P99MS              *float64 `json:"p99_ms"`
+
+	// Context for reading the figures.
+	BatchSize       int                  `json:"batch_size,omitempty"`
+	InflightBatches int                  `json:"inflight_batches,omitempty"`
+	Concurrency     int                  `json:"concurrency,omitempty"`
+	LatencySource   string               `json:"latency_source,omitempty"`
+	RSSBoundMB      *float64             `json:"rss_bound_mb,omitempty"`
+	PeerPeakRSSMB   *float64             `json:"peer_peak_rss_mb,omitempty"`
+	Targets         []target             `json:"targets,omitempty"`
+	Rounds          int                  `json:"rounds,omitempty"`
+	RoundRates      map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
+	Skipped         string               `json:"skipped,omitempty"`
+	Notes           []string             `json:"notes,omitempty"`
+	Errors          []string             `json:"errors,omitempty"`
+	LoadAverage     string               `json:"load_average"`
+}
+
+// target is one figure the issue aims at, and whether this run met it.
+type target struct {
+	What string `json:"what"`
+	Met  bool   `json:"met"`
+}
+
+// num returns a pointer for a measured figure, nil for NaN (not measured).
+func num(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
+	rec := &record{Scenario: sc.name, PayloadBytes: sc.size, Baseline: sc.baseline, Peer: sc.peer, LoadAverage: loadavg(), Rounds: h.rounds}
+	if missing := h.missingKinds(sc.needs); len(missing) > 0 {
+		rec.Skipped = "not in this runner yet: " + strings.Join(missing, ", ")
+		return rec
+	}
+	sides, cleanup, err := sc.sides(h, sc, rec)
+	if err != nil {
+		rec.Errors = append(rec.Errors, "setup: "+err.Error())
+		return rec
+	}
+	defer cleanup()
+	// Rounds interleave the sides, so drift on a shared machine (another
+	// build starting) weighs on each side alike; each figure is the median.
+	results := map[string][]sideResult{}
+	failed := map[string]bool{}
+	rec.RoundRates = map[string][]float64{}
+	for round := range h.rounds {
+		sc.profile = round == 0 && h.profileDir != ""
+		for _, s := range sides {
+			if ctx.Err() != nil {
+				return rec
+			}
+			r, err := s.run(ctx, sc)
+			if err != nil {
+				if !failed[s.role] {
+					rec.Errors = append(rec.Errors, s.role+": "+err.Error())
+				}
+				failed[s.role] = true
+				continue
+			}
+			results[s.role] = append(results[s.role], r)
+			rec.RoundRates[s.role] = append(rec.RoundRates[s.role], math.Round(r.rate))
+		}
+	}
+	for role, rs := range results {
+		agg := aggregate(rs)
+		switch role {
+		case "runner", "pump":
+			rec.MsgsPerSec = num(agg.rate)
+			rec.PeakRSSMB = num(agg.rss)
+			rec.P50MS = num(agg.p50)
+			rec.P99MS = num(agg.p99)
+			rec.Notes = append(rec.Notes, agg.notes...)
+		case "baseline":
+			rec.BaselineMsgsPerSec = num(agg.rate)
+		case "peer":
+			rec.PeerMsgsPerSec = num(agg.rate)
+			rec.PeerPeakRSSMB = num(agg.rss)
+		}
+	}
+	if rec.MsgsPerSec != nil {
+		rec.MBPerSec = num(*rec.MsgsPerSec * float64(sc.size) / MiB)
+	}
+	if rec.MsgsPerSec != nil && rec.BaselineMsgsPerSec != nil && *rec.BaselineMsgsPerSec > 0 {
+		rec.RatioToBaseline = num(*rec.MsgsPerSec / *rec.BaselineMsgsPerSec)
+	}
+	if rec.MsgsPerSec != nil && rec.PeerMsgsPerSec != nil && *rec.PeerMsgsPerSec > 0 {
+		rec.RatioToPeer = num(*rec.MsgsPerSec / *rec.PeerMsgsPerSec)
+	}
+	rec.Targets = targets(rec)
+	return rec
+}
+
+// aggregate combines the rounds of one side: the median rate and
+// latencies, the highest peak RSS, every distinct note.
+func aggregate(rs []sideResult) sideResult {
+	var rates, p50s, p99s []float64
+	out := nanResult()
+	seen := map[string]bool{}
+	for _, r := range rs {
+		rates = append(rates, r.rate)
+		if !math.IsNaN(r.p50) {
+			p50s = append(p50s, r.p50)
+		}
+		if !math.IsNaN(r.p99) {
+			p99s = append(p99s, r.p99)
+		}
+		if !math.IsNaN(r.rss) && (math.IsNaN(out.rss) || r.rss > out.rss) {
+			out.rss = r.rss
+		}
+		for _, n := range r.notes {
+			if !seen[n] {
+				seen[n] = true
+				out.notes = append(out.notes, n)
+			}
+		}
+	}
+	out.rate, out.p50, out.p99 = median(rates), median(p50s), median(p99s)
+	return out
+}
+
+// median of values (the mean of the middle two for an even count), NaN
+// for none.
+func median(values []float64) float64 {
+	if len(values) == 0 {
+		return math.NaN()
+	}
+	v := append([]float64(nil), values...)
+	sort.Float64s(v)
+	if n := len(v); n%2 == 1 {
+		return v[n/2]
+	} else {
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+}
+
+// missingKinds lists the needed "VAR=kind" pairs the runner lacks.
+func (h *harness) missingKinds(needs []string) []string {
+	var missing []string
+	for _, n := range needs {
+		v, k, _ := strings.Cut(n, "=")
+		if !h.kinds[v][k] {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
+// targets are the issue's goals that apply to a record.
+func targets(r *record) []target {
+	var out []target
+	ratio := func(what string, got *float64, want float64) {
+		if got != nil {
+			out = append(out, target{fmt.Sprintf("%s >= %.1f", what, want), *got >= want})
+		}
+	}
+	switch r.Scenario {
+	case "generator->blackhole":
+		if r.PayloadBytes == KiB {
+			ratio("x peer", r.RatioToPeer, 2)
+		}
+	case "udsource->udsink", "udsource->udtransformer->udsink":
+		switch r.PayloadBytes {
+		case KiB:
+			ratio("x baseline", r.RatioToBaseline, 0.8)
+		case MiB:
+			ratio("x baseline", r.RatioToBaseline, 0.9)
+		}
+	case "generator->cloudevents->blackhole":
+		ratio("x baseline", r.RatioToBaseline, 0.8)
+		ratio("x peer", r.RatioToPeer, 1.2)
+	}
+	if r.PayloadBytes == MiB && r.PeakRSSMB != nil && r.RSSBoundMB != nil {
+		out = append(out, target{fmt.Sprintf("RSS <= %.0f MiB", *r.RSSBoundMB), *r.PeakRSSMB <= *r.RSSBoundMB})
+	}
+	return out
+}
+
+// rssBound is the issue's memory goal: 2 x (batch x payload x in flight) + 100 MiB.
+func rssBound(batch, size, inflight int) *float64 {
+	return num(2*float64(batch*size*inflight)/MiB + 100)
+}
+
+// sortedKeys returns m's keys in order, for stable output.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
