@@ -103,6 +103,10 @@ type Source struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// late counts cut-short fetches still handing back what arrives for
+	// them; Close waits for them so those messages need not wait out the
+	// ack wait.
+	late sync.WaitGroup
 }
 
 var (
@@ -279,6 +283,7 @@ loop:
 					}
 					take(jm)
 				default:
+					s.late.Add(1)
 					go s.nakLate(ch)
 					break loop
 				}
@@ -297,6 +302,7 @@ loop:
 }
 
 func (s *Source) nakLate(ch <-chan jetstream.Msg) {
+	defer s.late.Done()
 	n := 0
 	for jm := range ch {
 		_ = jm.Nak()
@@ -467,8 +473,9 @@ func (s *Source) Ready(context.Context) error {
 	return nil
 }
 
-// Close stops extending ack deadlines, flushes outstanding acks and nacks
-// and closes the connection. Messages still unacked are redelivered after
+// Close stops extending ack deadlines, hands back what arrives for a fetch
+// the shutdown cut short, flushes outstanding acks and nacks and closes the
+// connection. Messages still unacked are redelivered after
 // the ack wait.
 func (s *Source) Close(ctx context.Context) error {
 	select {
@@ -477,6 +484,14 @@ func (s *Source) Close(ctx context.Context) error {
 		close(s.stop)
 	}
 	<-s.done
+	// A fetch cut short by the shutdown ends when the server expires it
+	// (within the read timeout); wait for it, bounded by ctx.
+	lateDone := make(chan struct{})
+	go func() { s.late.Wait(); close(lateDone) }()
+	select {
+	case <-lateDone:
+	case <-ctx.Done():
+	}
 	var err error
 	if s.nc.IsConnected() {
 		if ferr := s.nc.FlushWithContext(ctx); ferr != nil {
