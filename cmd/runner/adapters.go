@@ -4,11 +4,13 @@ package main
 // here makes it selectable with MV_SOURCE, MV_TRANSFORMER and MV_SINK.
 import (
 	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
+	_ "github.com/monovertex/monovertex/adapters/sink/cloudevents"
 	_ "github.com/monovertex/monovertex/adapters/sink/jetstream"
 	_ "github.com/monovertex/monovertex/adapters/sink/log"
 	_ "github.com/monovertex/monovertex/adapters/sink/udsink"
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
 	_ "github.com/monovertex/monovertex/adapters/source/jetstream"
 	_ "github.com/monovertex/monovertex/adapters/source/udsource"
+	_ "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
 	_ "github.com/monovertex/monovertex/adapters/transformer/udtransformer"
 )

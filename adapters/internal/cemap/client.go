@@ -1,0 +1,194 @@
+package cemap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+)
+
+// Client posts events to one URL over kept-alive connections. The CloudEvents
+// transformer and sink share it, so both follow the same delivery rules.
+type Client struct {
+	url      string
+	mode     Mode
+	timeout  time.Duration
+	maxReply int64
+	header   http.Header
+	http     *http.Client
+}
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// URL is where events are posted.
+	URL string
+	// Mode is the content mode (binary unless set).
+	Mode Mode
+	// Timeout bounds each call, reply included; 0 means none.
+	Timeout time.Duration
+	// Concurrency is how many calls the caller keeps in flight; the
+	// transport keeps as many idle connections so none is re-dialled.
+	Concurrency int
+	// H2C talks HTTP/2 without TLS (prior knowledge) to http:// URLs.
+	H2C bool
+	// MaxReply bounds the reply body that is read; a larger one is an error.
+	MaxReply int64
+	// Header is added to every request (such as Prefer: reply).
+	Header http.Header
+}
+
+// NewClient builds a Client with a transport tuned for many small calls to
+// one host.
+func NewClient(o ClientOptions) *Client {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.MaxReply <= 0 {
+		o.MaxReply = 64 << 20
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		MaxIdleConns:          o.Concurrency * 2,
+		MaxIdleConnsPerHost:   o.Concurrency,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// Payloads are often already compressed; never pay to gunzip replies.
+		DisableCompression: true,
+	}
+	if o.H2C {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return &Client{
+		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, header: o.Header,
+		http: &http.Client{
+			Transport: tr,
+			// A redirect is a 3xx answer, which Knative's rules do not retry;
+			// following it would hide a misconfigured URL.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+// URL is where the client posts.
+func (c *Client) URL() string { return c.url }
+
+// Response is an answer whose body was read.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Post sends ev and reads the answer. With readBody false the body is
+// discarded (up to a bound, so the connection can be reused). A transport
+// failure is a *TransportError; any HTTP answer, whatever its status, is a
+// Response.
+func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Response, error) {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request to %s: %w", c.url, err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	if err := WriteRequest(ctx, req, ev, c.mode); err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, &TransportError{URL: c.url, Err: err}
+	}
+	defer resp.Body.Close()
+	out := &Response{Status: resp.StatusCode, Header: resp.Header}
+	if !readBody {
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			// Keep the start of an error body for the error message.
+			out.Body, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+		}
+		// Drain a little more so the connection goes back to the pool.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return out, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxReply+1))
+	if err != nil {
+		return nil, &TransportError{URL: c.url, Err: fmt.Errorf("read reply: %w", err)}
+	}
+	if int64(len(body)) > c.maxReply {
+		return nil, fmt.Errorf("reply from %s is larger than %d bytes", c.url, c.maxReply)
+	}
+	out.Body = body
+	return out, nil
+}
+
+// CloseIdle closes kept-alive connections.
+func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
+
+// TransportError is a call that got no HTTP answer: refused, reset, timed out.
+type TransportError struct {
+	URL string
+	Err error
+}
+
+func (e *TransportError) Error() string { return fmt.Sprintf("post to %s: %v", e.URL, e.Err) }
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Unreachable reports whether the call never reached the peer (the dial
+// failed): the whole peer is away, not this message's fault.
+func (e *TransportError) Unreachable() bool {
+	var op *net.OpError
+	return errors.As(e.Err, &op) && op.Op == "dial"
+}
+
+// IsUnreachable reports whether err is a TransportError whose dial failed.
+func IsUnreachable(err error) bool {
+	var te *TransportError
+	return errors.As(err, &te) && te.Unreachable()
+}
+
+// StatusError is an answer outside 2xx.
+type StatusError struct {
+	URL    string
+	Status int
+	Body   string
+}
+
+func (e *StatusError) Error() string {
+	msg := fmt.Sprintf("%s answered %d %s", e.URL, e.Status, http.StatusText(e.Status))
+	if e.Body != "" {
+		msg += ": " + e.Body
+	}
+	return msg
+}
+
+// NewStatusError describes a non-2xx response, quoting the start of its body.
+func NewStatusError(url string, r *Response) *StatusError {
+	b := r.Body
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))}
+}
+
+// RetryableStatus reports whether Knative's delivery rules retry a status:
+// 5xx, 404 (endpoint not ready yet), 408, 409 and 429.
+func RetryableStatus(code int) bool {
+	return code >= 500 || code == http.StatusNotFound || code == http.StatusRequestTimeout ||
+		code == http.StatusConflict || code == http.StatusTooManyRequests
+}

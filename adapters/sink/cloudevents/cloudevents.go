@@ -1,0 +1,235 @@
+// Package cloudevents is a sink that delivers each message as a CloudEvent
+// over HTTP: MV_SINK=cloudevents posts to K_SINK (which a Knative SinkBinding
+// or ContainerSource injects, with K_CE_OVERRIDES), and
+// MV_FALLBACK_SINK=cloudevents posts to MV_FALLBACK_SINK_URL.
+//
+// Delivery follows Knative's rules: only a 2xx answer is success (a reply
+// event in it is ignored); 5xx, 404, 408, 409, 429, timeouts and connection
+// errors are retried with the retry strategy; other 4xx and 3xx are
+// permanent failures that MV_ON_FAILURE decides at once. When no message of
+// a batch could even connect, Write fails as a whole ("sink unreachable"):
+// the engine retries the batch without spending the messages' retry steps,
+// so a broker restart does not send everything to the fallback sink.
+package cloudevents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Config holds the sink's settings for both roles.
+type Config struct {
+	Sink        string        `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	FallbackURL string        `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
+	Overrides   string        `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
+	Mode        string        `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
+	Concurrency int           `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
+	Timeout     time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
+	H2C         bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	cemap.Config
+}
+
+// target returns the URL and the variable it comes from for a role.
+func (c *Config) target(role runner.Role) (string, string) {
+	if role == runner.RoleFallbackSink {
+		return c.FallbackURL, "MV_FALLBACK_SINK_URL"
+	}
+	return c.Sink, "K_SINK"
+}
+
+// Validate checks the URL of the role and K_CE_OVERRIDES.
+func (c *Config) Validate(role runner.Role) error {
+	target, variable := c.target(role)
+	if target == "" {
+		reason := "required with MV_SINK=cloudevents: bind the runner with a Knative SinkBinding, or set it to the URL of a Broker or any CloudEvents receiver"
+		if role == runner.RoleFallbackSink {
+			reason = "required with MV_FALLBACK_SINK=cloudevents: the URL of a CloudEvents receiver"
+		}
+		return &runner.ConfigError{Var: variable, Value: "", Reason: reason}
+	}
+	if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &runner.ConfigError{Var: variable, Value: target, Reason: "must be an absolute http:// or https:// URL"}
+	}
+	if _, err := parseOverrides(c.Overrides); err != nil {
+		return &runner.ConfigError{Var: "K_CE_OVERRIDES", Value: c.Overrides, Reason: err.Error()}
+	}
+	if _, err := cemap.ParseMode(c.Mode); err != nil {
+		return &runner.ConfigError{Var: "MV_CE_SINK_MODE", Value: c.Mode, Reason: "must be binary or structured"}
+	}
+	if c.Concurrency <= 0 {
+		return &runner.ConfigError{Var: "MV_CE_SINK_CONCURRENCY", Value: strconv.Itoa(c.Concurrency), Reason: "must be a positive whole number"}
+	}
+	if c.Timeout < 0 {
+		return &runner.ConfigError{Var: "MV_CE_SINK_TIMEOUT", Value: c.Timeout.String(), Reason: "must be a positive duration such as 30s, or 0 for none"}
+	}
+	return c.Config.Validate()
+}
+
+// overrides is Knative's CloudEventOverrides as K_CE_OVERRIDES carries it.
+type overrides struct {
+	Extensions map[string]string `json:"extensions"`
+}
+
+func parseOverrides(v string) (map[string]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var o overrides
+	if err := json.Unmarshal([]byte(v), &o); err != nil {
+		return nil, fmt.Errorf(`must be JSON like {"extensions":{"name":"value"}}: %v`, err)
+	}
+	for name := range o.Extensions {
+		if !cemap.ValidExtensionName(name) {
+			return nil, fmt.Errorf("extension name %q must be 1 to 20 lower-case letters or digits and not a CloudEvents attribute", name)
+		}
+	}
+	return o.Extensions, nil
+}
+
+func init() {
+	runner.RegisterSink(runner.Plugin[runner.Sink]{
+		Name:   "cloudevents",
+		Config: func() any { return &Config{} },
+		New: func(_ context.Context, env runner.Env, cfg any) (runner.Sink, error) {
+			return New(*cfg.(*Config), env.Role, env.Name, env.Logger)
+		},
+	})
+}
+
+// Sink delivers messages as CloudEvents.
+type Sink struct {
+	client    *cemap.Client
+	mapper    *cemap.Mapper
+	overrides map[string]string
+	log       *zap.SugaredLogger
+	// slots bounds the deliveries in flight across concurrent Write calls.
+	slots chan struct{}
+}
+
+var _ runner.Sink = (*Sink)(nil)
+
+// New builds the sink for role (sink or fallback sink); name is MV_NAME.
+func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Sink, error) {
+	if err := cfg.Validate(role); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	mapper, err := cemap.New(cfg.Config, name, log)
+	if err != nil {
+		return nil, err
+	}
+	ov, _ := parseOverrides(cfg.Overrides)
+	mode, _ := cemap.ParseMode(cfg.Mode)
+	target, _ := cfg.target(role)
+	return &Sink{
+		client: cemap.NewClient(cemap.ClientOptions{
+			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C,
+		}),
+		mapper:    mapper,
+		overrides: ov,
+		log:       log,
+		slots:     make(chan struct{}, cfg.Concurrency),
+	}, nil
+}
+
+// Write delivers every message, MV_CE_SINK_CONCURRENCY at a time, and
+// returns one result per message.
+func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
+	results := make([]runner.WriteResult, len(msgs))
+	unreachable := make([]bool, len(msgs))
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	started := 0
+launch:
+	for i, m := range msgs {
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			break launch
+		}
+		started++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-s.slots }()
+			err := s.deliver(ctx, m)
+			if err == nil {
+				return
+			}
+			results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
+			unreachable[i] = cemap.IsUnreachable(err)
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for i := started; i < len(msgs); i++ {
+		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("cloudevents sink: message %q not sent: %w", msgs[i].ID, ctx.Err())}
+	}
+	if started == 0 && len(msgs) > 0 {
+		return nil, fmt.Errorf("cloudevents sink: write of %d messages cut short: %w", len(msgs), ctx.Err())
+	}
+	all := len(msgs) > 0
+	for _, u := range unreachable {
+		all = all && u
+	}
+	if all {
+		return nil, fmt.Errorf("cloudevents sink: %s unreachable, retrying the batch of %d: %w", s.client.URL(), len(msgs), firstErr)
+	}
+	return results, nil
+}
+
+// deliver posts one message; nil means the sink took it.
+func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
+	ev, err := s.mapper.ToEvent(m)
+	if err != nil {
+		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err))
+	}
+	for name, value := range s.overrides {
+		if err := ev.Context.SetExtension(name, value); err != nil {
+			return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: K_CE_OVERRIDES %s: %w", m.ID, name, err))
+		}
+	}
+	resp, err := s.client.Post(ctx, &ev, false)
+	if err != nil {
+		var te *cemap.TransportError
+		if errors.As(err, &te) {
+			return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err)
+		}
+		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err))
+	}
+	switch {
+	case resp.Status >= 200 && resp.Status < 300:
+		return nil
+	case cemap.RetryableStatus(resp.Status):
+		return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cemap.NewStatusError(s.client.URL(), resp))
+	default:
+		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cemap.NewStatusError(s.client.URL(), resp)))
+	}
+}
+
+// Close drops the kept-alive connections.
+func (s *Sink) Close(context.Context) error {
+	s.client.CloseIdle()
+	return nil
+}

@@ -1,0 +1,123 @@
+// Command example-function is a CloudEvents function to deploy as a Knative
+// Service and call from the runner with MV_TRANSFORMER=cloudevents:
+//
+//	kn service create example-function \
+//	  --image ko://github.com/monovertex/monovertex/cmd/example-function
+//
+// It listens on $PORT (default 8080) and answers each event it receives:
+//
+//   - data "drop": 202 Accepted without a body, so the runner drops the message;
+//   - data "fanout": a batch (application/cloudevents-batch+json) of three
+//     copies of the event, so the runner writes three messages;
+//   - anything else: the event itself as the reply.
+//
+// Every reply event carries the extension handledby=example-function, so
+// the effect is visible at the sink; with UPPERCASE=true the function also
+// upper-cases the data. Malformed events get 400, which the runner treats as
+// a permanent failure. This is the reference behaviour the transformer
+// conformance suite expects, so the suite can run against this function.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+)
+
+// maxBody bounds the events the function accepts.
+const maxBody = 64 << 20
+
+func main() {
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	upper, _ := strconv.ParseBool(os.Getenv("UPPERCASE"))
+	srv := &http.Server{
+		Addr:              ":" + port,
+		Handler:           newHandler(upper),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		// Knative sends SIGTERM and stops routing; finish what is in flight.
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Printf("example-function listening on :%s (uppercase=%v)", port, upper)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Fatalf("example-function: %v", err)
+	}
+}
+
+// newHandler serves events on POST / and a probe on GET /healthz.
+func newHandler(upper bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("POST /", func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		ev, err := cehttp.NewEventFromHTTPRequest(r)
+		if err == nil {
+			err = ev.Validate()
+		}
+		if err != nil {
+			http.Error(w, "not a valid CloudEvent: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		switch string(ev.Data()) {
+		case "drop":
+			w.WriteHeader(http.StatusAccepted)
+		case "fanout":
+			replies := make([]event.Event, 3)
+			for i := range replies {
+				replies[i] = reply(ev, upper)
+				replies[i].SetID(fmt.Sprintf("%s-%d", ev.ID(), i))
+				// In JSON, data_base64 carries any bytes unchanged; inline
+				// "data" would need a JSON content type and valid JSON.
+				replies[i].DataBase64 = len(replies[i].DataEncoded) > 0
+			}
+			body, err := json.Marshal(replies)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", event.ApplicationCloudEventsBatchJSON)
+			_, _ = w.Write(body)
+		default:
+			out := reply(ev, upper)
+			if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&out), http.StatusOK, w); err != nil {
+				log.Printf("example-function: write reply to %s: %v", ev.ID(), err)
+			}
+		}
+	})
+	return mux
+}
+
+// reply is the event the function answers with: a copy of in, marked.
+func reply(in *event.Event, upper bool) event.Event {
+	out := in.Clone()
+	out.SetExtension("handledby", "example-function")
+	if upper && len(out.DataEncoded) > 0 {
+		out.DataEncoded = bytes.ToUpper(out.DataEncoded)
+	}
+	return out
+}
