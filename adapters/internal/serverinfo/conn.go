@@ -52,6 +52,8 @@ type Conn struct {
 	log   *zap.SugaredLogger
 	ready ReadyFunc
 
+	warned sync.Map // server-info warnings already logged
+
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
 
@@ -314,7 +316,7 @@ func (c *Conn) attempt(ctx context.Context) (*grpc.ClientConn, fileID, error) {
 	if err != nil {
 		return nil, id, err
 	}
-	if err := Check(c.ep, si, func(msg string) { c.log.Warnw(msg, "server_info", c.ep.InfoFile) }); err != nil {
+	if err := Check(c.ep, si, c.warnOnce); err != nil {
 		return nil, id, err
 	}
 	cc, err := Dial(c.ep.Socket, c.set.MaxMessageSize)
@@ -332,6 +334,14 @@ func (c *Conn) attempt(ctx context.Context) (*grpc.ClientConn, fileID, error) {
 		return nil, id, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
 	}
 	return cc, id, nil
+}
+
+// warnOnce logs a server-info warning the first time it comes up, not on
+// every poll.
+func (c *Conn) warnOnce(msg string) {
+	if _, seen := c.warned.LoadOrStore(msg, true); !seen {
+		c.log.Warnw(msg, "server_info", c.ep.InfoFile)
+	}
 }
 
 // Dial makes a gRPC client for a Unix socket, with the message size limit

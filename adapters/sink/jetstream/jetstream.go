@@ -86,7 +86,11 @@ func init() {
 		Config: func() any { return &Config{} },
 		New: func(_ context.Context, env runner.Env, cfg any) (runner.Sink, error) {
 			name := fmt.Sprintf("monovertex %s/%d %s", env.Name, env.Replica, env.Role)
-			return New(*cfg.(*Config), env.Role, name, env.Logger)
+			s, err := New(*cfg.(*Config), env.Role, name, env.Logger)
+			if err != nil {
+				return nil, err // a nil interface, not a nil *Sink
+			}
+			return s, nil
 		},
 	})
 }

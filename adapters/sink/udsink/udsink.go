@@ -82,7 +82,7 @@ func New(ctx context.Context, set serverinfo.Settings, fallback bool, log *zap.S
 	ep := serverinfo.SinkEndpoint(set.Dir, fallback)
 	conn, err := serverinfo.Connect(ctx, ep, set, log, isReady)
 	if err != nil {
-		return nil, fmt.Errorf("udsink: %w", err)
+		return nil, err // the runner names the adapter
 	}
 	s := &Sink{conn: conn, log: log, name: ep.Name}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -83,7 +83,11 @@ func init() {
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Source, error) {
 			name := fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica)
-			return New(ctx, *cfg.(*Config), name, env.Logger)
+			s, err := New(ctx, *cfg.(*Config), name, env.Logger)
+			if err != nil {
+				return nil, err // a nil interface, not a nil *Source
+			}
+			return s, nil
 		},
 	})
 }

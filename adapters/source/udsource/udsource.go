@@ -90,7 +90,7 @@ func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (
 	}
 	conn, err := serverinfo.Connect(ctx, serverinfo.SourceEndpoint(set.Dir), set, log, isReady)
 	if err != nil {
-		return nil, fmt.Errorf("udsource: %w", err)
+		return nil, err // the runner names the adapter
 	}
 	s := &Source{conn: conn, log: log}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -84,7 +84,7 @@ func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (
 	}
 	conn, err := serverinfo.Connect(ctx, serverinfo.TransformerEndpoint(set.Dir), set, log, isReady)
 	if err != nil {
-		return nil, fmt.Errorf("udtransformer: %w", err)
+		return nil, err // the runner names the adapter
 	}
 	t := &Transformer{conn: conn, log: log}
 	t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
