@@ -196,10 +196,12 @@ func (b *built) close() {
 // build constructs the chosen adapters; config.Load has checked that every
 // chosen kind is registered.
 func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner.Env) (b *built, err error) {
-	b = &built{}
+	all := &built{}
+	b = all
+	// On an error b is nil; close what was built so far through all.
 	defer func() {
 		if err != nil {
-			b.close()
+			all.close()
 		}
 	}()
 	src, _ := runner.LookupSource(cfg.Source)
