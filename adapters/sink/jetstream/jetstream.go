@@ -119,7 +119,7 @@ func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) 
 	url, subject := cfg.target(role)
 	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("jetstream sink: %w", err)
+		return nil, err
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
@@ -128,7 +128,7 @@ func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) 
 		jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("jetstream sink: %w", err)
+		return nil, err
 	}
 	return &Sink{subject: subject, nc: nc, js: js, stall: cfg.PublishTimeout}, nil
 }

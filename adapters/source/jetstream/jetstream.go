@@ -129,12 +129,12 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 	}
 	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("jetstream source: %w", err)
+		return nil, err
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.APITimeout))
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("jetstream source: %w", err)
+		return nil, err
 	}
 	cons, err := ensureConsumer(ctx, js, cfg, log)
 	if err != nil {
@@ -163,9 +163,9 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 	stream, err := js.Stream(actx, cfg.Stream)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("jetstream source: stream %q does not exist: create it (nats stream add) or fix MV_JETSTREAM_STREAM", cfg.Stream)
+			return nil, fmt.Errorf("stream %q does not exist: create it (nats stream add) or fix MV_JETSTREAM_STREAM", cfg.Stream)
 		}
-		return nil, fmt.Errorf("jetstream source: look up stream %q: %w", cfg.Stream, err)
+		return nil, fmt.Errorf("look up stream %q: %w", cfg.Stream, err)
 	}
 	cons, err := stream.Consumer(actx, cfg.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -194,14 +194,14 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("jetstream source: consumer %q on stream %q: %w", cfg.Consumer, cfg.Stream, err)
+		return nil, fmt.Errorf("consumer %q on stream %q: %w", cfg.Consumer, cfg.Stream, err)
 	}
 	info := cons.CachedInfo()
 	switch {
 	case info.Config.DeliverSubject != "":
-		return nil, fmt.Errorf("jetstream source: consumer %q is a push consumer; use a pull consumer (delete it and let the runner create one, or name another in MV_JETSTREAM_CONSUMER)", cfg.Consumer)
+		return nil, fmt.Errorf("consumer %q is a push consumer; use a pull consumer (delete it and let the runner create one, or name another in MV_JETSTREAM_CONSUMER)", cfg.Consumer)
 	case info.Config.AckPolicy != jetstream.AckExplicitPolicy:
-		return nil, fmt.Errorf("jetstream source: consumer %q has ack policy %s; the runner acks each message after it is written and needs explicit acks", cfg.Consumer, info.Config.AckPolicy)
+		return nil, fmt.Errorf("consumer %q has ack policy %s; the runner acks each message after it is written and needs explicit acks", cfg.Consumer, info.Config.AckPolicy)
 	}
 	if info.Config.AckWait != cfg.AckWait || info.Config.MaxAckPending != cfg.MaxAckPending {
 		log.Infow("using the existing consumer's settings", "consumer", cfg.Consumer,
