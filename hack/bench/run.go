@@ -422,7 +422,7 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 				[]string{"-url", url, "-size", strconv.Itoa(sc.size), "-concurrency", strconv.Itoa(conc)})
 		}},
 		{"peer", func(ctx context.Context, sc scenario) (sideResult, error) {
-			return h.runBenthos(ctx, sc, benthosGenerate(sc.size, conc, &benthosHTTP{url: url}), nil)
+			return h.runBenthos(ctx, sc, benthosGenerate(sc.size, 1, &benthosHTTP{url: url, threads: conc}), nil)
 		}},
 	}, cleanup, nil
 }
