@@ -31,10 +31,25 @@ const (
 // within Options.ShutdownTimeout; what was unfinished was left unacked.
 var ErrShutdownTimeout = errors.New("shutdown timeout: in-flight messages were left unacked for redelivery")
 
-// maxCallBackoff bounds the wait between attempts of a call that failed as a
-// whole (a sidecar away, a connection refused), so the engine notices a
-// recovered adapter within a second whatever the per-message policy says.
-const maxCallBackoff = time.Second
+// Calls that fail as a whole (a sidecar away, a connection refused, a
+// broker restarting) back off on their own schedule, 10ms doubling up to 1s,
+// whatever the per-message policy says: MV_RETRY_INTERVAL's 1ms default
+// would otherwise spin through thousands of failed calls a second, and the
+// cap keeps a recovered adapter noticed within a second.
+const (
+	minCallBackoff = 10 * time.Millisecond
+	maxCallBackoff = time.Second
+)
+
+// callDelay is the wait before retrying a call that failed as a whole for
+// the (failures+1)-th time in a row.
+func (e *Engine) callDelay(failures int) time.Duration {
+	d := maxCallBackoff
+	if failures < 7 {
+		d = min(minCallBackoff<<failures, maxCallBackoff)
+	}
+	return min(max(d, e.opts.Retry.Delay(failures)), maxCallBackoff)
+}
 
 // Options configure an Engine. Zero values take the documented defaults.
 type Options struct {
@@ -353,7 +368,7 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		default:
 			e.recordError(fmt.Errorf("source read: %w", err))
 			e.log.Warnw("source read failed, retrying", zap.Error(err))
-			if !sleep(ctx, min(e.opts.Retry.Delay(failures), maxCallBackoff)) {
+			if !sleep(ctx, e.callDelay(failures)) {
 				return nil
 			}
 			failures++

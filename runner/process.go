@@ -97,7 +97,7 @@ func (b *batch) ackFinal(ctx context.Context) {
 			e.log.Errorw("ack failed, the source will redeliver these messages", "count", len(ready), zap.Error(err))
 			return
 		}
-		if !sleep(ctx, min(e.opts.Retry.Delay(attempt), maxCallBackoff)) {
+		if !sleep(ctx, e.callDelay(attempt)) {
 			return
 		}
 	}
@@ -137,7 +137,7 @@ func (b *batch) handBack(ctx context.Context) {
 
 // callBackoff waits before retrying a call that failed as a whole.
 func (b *batch) callBackoff(ctx context.Context, round int) error {
-	if !sleep(ctx, min(b.e.opts.Retry.Delay(round), maxCallBackoff)) {
+	if !sleep(ctx, b.e.callDelay(round)) {
 		return ctx.Err()
 	}
 	return nil

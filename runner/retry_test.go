@@ -55,3 +55,18 @@ func TestRateCounter(t *testing.T) {
 		t.Fatalf("rate after 10 idle minutes %v, want 0", got)
 	}
 }
+
+func TestCallDelayBacksOffOnItsOwnSchedule(t *testing.T) {
+	e := &Engine{opts: Options{Retry: RetryPolicy{Interval: time.Millisecond, Factor: 1}}}
+	want := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond,
+		160 * time.Millisecond, 320 * time.Millisecond, 640 * time.Millisecond, time.Second, time.Second}
+	for i, w := range want {
+		if got := e.callDelay(i); got != w {
+			t.Fatalf("callDelay(%d) = %v, want %v", i, got, w)
+		}
+	}
+	slow := &Engine{opts: Options{Retry: RetryPolicy{Interval: 500 * time.Millisecond, Factor: 1}}}
+	if got := slow.callDelay(0); got != 500*time.Millisecond {
+		t.Fatalf("a slower per-message policy wins: got %v, want 500ms", got)
+	}
+}
