@@ -9,6 +9,7 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/sink/log"
 	_ "github.com/monovertex/monovertex/adapters/sink/udsink"
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
+	_ "github.com/monovertex/monovertex/adapters/source/http"
 	_ "github.com/monovertex/monovertex/adapters/source/jetstream"
 	_ "github.com/monovertex/monovertex/adapters/source/udsource"
 	_ "github.com/monovertex/monovertex/adapters/transformer/cloudevents"

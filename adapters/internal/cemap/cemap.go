@@ -306,3 +306,10 @@ func jsonValid(b []byte) bool {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// ValidID reports whether id can be an event id once trimmed: non-empty
+// printable UTF-8.
+func ValidID(id string) bool {
+	id = strings.TrimSpace(id)
+	return id != "" && validString(id)
+}

@@ -1,0 +1,526 @@
+// Package http is a source that takes messages over HTTP on the runner's
+// $PORT (MV_SOURCE=http), like Numaflow's HTTP source, and answers each
+// request only after its messages reached a final state, so the caller gets
+// end-to-end at-least-once delivery: retry until 200.
+//
+// POST / or /vertices/<MV_NAME> with either
+//
+//   - a CloudEvent in binary or structured mode, or a batch
+//     (application/cloudevents-batch+json): attributes map to the message as
+//     cemap documents (id -> ID, partitionkey -> Keys, extensions -> Headers);
+//   - any other body: the body is the value; X-Numaflow-Id sets the ID
+//     (default: a random one), X-Numaflow-Event-Time the event time in epoch
+//     milliseconds (default: now), X-Numaflow-Keys comma-separated keys; the
+//     other request headers become message headers with lower-case names
+//     (except credentials and hop-by-hop headers).
+//
+// Answers:
+//
+//	200 {"id": ...}   written by the sink or fallback sink, or dropped on purpose
+//	500               failed (nacked) or the runner is shutting down: retry
+//	429               MV_HTTP_BUFFER_SIZE messages are already waiting: retry later
+//	409               a message with this id is already in flight
+//	400               malformed CloudEvent, batch or header
+//	413               body above MV_HTTP_MAX_BODY (or a batch above the buffer)
+//	408               the body did not arrive within MV_HTTP_BODY_TIMEOUT
+//	401               MV_HTTP_AUTH_TOKEN is set and the request lacks
+//	                  Authorization: Bearer <token>
+//
+// A caller that hangs up before its message was read takes it back: the
+// message is dropped from the queue and its id is free again.
+package http
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Header names of Numaflow's HTTP source.
+const (
+	HeaderID        = "X-Numaflow-Id"
+	HeaderEventTime = "X-Numaflow-Event-Time"
+	HeaderKeys      = "X-Numaflow-Keys"
+)
+
+// Config holds the HTTP source's settings.
+type Config struct {
+	AuthToken   string        `envconfig:"MV_HTTP_AUTH_TOKEN" desc:"when set, requests must carry Authorization: Bearer <token> (else 401)"`
+	MaxBody     int64         `envconfig:"MV_HTTP_MAX_BODY" default:"67108864" desc:"largest request body in bytes (else 413)"`
+	BufferSize  int           `envconfig:"MV_HTTP_BUFFER_SIZE" default:"1000" desc:"messages accepted but not yet read by the runner; beyond it requests get 429"`
+	BodyTimeout time.Duration `envconfig:"MV_HTTP_BODY_TIMEOUT" default:"60s" desc:"longest time to receive a request body; a stalled client gets 408 and is disconnected"`
+}
+
+// Validate checks the values that parse but cannot be used.
+func (c *Config) Validate(runner.Role) error {
+	switch {
+	case c.MaxBody <= 0:
+		return &runner.ConfigError{Var: "MV_HTTP_MAX_BODY", Value: strconv.FormatInt(c.MaxBody, 10), Reason: "must be a positive number of bytes"}
+	case c.BufferSize <= 0:
+		return &runner.ConfigError{Var: "MV_HTTP_BUFFER_SIZE", Value: strconv.Itoa(c.BufferSize), Reason: "must be a positive whole number"}
+	case c.BodyTimeout <= 0:
+		return &runner.ConfigError{Var: "MV_HTTP_BODY_TIMEOUT", Value: c.BodyTimeout.String(), Reason: "must be a positive duration such as 60s"}
+	case strings.ContainsAny(c.AuthToken, " \t\r\n"):
+		// Never echo the token itself.
+		return &runner.ConfigError{Var: "MV_HTTP_AUTH_TOKEN", Value: "(hidden)", Reason: "must not contain spaces or line breaks"}
+	}
+	return nil
+}
+
+func init() {
+	runner.RegisterSource(runner.Plugin[runner.Source]{
+		Name:   "http",
+		Config: func() any { return &Config{} },
+		New: func(_ context.Context, env runner.Env, cfg any) (runner.Source, error) {
+			return New(*cfg.(*Config), env)
+		},
+	})
+}
+
+// request is one HTTP request waiting for its messages to become final.
+type request struct {
+	done      chan struct{} // closed when remaining reaches 0
+	remaining int
+	failed    bool
+	reason    string // why it failed, for the caller
+}
+
+type entryState uint8
+
+const (
+	queued entryState = iota
+	read
+	finished
+)
+
+// entry is one message of a request; it is the message's Offset.
+type entry struct {
+	msg   *runner.Message
+	req   *request
+	state entryState
+}
+
+// Source is the HTTP source.
+type Source struct {
+	cfg  Config
+	name string
+	log  *zap.SugaredLogger
+	auth []byte // "Bearer <token>", compared in constant time
+
+	mu       sync.Mutex
+	queue    []*entry          // accepted, not yet read
+	inflight map[string]*entry // by ID: queued or read, not final
+	closed   bool
+	wake     chan struct{} // a token when the queue may be non-empty
+}
+
+var (
+	_ runner.Source        = (*Source)(nil)
+	_ runner.Nacker        = (*Source)(nil)
+	_ runner.PendingReader = (*Source)(nil)
+	_ runner.Readier       = (*Source)(nil)
+)
+
+// New builds the source and mounts it on env.Mux.
+func New(cfg Config, env runner.Env) (*Source, error) {
+	if err := cfg.Validate(runner.RoleSource); err != nil {
+		return nil, err
+	}
+	if env.Mux == nil {
+		return nil, errors.New("http source: no $PORT server to mount on (runner.Env.Mux is nil)")
+	}
+	log := env.Logger
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	s := &Source{
+		cfg: cfg, name: env.Name, log: log,
+		inflight: map[string]*entry{},
+		wake:     make(chan struct{}, 1),
+	}
+	if cfg.AuthToken != "" {
+		s.auth = []byte("Bearer " + cfg.AuthToken)
+	}
+	env.Mux.Handle("POST /{$}", s)
+	env.Mux.Handle("POST /vertices/{vertex}", s)
+	return s, nil
+}
+
+// reply is the JSON body of every answer.
+type reply struct {
+	ID    string   `json:"id,omitempty"`
+	IDs   []string `json:"ids,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+func writeReply(w http.ResponseWriter, status int, r reply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(r)
+}
+
+func fail(w http.ResponseWriter, status int, format string, args ...any) {
+	writeReply(w, status, reply{Error: fmt.Sprintf(format, args...)})
+}
+
+// ServeHTTP takes one request and answers once its messages are final.
+func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if v := r.PathValue("vertex"); v != "" && v != s.name {
+		fail(w, http.StatusNotFound, "no vertex %q here; post to / or /vertices/%s", v, s.name)
+		return
+	}
+	if s.auth != nil && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), s.auth) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="monovertex"`)
+		fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		return
+	}
+	if r.ContentLength > s.cfg.MaxBody {
+		fail(w, http.StatusRequestEntityTooLarge, "body of %d bytes is above MV_HTTP_MAX_BODY=%d", r.ContentLength, s.cfg.MaxBody)
+		return
+	}
+	body, status, err := s.readBody(w, r)
+	if err != nil {
+		if status == http.StatusRequestTimeout {
+			w.Header().Set("Connection", "close")
+		}
+		fail(w, status, "%v", err)
+		return
+	}
+	msgs, err := s.messages(r, body)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	req, status, err := s.enqueue(msgs)
+	if err != nil {
+		fail(w, status, "%v", err)
+		return
+	}
+	select {
+	case <-req.done:
+	case <-r.Context().Done():
+		s.abandon(msgs)
+		return
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	if req.failed {
+		writeReply(w, http.StatusInternalServerError, reply{Error: req.reason + "; retry the request", ID: single(ids), IDs: many(ids)})
+		return
+	}
+	writeReply(w, http.StatusOK, reply{ID: single(ids), IDs: many(ids)})
+}
+
+func single(ids []string) string {
+	if len(ids) == 1 {
+		return ids[0]
+	}
+	return ""
+}
+
+func many(ids []string) []string {
+	if len(ids) == 1 {
+		return nil
+	}
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
+
+// readBody reads the whole body within MV_HTTP_BODY_TIMEOUT and
+// MV_HTTP_MAX_BODY, and returns the status to answer if it cannot.
+func (s *Source) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	rc := http.NewResponseController(w)
+	// The server has no read timeout (it would also cut the wait for the
+	// ack), so bound the body here; then lift the bound so the server keeps
+	// watching for the caller hanging up while the message is processed.
+	// After a failed read the bound stays: the server then gives up on the
+	// rest of the body at once and closes the connection.
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, 0, nil
+	}
+	var tooLarge *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body is above MV_HTTP_MAX_BODY=%d bytes", s.cfg.MaxBody)
+	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return nil, http.StatusRequestTimeout, fmt.Errorf("body did not arrive within MV_HTTP_BODY_TIMEOUT=%s", s.cfg.BodyTimeout)
+	}
+	return nil, http.StatusBadRequest, fmt.Errorf("read body: %v", err)
+}
+
+// dropped are request headers never copied onto a message: credentials and
+// what belongs to the connection, not to the message.
+var dropped = map[string]bool{
+	"Authorization": true, "Proxy-Authorization": true, "Cookie": true,
+	"Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
+	HeaderEventTime: true, HeaderKeys: true,
+}
+
+// messages turns a request into messages: its CloudEvents, or its body.
+func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, error) {
+	now := time.Now()
+	if cemap.IsCloudEvent(r.Header) {
+		events, err := cemap.ReadEvents(r.Header, body)
+		if err != nil {
+			return nil, err
+		}
+		msgs := make([]*runner.Message, len(events))
+		seen := make(map[string]bool, len(events))
+		for i := range events {
+			m, err := cemap.ToMessage(&events[i])
+			if err != nil {
+				return nil, err
+			}
+			if seen[m.ID] {
+				return nil, fmt.Errorf("the batch has two events with id %q", m.ID)
+			}
+			seen[m.ID] = true
+			if m.EventTime.IsZero() {
+				m.EventTime = now
+			}
+			msgs[i] = m
+		}
+		return msgs, nil
+	}
+	m := &runner.Message{Value: body, EventTime: now, Headers: map[string]string{}}
+	m.ID = strings.TrimSpace(r.Header.Get(HeaderID))
+	if m.ID == "" {
+		m.ID = rand.Text()
+	} else if !cemap.ValidID(m.ID) {
+		return nil, fmt.Errorf("%s must be printable UTF-8 text", HeaderID)
+	}
+	if v := r.Header.Get(HeaderEventTime); v != "" {
+		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s must be milliseconds since the epoch, got %q", HeaderEventTime, v)
+		}
+		m.EventTime = time.UnixMilli(ms)
+	}
+	if v, ok := r.Header[HeaderKeys]; ok && len(v) > 0 {
+		for _, k := range strings.Split(v[0], ",") {
+			m.Keys = append(m.Keys, strings.TrimSpace(k))
+		}
+	}
+	for name, values := range r.Header {
+		if dropped[name] || len(values) == 0 {
+			continue
+		}
+		m.Headers[strings.ToLower(name)] = values[0]
+	}
+	return []*runner.Message{m}, nil
+}
+
+// enqueue registers the messages of one request, all or none.
+func (s *Source) enqueue(msgs []*runner.Message) (*request, int, error) {
+	req := &request{done: make(chan struct{}), remaining: len(msgs)}
+	if len(msgs) == 0 {
+		close(req.done)
+		return req, 0, nil
+	}
+	if len(msgs) > s.cfg.BufferSize {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("batch of %d events is above MV_HTTP_BUFFER_SIZE=%d; split it", len(msgs), s.cfg.BufferSize)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, http.StatusInternalServerError, errors.New("the runner is shutting down; retry the request")
+	}
+	for _, m := range msgs {
+		if _, dup := s.inflight[m.ID]; dup {
+			return nil, http.StatusConflict, fmt.Errorf("a message with id %q is already in flight", m.ID)
+		}
+	}
+	if len(s.queue)+len(msgs) > s.cfg.BufferSize {
+		return nil, http.StatusTooManyRequests, fmt.Errorf("%d messages are waiting (MV_HTTP_BUFFER_SIZE=%d); retry later", len(s.queue), s.cfg.BufferSize)
+	}
+	for _, m := range msgs {
+		e := &entry{msg: m, req: req}
+		m.Offset = e
+		s.inflight[m.ID] = e
+		s.queue = append(s.queue, e)
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return req, 0, nil
+}
+
+// abandon takes back the messages of a request whose caller hung up, as far
+// as they were not read yet; read ones finish normally.
+func (s *Source) abandon(msgs []*runner.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gone := map[*entry]bool{}
+	for _, m := range msgs {
+		e := m.Offset.(*entry)
+		if e.state == queued {
+			e.state = finished
+			gone[e] = true
+			if s.inflight[m.ID] == e {
+				delete(s.inflight, m.ID)
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	kept := s.queue[:0]
+	for _, e := range s.queue {
+		if !gone[e] {
+			kept = append(kept, e)
+		}
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+}
+
+// Read hands queued messages to the engine: it returns as soon as any are
+// waiting (up to max), or after timeout with none. Latency matters more here
+// than full batches: a caller is waiting for each message.
+func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		if n := min(max, len(s.queue)); n > 0 {
+			out := make([]*runner.Message, n)
+			for i, e := range s.queue[:n] {
+				e.state = read
+				out[i] = e.msg
+			}
+			clear(s.queue[:n])
+			s.queue = s.queue[n:]
+			if len(s.queue) > 0 {
+				select {
+				case s.wake <- struct{}{}:
+				default:
+				}
+			}
+			s.mu.Unlock()
+			return out, nil
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, nil
+		}
+		select {
+		case <-s.wake:
+		case <-timer.C:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}
+
+// Ack answers the requests whose messages are now all final.
+func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
+	return s.settle(msgs, "")
+}
+
+// Nack fails the requests of these messages: their callers get 500 and retry.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
+	return s.settle(msgs, "the message could not be delivered")
+}
+
+func (s *Source) settle(msgs []*runner.Message, failure string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var foreign int
+	for _, m := range msgs {
+		e, ok := m.Offset.(*entry)
+		if !ok {
+			foreign++
+			continue
+		}
+		s.finish(e, failure)
+	}
+	if foreign > 0 {
+		return fmt.Errorf("http source: %d messages to settle were not read from it", foreign)
+	}
+	return nil
+}
+
+// finish makes one entry final; failure is empty for success. s.mu is held.
+func (s *Source) finish(e *entry, failure string) {
+	if e.state == finished {
+		return
+	}
+	e.state = finished
+	if s.inflight[e.msg.ID] == e {
+		delete(s.inflight, e.msg.ID)
+	}
+	if failure != "" && !e.req.failed {
+		e.req.failed = true
+		e.req.reason = failure
+	}
+	e.req.remaining--
+	if e.req.remaining == 0 {
+		close(e.req.done)
+	}
+}
+
+// Pending is the number of messages waiting to be read.
+func (s *Source) Pending(context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.queue)), nil
+}
+
+// Ready reports whether the source still takes requests.
+func (s *Source) Ready(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("http source closed")
+	}
+	return nil
+}
+
+// Close stops taking requests and answers every request still waiting with
+// 500, so its caller retries (against another replica, or after restart).
+func (s *Source) Close(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	n := len(s.inflight)
+	for _, e := range s.inflight {
+		s.finish(e, "the runner is shutting down")
+	}
+	clear(s.queue)
+	s.queue = nil
+	if n > 0 {
+		s.log.Infow("http source closed; answered waiting requests with 500 so their callers retry", "messages", n)
+	}
+	return nil
+}

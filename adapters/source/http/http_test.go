@@ -1,0 +1,622 @@
+package http
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/conformance"
+)
+
+func testConfig() Config {
+	return Config{MaxBody: 1 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second}
+}
+
+// start mounts a source on a fresh mux served on 127.0.0.1.
+func start(t *testing.T, cfg Config) (*Source, string) {
+	t.Helper()
+	mux := http.NewServeMux()
+	src, err := New(cfg, runner.Env{Name: "in", Mux: mux})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		_ = src.Close(context.Background())
+		srv.Close()
+	})
+	return src, srv.URL
+}
+
+// result is one finished POST.
+type result struct {
+	status int
+	body   reply
+	err    error
+}
+
+// post sends a request in the background; the answer arrives on the channel.
+func post(url string, header http.Header, body string) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var r reply
+		_ = json.NewDecoder(resp.Body).Decode(&r)
+		ch <- result{status: resp.StatusCode, body: r}
+	}()
+	return ch
+}
+
+func await(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("request failed: %v", r.err)
+		}
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no answer within 20s")
+	}
+	return result{}
+}
+
+func pending(t *testing.T, ch <-chan result) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("answered %d (%+v) before its message was final", r.status, r.body)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func readN(t *testing.T, src *Source, n int) []*runner.Message {
+	t.Helper()
+	var got []*runner.Message
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of %d messages", len(got), n)
+		}
+		msgs, err := src.Read(context.Background(), n-len(got), 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
+}
+
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// producers play callers that retry until they get 200, the way the HTTP
+// source expects: 500 and 429 mean "try again", and redelivery comes from
+// the caller. They follow the newest source, as callers follow a Service.
+type producers struct {
+	url    atomic.Pointer[string]
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	seq    atomic.Int64
+	once   sync.Once
+}
+
+func (p *producers) stop() {
+	p.once.Do(func() {
+		p.cancel()
+		p.wg.Wait()
+	})
+}
+
+func (p *producers) produce(n int) [][]byte {
+	values := make([][]byte, n)
+	batch := p.seq.Add(1)
+	for i := range values {
+		id := fmt.Sprintf("p%d-%d", batch, i)
+		values[i] = []byte("value-" + id)
+		body := values[i]
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for p.ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(p.ctx, http.MethodPost, *p.url.Load(), bytes.NewReader(body))
+				req.Header.Set(HeaderID, id)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						return
+					}
+				}
+				select {
+				case <-p.ctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	return values
+}
+
+func TestConformance(t *testing.T) {
+	var all sync.Map // *testing.T -> *producers
+	get := func(t *testing.T) *producers {
+		v, _ := all.LoadOrStore(t, &producers{})
+		p := v.(*producers)
+		if p.ctx == nil {
+			p.ctx, p.cancel = context.WithCancel(context.Background())
+		}
+		return p
+	}
+	conformance.RunSource(t, conformance.SourceCase{
+		New: func(t *testing.T) runner.Source {
+			p := get(t)
+			mux := http.NewServeMux()
+			src, err := New(testConfig(), runner.Env{Name: "in", Mux: mux})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(mux)
+			url := srv.URL + "/vertices/in"
+			p.url.Store(&url)
+			t.Cleanup(srv.Close)
+			// Callers stop before the servers close (cleanups run last-in first).
+			t.Cleanup(p.stop)
+			return src
+		},
+		Produce: func(t *testing.T, n int) [][]byte { return get(t).produce(n) },
+		Features: conformance.SourceFeatures{
+			// A nacked or unfinished request is answered 500 and its caller
+			// posts it again: the redelivery the suite checks comes from there.
+			Nack:                true,
+			RedeliverAfterClose: true,
+			Pending:             true,
+			KeepsValues:         true,
+			RedeliveryWait:      10 * time.Second,
+		},
+	})
+}
+
+func TestAnswersOnlyAfterAck(t *testing.T) {
+	src, url := start(t, testConfig())
+	ch := post(url, hdr(HeaderID, "a-1"), "hello")
+	msgs := readN(t, src, 1)
+	pending(t, ch)
+	if err := src.Ack(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, ch)
+	if r.status != http.StatusOK || r.body.ID != "a-1" {
+		t.Fatalf("answer %d %+v, want 200 with the id", r.status, r.body)
+	}
+}
+
+func TestNackAnswers500(t *testing.T) {
+	src, url := start(t, testConfig())
+	ch := post(url, nil, "hello")
+	msgs := readN(t, src, 1)
+	if err := src.Nack(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, ch); r.status != http.StatusInternalServerError || r.body.ID != msgs[0].ID {
+		t.Fatalf("answer %d %+v, want 500 with the id", r.status, r.body)
+	}
+}
+
+func TestCloseAnswersWaitingRequests500(t *testing.T) {
+	src, url := start(t, testConfig())
+	queued := post(url, hdr(HeaderID, "q"), "queued")
+	waitPending(t, src, 1)
+	readCh := post(url, hdr(HeaderID, "r"), "read")
+	waitPending(t, src, 2)
+	readN(t, src, 1) // "q" is now with the engine, "r" still queued
+	if err := src.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan result{queued, readCh} {
+		if r := await(t, ch); r.status != http.StatusInternalServerError || !strings.Contains(r.body.Error, "shutting down") {
+			t.Fatalf("answer %d %+v, want 500 shutting down", r.status, r.body)
+		}
+	}
+	if r := await(t, post(url, nil, "late")); r.status != http.StatusInternalServerError {
+		t.Fatalf("request after close: %d, want 500", r.status)
+	}
+	if msgs, _ := src.Read(context.Background(), 10, 50*time.Millisecond); len(msgs) != 0 {
+		t.Fatalf("read %d messages after close", len(msgs))
+	}
+}
+
+func waitPending(t *testing.T, src *Source, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, _ := src.Pending(context.Background())
+		if p == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending %d, want %d", p, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDuplicateIDInFlightIs409(t *testing.T) {
+	src, url := start(t, testConfig())
+	first := post(url, hdr(HeaderID, "dup"), "one")
+	waitPending(t, src, 1)
+	if r := await(t, post(url, hdr(HeaderID, "dup"), "two")); r.status != http.StatusConflict {
+		t.Fatalf("second request: %d, want 409", r.status)
+	}
+	msgs := readN(t, src, 1)
+	pending(t, first)
+	_ = src.Ack(context.Background(), msgs)
+	if r := await(t, first); r.status != http.StatusOK {
+		t.Fatalf("first request: %d", r.status)
+	}
+	// Once final, the id may be used again.
+	again := post(url, hdr(HeaderID, "dup"), "three")
+	msgs = readN(t, src, 1)
+	_ = src.Ack(context.Background(), msgs)
+	if r := await(t, again); r.status != http.StatusOK || string(msgs[0].Value) != "three" {
+		t.Fatalf("reuse: %d %q", r.status, msgs[0].Value)
+	}
+}
+
+func TestFullBufferIs429(t *testing.T) {
+	cfg := testConfig()
+	cfg.BufferSize = 3
+	src, url := start(t, cfg)
+	var waiting []<-chan result
+	for i := 0; i < 3; i++ {
+		waiting = append(waiting, post(url, nil, "x"))
+	}
+	waitPending(t, src, 3)
+	if r := await(t, post(url, nil, "y")); r.status != http.StatusTooManyRequests {
+		t.Fatalf("fourth request: %d, want 429", r.status)
+	}
+	msgs := readN(t, src, 3)
+	_ = src.Ack(context.Background(), msgs)
+	for _, ch := range waiting {
+		if r := await(t, ch); r.status != http.StatusOK {
+			t.Fatalf("queued request: %d", r.status)
+		}
+	}
+}
+
+func TestAuth(t *testing.T) {
+	cfg := testConfig()
+	cfg.AuthToken = "s3cret"
+	src, url := start(t, cfg)
+	for _, h := range []http.Header{nil, hdr("Authorization", "Bearer wrong"), hdr("Authorization", "s3cret"), hdr("Authorization", "Basic s3cret")} {
+		r := await(t, post(url, h, "x"))
+		if r.status != http.StatusUnauthorized {
+			t.Fatalf("authorization %q: %d, want 401", h.Get("Authorization"), r.status)
+		}
+		if strings.Contains(r.body.Error, "s3cret") {
+			t.Fatalf("the answer leaks the token: %q", r.body.Error)
+		}
+	}
+	ch := post(url, hdr("Authorization", "Bearer s3cret", "X-Custom", "kept"), "x")
+	msgs := readN(t, src, 1)
+	for k, v := range msgs[0].Headers {
+		if k == "authorization" || strings.Contains(v, "s3cret") {
+			t.Fatalf("the token was forwarded in header %q", k)
+		}
+	}
+	if msgs[0].Headers["x-custom"] != "kept" {
+		t.Fatalf("headers %v", msgs[0].Headers)
+	}
+	_ = src.Ack(context.Background(), msgs)
+	if r := await(t, ch); r.status != http.StatusOK {
+		t.Fatalf("authorized request: %d", r.status)
+	}
+}
+
+func TestPlainBodyMapping(t *testing.T) {
+	src, url := start(t, testConfig())
+	ch := post(url+"/vertices/in", hdr(HeaderID, "n-1", HeaderEventTime, "1663006726000", HeaderKeys, "key1, key2,key3",
+		"Content-Type", "application/json", "Cookie", "c=1"), `{"a":1}`)
+	m := readN(t, src, 1)[0]
+	if m.ID != "n-1" || !m.EventTime.Equal(time.UnixMilli(1663006726000)) || !reflect.DeepEqual(m.Keys, []string{"key1", "key2", "key3"}) || string(m.Value) != `{"a":1}` {
+		t.Fatalf("message %+v", m)
+	}
+	if m.Headers["content-type"] != "application/json" || m.Headers["x-numaflow-id"] != "n-1" {
+		t.Fatalf("headers %v", m.Headers)
+	}
+	for _, h := range []string{"cookie", "x-numaflow-event-time", "x-numaflow-keys", "content-length"} {
+		if _, ok := m.Headers[h]; ok {
+			t.Fatalf("header %q forwarded: %v", h, m.Headers)
+		}
+	}
+	_ = src.Ack(context.Background(), []*runner.Message{m})
+	await(t, ch)
+}
+
+func TestGeneratedIDsAndNowAsEventTime(t *testing.T) {
+	src, url := start(t, testConfig())
+	before := time.Now()
+	a, b := post(url, nil, "a"), post(url, nil, "b")
+	msgs := readN(t, src, 2)
+	if msgs[0].ID == "" || msgs[0].ID == msgs[1].ID {
+		t.Fatalf("ids %q %q", msgs[0].ID, msgs[1].ID)
+	}
+	if msgs[0].EventTime.Before(before.Add(-time.Second)) {
+		t.Fatalf("event time %v", msgs[0].EventTime)
+	}
+	_ = src.Ack(context.Background(), msgs)
+	ids := map[string]bool{await(t, a).body.ID: true, await(t, b).body.ID: true}
+	if !ids[msgs[0].ID] || !ids[msgs[1].ID] {
+		t.Fatalf("answers carry ids %v, messages %q %q", ids, msgs[0].ID, msgs[1].ID)
+	}
+}
+
+func TestCloudEventModes(t *testing.T) {
+	src, url := start(t, testConfig())
+	binary := post(url, hdr("Ce-Specversion", "1.0", "Ce-Id", "b-1", "Ce-Source", "/shop", "Ce-Type", "order.created",
+		"Ce-Partitionkey", "u%2C1,u2", "Ce-Traceid", "t1", "Ce-Time", "2024-01-02T03:04:05Z", "Content-Type", "text/plain"), "binary data")
+	m := readN(t, src, 1)[0]
+	if m.ID != "b-1" || string(m.Value) != "binary data" || !reflect.DeepEqual(m.Keys, []string{"u,1", "u2"}) ||
+		m.Headers["traceid"] != "t1" || m.Headers[cemap.HeaderType] != "order.created" || m.Headers[cemap.HeaderSource] != "/shop" ||
+		m.Headers[cemap.HeaderContentType] != "text/plain" || !m.EventTime.Equal(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Fatalf("binary event: %+v", m)
+	}
+	_ = src.Ack(context.Background(), []*runner.Message{m})
+	if r := await(t, binary); r.status != http.StatusOK || r.body.ID != "b-1" {
+		t.Fatalf("binary: %d %+v", r.status, r.body)
+	}
+
+	structured := post(url, hdr("Content-Type", "application/cloudevents+json"),
+		`{"specversion":"1.0","id":"s-1","source":"/shop","type":"t","datacontenttype":"application/json","data":{"n":1}}`)
+	m = readN(t, src, 1)[0]
+	if m.ID != "s-1" || string(m.Value) != `{"n":1}` || m.EventTime.IsZero() {
+		t.Fatalf("structured event: %+v", m)
+	}
+	_ = src.Ack(context.Background(), []*runner.Message{m})
+	await(t, structured)
+
+	batch := post(url, hdr("Content-Type", cemap.BatchContentType),
+		`[{"specversion":"1.0","id":"x-1","source":"/s","type":"t","data":"a"},{"specversion":"1.0","id":"x-2","source":"/s","type":"t","data":"b"}]`)
+	msgs := readN(t, src, 2)
+	_ = src.Ack(context.Background(), msgs[:1])
+	pending(t, batch) // answered only when every event of the batch is final
+	_ = src.Ack(context.Background(), msgs[1:])
+	if r := await(t, batch); r.status != http.StatusOK || !reflect.DeepEqual(r.body.IDs, []string{"x-1", "x-2"}) {
+		t.Fatalf("batch: %d %+v", r.status, r.body)
+	}
+}
+
+func TestBatchWithOneNackIs500(t *testing.T) {
+	src, url := start(t, testConfig())
+	batch := post(url, hdr("Content-Type", cemap.BatchContentType),
+		`[{"specversion":"1.0","id":"y-1","source":"/s","type":"t"},{"specversion":"1.0","id":"y-2","source":"/s","type":"t"}]`)
+	msgs := readN(t, src, 2)
+	_ = src.Ack(context.Background(), msgs[:1])
+	_ = src.Nack(context.Background(), msgs[1:])
+	if r := await(t, batch); r.status != http.StatusInternalServerError {
+		t.Fatalf("batch: %d, want 500", r.status)
+	}
+}
+
+func TestMalformedRequestsAre400(t *testing.T) {
+	src, url := start(t, testConfig())
+	cases := []struct {
+		name string
+		h    http.Header
+		body string
+	}{
+		{"event time not a number", hdr(HeaderEventTime, "yesterday"), "x"},
+		{"event time as RFC 3339", hdr(HeaderEventTime, "2024-01-01T00:00:00Z"), "x"},
+		{"binary event without id", hdr("Ce-Specversion", "1.0", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
+		{"binary event with unknown specversion", hdr("Ce-Specversion", "2.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
+		{"structured event not JSON", hdr("Content-Type", "application/cloudevents+json"), "{nope"},
+		{"structured event without source", hdr("Content-Type", "application/cloudevents+json"), `{"specversion":"1.0","id":"1","type":"t"}`},
+		{"batch not an array", hdr("Content-Type", cemap.BatchContentType), `{"specversion":"1.0"}`},
+		{"batch with duplicate ids", hdr("Content-Type", cemap.BatchContentType),
+			`[{"specversion":"1.0","id":"d","source":"/s","type":"t"},{"specversion":"1.0","id":"d","source":"/s","type":"t"}]`},
+		{"extension with a dash", hdr("Ce-Specversion", "1.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t", "Ce-Bad-Name", "x"), ""},
+		{"id not UTF-8", http.Header{HeaderID: {"a\xffb"}}, "x"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := await(t, post(url, c.h, c.body))
+			if r.status != http.StatusBadRequest || r.body.Error == "" {
+				t.Fatalf("answer %d %+v, want 400 with a reason", r.status, r.body)
+			}
+		})
+	}
+	if p, _ := src.Pending(context.Background()); p != 0 {
+		t.Fatalf("%d malformed requests were queued", p)
+	}
+}
+
+func TestOversizeBodiesAre413(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxBody = 1024
+	src, url := start(t, cfg)
+	big := strings.Repeat("x", 1025)
+	if r := await(t, post(url, nil, big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("with Content-Length: %d, want 413", r.status)
+	}
+	// Chunked: no Content-Length, the limit applies while reading.
+	req, _ := http.NewRequest(http.MethodPost, url, io.MultiReader(strings.NewReader(big)))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked: %d, want 413", resp.StatusCode)
+	}
+	// Exactly the limit is fine.
+	ch := post(url, nil, big[:1024])
+	_ = src.Ack(context.Background(), readN(t, src, 1))
+	if r := await(t, ch); r.status != http.StatusOK {
+		t.Fatalf("at the limit: %d", r.status)
+	}
+	// A batch larger than the whole buffer could never be taken.
+	cfg = testConfig()
+	cfg.BufferSize = 1
+	_, url2 := start(t, cfg)
+	r := await(t, post(url2, hdr("Content-Type", cemap.BatchContentType),
+		`[{"specversion":"1.0","id":"1","source":"/s","type":"t"},{"specversion":"1.0","id":"2","source":"/s","type":"t"}]`))
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("batch above the buffer: %d, want 413", r.status)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	_, url := start(t, testConfig())
+	if r := await(t, post(url+"/vertices/other", nil, "x")); r.status != http.StatusNotFound {
+		t.Fatalf("other vertex: %d, want 404", r.status)
+	}
+	resp, err := http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(resp.Header.Get("Allow"), "POST") {
+		t.Fatalf("GET /: %d (Allow %q), want 405 allowing POST", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
+
+func TestStalledBodyIs408AndDisconnected(t *testing.T) {
+	cfg := testConfig()
+	cfg.BodyTimeout = 300 * time.Millisecond
+	src, url := start(t, cfg)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Promise 100 bytes, send 5, then stall.
+	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhello")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("stalled body: %d, want 408", resp.StatusCode)
+	}
+	// The server hangs up on it.
+	buf := make([]byte, 1)
+	if _, err := conn.Read(buf); !errors.Is(err, io.EOF) {
+		var ne net.Error
+		if !errors.As(err, &ne) || ne.Timeout() {
+			t.Fatalf("connection still open after 408: %v", err)
+		}
+	}
+	if p, _ := src.Pending(context.Background()); p != 0 {
+		t.Fatalf("stalled request was queued")
+	}
+}
+
+func TestCallerHangingUpFreesItsQueuedMessage(t *testing.T) {
+	src, url := start(t, testConfig())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("x"))
+		req.Header.Set(HeaderID, "gone")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitPending(t, src, 1)
+	cancel()
+	<-done
+	waitPending(t, src, 0)
+	// The id is free again and nothing stale is read.
+	ch := post(url, hdr(HeaderID, "gone"), "again")
+	msgs := readN(t, src, 1)
+	if string(msgs[0].Value) != "again" {
+		t.Fatalf("read %q", msgs[0].Value)
+	}
+	_ = src.Ack(context.Background(), msgs)
+	if r := await(t, ch); r.status != http.StatusOK {
+		t.Fatalf("retry: %d", r.status)
+	}
+}
+
+func TestReadReturnsWhatIsWaitingAtOnce(t *testing.T) {
+	src, url := start(t, testConfig())
+	ch := post(url, nil, "x")
+	waitPending(t, src, 1)
+	start := time.Now()
+	msgs, err := src.Read(context.Background(), 500, time.Hour)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("read %d, %v", len(msgs), err)
+	}
+	// Not a speed check: an hour-long timeout must not be waited out.
+	if time.Since(start) > 30*time.Second {
+		t.Fatalf("read waited for a full batch")
+	}
+	_ = src.Ack(context.Background(), msgs)
+	await(t, ch)
+}
+
+func TestConfigValidation(t *testing.T) {
+	cases := []struct {
+		edit func(*Config)
+		vr   string
+	}{
+		{func(c *Config) { c.MaxBody = 0 }, "MV_HTTP_MAX_BODY"},
+		{func(c *Config) { c.BufferSize = 0 }, "MV_HTTP_BUFFER_SIZE"},
+		{func(c *Config) { c.BodyTimeout = 0 }, "MV_HTTP_BODY_TIMEOUT"},
+		{func(c *Config) { c.AuthToken = "two words" }, "MV_HTTP_AUTH_TOKEN"},
+	}
+	for _, c := range cases {
+		cfg := testConfig()
+		c.edit(&cfg)
+		var ce *runner.ConfigError
+		err := cfg.Validate(runner.RoleSource)
+		if !errors.As(err, &ce) || ce.Var != c.vr {
+			t.Errorf("err %v, want a ConfigError on %s", err, c.vr)
+		}
+		if err != nil && strings.Contains(err.Error(), "two words") {
+			t.Errorf("the error shows the token: %v", err)
+		}
+	}
+	if _, err := New(testConfig(), runner.Env{Name: "x"}); err == nil {
+		t.Fatalf("New without a mux succeeded")
+	}
+}
