@@ -469,6 +469,24 @@ func (s *Source) Pending(ctx context.Context) (int64, error) {
 	return int64(info.NumPending) + int64(info.NumAckPending), nil
 }
 
+// GroupProcessed counts the deliveries the whole consumer group has
+// finished: every delivery so far minus those still awaiting an ack. From
+// its growth each replica derives the group's processing rate for scaling
+// (runner.GroupProgressReader). Redeliveries count again, which in steady
+// operation is a rounding error; unlike the ack floor it does not stall
+// while acks from several replicas arrive out of order.
+func (s *Source) GroupProcessed(ctx context.Context) (int64, error) {
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
+	info, err := s.cons.Info(ictx)
+	if err != nil {
+		return 0, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	}
+	return int64(info.Delivered.Consumer) - int64(info.NumAckPending), nil
+}
+
+var _ runner.GroupProgressReader = (*Source)(nil)
+
 // Ready reports whether the connection to the server is up.
 func (s *Source) Ready(context.Context) error {
 	if err := natsjs.StatusError(s.nc); err != nil {

@@ -273,6 +273,10 @@ func TestPendingCountsUndeliveredAndUnacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPending(t, src, 6)
+	// The group has finished exactly the four acked deliveries.
+	if n, err := src.GroupProcessed(ctx); err != nil || n != 4 {
+		t.Fatalf("group processed %d (%v), want 4", n, err)
+	}
 }
 
 func waitPending(t *testing.T, src *jssource.Source, want int64) {
