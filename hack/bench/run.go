@@ -463,15 +463,19 @@ func (h *harness) sidesHTTPSource(sc scenario, rec *record) ([]side, func(), err
 				return r, err
 			}
 			lr, err := h.load(ctx, "http://"+addr+"/", sc.size, conc, nil, nil)
-			r.rate = lr.rate
+			r.rate, r.p50, r.p99 = lr.rate, lr.p50, lr.p99
 			return r, err
 		}},
 		{"peer", func(ctx context.Context, sc scenario) (sideResult, error) {
 			// Benthos http_server -> drop answers after the output acked.
-			return h.runBenthos(ctx, sc, benthosHTTPServer(), func(base string) (float64, error) {
-				lr, err := h.load(ctx, base+"/post", sc.size, conc, nil, nil)
+			var lr loadResult
+			r, err := h.runBenthos(ctx, sc, benthosHTTPServer(), func(base string) (float64, error) {
+				var err error
+				lr, err = h.load(ctx, base+"/post", sc.size, conc, nil, nil)
 				return lr.rate, err
 			})
+			r.p50, r.p99 = lr.p50, lr.p99
+			return r, err
 		}},
 	}, func() {}, nil
 }

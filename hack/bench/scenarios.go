@@ -241,6 +241,9 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 			rec.PeerMsgsPerSec = num(agg.rate)
 			rec.PeerPeakRSSMB = num(agg.rss)
 		}
+		if role != "runner" && !math.IsNaN(agg.p50) {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("%s latency p50 %.2f ms, p99 %.2f ms", role, agg.p50, agg.p99))
+		}
 	}
 	if rec.MsgsPerSec != nil {
 		rec.MBPerSec = num(*rec.MsgsPerSec * float64(sc.size) / MiB)
