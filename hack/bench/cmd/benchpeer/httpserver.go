@@ -10,7 +10,8 @@ import (
 )
 
 // runHTTPServer is the HTTP source scenario's baseline: a bare net/http
-// server that reads each body and answers 200 with no work in between.
+// server that reads each body into memory and answers 200 with no work in
+// between.
 func runHTTPServer(ctx context.Context, args []string) error {
 	fs := newFlags("http-server")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
@@ -24,7 +25,18 @@ func runHTTPServer(ctx context.Context, args []string) error {
 	srv := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
+			// Hold the whole body in memory, as any server that passes the
+			// message on must: one buffer of the announced size, one copy.
+			if r.ContentLength >= 0 {
+				buf := make([]byte, r.ContentLength)
+				if _, err := io.ReadFull(r.Body, buf); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
+			} else if _, err := io.ReadAll(r.Body); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
 			w.WriteHeader(http.StatusOK)
 		}),
 	}
