@@ -21,9 +21,6 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
-	"github.com/monovertex/monovertex/runner"
 )
 
 // Receiver is an sdk-go CloudEvents receiver listening on 127.0.0.1.
@@ -101,20 +98,6 @@ func (r *Receiver) Headers() []http.Header {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]http.Header(nil), r.headers...)
-}
-
-// Messages maps the accepted events back to messages.
-func (r *Receiver) Messages(t testing.TB) []*runner.Message {
-	t.Helper()
-	var out []*runner.Message
-	for _, ev := range r.Events() {
-		m, err := cemap.ToMessage(&ev)
-		if err != nil {
-			t.Fatalf("receiver accepted an event that does not map back: %v", err)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // WaitCount waits until at least n events were accepted and returns them.
@@ -224,7 +207,7 @@ func ReplyBatch(w http.ResponseWriter, evs []event.Event) {
 	if err != nil {
 		panic(fmt.Sprintf("cetest: marshal batch: %v", err))
 	}
-	w.Header().Set("Content-Type", cemap.BatchContentType)
+	w.Header().Set("Content-Type", event.ApplicationCloudEventsBatchJSON)
 	_, _ = w.Write(b)
 }
 

@@ -18,7 +18,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/monovertex/monovertex/adapters/internal/cemap"
-	"github.com/monovertex/monovertex/adapters/internal/cemap/cetest"
+	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
