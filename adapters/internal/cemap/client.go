@@ -146,7 +146,9 @@ type TransportError struct {
 	Err error
 }
 
+// Error says where the post failed and why.
 func (e *TransportError) Error() string { return fmt.Sprintf("post to %s: %v", e.URL, e.Err) }
+// Unwrap returns the transport's error.
 func (e *TransportError) Unwrap() error { return e.Err }
 
 // Unreachable reports whether the call never reached the peer (the dial
@@ -169,6 +171,7 @@ type StatusError struct {
 	Body   string
 }
 
+// Error names the URL, the status and the start of the body.
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("%s answered %d %s", e.URL, e.Status, http.StatusText(e.Status))
 	if e.Body != "" {
