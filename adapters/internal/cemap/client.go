@@ -148,6 +148,7 @@ type TransportError struct {
 
 // Error says where the post failed and why.
 func (e *TransportError) Error() string { return fmt.Sprintf("post to %s: %v", e.URL, e.Err) }
+
 // Unwrap returns the transport's error.
 func (e *TransportError) Unwrap() error { return e.Err }
 
