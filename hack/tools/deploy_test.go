@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
@@ -11,7 +14,9 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +55,7 @@ func TestDeployPath(t *testing.T) {
 
 	runnerImages := map[string]bool{}
 	var runnerRef string
+	var settings []runnerSettings
 	for _, ex := range exampleDirs(t, src) {
 		t.Run(ex, func(t *testing.T) {
 			_, raw := readExample(t, src, ex)
@@ -114,18 +120,25 @@ func TestDeployPath(t *testing.T) {
 
 			pods := podsOf(t, what, docs)
 			checkWholeInstall(t, what, docs, pods, runnerImages)
+			for _, p := range pods {
+				for _, c := range p.spec.Containers {
+					if isRunner(c, runnerImages) {
+						settings = append(settings, runnerSettings{what: what + " " + p.owner, owner: p.owner, env: envOf(c)})
+					}
+				}
+			}
 		})
 	}
 
+	if runnerRef == "" {
+		t.Fatal("no example built the runner image")
+	}
+	bin, err := extractFile(pullImage(t, runnerRef), "/ko-app/runner", t.TempDir())
+	if err != nil {
+		t.Fatalf("take the runner out of %s: %v", runnerRef, err)
+	}
+
 	t.Run("runner --version", func(t *testing.T) {
-		if runnerRef == "" {
-			t.Fatal("no example built the runner image")
-		}
-		dir := t.TempDir()
-		bin, err := extractFile(pullImage(t, runnerRef), "/ko-app/runner", dir)
-		if err != nil {
-			t.Fatalf("take the runner out of %s: %v", runnerRef, err)
-		}
 		f, err := elf.Open(bin)
 		if err != nil {
 			t.Fatalf("the runner in the image is not an ELF binary: %v", err)
@@ -145,6 +158,112 @@ func TestDeployPath(t *testing.T) {
 		t.Logf("runner --version: %s", bytes.TrimSpace(out))
 		checkStampedCommit(t, src, startHead, string(out))
 	})
+
+	t.Run("runner accepts each example's settings", func(t *testing.T) {
+		for _, s := range settings {
+			checkSettingsAccepted(t, bin, s)
+		}
+	})
+}
+
+// runnerSettings is the environment of one runner container in an example.
+type runnerSettings struct {
+	what, owner string
+	env         map[string]string
+}
+
+// checkSettingsAccepted starts the runner from the image with an example's
+// environment, on free ports and with empty local stand-ins for the mounted
+// directories, and fails if it rejects the settings (exit status 2, as on a
+// cluster where the pod would crash-loop). It stops it as soon as the admin
+// port answers, or after a few seconds when it is still waiting for a peer
+// that is not here (a Numaflow sidecar, the function).
+func checkSettingsAccepted(t *testing.T, bin string, s runnerSettings) {
+	t.Helper()
+	dir := t.TempDir()
+	uds, cfg := filepath.Join(dir, "uds"), filepath.Join(dir, "config")
+	for _, d := range []string{uds, cfg} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "paused"), []byte("false"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	admin := freePort(t)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	for k, v := range s.env {
+		env = append(env, k+"="+v)
+	}
+	// The check is about start-up; a short shutdown budget keeps it quick
+	// when the runner holds messages it cannot finish here.
+	env = append(env, "PORT="+freePort(t), "MV_ADMIN_PORT="+admin, "MV_UDS_DIR="+uds, "MV_SHUTDOWN_TIMEOUT=2s")
+	if s.env["MV_CONFIG_DIR"] != "" {
+		env = append(env, "MV_CONFIG_DIR="+cfg)
+	}
+	if strings.HasPrefix(s.owner, "ContainerSource/") && s.env["K_SINK"] == "" {
+		env = append(env, "K_SINK=http://127.0.0.1:"+freePort(t)) // what the ContainerSource injects
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: start the runner: %v", s.what, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	start := time.Now()
+	deadline := start.Add(5 * time.Second)
+	state := "still waiting for its peers"
+wait:
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			code := cmd.ProcessState.ExitCode()
+			if code == 2 {
+				t.Errorf("%s: the runner rejects these settings (exit 2): %s", s.what, bytes.TrimSpace(stderr.Bytes()))
+			} else {
+				t.Errorf("%s: the runner exited early (%v): %s", s.what, err, bytes.TrimSpace(stderr.Bytes()))
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		// The admin port is bound before the adapters are built but served
+		// only after, so a request can hang while the runner waits for a
+		// peer: keep it short.
+		if resp, err := (&http.Client{Timeout: 500 * time.Millisecond}).Get("http://127.0.0.1:" + admin + "/livez"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				state = "serving /livez"
+				break wait
+			}
+		}
+	}
+	// A second signal makes the runner exit at once.
+	for i, grace := range []time.Duration{10 * time.Second, 5 * time.Second} {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+			t.Logf("%s: accepted (%s after %s), stopped by SIGTERM #%d with status %d",
+				s.what, state, time.Since(start).Round(time.Millisecond), i+1, cmd.ProcessState.ExitCode())
+			return
+		case <-time.After(grace):
+		}
+	}
+	cmd.Process.Kill()
+	<-exited
+	t.Errorf("%s: the runner did not stop on two SIGTERMs: %s", s.what, bytes.TrimSpace(stderr.Bytes()))
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // checkStampedCommit checks the commit `runner --version` printed: the one
