@@ -258,6 +258,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	if readErr != nil && !errors.Is(readErr, io.EOF) {
 		onFatal(readErr)
 	}
+	if rs, ok := e.src.(ReadStopper); ok {
+		rs.StopReading()
+	}
 	e.state.Store("draining")
 	e.log.Infow("reading stopped, finishing in-flight messages", "reason", stopReason(ctx, readErr))
 

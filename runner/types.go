@@ -56,6 +56,14 @@ type PendingReader interface {
 	Pending(ctx context.Context) (int64, error)
 }
 
+// ReadStopper is implemented by sources that want to know when the engine
+// stops reading for good (shutdown, or a fatal error), before in-flight work
+// drains: the HTTP source then turns callers away at once instead of letting
+// them wait for a read that will not come.
+type ReadStopper interface {
+	StopReading()
+}
+
 // Readier is implemented by adapters that can tell whether they can take
 // work now; /readyz is ready only while every Readier returns nil.
 type Readier interface {

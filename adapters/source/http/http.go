@@ -127,6 +127,7 @@ type Source struct {
 	queue    []*entry          // accepted, not yet read
 	inflight map[string]*entry // by ID: queued or read, not final
 	closed   bool
+	stopping bool          // the engine reads no more: answer new and queued requests at once
 	wake     chan struct{} // a token when the queue may be non-empty
 }
 
@@ -347,7 +348,7 @@ func (s *Source) enqueue(msgs []*runner.Message) (*request, int, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.stopping {
 		return nil, http.StatusInternalServerError, errors.New("the runner is shutting down; retry the request")
 	}
 	for _, m := range msgs {
@@ -503,6 +504,23 @@ func (s *Source) Ready(context.Context) error {
 	}
 	return nil
 }
+
+// StopReading is called by the engine when it stops reading for good
+// (shutdown, or a fatal error): requests not read yet are answered 500 at once, and so are new
+// ones, so callers retry elsewhere instead of waiting out the drain; the
+// requests already read finish normally.
+func (s *Source) StopReading() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	for _, e := range s.queue {
+		s.finish(e, "the runner is shutting down")
+	}
+	clear(s.queue)
+	s.queue = nil
+}
+
+var _ runner.ReadStopper = (*Source)(nil)
 
 // Close stops taking requests and answers every request still waiting with
 // 500, so its caller retries (against another replica, or after restart).

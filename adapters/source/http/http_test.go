@@ -620,3 +620,26 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("New without a mux succeeded")
 	}
 }
+
+func TestStopReadingAnswersUnreadRequestsAtOnceAndKeepsReadOnes(t *testing.T) {
+	src, url := start(t, testConfig())
+	readCh := post(url, hdr(HeaderID, "r"), "read")
+	waitPending(t, src, 1)
+	msgs := readN(t, src, 1) // "r" is with the engine
+	queued := post(url, hdr(HeaderID, "q"), "queued")
+	waitPending(t, src, 1)
+	src.StopReading()
+	if r := await(t, queued); r.status != http.StatusInternalServerError || !strings.Contains(r.body.Error, "shutting down") {
+		t.Fatalf("unread request answered %d %+v, want 500 shutting down", r.status, r.body)
+	}
+	if r := await(t, post(url, hdr(HeaderID, "late"), "late")); r.status != http.StatusInternalServerError {
+		t.Fatalf("request after StopReading: %d, want 500", r.status)
+	}
+	// The request the engine already read still finishes with its ack.
+	if err := src.Ack(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, readCh); r.status != http.StatusOK || r.body.ID != "r" {
+		t.Fatalf("read request answered %d %+v, want 200 for r", r.status, r.body)
+	}
+}
