@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"text/template"
 
 	"github.com/google/go-containerregistry/pkg/name"
 )
@@ -55,6 +56,33 @@ func TestKoConfig(t *testing.T) {
 	for _, v := range []string{module + "/internal/version.Version=", module + "/internal/version.Commit={{"} {
 		if !strings.Contains(ld, "-X "+v) {
 			t.Errorf("the runner's ldflags do not set %s: %s", v, ld)
+		}
+	}
+	// Render the ldflags as ko does (text/template, missingkey=error, with
+	// ko's Git values) for a tagged build, an untagged clone, a dirty tree
+	// and a tree outside git.
+	for _, tc := range []struct {
+		name            string
+		git             map[string]any
+		version, commit string
+	}{
+		{"tagged", map[string]any{"Tag": "v1.2.3", "FullCommit": "abc", "IsDirty": false}, "v1.2.3", "abc"},
+		{"untagged", map[string]any{"Tag": "v0.0.0", "FullCommit": "abc", "IsDirty": false}, "dev", "abc"},
+		{"dirty", map[string]any{"Tag": "v1.2.3", "FullCommit": "abc", "IsDirty": true}, "v1.2.3-dirty", "abc"},
+		{"no git", map[string]any{"Tag": "", "FullCommit": "", "IsDirty": false}, "dev", "unknown"},
+	} {
+		var b strings.Builder
+		tmpl, err := template.New("ldflags").Option("missingkey=error").Parse(ld)
+		if err != nil {
+			t.Fatalf("ldflags template: %v", err)
+		}
+		if err := tmpl.Execute(&b, map[string]any{"Git": tc.git, "Env": map[string]string{}}); err != nil {
+			t.Fatalf("%s: ldflags template: %v", tc.name, err)
+		}
+		for _, want := range []string{"version.Version=" + tc.version + " ", "version.Commit=" + tc.commit} {
+			if !strings.Contains(b.String()+" ", want) {
+				t.Errorf("%s: ldflags render as %q, want %q", tc.name, b.String(), want)
+			}
 		}
 	}
 	if !strings.Contains(joined("env"), "CGO_ENABLED=0") {
