@@ -127,8 +127,8 @@ func process(spec any) error {
 }
 
 func typeWord(t string) string {
-	switch t {
-	case "Duration":
+	switch strings.TrimPrefix(t, "*") {
+	case "time.Duration", "Duration":
 		return "a duration such as 500ms, 1s or 2m"
 	case "int", "int64", "int32", "uint", "uint64":
 		return "a whole number"

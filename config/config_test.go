@@ -1,0 +1,76 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/config"
+	"github.com/monovertex/monovertex/runner"
+
+	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
+	_ "github.com/monovertex/monovertex/adapters/sink/log"
+	_ "github.com/monovertex/monovertex/adapters/source/generator"
+)
+
+func TestDefaultsMatchTheContract(t *testing.T) {
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.RunnerOptions()
+	if c.Name != "local" || c.Source != "generator" || c.Transformer != "none" || c.Sink != "log" || c.FallbackSink != "none" ||
+		o.BatchSize != 500 || o.ReadTimeout != time.Second || o.Retry.Interval != time.Millisecond || o.Retry.Steps != 0 ||
+		o.Retry.Factor != 1 || o.OnFailure != runner.OnFailureRetry || o.ShutdownTimeout != 20*time.Second ||
+		c.AdminPort != 2469 || c.Port != 8080 || o.Lookback != 120*time.Second {
+		t.Fatalf("defaults differ from DESIGN.md: %+v", c.Core)
+	}
+}
+
+func TestValuesReachTheEngineOptions(t *testing.T) {
+	t.Setenv("MV_RETRY_STEPS", "7")
+	t.Setenv("MV_RETRY_FACTOR", "2.5")
+	t.Setenv("MV_RETRY_CAP", "3s")
+	t.Setenv("MV_ON_FAILURE", "drop")
+	t.Setenv("MV_SCALE_TARGET_SECONDS", "45")
+	t.Setenv("MV_MAX_SCALE", "9")
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.RunnerOptions()
+	if o.Retry.Steps != 7 || o.Retry.Factor != 2.5 || o.Retry.Cap != 3*time.Second || o.OnFailure != runner.OnFailureDrop ||
+		o.Scaling.TargetSeconds != 45 || o.Scaling.Max != 9 || o.Scaling.Min != 1 {
+		t.Fatalf("options %+v", o)
+	}
+}
+
+func TestErrorsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct{ key, value, reason string }{
+		{"MV_READ_BATCH_SIZE", "x", "whole number"},
+		{"MV_READ_TIMEOUT", "1 second", "duration"},
+		{"MV_SINK", "kafka2", "must be one of blackhole, log"},
+		{"MV_MAX_SCALE", "-2", "0 (no bound)"},
+		{"MV_GENERATOR_RPU", "-1", "positive"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			_, err := config.Load()
+			var ce *runner.ConfigError
+			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value || !strings.Contains(ce.Reason, tc.reason) {
+				t.Fatalf("error %v, want a ConfigError for %s=%q mentioning %q", err, tc.key, tc.value, tc.reason)
+			}
+		})
+	}
+}
+
+func TestUsageListsNestedAndAdapterVariables(t *testing.T) {
+	var b strings.Builder
+	config.Usage(&b)
+	for _, want := range []string{"MV_RETRY_INTERVAL", "MV_RETRY_JITTER", "MV_GENERATOR_TOTAL", "MV_LOG_MAX_VALUE", "MV_FALLBACK_SINK: none, blackhole, log"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+}
