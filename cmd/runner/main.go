@@ -106,7 +106,15 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	if err != nil {
 		portLn.Close()
 		adminLn.Close()
-		return exitConfig, err
+		if ctx.Err() != nil {
+			// Stopped while waiting for an adapter (a sidecar not up yet):
+			// nothing was read, so this is a clean stop, not a bad setting.
+			log.Infow("stopped before the adapters were ready", "waiting_for", err.Error())
+			return 0, nil
+		}
+		// A *runner.ConfigError (a setting that cannot work) exits 2 in
+		// run; anything else (a broker unreachable at start) exits 1.
+		return exitFailed, err
 	}
 
 	opts := cfg.RunnerOptions()
