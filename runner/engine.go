@@ -312,23 +312,13 @@ func (e *Engine) closeAll() {
 		c    interface{ Close(context.Context) error }
 	}{{"source", e.src}, {"transformer", e.tr}, {"sink", e.sink}, {"fallback sink", e.fallback}}
 	for _, c := range closers {
-		if c.c == nil || isNilInterface(c.c) {
+		if c.c == nil {
 			continue
 		}
 		if err := c.c.Close(ctx); err != nil {
 			e.log.Warnw("close failed", "adapter", c.name, zap.Error(err))
 		}
 	}
-}
-
-func isNilInterface(v any) bool {
-	switch x := v.(type) {
-	case Transformer:
-		return x == nil
-	case Sink:
-		return x == nil
-	}
-	return v == nil
 }
 
 func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFatal func(error)) error {
@@ -435,7 +425,7 @@ func (e *Engine) Ready(ctx context.Context) error {
 		name string
 		v    any
 	}{{"source", e.src}, {"transformer", e.tr}, {"sink", e.sink}, {"fallback sink", e.fallback}} {
-		if a.v == nil || isNilInterface(a.v) {
+		if a.v == nil {
 			continue
 		}
 		if r, ok := a.v.(Readier); ok {
