@@ -387,3 +387,36 @@ func totals(p *testutil.Process) (read, acked, written int64) {
 	}
 	return st.Totals.Read, st.Totals.Acked, st.Totals.Written
 }
+
+// knownBug records a deviation from the contract that is reported to the
+// owners and not fixed yet: it fails the test with MV_FAULTS_KNOWN_BUGS=1
+// and is logged otherwise, so the rest of the scenario still runs and counts.
+func knownBug(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("MV_FAULTS_KNOWN_BUGS") == "1" {
+		t.Errorf("known bug: %s", what)
+		return
+	}
+	t.Logf("KNOWN BUG (MV_FAULTS_KNOWN_BUGS=1 fails on it): %s", what)
+}
+
+// lastTotals reads the read and acked totals of the runner's "runner
+// stopped" log line, for a runner that has exited.
+func lastTotals(t *testing.T, p *testutil.Process) (read, acked int64) {
+	t.Helper()
+	read, acked = -1, -1
+	for _, l := range strings.Split(p.Stderr.String(), "\n") {
+		var line struct {
+			Msg   string `json:"msg"`
+			Read  int64  `json:"read"`
+			Acked int64  `json:"acked"`
+		}
+		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "runner stopped" {
+			read, acked = line.Read, line.Acked
+		}
+	}
+	if read < 0 {
+		t.Fatalf("no \"runner stopped\" line in the runner's log:\n%s", tail(p.Stderr.String(), 3000))
+	}
+	return read, acked
+}
