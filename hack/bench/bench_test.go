@@ -213,3 +213,15 @@ func TestSizeName(t *testing.T) {
 		}
 	}
 }
+
+func TestParseProcStatCPU(t *testing.T) {
+	// The command name holds a space and a parenthesis; utime 250, stime 50.
+	stat := "1234 (my (prog) x) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 5 0 100 1000000 200 18446744073709551615"
+	got, err := parseProcStatCPU(stat)
+	if err != nil || got != 3 {
+		t.Fatalf("got %v, %v; want 3 seconds", got, err)
+	}
+	if _, err := parseProcStatCPU("1234 (x) S 1 2"); err == nil {
+		t.Error("a short line should fail")
+	}
+}

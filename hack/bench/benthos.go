@@ -62,9 +62,9 @@ output:
 
 // runBenthos runs Benthos with the pipeline cfg. Without measure, the rate
 // is output_sent per second from its /stats over the window; with measure,
-// measure drives the load itself against the service address and returns
-// the rate.
-func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, measure func(base string) (float64, error)) (sideResult, error) {
+// measure drives the load itself against the service address (Benthos'
+// pid given for its CPU time) and returns the rate and CPU per message.
+func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, measure func(base string, pid int) (rate, cpuPerMsg float64, err error)) (sideResult, error) {
 	r := nanResult()
 	port, err := freePort()
 	if err != nil {
@@ -94,14 +94,14 @@ func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, 
 				profc <- nil
 			}
 		}()
-		rate, err := measure(base)
+		rate, cpu, err := measure(base, p.cmd.Process.Pid)
 		if prof := <-profc; prof != nil {
 			prof()
 		}
 		if err != nil {
 			return r, err
 		}
-		r.rate = rate
+		r.rate, r.cpu = rate, cpu
 	} else {
 		if !sleepCtx(ctx, h.warmup) {
 			return r, ctx.Err()
@@ -110,6 +110,7 @@ func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, 
 		if err != nil {
 			return r, err
 		}
+		cpu := startCPU(p.cmd.Process.Pid)
 		prof := h.startProfile(sc, "peer", base+"/debug/pprof/profile")
 		if !sleepCtx(ctx, h.duration) {
 			return r, ctx.Err()
@@ -120,6 +121,7 @@ func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, 
 		}
 		prof()
 		r.rate = (c1 - c0) / t1.Sub(t0).Seconds()
+		r.cpu = cpu.perMsg(c1 - c0)
 		if r.rate <= 0 {
 			return nanResult(), fmt.Errorf("benthos sent nothing during the window\n%s", p.logTail(10))
 		}

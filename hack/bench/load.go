@@ -18,6 +18,7 @@ type loadResult struct {
 	rate     float64 // answered requests per second
 	p50, p99 float64 // ms
 	errors   int64
+	answered int // requests answered in the window
 }
 
 // load posts size-byte binary-mode CloudEvents to url from conc goroutines,
@@ -96,6 +97,7 @@ func (h *harness) load(ctx context.Context, url string, size, conc int, onStart,
 	if len(all) == 0 {
 		return res, fmt.Errorf("no request to %s succeeded in the window (%d failed; first error: %v)", url, res.errors, firstErr.Load())
 	}
+	res.answered = len(all)
 	res.rate = float64(len(all)) / elapsed.Seconds()
 	res.p50 = percentile(all, 0.5)
 	res.p99 = percentileSorted(all, 0.99)

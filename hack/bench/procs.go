@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -274,4 +275,59 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
+// every Linux architecture Go supports).
+const userHZ = 100
+
+// procCPUSeconds is a process' user+system CPU time so far.
+func procCPUSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStatCPU(string(b))
+}
+
+// parseProcStatCPU reads utime and stime (fields 14 and 15) from a
+// /proc/<pid>/stat line; the command name in parentheses may hold spaces.
+func parseProcStatCPU(stat string) (float64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("no command name in /proc/<pid>/stat")
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return 0, errors.New("short /proc/<pid>/stat")
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bad CPU times in /proc/<pid>/stat: %q %q", f[11], f[12])
+	}
+	return (ut + st) / userHZ, nil
+}
+
+// cpuMeter measures one process' CPU time between two points.
+type cpuMeter struct {
+	pid   int
+	start float64
+	err   error
+}
+
+func startCPU(pid int) *cpuMeter {
+	c := &cpuMeter{pid: pid}
+	c.start, c.err = procCPUSeconds(pid)
+	return c
+}
+
+// perMsg is the CPU time since start per message, in µs, NaN if unknown.
+func (c *cpuMeter) perMsg(msgs float64) float64 {
+	end, err := procCPUSeconds(c.pid)
+	if c.err != nil || err != nil || msgs <= 0 {
+		return math.NaN()
+	}
+	return (end - c.start) / msgs * 1e6
 }

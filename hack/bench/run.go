@@ -18,11 +18,14 @@ type sideResult struct {
 	rate     float64 // messages (or requests) per second
 	p50, p99 float64 // ms, NaN when not measured
 	rss      float64 // MiB, NaN when not measured
-	notes    []string
+	// cpu is the side's own process' CPU time per message in the window,
+	// in µs: steadier than the rate on a shared machine.
+	cpu   float64
+	notes []string
 }
 
 func nanResult() sideResult {
-	return sideResult{rate: math.NaN(), p50: math.NaN(), p99: math.NaN(), rss: math.NaN()}
+	return sideResult{rate: math.NaN(), p50: math.NaN(), p99: math.NaN(), rss: math.NaN(), cpu: math.NaN()}
 }
 
 // profilePath names a CPU profile file for one side of a scenario, or ""
@@ -135,6 +138,7 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 	if err != nil {
 		return r, err
 	}
+	cpu := startCPU(p.cmd.Process.Pid)
 	prof := h.startProfile(sc, "runner", admin+"/debug/pprof/profile")
 	if !sleepCtx(ctx, h.duration) {
 		return r, ctx.Err()
@@ -143,6 +147,8 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 	if err != nil {
 		return r, err
 	}
+	acked := s1.status.Totals["acked"] - s0.status.Totals["acked"]
+	r.cpu = cpu.perMsg(float64(acked))
 	if rss, err := peakRSSMiB(p.cmd.Process.Pid); err == nil {
 		r.rss = rss
 	}
@@ -152,7 +158,6 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 	if s1.status.State != "running" {
 		return r, fmt.Errorf("the runner is %q, not running, at the end of the window", s1.status.State)
 	}
-	acked := s1.status.Totals["acked"] - s0.status.Totals["acked"]
 	r.rate = float64(acked) / s1.at.Sub(s0.at).Seconds()
 	hist := bucketDelta(histogram(s0.samples, "monovtx_processing_time"), histogram(s1.samples, "monovtx_processing_time"))
 	r.p50 = bucketQuantile(0.5, hist) / 1000
@@ -246,6 +251,8 @@ type peerResult struct {
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
 	Errors  int64   `json:"errors"`
+	// CPUSeconds is the baseline's own CPU time in the window.
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 // runPeerMeasure runs a measuring benchpeer subcommand to its end and
@@ -273,6 +280,9 @@ func (h *harness) runPeerMeasure(ctx context.Context, sc scenario, role, sub str
 		return r, fmt.Errorf("%s had %d failed calls\n%s", p.name, res.Errors, p.logTail(10))
 	}
 	r.rate = float64(res.Msgs) / res.Seconds
+	if res.CPUSeconds > 0 {
+		r.cpu = res.CPUSeconds / float64(res.Msgs) * 1e6
+	}
 	return r, nil
 }
 
@@ -462,17 +472,25 @@ func (h *harness) sidesHTTPSource(sc scenario, rec *record) ([]side, func(), err
 			if err := waitUntil("the HTTP server to listen", 30*time.Second, p, func() bool { return dialOK(addr) }); err != nil {
 				return r, err
 			}
-			lr, err := h.load(ctx, "http://"+addr+"/", sc.size, conc, nil, nil)
+			var cpu *cpuMeter
+			lr, err := h.load(ctx, "http://"+addr+"/", sc.size, conc, func() { cpu = startCPU(p.cmd.Process.Pid) }, nil)
 			r.rate, r.p50, r.p99 = lr.rate, lr.p50, lr.p99
+			if err == nil {
+				r.cpu = cpu.perMsg(float64(lr.answered))
+			}
 			return r, err
 		}},
 		{"peer", func(ctx context.Context, sc scenario) (sideResult, error) {
 			// Benthos http_server -> drop answers after the output acked.
 			var lr loadResult
-			r, err := h.runBenthos(ctx, sc, benthosHTTPServer(), func(base string) (float64, error) {
+			r, err := h.runBenthos(ctx, sc, benthosHTTPServer(), func(base string, pid int) (float64, float64, error) {
 				var err error
-				lr, err = h.load(ctx, base+"/post", sc.size, conc, nil, nil)
-				return lr.rate, err
+				var cpu *cpuMeter
+				lr, err = h.load(ctx, base+"/post", sc.size, conc, func() { cpu = startCPU(pid) }, nil)
+				if err != nil {
+					return lr.rate, math.NaN(), err
+				}
+				return lr.rate, cpu.perMsg(float64(lr.answered)), nil
 			})
 			r.p50, r.p99 = lr.p50, lr.p99
 			return r, err
@@ -497,9 +515,11 @@ func (h *harness) runHTTPRunner(ctx context.Context, sc scenario, batch, conc in
 	url := "http://127.0.0.1:" + env["PORT"] + "/"
 	var s0, s1 runnerSnapshot
 	var snapErr error
+	var cpu *cpuMeter
 	prof := func() error { return nil }
 	lr, err := h.load(ctx, url, sc.size, conc, func() {
 		s0, snapErr = snapshot(ctx, admin)
+		cpu = startCPU(p.cmd.Process.Pid)
 		prof = h.startProfile(sc, "runner", admin+"/debug/pprof/profile")
 	}, func() {
 		if snapErr == nil {
@@ -516,11 +536,12 @@ func (h *harness) runHTTPRunner(ctx context.Context, sc scenario, batch, conc in
 		return r, fmt.Errorf("%w\n%s", err, p.logTail(10))
 	}
 	r.rate, r.p50, r.p99 = lr.rate, lr.p50, lr.p99
+	r.cpu = cpu.perMsg(float64(lr.answered))
 	if rss, e := peakRSSMiB(p.cmd.Process.Pid); e == nil {
 		r.rss = rss
 	}
 	acked := float64(s1.status.Totals["acked"]-s0.status.Totals["acked"]) / s1.at.Sub(s0.at).Seconds()
-	if math.Abs(acked-lr.rate) > 0.05*lr.rate {
+	if math.Abs(acked-lr.rate) > 0.1*lr.rate {
 		r.notes = append(r.notes, fmt.Sprintf("runner acked %.0f msgs/s while the client counted %.0f answers/s", acked, lr.rate))
 	}
 	r.notes = append(r.notes, problems(s0.status, s1.status)...)

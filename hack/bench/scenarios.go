@@ -162,19 +162,24 @@ type record struct {
 	P99MS              *float64 `json:"p99_ms"`
 
 	// Context for reading the figures.
-	BatchSize       int                  `json:"batch_size,omitempty"`
-	InflightBatches int                  `json:"inflight_batches,omitempty"`
-	Concurrency     int                  `json:"concurrency,omitempty"`
-	LatencySource   string               `json:"latency_source,omitempty"`
-	RSSBoundMB      *float64             `json:"rss_bound_mb,omitempty"`
-	PeerPeakRSSMB   *float64             `json:"peer_peak_rss_mb,omitempty"`
-	Targets         []target             `json:"targets,omitempty"`
-	Rounds          int                  `json:"rounds,omitempty"`
-	RoundRates      map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
-	Skipped         string               `json:"skipped,omitempty"`
-	Notes           []string             `json:"notes,omitempty"`
-	Errors          []string             `json:"errors,omitempty"`
-	LoadAverage     string               `json:"load_average"`
+	BatchSize       int      `json:"batch_size,omitempty"`
+	InflightBatches int      `json:"inflight_batches,omitempty"`
+	Concurrency     int      `json:"concurrency,omitempty"`
+	LatencySource   string   `json:"latency_source,omitempty"`
+	RSSBoundMB      *float64 `json:"rss_bound_mb,omitempty"`
+	PeerPeakRSSMB   *float64 `json:"peer_peak_rss_mb,omitempty"`
+	// CPU time of each side's own process per message in the window, in µs
+	// (SDK servers and functions shared by the sides not included).
+	CPUUsPerMsg         *float64             `json:"cpu_us_per_msg,omitempty"`
+	BaselineCPUUsPerMsg *float64             `json:"baseline_cpu_us_per_msg,omitempty"`
+	PeerCPUUsPerMsg     *float64             `json:"peer_cpu_us_per_msg,omitempty"`
+	Targets             []target             `json:"targets,omitempty"`
+	Rounds              int                  `json:"rounds,omitempty"`
+	RoundRates          map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
+	Skipped             string               `json:"skipped,omitempty"`
+	Notes               []string             `json:"notes,omitempty"`
+	Errors              []string             `json:"errors,omitempty"`
+	LoadAverage         string               `json:"load_average"`
 }
 
 // target is one figure the issue aims at, and whether this run met it.
@@ -234,12 +239,15 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 			rec.PeakRSSMB = num(agg.rss)
 			rec.P50MS = num(agg.p50)
 			rec.P99MS = num(agg.p99)
+			rec.CPUUsPerMsg = num(agg.cpu)
 			rec.Notes = append(rec.Notes, agg.notes...)
 		case "baseline":
 			rec.BaselineMsgsPerSec = num(agg.rate)
+			rec.BaselineCPUUsPerMsg = num(agg.cpu)
 		case "peer":
 			rec.PeerMsgsPerSec = num(agg.rate)
 			rec.PeerPeakRSSMB = num(agg.rss)
+			rec.PeerCPUUsPerMsg = num(agg.cpu)
 		}
 		if role != "runner" && !math.IsNaN(agg.p50) {
 			rec.Notes = append(rec.Notes, fmt.Sprintf("%s latency p50 %.2f ms, p99 %.2f ms", role, agg.p50, agg.p99))
@@ -261,7 +269,7 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 // aggregate combines the rounds of one side: the median rate and
 // latencies, the highest peak RSS, every distinct note.
 func aggregate(rs []sideResult) sideResult {
-	var rates, p50s, p99s []float64
+	var rates, p50s, p99s, cpus []float64
 	out := nanResult()
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -271,6 +279,9 @@ func aggregate(rs []sideResult) sideResult {
 		}
 		if !math.IsNaN(r.p99) {
 			p99s = append(p99s, r.p99)
+		}
+		if !math.IsNaN(r.cpu) {
+			cpus = append(cpus, r.cpu)
 		}
 		if !math.IsNaN(r.rss) && (math.IsNaN(out.rss) || r.rss > out.rss) {
 			out.rss = r.rss
@@ -282,7 +293,7 @@ func aggregate(rs []sideResult) sideResult {
 			}
 		}
 	}
-	out.rate, out.p50, out.p99 = median(rates), median(p50s), median(p99s)
+	out.rate, out.p50, out.p99, out.cpu = median(rates), median(p50s), median(p99s), median(cpus)
 	return out
 }
 

@@ -15,12 +15,12 @@ func printTable(w io.Writer, recs []*record) {
 	for _, r := range recs {
 		width = max(width, len(r.Scenario))
 	}
-	fmt.Fprintln(tw, "scenario"+strings.Repeat(" ", max(0, width-len("scenario")))+"\tpayload\tmsgs/s\tMiB/s\tbaseline msgs/s\tx base\tpeer msgs/s\tx peer\tRSS MiB\tp50 ms\tp99 ms\ttargets\t")
+	fmt.Fprintln(tw, "scenario"+strings.Repeat(" ", max(0, width-len("scenario")))+"\tpayload\tmsgs/s\tMiB/s\tbaseline msgs/s\tx base\tpeer msgs/s\tx peer\tRSS MiB\tp50 ms\tp99 ms\tCPU µs/msg\tbase|peer CPU\ttargets\t")
 	var foot []string
 	for i, r := range recs {
 		name := r.Scenario + strings.Repeat(" ", width-len(r.Scenario)) // left-aligned in a right-aligned table
 		if r.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\tskipped [%d]\t\n", name, sizeName(r.PayloadBytes), i+1)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\tskipped [%d]\t\n", name, sizeName(r.PayloadBytes), i+1)
 			foot = append(foot, fmt.Sprintf("[%d] %s/%s skipped: %s", i+1, r.Scenario, sizeName(r.PayloadBytes), r.Skipped))
 			continue
 		}
@@ -34,12 +34,13 @@ func printTable(w io.Writer, recs []*record) {
 				foot = append(foot, fmt.Sprintf("[%d] %s/%s: %s", i+1, r.Scenario, sizeName(r.PayloadBytes), n))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			name, sizeName(r.PayloadBytes),
 			fmtRate(r.MsgsPerSec), fmtFloat(r.MBPerSec, 1),
 			fmtRate(r.BaselineMsgsPerSec), fmtFloat(r.RatioToBaseline, 2),
 			fmtRate(r.PeerMsgsPerSec), fmtFloat(r.RatioToPeer, 2),
-			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2), tg)
+			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2),
+			fmtCPU(r.CPUUsPerMsg), fmtCPU(r.BaselineCPUUsPerMsg)+"|"+fmtCPU(r.PeerCPUUsPerMsg), tg)
 	}
 	tw.Flush()
 	if len(foot) > 0 {
@@ -118,22 +119,37 @@ func fmtFloat(v *float64, prec int) string {
 
 // writeMarkdown writes the table as Markdown, for RESULTS.md and the README.
 func writeMarkdown(w io.Writer, recs []*record) {
-	fmt.Fprintln(w, "| scenario | payload | msgs/s | MiB/s | baseline msgs/s | x baseline | peer msgs/s | x peer | peak RSS MiB | p50 ms | p99 ms | targets |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| scenario | payload | msgs/s | MiB/s | baseline msgs/s | x baseline | peer msgs/s | x peer | peak RSS MiB | p50 ms | p99 ms | CPU µs/msg (runner / baseline / peer) | targets |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, r := range recs {
 		if r.Skipped != "" {
-			fmt.Fprintf(w, "| %s | %s | | | | | | | | | | skipped: %s |\n", r.Scenario, sizeName(r.PayloadBytes), r.Skipped)
+			fmt.Fprintf(w, "| %s | %s | | | | | | | | | | | skipped: %s |\n", r.Scenario, sizeName(r.PayloadBytes), r.Skipped)
 			continue
 		}
 		tg := targetText(r.Targets)
 		if len(r.Errors) > 0 {
 			tg += " (error: " + firstLine(r.Errors[0]) + ")"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s |\n",
 			r.Scenario, sizeName(r.PayloadBytes),
 			fmtRate(r.MsgsPerSec), fmtFloat(r.MBPerSec, 1),
 			fmtRate(r.BaselineMsgsPerSec), fmtFloat(r.RatioToBaseline, 2),
 			fmtRate(r.PeerMsgsPerSec), fmtFloat(r.RatioToPeer, 2),
-			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2), strings.ReplaceAll(tg, "|", "/"))
+			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2),
+			fmtCPU(r.CPUUsPerMsg), fmtCPU(r.BaselineCPUUsPerMsg), fmtCPU(r.PeerCPUUsPerMsg),
+			strings.ReplaceAll(tg, "|", "/"))
 	}
+}
+
+// fmtCPU prints µs per message with two significant digits or so.
+func fmtCPU(v *float64) string {
+	switch {
+	case v == nil:
+		return "-"
+	case *v < 10:
+		return fmt.Sprintf("%.2f", *v)
+	case *v < 100:
+		return fmt.Sprintf("%.1f", *v)
+	}
+	return fmt.Sprintf("%.0f", *v)
 }

@@ -87,9 +87,8 @@ type result struct {
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
 	Errors  int64   `json:"errors,omitempty"`
-	// LatenciesMS are per-call latencies in ms, sampled, when measured.
-	P50MS float64 `json:"p50_ms,omitempty"`
-	P99MS float64 `json:"p99_ms,omitempty"`
+	// CPUSeconds is the process' user+system CPU time in the window.
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 func printResult(r result) error {
@@ -103,12 +102,23 @@ func window(ctx context.Context, warmup, duration time.Duration, sample func() (
 		return result{}, fmt.Errorf("stopped during warm-up: %w", ctx.Err())
 	}
 	m0, b0 := sample()
+	c0 := cpuSeconds()
 	t0 := time.Now()
 	if !sleepCtx(ctx, duration) {
 		return result{}, fmt.Errorf("stopped during measurement: %w", ctx.Err())
 	}
 	m1, b1 := sample()
-	return result{Msgs: m1 - m0, Bytes: b1 - b0, Seconds: time.Since(t0).Seconds()}, nil
+	return result{Msgs: m1 - m0, Bytes: b1 - b0, Seconds: time.Since(t0).Seconds(), CPUSeconds: cpuSeconds() - c0}, nil
+}
+
+// cpuSeconds is the user and system CPU time this process used so far.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
