@@ -17,6 +17,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -419,4 +421,25 @@ func lastTotals(t *testing.T, p *testutil.Process) (read, acked int64) {
 		t.Fatalf("no \"runner stopped\" line in the runner's log:\n%s", tail(p.Stderr.String(), 3000))
 	}
 	return read, acked
+}
+
+// goMetric reads an unlabelled metric (such as go_goroutines) from the
+// runner's /metrics; -1 if it is missing.
+func goMetric(p *testutil.Process, name string) float64 {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(p.AdminURL + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == name {
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
 }

@@ -1,0 +1,228 @@
+package faults_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
+)
+
+// rssSampler reads a process's VmRSS every interval until stopped.
+type rssSampler struct {
+	mu      sync.Mutex
+	samples []int64
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func sampleRSS(pid int, every time.Duration) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if v, err := vmRSS(pid); err == nil {
+				s.mu.Lock()
+				s.samples = append(s.samples, v)
+				s.mu.Unlock()
+			}
+			select {
+			case <-t.C:
+			case <-s.stop:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// finish stops sampling and returns the samples.
+func (s *rssSampler) finish() []int64 {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
+func peak(v []int64) int64 {
+	var m int64
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+const (
+	slowBatch    = 200
+	slowInflight = 4
+	slowPayload  = 32 << 10
+)
+
+func slowSinkEnv(f *jsFixture, url string) map[string]string {
+	env := ceSinkEnv(f, url)
+	env["MV_READ_BATCH_SIZE"] = strconv.Itoa(slowBatch)
+	env["MV_INFLIGHT_BATCHES"] = strconv.Itoa(slowInflight)
+	env["MV_CE_SINK_CONCURRENCY"] = "32"
+	env["MV_CE_SINK_TIMEOUT"] = "1s"
+	env["MV_RETRY_STEPS"] = "unlimited"
+	return env
+}
+
+// slowRule answers each event after 50ms, and the first attempt of one in
+// fifty after 1.5s, past MV_CE_SINK_TIMEOUT=1s: that attempt times out, is
+// not accepted, and must be retried.
+func slowRule(r *receiver) func(id string) time.Duration {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	return func(id string) time.Duration {
+		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
+		mu.Lock()
+		first := !seen[id]
+		seen[id] = true
+		mu.Unlock()
+		if first && seq%50 == 0 {
+			return 1500 * time.Millisecond
+		}
+		return 50 * time.Millisecond
+	}
+}
+
+// TestSlowSinkKeepsMemoryBounded moves a few times more data than the
+// engine may hold (MV_READ_BATCH_SIZE x payload x MV_INFLIGHT_BATCHES)
+// through a sink that answers each event after 50ms and lets one in fifty
+// first attempts run past MV_CE_SINK_TIMEOUT. The runner's RSS, sampled
+// from /proc every 100ms, must stay within its start plus a multiple of
+// that bound and must not grow from the first half of the run to the
+// second; every timed-out delivery is retried, so nothing is lost.
+func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
+	n := pick(4000, 20000)
+	f := newJS(t)
+	r := startReceiver(t)
+	r.delay = slowRule(r)
+	f.publishAll(n, slowPayload)
+	bound := int64(slowBatch * slowPayload * slowInflight)
+
+	p := testutil.StartRunner(t, slowSinkEnv(f, r.URL))
+	p.WaitReady(60 * time.Second)
+	base, err := vmRSS(p.Cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sampleRSS(p.Cmd.Process.Pid, 100*time.Millisecond)
+	start := time.Now()
+	var heapMax, goalMax float64
+	stopHeap := make(chan struct{})
+	heapDone := make(chan struct{})
+	go func() {
+		defer close(heapDone)
+		for {
+			heapMax = max(heapMax, goMetric(p, "go_memstats_heap_inuse_bytes"))
+			goalMax = max(goalMax, goMetric(p, "go_memstats_next_gc_bytes"))
+			select {
+			case <-stopHeap:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	f.waitReceived(n, 180*time.Second, r)
+	close(stopHeap)
+	<-heapDone
+	took := time.Since(start)
+	samples := s.finish()
+	accepted, _ := r.snapshot()
+	c := countIDs(n, accepted)
+	if c.lost > 0 {
+		t.Fatalf("%d of %d messages lost", c.lost, n)
+	}
+	if len(samples) < 10 {
+		t.Fatalf("only %d RSS samples", len(samples))
+	}
+	half := len(samples) / 2
+	first, second := peak(samples[:half]), peak(samples[half:])
+	top := peak(samples)
+	st, _ := p.Status()
+	t.Logf("moved %d x %d KiB (%s, %.1fx the in-flight bound of %s) in %v (%.0f msg/s); RSS at start %s, peak %s (first half %s, second half %s); Go heap in use peaked at %s, GC goal at %s; %d first attempts timed out and were retried; runner read %d acked %d sink errors %d",
+		n, slowPayload>>10, mib(int64(n)*slowPayload), float64(int64(n)*slowPayload)/float64(bound), mib(bound), took.Round(time.Millisecond), float64(n)/took.Seconds(),
+		mib(base), mib(top), mib(first), mib(second), mib(int64(heapMax)), mib(int64(goalMax)), n/50, st.Totals.Read, st.Totals.Acked, st.Totals.SinkErrors)
+	// Flat: the second half of the run, with far more data moved, needs no
+	// more memory than the first.
+	if second > first+first/4+(8<<20) {
+		t.Fatalf("RSS grew from %s in the first half of the run to %s in the second", mib(first), mib(second))
+	}
+	// The GC goal is twice the live heap (GOGC=100): what the runner keeps
+	// alive must stay within a small multiple of the in-flight bound, and
+	// far below the data moved.
+	if limit := 2 * (3*bound + 16<<20); int64(goalMax) > limit {
+		t.Fatalf("the GC goal reached %s: the live heap exceeds 3 x the in-flight bound %s + 16 MiB", mib(int64(goalMax)), mib(bound))
+	}
+	// RSS: without the race detector (whose shadow memory grows with every
+	// allocation) it must stay within the start plus a multiple of the bound.
+	if limit := base + 6*bound + 32<<20; !raceBuild && top > limit {
+		t.Fatalf("RSS peaked at %s, above start %s + 6 x the in-flight bound %s + 32 MiB", mib(top), mib(base), mib(bound))
+	}
+	if st.Totals.SinkErrors == 0 {
+		t.Fatalf("no delivery timed out: the test proves nothing about timeouts")
+	}
+	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
+		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
+	}
+	noRaces(t, p)
+	report(t, result{
+		Scenario: "slow sink (50ms per event, 1 in 50 first attempts past the 1s timeout)", Messages: n, Lost: c.lost,
+		Duplicated: strconv.Itoa(c.dups), Recovery: "-",
+		Notes: fmt.Sprintf("RSS %s -> peak %s, halves %s / %s, GC goal %s (bound %s = %d x %d KiB x %d); %.0f msg/s", mib(base), mib(top), mib(first), mib(second), mib(int64(goalMax)), mib(bound), slowBatch, slowPayload>>10, slowInflight, float64(n)/took.Seconds()),
+	})
+}
+
+// TestSigtermDuringSlowSink stops the runner while it writes to the slow
+// sink: it finishes what it holds within MV_SHUTDOWN_TIMEOUT, exits 0 with
+// read = acked, and a new runner moves the rest.
+func TestSigtermDuringSlowSink(t *testing.T) {
+	n := pick(2000, 10000)
+	f := newJS(t)
+	r := startReceiver(t)
+	r.delay = slowRule(r)
+	f.publishAll(n, 1024)
+	env := slowSinkEnv(f, r.URL)
+	p := testutil.StartRunner(t, env)
+	p.WaitReady(60 * time.Second)
+	testutil.WaitFor(t, 60*time.Second, "a quarter delivered", func() bool { return r.distinct() >= n/4 })
+	code, took := sigterm(t, p, 30*time.Second)
+	read, acked := lastTotals(t, p)
+	accepted := r.distinct()
+	t.Logf("SIGTERM with the slow sink: exit %d after %v; read %d acked %d; receiver holds %d", code, took.Round(time.Millisecond), read, acked, accepted)
+	if code != 0 || took > 13*time.Second {
+		t.Fatalf("exit %d after %v; want 0 within MV_SHUTDOWN_TIMEOUT=10s", code, took)
+	}
+	if read != acked || acked > int64(accepted) {
+		t.Fatalf("after the drain: read %d acked %d, receiver holds %d", read, acked, accepted)
+	}
+	restarted := time.Now()
+	p2 := testutil.StartRunner(t, env)
+	p2.WaitReady(60 * time.Second)
+	f.waitReceived(n, 180*time.Second, r)
+	recovered := time.Since(restarted)
+	got, _ := r.snapshot()
+	c := countIDs(n, got)
+	if c.lost > 0 {
+		t.Fatalf("%d of %d messages lost", c.lost, n)
+	}
+	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
+		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
+	}
+	noRaces(t, p, p2)
+	report(t, result{
+		Scenario: "SIGTERM while writing to the slow sink, then restart", Messages: n, Lost: c.lost,
+		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),
+		Notes: fmt.Sprintf("exit 0 after %s with read = acked; restart to all delivered", round(took)),
+	})
+}
