@@ -1,0 +1,78 @@
+package http
+
+import (
+	"bufio"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/monovertex/monovertex/adapters/internal/cemap"
+)
+
+// FuzzRequest feeds arbitrary headers and bodies through the HTTP source's
+// request parsing (messages): CloudEvents in binary, structured and batch
+// mode, and plain bodies with the Numaflow headers. Whatever arrives, the
+// parse either fails (the caller gets 400) or yields messages the engine
+// can carry: non-empty ids, unique within the request, an event time, the
+// body as the value of a plain message, and never the caller's credentials
+// among the headers.
+func FuzzRequest(f *testing.F) {
+	for _, seed := range []struct{ headers, body string }{
+		{"Content-Type: text/plain\nX-Numaflow-Id: abc\nX-Numaflow-Keys: a, b\nX-Numaflow-Event-Time: 1700000000000\nAuthorization: Bearer secret\n", "hello"},
+		{"Ce-Specversion: 1.0\nCe-Id: 1\nCe-Source: /s\nCe-Type: t\nCe-Partitionkey: k\nCe-Myext: v\nContent-Type: application/json\n", `{"a":1}`},
+		{"Content-Type: application/cloudevents+json\n", `{"specversion":"1.0","id":"x","source":"/s","type":"t","data_base64":"aGk="}`},
+		{"Content-Type: application/cloudevents-batch+json\n", `[{"specversion":"1.0","id":"a","source":"/s","type":"t"},{"specversion":"1.0","id":"b","source":"/s","type":"t","data":{"x":1}}]`},
+		{"Content-Type: application/cloudevents-batch+json\n", `[{"specversion":"1.0","id":"a","source":"/s","type":"t"},{"specversion":"1.0","id":"a","source":"/s","type":"t"}]`},
+		{"Ce-Specversion: 0.3\nCe-Id: 1\n", ""},
+		{"X-Numaflow-Event-Time: soon\n", "x"},
+		{"", ""},
+	} {
+		f.Add(seed.headers, []byte(seed.body))
+	}
+	s := &Source{name: "fuzz", inflight: map[string]*entry{}}
+	f.Fuzz(func(t *testing.T, rawHeaders string, body []byte) {
+		h, err := textproto.NewReader(bufio.NewReader(strings.NewReader(rawHeaders + "\n\n"))).ReadMIMEHeader()
+		if err != nil && len(h) == 0 {
+			return // not a header block a server would hand over
+		}
+		r := &http.Request{Method: http.MethodPost, Header: http.Header(h)}
+		msgs, err := s.messages(r, body)
+		if err != nil {
+			if msgs != nil {
+				t.Fatalf("messages and an error: %d, %v", len(msgs), err)
+			}
+			return
+		}
+		ce := cemap.IsCloudEvent(r.Header)
+		if !ce && len(msgs) != 1 {
+			t.Fatalf("a plain request made %d messages", len(msgs))
+		}
+		seen := map[string]bool{}
+		for _, m := range msgs {
+			if strings.TrimSpace(m.ID) == "" || !utf8.ValidString(m.ID) {
+				t.Fatalf("message id %q is empty or not UTF-8", m.ID)
+			}
+			if !ce && !cemap.ValidID(m.ID) {
+				t.Fatalf("plain message id %q is not printable text", m.ID)
+			}
+			if seen[m.ID] {
+				t.Fatalf("two messages with id %q in one request", m.ID)
+			}
+			seen[m.ID] = true
+			if m.EventTime.IsZero() {
+				t.Fatalf("message %q has no event time", m.ID)
+			}
+			for name := range m.Headers {
+				switch strings.ToLower(name) {
+				case "authorization", "proxy-authorization", "cookie":
+					t.Fatalf("the caller's %s header was copied onto the message", name)
+				}
+			}
+			if !ce && string(m.Value) != string(body) {
+				t.Fatalf("plain message value differs from the body")
+			}
+		}
+	})
+}
