@@ -27,6 +27,8 @@ echo "== fuzz (${FUZZTIME:=10s} each)"
 fuzz_targets=(
   ./adapters/internal/cemap:FuzzRoundTrip
   ./adapters/internal/cemap:FuzzReadEvents
+  ./adapters/internal/serverinfo:FuzzServerInfo
+  ./adapters/source/http:FuzzRequest
 )
 for ft in "${fuzz_targets[@]}"; do
   pkg=${ft%%:*}; target=${ft##*:}
