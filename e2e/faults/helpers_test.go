@@ -443,3 +443,21 @@ func goMetric(p *testutil.Process, name string) float64 {
 	}
 	return -1
 }
+
+// checkShutdown judges a SIGTERM whose drain could not finish (a peer was
+// down): the runner must exit well within budget + 10s (hard limit), and
+// the contract is exit 0 within the budget; deviations from that contract
+// are known bugs (see knownBug). It returns a note for the table.
+func checkShutdown(t *testing.T, code int, took, budget time.Duration, why string) string {
+	t.Helper()
+	if took > budget+10*time.Second {
+		t.Fatalf("exit took %v, MV_SHUTDOWN_TIMEOUT=%v", took, budget)
+	}
+	if took > budget+1500*time.Millisecond {
+		knownBug(t, fmt.Sprintf("exit took %v with MV_SHUTDOWN_TIMEOUT=%v (%s): closing the adapters after the drain timed out adds up to 5s more", took.Round(time.Millisecond), budget, why))
+	}
+	if code != 0 {
+		knownBug(t, fmt.Sprintf("a SIGTERM whose drain cannot finish (%s) exits %d after MV_SHUTDOWN_TIMEOUT; the contract asks for exit 0 with the in-flight work left unacked", why, code))
+	}
+	return fmt.Sprintf("exit %d after %s (MV_SHUTDOWN_TIMEOUT=%v)", code, round(took), budget)
+}

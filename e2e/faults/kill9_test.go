@@ -102,3 +102,45 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 		Notes:      "kill to output growing again, restart included; ack wait 3s",
 	})
 }
+
+// TestSigtermDuringJetStreamOutage stops the runner while the nats-server
+// is down (e2e/jetstream covers the server restart under a running runner
+// and SIGTERM with the server up): the runner must exit within
+// MV_SHUTDOWN_TIMEOUT, and once the server and a new runner are back the
+// output holds every input message exactly once.
+func TestSigtermDuringJetStreamOutage(t *testing.T) {
+	n := pick(20_000, 100_000)
+	f := newJS(t)
+	f.publishAll(n/2, 64)
+	env := f.env()
+	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
+	p := testutil.StartRunner(t, env)
+	p.WaitReady(60 * time.Second)
+	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.streamMsgs(outStream) >= uint64(n/5) })
+	f.srv.Shutdown()
+	time.Sleep(500 * time.Millisecond)
+	code, took := sigterm(t, p, 30*time.Second)
+	read, acked := lastTotals(t, p)
+	t.Logf("SIGTERM with the server down: exit %d after %v; read %d acked %d", code, took.Round(time.Millisecond), read, acked)
+	exitNote := checkShutdown(t, code, took, 3*time.Second, "nats-server down")
+	f.srv.Restart(t)
+	if err := f.publish(context.Background(), n/2, n, 1000, 64, 0); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	p2 := testutil.StartRunner(t, env)
+	p2.WaitReady(60 * time.Second)
+	f.waitSettled(n, 120*time.Second)
+	recovered := time.Since(restarted)
+	tl := f.count(n, true)
+	tl.mustBeComplete(t)
+	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
+		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
+	}
+	noRaces(t, p, p2)
+	report(t, result{
+		Scenario: "SIGTERM while the nats-server is down, then server and runner restart", Messages: n, Lost: tl.lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish), Recovery: round(recovered),
+		Notes: exitNote + "; restart to all written",
+	})
+}

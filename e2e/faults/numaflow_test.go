@@ -262,3 +262,49 @@ func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 		Notes: fmt.Sprintf("%d acked before the kill; restart to all acked", ackedDuring),
 	})
 }
+
+// TestSigtermWhileFallbackContainerAway stops the runner while the fallback
+// sink container is down and messages wait for it: the runner exits within
+// MV_SHUTDOWN_TIMEOUT having acked nothing unwritten; with the container
+// and a new runner back, every id ends in the file its rules say.
+func TestSigtermWhileFallbackContainerAway(t *testing.T) {
+	const fallbackEvery = 7
+	total := pick(6_000, 30_000)
+	p := newUDPipeline(t, total)
+	p.env["MV_FALLBACK_SINK"] = "udsink"
+	p.env["MV_SHUTDOWN_TIMEOUT"] = "3s"
+	p.startSource()
+	p.startSink(fallbackEvery)
+	p.startFallback()
+	p.startRunner()
+	p.waitAcked(total/4, 90*time.Second)
+	p.fallback.Kill()
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+	time.Sleep(time.Second)
+	code, took := sigterm(t, p.runner, 30*time.Second)
+	ackedAtStop := p.checkAckedWereWritten("sink.out", "fallback.out")
+	t.Logf("SIGTERM with the fallback sink away: exit %d after %v; %d of %d ids acked, all of them written", code, took.Round(time.Millisecond), ackedAtStop, total)
+	exitNote := checkShutdown(t, code, took, 3*time.Second, "fallback sink container away")
+	restarted := time.Now()
+	p.startFallback()
+	p.startRunner()
+	p.waitAcked(total, 120*time.Second)
+	recovered := time.Since(restarted)
+	c := p.count(func(n int) string {
+		if n%fallbackEvery == 0 {
+			return "fallback.out"
+		}
+		return "sink.out"
+	}, "sink.out", "fallback.out")
+	if c.lost > 0 || c.wrongPlace > 0 {
+		t.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
+	}
+	if code, took := sigterm(t, p.runner, 30*time.Second); code != 0 {
+		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
+	}
+	report(t, result{
+		Scenario: "SIGTERM while the fallback sink container is away, then restart", Messages: total, Lost: c.lost,
+		Duplicated: fmt.Sprintf("%d lines", c.dupLines), Recovery: round(recovered),
+		Notes: exitNote + "; restart to all acked",
+	})
+}
