@@ -28,7 +28,9 @@ const (
 )
 
 // ErrShutdownTimeout is returned by Run when in-flight work did not finish
-// within Options.ShutdownTimeout; what was unfinished was left unacked.
+// within Options.ShutdownTimeout; what was unfinished was handed back or
+// left unacked, so the source redelivers it. It is not a failure of the
+// run: nothing unwritten was acked.
 var ErrShutdownTimeout = errors.New("shutdown timeout: in-flight messages were left unacked for redelivery")
 
 // Calls that fail as a whole (a sidecar away, a connection refused, a
@@ -267,12 +269,18 @@ func (e *Engine) Run(ctx context.Context) error {
 	drained := make(chan struct{})
 	go func() { wg.Wait(); close(drained) }()
 	var runErr error
+	closeBy := time.Now().Add(closeBudget(e.opts.ShutdownTimeout))
 	select {
 	case <-drained:
 	case <-workCtx.Done():
 		<-drained
 	case <-ctx.Done():
-		timer := time.NewTimer(e.opts.ShutdownTimeout)
+		// One budget for the whole shutdown: draining gets all of it but
+		// a reserve for closing the adapters, so the process exits within
+		// MV_SHUTDOWN_TIMEOUT even when the drain cannot finish.
+		shutdownBy := time.Now().Add(e.opts.ShutdownTimeout)
+		reserve := closeBudget(e.opts.ShutdownTimeout)
+		timer := time.NewTimer(e.opts.ShutdownTimeout - reserve)
 		select {
 		case <-drained:
 		case <-timer.C:
@@ -281,15 +289,22 @@ func (e *Engine) Run(ctx context.Context) error {
 			<-drained
 		}
 		timer.Stop()
+		closeBy = shutdownBy
 	}
 	cancelRead()
 	<-pollDone
 	if fatalErr != nil {
 		runErr = fatalErr
 	}
-	e.closeAll()
+	e.closeAll(closeBy)
 	e.state.Store("stopped")
 	return runErr
+}
+
+// closeBudget is the part of the shutdown budget kept for closing the
+// adapters: a quarter of it, at most 2s.
+func closeBudget(shutdown time.Duration) time.Duration {
+	return min(shutdown/4, 2*time.Second)
 }
 
 func stopReason(ctx context.Context, readErr error) string {
@@ -304,8 +319,8 @@ func stopReason(ctx context.Context, readErr error) string {
 	return "fatal error"
 }
 
-func (e *Engine) closeAll() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (e *Engine) closeAll(deadline time.Time) {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	closers := []struct {
 		name string
