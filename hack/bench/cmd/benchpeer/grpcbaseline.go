@@ -37,6 +37,8 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	transform := fs.Bool("transform", false, "pass every batch through the source transformer")
 	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
 	duration := fs.Duration("duration", 10*time.Second, "measured time")
+	grpcWindow := fs.Int("window", 0, "gRPC initial stream and connection window in bytes (0: grpc-go's default, as the runner dials)")
+	bufSize := fs.Int("buffer", 0, "gRPC read and write buffer size in bytes (0: grpc-go's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,9 +46,17 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 		return fmt.Errorf("-dir, a positive -batch and a positive -inflight are required")
 	}
 	dial := func(sock string) (*grpc.ClientConn, error) {
-		return grpc.NewClient("unix://"+filepath.Join(*dir, sock),
+		opts := []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
+		}
+		if *grpcWindow > 0 {
+			opts = append(opts, grpc.WithInitialWindowSize(int32(*grpcWindow)), grpc.WithInitialConnWindowSize(int32(*grpcWindow)))
+		}
+		if *bufSize > 0 {
+			opts = append(opts, grpc.WithReadBufferSize(*bufSize), grpc.WithWriteBufferSize(*bufSize))
+		}
+		return grpc.NewClient("unix://"+filepath.Join(*dir, sock), opts...)
 	}
 	srcConn, err := dial(sourceSock)
 	if err != nil {
