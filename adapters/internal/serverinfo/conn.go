@@ -99,6 +99,11 @@ func (c *Conn) Endpoint() Endpoint { return c.ep }
 // MaxMessageSize is the largest gRPC message either side may send.
 func (c *Conn) MaxMessageSize() int { return c.set.MaxMessageSize }
 
+// CallTimeout is the longest wait for a container's answers to one batch
+// (MV_UDF_CALL_TIMEOUT): a container that stops answering without closing
+// its stream must not hold messages for ever.
+func (c *Conn) CallTimeout() time.Duration { return c.set.CallTimeout }
+
 // Get returns the current connection and its generation. While the
 // container is away it waits for it to come back, for ctx, or for the
 // reconnect timeout, after which it returns a runner.Fatal error.

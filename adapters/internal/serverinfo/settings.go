@@ -20,6 +20,7 @@ type Settings struct {
 	MaxMessageSize   int           `envconfig:"MV_UDF_MAX_MESSAGE_SIZE" default:"67108864" desc:"largest gRPC message to or from a Numaflow container, in bytes"`
 	ReconnectTimeout time.Duration `envconfig:"MV_UDF_RECONNECT_TIMEOUT" default:"60s" desc:"how long a crashed Numaflow container may stay away before the runner exits non-zero"`
 	StartupTimeout   time.Duration `envconfig:"MV_UDF_STARTUP_TIMEOUT" default:"2m" desc:"how long to wait at start for a Numaflow container's server-info file and socket"`
+	CallTimeout      time.Duration `envconfig:"MV_UDF_CALL_TIMEOUT" default:"60s" desc:"longest wait for a transformer's or sink's answers to one batch; then the stream is reset and the batch retried"`
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -33,6 +34,8 @@ func (s *Settings) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_UDF_RECONNECT_TIMEOUT", Value: s.ReconnectTimeout.String(), Reason: "must be a positive duration such as 60s"}
 	case s.StartupTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_UDF_STARTUP_TIMEOUT", Value: s.StartupTimeout.String(), Reason: "must be a positive duration such as 2m"}
+	case s.CallTimeout <= 0:
+		return &runner.ConfigError{Var: "MV_UDF_CALL_TIMEOUT", Value: s.CallTimeout.String(), Reason: "must be a positive duration such as 60s"}
 	}
 	return nil
 }

@@ -193,6 +193,8 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 		}
 		done <- outcome{res, err}
 	}()
+	timer := time.NewTimer(s.conn.CallTimeout())
+	defer timer.Stop()
 	select {
 	case o := <-done:
 		if o.err != nil {
@@ -202,6 +204,13 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 			results[i] = o.res[k]
 		}
 		return nil
+	case <-timer.C:
+		// A container that stops answering without closing the stream:
+		// reset it, so the batch goroutine reports it broken and the engine
+		// retries the batch on a new stream.
+		st.cancel()
+		o := <-done
+		return fmt.Errorf("udsink: no results for %d messages within MV_UDF_CALL_TIMEOUT=%v; the stream was reset: %w", len(idx), s.conn.CallTimeout(), o.err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}

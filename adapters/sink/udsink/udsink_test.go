@@ -43,6 +43,8 @@ func (r *recorder) Sink(ctx context.Context, ch <-chan sinker.Datum) sinker.Resp
 			reason := "busy"
 			res = res.Append(sinker.ResponseNack(d.ID(), &sinker.NackOptions{Reason: &reason}))
 			continue
+		case v == "hang":
+			time.Sleep(3 * time.Second)
 		case strings.HasPrefix(v, "serve"):
 			res = res.Append(sinker.ResponseServe(d.ID(), []byte("x")))
 		default:
@@ -406,5 +408,25 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	}
 	if s.Ready(context.Background()) == nil {
 		t.Fatalf("ready after giving up")
+	}
+}
+
+func TestNoResultsWithinTheCallTimeoutResetsTheStream(t *testing.T) {
+	dir := udftest.Dir(t)
+	rec := &recorder{}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	set := udftest.Settings(dir)
+	set.CallTimeout = 300 * time.Millisecond
+	s := newSink(t, set, false)
+	defer closeSink(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.Write(ctx, msgs("hang")); err == nil || !strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
+		t.Fatalf("write the container does not answer in time: %v, want a call-timeout error", err)
+	}
+	// The engine retries on a new stream, which works.
+	res, err := s.Write(ctx, msgs("after"))
+	if err != nil || len(res) != 1 || res[0].Status != runner.WriteOK {
+		t.Fatalf("write after the reset: %+v, %v", res, err)
 	}
 }

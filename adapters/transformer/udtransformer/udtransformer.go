@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
@@ -168,6 +169,8 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			return nil, t.broken(st, err)
 		}
 	}
+	timer := time.NewTimer(t.conn.CallTimeout())
+	defer timer.Stop()
 	for waitingFor > 0 {
 		select {
 		case r := <-replies:
@@ -175,6 +178,9 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			waitingFor--
 		case <-st.dead:
 			return nil, t.broken(st, st.failure())
+		case <-timer.C:
+			// Reset the stream: the engine retries the batch on a new one.
+			return nil, t.broken(st, fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, len(msgs), t.conn.CallTimeout()))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

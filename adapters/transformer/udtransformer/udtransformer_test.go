@@ -41,6 +41,8 @@ func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sour
 		return out.Append(sourcetransformer.MessageToNack(d.EventTime(), nil))
 	case v == "rekey":
 		return out.Append(sourcetransformer.NewMessage([]byte("rekeyed"), base.Add(time.Hour)).WithKeys([]string{"new-key"}))
+	case v == "hang":
+		time.Sleep(3 * time.Second)
 	case v == "nokeys":
 		return out.Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()))
 	case strings.HasPrefix(v, "late"):
@@ -200,5 +202,27 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	}
 	if !runner.IsFatal(err) || !strings.Contains(err.Error(), "MV_UDF_RECONNECT_TIMEOUT") {
 		t.Fatalf("want a fatal error naming MV_UDF_RECONNECT_TIMEOUT, got %v", err)
+	}
+}
+
+func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	set := udftest.Settings(dir)
+	set.CallTimeout = 300 * time.Millisecond
+	tr := newTransformer(t, set)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := tr.Transform(ctx, msgs("a", "hang"))
+	if err == nil || !strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
+		t.Fatalf("transform with a message the container never answers in time: %v, want a call-timeout error", err)
+	}
+	// The engine retries on a new stream, which works.
+	res, err := tr.Transform(ctx, msgs("b", "c"))
+	if err != nil {
+		t.Fatalf("transform after the reset: %v", err)
+	}
+	if len(res) != 2 || string(res[0].Outputs[0].Value) != "b" || string(res[1].Outputs[0].Value) != "c" {
+		t.Fatalf("results after the reset: %+v", res)
 	}
 }

@@ -37,6 +37,7 @@ func Settings(dir string) serverinfo.Settings {
 		MaxMessageSize:   serverinfo.DefaultMaxMessageSize,
 		ReconnectTimeout: 20 * time.Second,
 		StartupTimeout:   20 * time.Second,
+		CallTimeout:      20 * time.Second,
 	}
 }
 
