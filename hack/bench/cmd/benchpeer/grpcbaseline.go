@@ -39,11 +39,16 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	grpcWindow := fs.Int("window", 0, "gRPC initial stream and connection window in bytes (0: grpc-go's default, as the runner dials)")
 	bufSize := fs.Int("buffer", 0, "gRPC read and write buffer size in bytes (0: grpc-go's default)")
+	dirty := fs.Bool("dirty-pool", false, "use a gRPC buffer pool that does not clear reused buffers (grpc-go's default pool clears them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" || *batchSize <= 0 || *inflight <= 0 {
 		return fmt.Errorf("-dir, a positive -batch and a positive -inflight are required")
+	}
+	var dirtyOpt grpc.DialOption
+	if *dirty {
+		dirtyOpt = useDirtyPool()
 	}
 	dial := func(sock string) (*grpc.ClientConn, error) {
 		opts := []grpc.DialOption{
@@ -52,6 +57,9 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 		}
 		if *grpcWindow > 0 {
 			opts = append(opts, grpc.WithInitialWindowSize(int32(*grpcWindow)), grpc.WithInitialConnWindowSize(int32(*grpcWindow)))
+		}
+		if dirtyOpt != nil {
+			opts = append(opts, dirtyOpt)
 		}
 		if *bufSize > 0 {
 			opts = append(opts, grpc.WithReadBufferSize(*bufSize), grpc.WithWriteBufferSize(*bufSize))
