@@ -189,8 +189,10 @@ func waitUntil(what string, timeout time.Duration, p *proc, ok func() bool) erro
 	}
 }
 
-// httpClient is for the harness' own small requests (status, metrics).
-var httpClient = &http.Client{Timeout: 5 * time.Second}
+// httpClient is for the harness' own small requests (status, metrics). The
+// timeout is long because a runner with GOMAXPROCS=1 and an unthrottled
+// generator answers its admin port only after seconds.
+var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 func httpOK(url string) bool {
 	resp, err := httpClient.Get(url)
