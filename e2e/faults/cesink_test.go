@@ -13,9 +13,10 @@ import (
 
 // outage drives a receiver through 503 for d, then gone for d, and checks
 // while it lasts that the runner acks no more messages than the sinks took
-// (written counts them); with flat, that it acks nothing at all. It returns
-// when the receiver is back.
-func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, written func() int, flat bool, during func(phase string)) {
+// (written counts them). With only the failing sink, written is frozen, so
+// nothing is acked beyond what was written before the outage (acks of those
+// may still land late). It returns when the receiver is back.
+func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, written func() int, during func(phase string)) {
 	t.Helper()
 	for _, phase := range []string{"503", "down"} {
 		r.setMode(phase)
@@ -29,9 +30,6 @@ func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, wri
 			_, acked, _ := totals(p)
 			if w := written(); acked > int64(w) {
 				t.Fatalf("%s: the runner acked %d messages, the sinks took %d", phase, acked, w)
-			}
-			if flat && acked != acked0 {
-				t.Fatalf("%s: the runner acked %d more messages while the sink took none", phase, acked-acked0)
 			}
 			if during != nil {
 				during(phase)
@@ -64,7 +62,7 @@ func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 	p.WaitReady(60 * time.Second)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
 
-	outage(t, p, r, 2*time.Second, r.distinct, true, nil)
+	outage(t, p, r, 2*time.Second, r.distinct, nil)
 	back := time.Now()
 	before := r.distinct()
 	testutil.WaitFor(t, 30*time.Second, "events flowing again", func() bool { return r.distinct() > before })
@@ -91,7 +89,7 @@ func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 	report(t, result{
 		Scenario: "CloudEvents sink 503 2s then gone 2s, MV_ON_FAILURE=retry", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),
-		Notes: "retry window 3 x 50ms; runner acks stayed flat during the outage",
+		Notes: "retry window 3 x 50ms; acks never passed what the sink had taken",
 	})
 }
 
@@ -127,7 +125,7 @@ func TestCloudEventsSinkOutageWithFallback(t *testing.T) {
 	p.WaitReady(60 * time.Second)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
 
-	outage(t, p, r, 2*time.Second, func() int { return r.distinct() + fb.distinct() }, false, nil)
+	outage(t, p, r, 2*time.Second, func() int { return r.distinct() + fb.distinct() }, nil)
 	back := time.Now()
 	before := r.distinct()
 	testutil.WaitFor(t, 30*time.Second, "events flowing again", func() bool { return r.distinct() > before })

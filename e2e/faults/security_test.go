@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,8 +269,12 @@ func TestHTTPSourceSlowLorisCannotPinConnections(t *testing.T) {
 // TestNothingWorldWritable runs the Numaflow example containers and the
 // runner and checks the files and sockets they create: the runner creates
 // none (it connects to the containers' sockets), and nothing the
-// containers create is writable by other users.
+// containers create is writable by other users. Sockets take their mode
+// from the umask (the SDK does not set one), so the test runs the
+// processes under the usual container umask, 022.
 func TestNothingWorldWritable(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
 	p := newUDPipeline(t, 200)
 	p.env["MV_FALLBACK_SINK"] = "udsink"
 	p.startSource()
