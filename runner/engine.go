@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -364,6 +365,11 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		} else {
 			<-slots
 		}
+		// A source that never blocks (the generator, a deep backlog) and the
+		// batch goroutines can hand the CPU to each other for seconds with
+		// GOMAXPROCS=1 (a pod with a one-CPU limit), starving the admin and
+		// $PORT servers that probes hit. Yielding once per batch lets them in.
+		runtime.Gosched()
 		switch {
 		case err == nil:
 			failures = 0

@@ -583,3 +583,16 @@ func TestConcurrentRunsShareNothing(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestPassthroughTransformerKeepsThePayload(t *testing.T) {
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{m}}
+	})
+	sink := runnertest.NewSink(nil)
+	run(t, runner.Options{}, runnertest.NewSource(runnertest.Messages(20)), tr, sink, nil)
+	for i := 0; i < 20; i++ {
+		if m := sink.Message(fmt.Sprintf("m-%d", i)); m == nil || string(m.Value) != fmt.Sprintf("v-%d", i) {
+			t.Fatalf("m-%d written as %+v", i, m)
+		}
+	}
+}

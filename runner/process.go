@@ -232,7 +232,9 @@ func (b *batch) transform(ctx context.Context) (outs, toFallback []output, err e
 				e.totals.dropped.Add(1)
 			default:
 				in.remaining = len(r.Outputs)
+				passthrough := false
 				for k, o := range r.Outputs {
+					passthrough = passthrough || o == in.msg
 					o.ID = outputID(in.msg.ID, k, len(r.Outputs))
 					if o.EventTime.IsZero() {
 						o.EventTime = in.msg.EventTime
@@ -244,6 +246,12 @@ func (b *batch) transform(ctx context.Context) (outs, toFallback []output, err e
 						o.Headers = in.msg.Headers
 					}
 					outs = append(outs, output{msg: o, parent: i})
+				}
+				if !passthrough {
+					// Only the outputs travel on; the input stays for its ack
+					// handle. Releasing its payload keeps a transformer from
+					// doubling the memory of a batch of large messages.
+					in.msg.Value = nil
 				}
 			}
 		}
