@@ -85,8 +85,7 @@ func TestDuplicateInFlightIs409(t *testing.T) {
 
 func TestFullBufferIs429(t *testing.T) {
 	sink := cetest.StartReceiver(t, nil)
-	p := startPipeline(t, pipelineSpec{sinkURL: sink.URL, source: httpsrc.Config{BufferSize: 2}})
-	p.Engine.SetPaused(true)
+	p := startPipeline(t, pipelineSpec{sinkURL: sink.URL, source: httpsrc.Config{BufferSize: 2}, paused: true})
 	a, b := sendAsync(p.URL, "a"), sendAsync(p.URL, "b")
 	testWaitFor(t, "two queued requests", func() bool { n, _ := p.Source.Pending(context.Background()); return n == 2 })
 	if c := wait(t, sendAsync(p.URL, "c")); c.Status != http.StatusTooManyRequests {

@@ -40,6 +40,7 @@ type pipelineSpec struct {
 	sinkURL  string
 	sink     func(*cesink.Config)
 	fallback string // empty: no fallback sink
+	paused   bool   // start with reading paused
 }
 
 func logger(t *testing.T) *zap.SugaredLogger {
@@ -110,6 +111,9 @@ func startPipeline(t *testing.T, spec pipelineSpec) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pausing before Run, not after: a read already waiting when a
+	// running engine is paused would still take the next request.
+	eng.SetPaused(spec.paused)
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pipeline{URL: srv.URL, Engine: eng, Source: src, cancel: cancel, done: make(chan error, 1)}

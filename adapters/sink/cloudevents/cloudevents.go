@@ -152,37 +152,19 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	unreachable := make([]bool, len(msgs))
 	var firstErr error
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	started := 0
-launch:
-	for i, m := range msgs {
-		if ctx.Err() != nil {
-			break
+	started := cemap.Each(ctx, s.slots, len(msgs), func(i int) {
+		err := s.deliver(ctx, msgs[i])
+		if err == nil {
+			return
 		}
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			break launch
+		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
+		unreachable[i] = cemap.IsUnreachable(err)
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
 		}
-		started++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-s.slots }()
-			err := s.deliver(ctx, m)
-			if err == nil {
-				return
-			}
-			results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
-			unreachable[i] = cemap.IsUnreachable(err)
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+		mu.Unlock()
+	})
 	for i := started; i < len(msgs); i++ {
 		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("cloudevents sink: message %q not sent: %w", msgs[i].ID, ctx.Err())}
 	}

@@ -26,7 +26,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -120,27 +119,9 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	results := make([]runner.TransformResult, len(msgs))
 	errs := make([]error, len(msgs)) // transport errors, to tell "function away" apart
-	var wg sync.WaitGroup
-	started := 0
-launch:
-	for i, m := range msgs {
-		if ctx.Err() != nil {
-			break
-		}
-		select {
-		case t.slots <- struct{}{}:
-		case <-ctx.Done():
-			break launch
-		}
-		started++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-t.slots }()
-			results[i], errs[i] = t.call(ctx, m)
-		}()
-	}
-	wg.Wait()
+	started := cemap.Each(ctx, t.slots, len(msgs), func(i int) {
+		results[i], errs[i] = t.call(ctx, msgs[i])
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cloudevents transformer: %d of %d calls cut short: %w", len(msgs)-started, len(msgs), err)
 	}
