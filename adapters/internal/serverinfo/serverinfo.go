@@ -163,6 +163,10 @@ func (e *incompleteError) Error() string {
 	return fmt.Sprintf("server-info file has no end marker %s: %q", End, clip(e.content))
 }
 
+// clipString shortens a value quoted in an error, so a hostile or broken
+// server-info file cannot turn the one error line into kilobytes.
+func clipString(s string) string { return clip([]byte(s)) }
+
 func clip(b []byte) string {
 	if len(b) > 200 {
 		return string(b[:200]) + "..."
@@ -182,14 +186,14 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	switch si.Protocol {
 	case "", info.UDS:
 	default:
-		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", si.Protocol)
+		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", clipString(string(si.Protocol)))
 	}
 	if si.MinimumNumaflowVersion == "" {
 		warn("server-info has no minimum_numaflow_version; skipping the Numaflow version check")
 	} else {
 		ok, err := atLeast(NumaflowCompatVersion, si.MinimumNumaflowVersion, false)
 		if err != nil {
-			return bad("minimum_numaflow_version %q: %v", si.MinimumNumaflowVersion, err)
+			return bad("minimum_numaflow_version %q: %v", clipString(si.MinimumNumaflowVersion), err)
 		}
 		if !ok {
 			return bad("its SDK needs Numaflow %s or newer, and this runner speaks the protocols of Numaflow %s; use an SDK release made for Numaflow %s",
@@ -203,11 +207,11 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	}
 	minimum, known := MinSDKVersions[lang]
 	if !known {
-		return bad("SDK language %q is unknown; supported are go, python, java and rust", si.Language)
+		return bad("SDK language %q is unknown; supported are go, python, java and rust", clipString(string(si.Language)))
 	}
 	ok, err := atLeast(si.Version, minimum, lang == "python")
 	if err != nil {
-		return bad("SDK version %q: %v", si.Version, err)
+		return bad("SDK version %q: %v", clipString(si.Version), err)
 	}
 	if !ok {
 		return bad("%s SDK version %s is too old: at least %s is needed (the streaming protocols with handshake of Numaflow 1.4+); upgrade the SDK in the container image",
@@ -253,12 +257,12 @@ func parseVersion(s string, pep440 bool) (version, error) {
 			n = n*10 + int(rest[j]-'0')
 			j++
 			if n > 1<<20 {
-				return v, fmt.Errorf("version %q: number too large", s)
+				return v, errors.New("a number in it is too large")
 			}
 		}
 		if j == 0 {
 			if i == 0 {
-				return v, fmt.Errorf("version %q does not start with a number", s)
+				return v, errors.New("it does not start with a number")
 			}
 			break
 		}
@@ -279,7 +283,7 @@ func parseVersion(s string, pep440 bool) (version, error) {
 	case strings.HasPrefix(rest, "-"):
 		v.pre = true
 	default:
-		return v, fmt.Errorf("version %q is not a semantic version", s)
+		return v, errors.New("it is not a semantic version")
 	}
 	return v, nil
 }
