@@ -126,9 +126,15 @@ func (b *batch) handBack(ctx context.Context) {
 	if !ok {
 		return
 	}
-	// The work context may be gone (shutdown budget spent); a nack is still
-	// worth a short try, it only speeds up redelivery.
-	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	// The work context may be gone (shutdown budget spent, or a fatal
+	// error); a nack is still worth a try, as it only speeds up redelivery,
+	// but a short one, so the shutdown budget holds even with the source's
+	// server away.
+	timeout := 2 * time.Second
+	if ctx.Err() != nil {
+		timeout = 250 * time.Millisecond
+	}
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if err := n.Nack(nctx, back); err != nil {
 		e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
