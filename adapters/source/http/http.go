@@ -303,6 +303,11 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 			if err != nil {
 				return nil, err
 			}
+			if !cemap.ValidID(m.ID) {
+				// Refused here, where the caller can fix it, rather than
+				// by a CloudEvents sink later as a permanent failure.
+				return nil, fmt.Errorf("event id %q must be printable UTF-8 text", m.ID)
+			}
 			if seen[m.ID] {
 				return nil, fmt.Errorf("the batch has two events with id %q", m.ID)
 			}

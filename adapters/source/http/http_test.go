@@ -643,3 +643,16 @@ func TestStopReadingAnswersUnreadRequestsAtOnceAndKeepsReadOnes(t *testing.T) {
 		t.Fatalf("read request answered %d %+v, want 200 for r", r.status, r.body)
 	}
 }
+
+func TestCloudEventWithAControlCharacterInItsIDIs400(t *testing.T) {
+	src, url := start(t, testConfig())
+	h := http.Header{}
+	h.Set("Content-Type", "application/cloudevents+json")
+	body := `{"specversion":"1.0","id":"a\u0001b","source":"/test","type":"t","data":"x"}`
+	if r := await(t, post(url, h, body)); r.status != http.StatusBadRequest || !strings.Contains(r.body.Error, "printable") {
+		t.Fatalf("answer %d %+v, want 400 naming the id", r.status, r.body)
+	}
+	if p, _ := src.Pending(context.Background()); p != 0 {
+		t.Fatalf("%d messages queued from a refused request", p)
+	}
+}
