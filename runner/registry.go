@@ -67,6 +67,7 @@ type ConfigError struct {
 	Reason string // what is allowed
 }
 
+// Error is the one line the runner prints before exiting with status 2.
 func (e *ConfigError) Error() string {
 	return fmt.Sprintf("invalid %s=%q: %s", e.Var, e.Value, e.Reason)
 }

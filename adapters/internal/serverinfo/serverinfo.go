@@ -85,6 +85,7 @@ type IncompatibleError struct {
 	Reason   string
 }
 
+// Error names the container, its server-info file and why it cannot be used.
 func (e *IncompatibleError) Error() string {
 	return fmt.Sprintf("the %s container cannot be used: %s (server-info file %s)", e.Endpoint.Name, e.Reason, e.Endpoint.InfoFile)
 }
