@@ -31,9 +31,11 @@ type Config struct {
 	URL             string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
 	Subject         string        `envconfig:"MV_JETSTREAM_SUBJECT" desc:"subject to publish to; a stream must capture it"`
 	Creds           string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
-	FallbackURL     string        `envconfig:"MV_FALLBACK_JETSTREAM_URL" desc:"NATS server URL of the fallback sink; defaults to MV_JETSTREAM_URL"`
+	SinkURL         string        `envconfig:"MV_JETSTREAM_SINK_URL" desc:"NATS server URL of the sink when it differs from the source's (another cluster); defaults to MV_JETSTREAM_URL"`
+	SinkCreds       string        `envconfig:"MV_JETSTREAM_SINK_CREDS" desc:"credentials file for MV_JETSTREAM_SINK_URL; defaults to MV_JETSTREAM_CREDS"`
+	FallbackURL     string        `envconfig:"MV_FALLBACK_JETSTREAM_URL" desc:"NATS server URL of the fallback sink; defaults to the sink's"`
 	FallbackSubject string        `envconfig:"MV_FALLBACK_JETSTREAM_SUBJECT" desc:"subject the fallback sink publishes to"`
-	FallbackCreds   string        `envconfig:"MV_FALLBACK_JETSTREAM_CREDS" desc:"credentials file of the fallback sink; defaults to MV_JETSTREAM_CREDS"`
+	FallbackCreds   string        `envconfig:"MV_FALLBACK_JETSTREAM_CREDS" desc:"credentials file of the fallback sink; defaults to the sink's"`
 	PublishTimeout  time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
 	MaxPending      int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
 	ReconnectWait   time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
@@ -61,23 +63,31 @@ func (c *Config) Validate(role runner.Role) error {
 	return nil
 }
 
-// target returns the URL and subject for role.
+// target returns the URL and subject for role: the fallback's own, else the
+// sink's own, else the one shared with the source.
 func (c *Config) target(role runner.Role) (url, subject string) {
+	url = firstSet(c.SinkURL, c.URL)
 	if role == runner.RoleFallbackSink {
-		url = c.FallbackURL
-		if url == "" {
-			url = c.URL
-		}
-		return url, c.FallbackSubject
+		return firstSet(c.FallbackURL, url), c.FallbackSubject
 	}
-	return c.URL, c.Subject
+	return url, c.Subject
 }
 
 func (c *Config) creds(role runner.Role) string {
-	if role == runner.RoleFallbackSink && c.FallbackCreds != "" {
-		return c.FallbackCreds
+	creds := firstSet(c.SinkCreds, c.Creds)
+	if role == runner.RoleFallbackSink {
+		return firstSet(c.FallbackCreds, creds)
 	}
-	return c.Creds
+	return creds
+}
+
+func firstSet(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func init() {

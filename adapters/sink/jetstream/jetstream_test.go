@@ -297,6 +297,7 @@ func TestValidate(t *testing.T) {
 		{"fallback ok", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq" }, ""},
 		{"fallback without any url", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.URL = "" }, "MV_FALLBACK_JETSTREAM_URL"},
 		{"publish timeout", runner.RoleSink, func(c *jssink.Config) { c.PublishTimeout = 0 }, "MV_JETSTREAM_PUBLISH_TIMEOUT"},
+		{"own sink url without the source's", runner.RoleSink, func(c *jssink.Config) { c.URL = ""; c.SinkURL = "nats://other:4222" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -310,5 +311,23 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("got %v, want a ConfigError for %s", err, tc.bad)
 			}
 		})
+	}
+}
+
+func TestSinkURLPublishesToAnotherServer(t *testing.T) {
+	src, dst := natstest.Start(t), natstest.Start(t)
+	_, srcJS := src.Connect(t)
+	_, dstJS := dst.Connect(t)
+	createStream(t, srcJS, "MAIN")
+	createStream(t, dstJS, "MAIN")
+	cfg := testConfig(src.URL(), "MAIN.out")
+	cfg.SinkURL = dst.URL() // MV_JETSTREAM_URL stays the source's server
+	s := newSink(t, cfg, runner.RoleSink)
+	allOK(t, write(t, s, batch("x", 4)))
+	if n := len(natstest.ReadAll(t, dstJS, "MAIN")); n != 4 {
+		t.Fatalf("the sink's server holds %d messages, want 4", n)
+	}
+	if n := len(natstest.ReadAll(t, srcJS, "MAIN")); n != 0 {
+		t.Fatalf("the source's server holds %d messages, want 0", n)
 	}
 }
