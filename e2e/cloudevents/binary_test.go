@@ -2,7 +2,6 @@ package cloudevents_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -20,34 +19,6 @@ import (
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
-
-// stopTotals is the runner's "runner stopped" log line.
-type stopTotals struct {
-	Msg             string `json:"msg"`
-	Read            int64  `json:"read"`
-	Acked           int64  `json:"acked"`
-	Nacked          int64  `json:"nacked"`
-	Written         int64  `json:"written"`
-	FallbackWritten int64  `json:"fallback_written"`
-	Dropped         int64  `json:"dropped"`
-}
-
-func stopLine(t *testing.T, stderr string) stopTotals {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(stderr))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var found *stopTotals
-	for sc.Scan() {
-		var l stopTotals
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "runner stopped" {
-			found = &l
-		}
-	}
-	if found == nil {
-		t.Fatalf("no \"runner stopped\" line in:\n%s", stderr)
-	}
-	return *found
-}
 
 func ids(evs []event.Event) map[string]event.Event {
 	m := map[string]event.Event{}
@@ -173,7 +144,7 @@ func TestRunnerHTTPSourceFunctionSink(t *testing.T) {
 	if code := p.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
-	st := stopLine(t, p.Stderr.String())
+	st := testutil.StopLine(t, p.Stderr.String())
 	if st.Read != 18 || st.Acked != 18 || st.Nacked != 0 || st.Written != 15 || st.FallbackWritten != 6 || st.Dropped != 3 {
 		t.Fatalf("runner totals %+v", st)
 	}
@@ -279,7 +250,7 @@ func TestRunnerGeneratorFunctionSink(t *testing.T) {
 	if len(main) != want["echo"]+want["flaky"]+3*want["fan"] || len(fb) != want["bad"] {
 		t.Fatalf("sink %d, fallback %d events; fates %v", len(main), len(fb), want)
 	}
-	st := stopLine(t, p.Stderr.String())
+	st := testutil.StopLine(t, p.Stderr.String())
 	if st.Read != total || st.Acked != total || int(st.Dropped) != want["drop"] || int(st.FallbackWritten) != want["bad"] {
 		t.Fatalf("runner totals %+v, fates %v", st, want)
 	}

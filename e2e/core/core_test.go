@@ -3,8 +3,6 @@
 package core_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,34 +15,6 @@ import (
 
 	"github.com/monovertex/monovertex/internal/testutil"
 )
-
-// stopLine is the runner's last log line, with its totals.
-type stopLine struct {
-	Msg             string `json:"msg"`
-	Read            int64  `json:"read"`
-	Acked           int64  `json:"acked"`
-	Nacked          int64  `json:"nacked"`
-	Written         int64  `json:"written"`
-	FallbackWritten int64  `json:"fallback_written"`
-	Dropped         int64  `json:"dropped"`
-}
-
-func lastStopLine(t *testing.T, stderr string) stopLine {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(stderr))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var found *stopLine
-	for sc.Scan() {
-		var l stopLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "runner stopped" {
-			found = &l
-		}
-	}
-	if found == nil {
-		t.Fatalf("no \"runner stopped\" log line in:\n%s", stderr)
-	}
-	return *found
-}
 
 // sinkLines counts the log sink's lines on stdout and checks each ID once.
 func sinkLines(t *testing.T, stdout string) int {
@@ -89,7 +59,7 @@ func TestSIGTERMMidStreamDrainsAcksAndExitsZero(t *testing.T) {
 	if took > 10*time.Second {
 		t.Fatalf("shutdown took %v, budget 10s", took)
 	}
-	l := lastStopLine(t, p.Stderr.String())
+	l := testutil.StopLine(t, p.Stderr.String())
 	lines := sinkLines(t, p.Stdout.String())
 	if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(lines) != l.Written || l.Nacked != 0 {
 		t.Fatalf("after SIGTERM: read %d acked %d written %d nacked %d, sink lines %d; want read = acked = written = lines",

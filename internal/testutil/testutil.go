@@ -4,6 +4,7 @@
 package testutil
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -295,4 +296,34 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// StopTotals are the totals of the runner's last log line, "runner stopped".
+type StopTotals struct {
+	Msg             string `json:"msg"`
+	Read            int64  `json:"read"`
+	Acked           int64  `json:"acked"`
+	Nacked          int64  `json:"nacked"`
+	Written         int64  `json:"written"`
+	FallbackWritten int64  `json:"fallback_written"`
+	Dropped         int64  `json:"dropped"`
+}
+
+// StopLine finds the last "runner stopped" line in the runner's stderr; it
+// fails the test when there is none.
+func StopLine(t testing.TB, stderr string) StopTotals {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(stderr))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var found *StopTotals
+	for sc.Scan() {
+		var l StopTotals
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg == "runner stopped" {
+			found = &l
+		}
+	}
+	if found == nil {
+		t.Fatalf("no \"runner stopped\" log line in:\n%s", stderr)
+	}
+	return *found
 }
