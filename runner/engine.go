@@ -440,8 +440,13 @@ func (e *Engine) pollPending(ctx context.Context) {
 	}
 }
 
-// Ready reports nil when every adapter that can tell says it is ready.
+// Ready reports nil while the engine runs (paused counts as running) and
+// every adapter that can tell says it is ready; starting, draining and
+// stopped are not ready, so Knative stops routing to a replica going away.
 func (e *Engine) Ready(ctx context.Context) error {
+	if state, _ := e.state.Load().(string); state != "running" {
+		return errors.New(state)
+	}
 	for _, a := range []struct {
 		name string
 		v    any

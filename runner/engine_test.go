@@ -596,3 +596,28 @@ func TestPassthroughTransformerKeepsThePayload(t *testing.T) {
 		}
 	}
 }
+
+func TestReadyOnlyWhileRunning(t *testing.T) {
+	src := runnertest.NewSource(runnertest.Messages(1))
+	e, _ := runner.New(runner.Options{}, src, nil, runnertest.NewSink(nil), nil)
+	if err := e.Ready(context.Background()); err == nil {
+		t.Fatal("ready before Run")
+	}
+	e.SetPaused(true) // keeps Run going until resumed
+	done := make(chan error)
+	go func() { done <- e.Run(context.Background()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Ready(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready while running (paused)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.SetPaused(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Fatalf("after Run: %v, want not ready (stopped)", err)
+	}
+}

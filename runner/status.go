@@ -84,10 +84,6 @@ func (e *Engine) AdminHandler(gatherer prometheus.Gatherer, withPProf bool) http
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if state, _ := e.state.Load().(string); state != "running" {
-			http.Error(w, "not ready: "+state, http.StatusServiceUnavailable)
-			return
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := e.Ready(ctx); err != nil {
