@@ -111,6 +111,34 @@ type Source struct {
 	// them; Close waits for them so those messages need not wait out the
 	// ack wait.
 	late sync.WaitGroup
+
+	// info is the last consumer info and when it was fetched: the engine
+	// asks for pending and for group progress back to back, and one round
+	// trip to the server answers both.
+	infoMu sync.Mutex
+	info   *jetstream.ConsumerInfo
+	infoAt time.Time
+}
+
+// infoMaxAge is how long a fetched consumer info answers further questions.
+const infoMaxAge = 500 * time.Millisecond
+
+// consumerInfo returns the consumer's info, fetching it unless the last
+// fetch is younger than infoMaxAge.
+func (s *Source) consumerInfo(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	s.infoMu.Lock()
+	defer s.infoMu.Unlock()
+	if s.info != nil && time.Since(s.infoAt) < infoMaxAge {
+		return s.info, nil
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
+	info, err := s.cons.Info(ictx)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+	}
+	s.info, s.infoAt = info, time.Now()
+	return info, nil
 }
 
 var (
@@ -460,11 +488,9 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
 // is the count of the whole consumer, so every replica reports the same
 // number, not its own share.
 func (s *Source) Pending(ctx context.Context) (int64, error) {
-	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
-	defer cancel()
-	info, err := s.cons.Info(ictx)
+	info, err := s.consumerInfo(ctx)
 	if err != nil {
-		return -1, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+		return -1, err
 	}
 	return int64(info.NumPending) + int64(info.NumAckPending), nil
 }
@@ -476,11 +502,9 @@ func (s *Source) Pending(ctx context.Context) (int64, error) {
 // operation is a rounding error; unlike the ack floor it does not stall
 // while acks from several replicas arrive out of order.
 func (s *Source) GroupProcessed(ctx context.Context) (int64, error) {
-	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
-	defer cancel()
-	info, err := s.cons.Info(ictx)
+	info, err := s.consumerInfo(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+		return 0, err
 	}
 	return int64(info.Delivered.Consumer) - int64(info.NumAckPending), nil
 }
