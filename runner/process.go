@@ -136,7 +136,7 @@ func (b *batch) handBack(ctx context.Context) {
 	}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := n.Nack(nctx, back); err != nil {
+	if err := n.Nack(nctx, back, 0); err != nil {
 		e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
 	}
 }

@@ -21,6 +21,9 @@ const (
 	RoleTransformer  Role = "transformer"
 	RoleSink         Role = "sink"
 	RoleFallbackSink Role = "fallback-sink"
+	// RoleOnSuccessSink is the sink written after a primary sink answered
+	// ON_SUCCESS (Numaflow's spec.sink.onSuccess).
+	RoleOnSuccessSink Role = "onsuccess-sink"
 )
 
 // Env is what the runner hands an adapter constructor.

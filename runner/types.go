@@ -24,9 +24,52 @@ type Message struct {
 	EventTime time.Time
 	// Headers carry user metadata (Numaflow headers, CloudEvents extensions).
 	Headers map[string]string
+	// Tags are the tags a Numaflow transformer or map UDF put on the
+	// message (numaflow-go's WithTags); bypass conditions route on them.
+	Tags []string
+	// Metadata is Numaflow's per-message metadata; nil when there is none.
+	Metadata *Metadata
 	// Offset is the source's own handle, given back to it in Ack and Nack.
 	// The engine and sinks never look inside it.
 	Offset any
+}
+
+// Metadata is the metadata Numaflow carries with a message from the source
+// through every stage to the sink (common.Metadata in Numaflow's protos):
+// user metadata, which sources, transformers and map UDFs may set and
+// change, and system metadata, which only the runner sets and containers
+// may read. Both are groups of key-value pairs.
+type Metadata struct {
+	// PreviousVertex is the stage the message last came from.
+	PreviousVertex string
+	// User is the read-write user metadata, group -> key -> value.
+	User map[string]map[string][]byte
+	// System is the read-only system metadata, group -> key -> value.
+	System map[string]map[string][]byte
+}
+
+// Clone returns a deep copy, so a stage can change its copy without
+// changing what another output of the same input carries.
+func (md *Metadata) Clone() *Metadata {
+	if md == nil {
+		return nil
+	}
+	return &Metadata{PreviousVertex: md.PreviousVertex, User: cloneGroups(md.User), System: cloneGroups(md.System)}
+}
+
+func cloneGroups(g map[string]map[string][]byte) map[string]map[string][]byte {
+	if g == nil {
+		return nil
+	}
+	out := make(map[string]map[string][]byte, len(g))
+	for name, kv := range g {
+		c := make(map[string][]byte, len(kv))
+		for k, v := range kv {
+			c[k] = v // values are never changed in place, only replaced
+		}
+		out[name] = c
+	}
+	return out
 }
 
 // Source produces messages and takes acknowledgements for them.
@@ -46,7 +89,9 @@ type Source interface {
 // Nacker is implemented by sources that can take messages back for
 // redelivery sooner than their ack deadline would.
 type Nacker interface {
-	Nack(ctx context.Context, msgs []*Message) error
+	// Nack hands msgs back; a positive delay asks the source to redeliver
+	// them no sooner than that (Numaflow's NackOptions.delay), where it can.
+	Nack(ctx context.Context, msgs []*Message, delay time.Duration) error
 }
 
 // PendingReader is implemented by sources that know how many messages are
@@ -88,8 +133,10 @@ type TransformResult struct {
 	// Err is set when this message failed. It is retried with the retry
 	// strategy unless wrapped with Permanent, after which MV_ON_FAILURE decides.
 	Err error
-	// Nack asks the engine to hand the input back to the source unprocessed.
-	Nack bool
+	// Nack asks the engine to hand the input back to the source unprocessed,
+	// to be redelivered after NackDelay where the source can delay it.
+	Nack      bool
+	NackDelay time.Duration
 }
 
 // Sink writes messages and reports a result for each.
@@ -111,6 +158,13 @@ const (
 	WriteFailed
 	// WriteFallback means the sink asks for the message to go to the fallback sink.
 	WriteFallback
+	// WriteOnSuccess means the sink took the message and asks for it (or
+	// WriteResult.OnSuccess in its place) to be written to the onSuccess
+	// sink; the input is acked only after that write.
+	WriteOnSuccess
+	// WriteNack means the sink hands the message back to the source, to be
+	// redelivered after WriteResult.NackDelay; it is not retried on the sink.
+	WriteNack
 )
 
 // String names the status for logs.
@@ -122,6 +176,10 @@ func (s WriteStatus) String() string {
 		return "failed"
 	case WriteFallback:
 		return "fallback"
+	case WriteOnSuccess:
+		return "on-success"
+	case WriteNack:
+		return "nack"
 	}
 	return "unknown"
 }
@@ -131,6 +189,12 @@ type WriteResult struct {
 	Status WriteStatus
 	// Err says why a write failed; Permanent errors skip the remaining retries.
 	Err error
+	// OnSuccess, with WriteOnSuccess, is the message to write to the
+	// onSuccess sink instead of the original; nil writes the original.
+	OnSuccess *Message
+	// NackDelay, with WriteNack, is how long the source should wait before
+	// redelivering the message.
+	NackDelay time.Duration
 }
 
 // OKResults returns n successful results, for sinks that succeed or fail

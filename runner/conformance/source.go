@@ -208,7 +208,7 @@ func sourceNack(t *testing.T, c SourceCase) {
 	if err := src.Ack(ctx, got[5:]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	if err := nacker.Nack(ctx, got[:5]); err != nil {
+	if err := nacker.Nack(ctx, got[:5], 0); err != nil {
 		t.Fatalf("nack: %v", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.Features.RedeliveryWait)

@@ -136,7 +136,7 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 }
 
 // Nack puts messages back at the end of the queue.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {

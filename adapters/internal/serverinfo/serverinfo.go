@@ -64,6 +64,26 @@ func TransformerEndpoint(dir string) Endpoint {
 		Socket: filepath.Join(dir, "sourcetransform.sock"), InfoFile: filepath.Join(dir, "sourcetransformer-server-info")}
 }
 
+// OnSuccessSinkEndpoint is the onSuccess sink container in dir (numaflow-go
+// serves it when NUMAFLOW_UD_CONTAINER_TYPE=ons-udsink). numaflow-go has no
+// container type of its own for it, so its versions are checked as a sink's.
+func OnSuccessSinkEndpoint(dir string) Endpoint {
+	return Endpoint{Name: "onSuccess sink", Container: info.Sinker,
+		Socket: filepath.Join(dir, "ons-sink.sock"), InfoFile: filepath.Join(dir, "ons-sinker-server-info")}
+}
+
+// SinkEndpointFor is the sink container that serves role: the sink, the
+// fallback sink or the onSuccess sink.
+func SinkEndpointFor(dir string, role runner.Role) Endpoint {
+	switch role {
+	case runner.RoleFallbackSink:
+		return SinkEndpoint(dir, true)
+	case runner.RoleOnSuccessSink:
+		return OnSuccessSinkEndpoint(dir)
+	}
+	return SinkEndpoint(dir, false)
+}
+
 // SinkEndpoint is the user-defined sink container in dir: the primary sink,
 // or with fallback set the fallback sink.
 func SinkEndpoint(dir string, fallback bool) Endpoint {

@@ -457,8 +457,9 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 	return s.settle(msgs, "")
 }
 
-// Nack fails the requests of these messages: their callers get 500 and retry.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
+// Nack fails the requests of these messages: their callers get 500 and
+// retry when they choose, so a delay has nothing to act on.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ time.Duration) error {
 	return s.settle(msgs, "the message could not be delivered")
 }
 

@@ -453,9 +453,13 @@ func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
 	return nil
 }
 
-// Nack asks the server to redeliver the messages after MV_JETSTREAM_NAK_DELAY.
-// A nack that gets lost only means redelivery after the ack wait instead.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
+// Nack asks the server to redeliver the messages after delay, or after
+// MV_JETSTREAM_NAK_DELAY when no delay is asked for. A nack that gets lost
+// only means redelivery after the ack wait instead.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
+	if delay <= 0 {
+		delay = s.cfg.NakDelay
+	}
 	s.release(msgs)
 	var firstErr error
 	failed := 0
@@ -465,8 +469,8 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message) error {
 			continue
 		}
 		var err error
-		if s.cfg.NakDelay > 0 {
-			err = jm.NakWithDelay(s.cfg.NakDelay)
+		if delay > 0 {
+			err = jm.NakWithDelay(delay)
 		} else {
 			err = jm.Nak()
 		}

@@ -437,8 +437,9 @@ func (as *ackStream) failure() error {
 	return as.err
 }
 
-// Nack hands messages back to the container for redelivery.
-func (s *Source) Nack(ctx context.Context, msgs []*runner.Message) error {
+// Nack hands messages back to the container for redelivery, with the delay
+// in NackOptions as Numaflow sends it (milliseconds).
+func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Duration) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -450,12 +451,17 @@ func (s *Source) Nack(ctx context.Context, msgs []*runner.Message) error {
 	if err != nil {
 		return fmt.Errorf("udsource: nack %d messages: %w", len(msgs), err)
 	}
-	return s.nack(ctx, cc, offs)
+	return s.nack(ctx, cc, offs, delay)
 }
 
-func (s *Source) nack(ctx context.Context, cc *grpc.ClientConn, offs []*sourcepb.Offset) error {
+func (s *Source) nack(ctx context.Context, cc *grpc.ClientConn, offs []*sourcepb.Offset, delay time.Duration) error {
+	opts := &common.NackOptions{Reason: &nackReason}
+	if delay > 0 {
+		ms := uint64(delay.Milliseconds())
+		opts.Delay = &ms
+	}
 	_, err := sourcepb.NewSourceClient(cc).NackFn(ctx, &sourcepb.NackRequest{Request: []*sourcepb.NackRequest_Request{{
-		Offsets: offs, NackOptions: &common.NackOptions{Reason: &nackReason},
+		Offsets: offs, NackOptions: opts,
 	}}})
 	if err != nil {
 		return fmt.Errorf("udsource: nack %d messages: %w", len(offs), err)
@@ -552,7 +558,7 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 	}
 	if len(left) > 0 {
 		if cc, _, err := s.conn.Current(); err == nil {
-			if err := s.nack(dctx, cc, left); err != nil {
+			if err := s.nack(dctx, cc, left, 0); err != nil {
 				s.log.Warnw("could not nack messages read while closing; the source redelivers them after its own timeout", "count", len(left), zap.Error(err))
 			}
 		}
