@@ -67,6 +67,15 @@ type Options struct {
 	// written or acked at once (MV_INFLIGHT_BATCHES); memory is bounded by
 	// BatchSize x payload x InflightBatches.
 	InflightBatches int
+	// Streaming is Numaflow's spec.streaming (MV_STREAMING): instead of
+	// batch slots, the read loop is bounded by Concurrency messages read
+	// but not yet acked or handed back, and reads again as soon as any of
+	// them is settled, so one slow message holds only its own place.
+	Streaming bool
+	// Concurrency is the most messages in flight in streaming mode
+	// (MV_CONCURRENCY, Numaflow's spec.limits.concurrency); it defaults to
+	// BatchSize, as Numaflow's does.
+	Concurrency int
 	// Retry is the backoff for failed transformer and sink messages.
 	Retry RetryPolicy
 	// OnFailure decides for messages whose retries are spent.
@@ -94,6 +103,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.InflightBatches <= 0 {
 		o.InflightBatches = 4
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = o.BatchSize
 	}
 	if o.Retry.Interval <= 0 {
 		o.Retry.Interval = time.Millisecond
@@ -124,16 +136,76 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// Engine moves messages from a source through an optional transformer to a
-// sink, acking each message only once it reached a final state.
+// StageRole says what a stage is in Numaflow's terms, which picks its
+// metric names: the source transformer (monovtx_transformer_*) or a map
+// UDF (monovtx_udf_*).
+type StageRole string
+
+// The stage roles.
+const (
+	StageTransformer StageRole = "transformer"
+	StageUDF         StageRole = "udf"
+)
+
+// Stage is one step of the chain between the source and the sinks.
+type Stage struct {
+	// Kind is the adapter kind (udtransformer, cloudevents, udmap), for
+	// logs and /status.
+	Kind string
+	// Role is the stage's place: the source transformer comes first, map
+	// UDFs after it.
+	Role StageRole
+	// Transformer does the work.
+	Transformer Transformer
+}
+
+// Pipeline is what an engine runs: a source, an ordered chain of stages,
+// and the sink tiers with their bypass conditions.
+type Pipeline struct {
+	Source Source
+	Stages []Stage
+	// Sink is required; Fallback and OnSuccess may be nil.
+	Sink, Fallback, OnSuccess Sink
+	Bypass                    Bypass
+	// Kinds name the source's and the sinks' adapter kinds for logs and
+	// /status; they may be left empty.
+	Kinds struct{ Source, Sink, Fallback, OnSuccess string }
+}
+
+// adapterName is how logs and /status call an adapter: its place, and its
+// kind when known.
+func adapterName(place, kind string) string {
+	if kind == "" {
+		return place
+	}
+	return place + " (" + kind + ")"
+}
+
+// stage is a Stage with its metrics.
+type stage struct {
+	Stage
+	name            string
+	t               Transformer
+	time            prometheus.Observer
+	errors, dropped prometheus.Counter
+	nErr, nDropped  *atomic.Int64
+}
+
+// Engine moves messages from a source through a chain of stages to the
+// sinks, acking each message only once it reached a final state.
 type Engine struct {
-	opts     Options
-	log      *zap.SugaredLogger
-	src      Source
-	tr       Transformer
-	sink     Sink
-	fallback Sink
-	m        *Metrics
+	opts      Options
+	log       *zap.SugaredLogger
+	src       Source
+	stages    []*stage
+	sink      Sink
+	fallback  Sink
+	onSuccess Sink
+	bypass    Bypass
+	kinds     struct{ Source, Sink, Fallback, OnSuccess string }
+	m         *Metrics
+	// tokens bound the messages in flight in streaming mode; nil in batch mode.
+	tokens chan struct{}
 
 	totals        counters
 	rate          *rateCounter
@@ -152,6 +224,9 @@ type counters struct {
 	written, fallbackWritten, dropped            atomic.Int64
 	transformerDropped, sinkDropped, sinkErrors  atomic.Int64
 	fallbackErrors, transformerErrors, ackErrors atomic.Int64
+	onSuccessWritten, onSuccessErrors            atomic.Int64
+	udfDropped, udfErrors, sinkNacked            atomic.Int64
+	bypassed, bypassDropped                      atomic.Int64
 }
 
 type errorRecord struct {
@@ -159,13 +234,23 @@ type errorRecord struct {
 	Error string
 }
 
-// New builds an engine. The transformer and the fallback sink may be nil.
+// New builds an engine with at most one stage, the source transformer. The
+// transformer and the fallback sink may be nil.
 func New(opts Options, src Source, tr Transformer, sink, fallback Sink) (*Engine, error) {
-	if src == nil || sink == nil {
+	p := Pipeline{Source: src, Sink: sink, Fallback: fallback}
+	if tr != nil {
+		p.Stages = []Stage{{Role: StageTransformer, Transformer: tr}}
+	}
+	return NewPipeline(opts, p)
+}
+
+// NewPipeline builds an engine that runs p.
+func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
+	if p.Source == nil || p.Sink == nil {
 		return nil, errors.New("runner: a source and a sink are required")
 	}
 	opts.setDefaults()
-	if opts.OnFailure == OnFailureFallback && fallback == nil {
+	if opts.OnFailure == OnFailureFallback && p.Fallback == nil {
 		return nil, &ConfigError{Var: "MV_ON_FAILURE", Value: string(opts.OnFailure), Reason: "needs a fallback sink: set MV_FALLBACK_SINK"}
 	}
 	m, err := NewMetrics(opts.Registerer, opts.Name, opts.Replica)
@@ -174,8 +259,28 @@ func New(opts Options, src Source, tr Transformer, sink, fallback Sink) (*Engine
 	}
 	m.ReadBatchSize.Set(float64(opts.BatchSize))
 	e := &Engine{
-		opts: opts, log: opts.Logger, src: src, tr: tr, sink: sink, fallback: fallback, m: m,
-		rate: newRateCounter(time.Now()),
+		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
+		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()),
+	}
+	for i, st := range p.Stages {
+		if st.Transformer == nil {
+			return nil, fmt.Errorf("runner: stage %d (%s) has no transformer", i, st.Kind)
+		}
+		s := &stage{Stage: st, t: st.Transformer, name: adapterName(string(st.Role), st.Kind)}
+		switch st.Role {
+		case StageTransformer:
+			s.time, s.errors, s.dropped = m.TransformerTime, m.TransformerErrors, m.TransformerDropped
+			s.nErr, s.nDropped = &e.totals.transformerErrors, &e.totals.transformerDropped
+		case StageUDF:
+			s.time, s.errors, s.dropped = m.UDFTime, m.UDFErrors, m.UDFDropped
+			s.nErr, s.nDropped = &e.totals.udfErrors, &e.totals.udfDropped
+		default:
+			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q or %q", i, st.Kind, st.Role, StageTransformer, StageUDF)
+		}
+		e.stages = append(e.stages, s)
+	}
+	if opts.Streaming {
+		e.tokens = make(chan struct{}, opts.Concurrency)
 	}
 	if err := opts.Registerer.Register(newScalingCollector(e, prometheus.Labels{LabelName: opts.Name, LabelReplica: strconv.Itoa(opts.Replica)})); err != nil {
 		return nil, fmt.Errorf("runner: register scaling metrics: %w", err)
@@ -323,22 +428,88 @@ func stopReason(ctx context.Context, readErr error) string {
 func (e *Engine) closeAll(deadline time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	closers := []struct {
-		name string
-		c    interface{ Close(context.Context) error }
-	}{{"source", e.src}, {"transformer", e.tr}, {"sink", e.sink}, {"fallback sink", e.fallback}}
-	for _, c := range closers {
-		if c.c == nil {
-			continue
-		}
-		if err := c.c.Close(ctx); err != nil {
-			e.log.Warnw("close failed", "adapter", c.name, zap.Error(err))
+	for _, a := range e.adapters() {
+		if err := a.v.(interface{ Close(context.Context) error }).Close(ctx); err != nil {
+			e.log.Warnw("close failed", "adapter", a.name, zap.Error(err))
 		}
 	}
 }
 
+type namedAdapter struct {
+	name string
+	v    any
+}
+
+// adapters lists every adapter in pipeline order, leaving out those not set.
+func (e *Engine) adapters() []namedAdapter {
+	all := []namedAdapter{{adapterName("source", e.kinds.Source), e.src}}
+	for _, s := range e.stages {
+		all = append(all, namedAdapter{s.name, s.t})
+	}
+	for _, a := range []struct {
+		name string
+		s    Sink
+	}{{adapterName("sink", e.kinds.Sink), e.sink}, {adapterName("fallback sink", e.kinds.Fallback), e.fallback}, {adapterName("onSuccess sink", e.kinds.OnSuccess), e.onSuccess}} {
+		if a.s != nil {
+			all = append(all, namedAdapter{a.name, a.s})
+		}
+	}
+	return all
+}
+
+// count adds n to one of the engine's totals and to its Prometheus
+// counter, which /status and /metrics report alike.
+func (e *Engine) count(total *atomic.Int64, c prometheus.Counter, n int) {
+	if n == 0 {
+		return
+	}
+	total.Add(int64(n))
+	c.Add(float64(n))
+}
+
+// acquire waits, in streaming mode, until at least one message may be read,
+// and takes up to max places; it returns how many it took (max in batch
+// mode), or 0 if ctx ended.
+func (e *Engine) acquire(ctx context.Context, max int) int {
+	if e.tokens == nil {
+		return max
+	}
+	select {
+	case e.tokens <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < max {
+		select {
+		case e.tokens <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	return n
+}
+
+// release gives back n places taken by acquire once their messages were
+// acked or handed back.
+func (e *Engine) release(n int) {
+	if e.tokens == nil {
+		return
+	}
+	for range n {
+		<-e.tokens
+	}
+}
+
 func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFatal func(error)) error {
-	slots := make(chan struct{}, e.opts.InflightBatches)
+	inflight := e.opts.InflightBatches
+	if e.tokens != nil {
+		// Streaming mode is bounded by messages, not batches.
+		inflight = e.opts.Concurrency
+	}
+	slots := make(chan struct{}, inflight)
 	failures := 0
 	for {
 		if !e.waitResumed(ctx) {
@@ -349,9 +520,17 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		case <-ctx.Done():
 			return nil
 		}
+		want := e.acquire(ctx, e.opts.BatchSize)
+		if want == 0 {
+			<-slots
+			return nil
+		}
 		start := time.Now()
-		msgs, err := e.src.Read(ctx, e.opts.BatchSize, e.opts.ReadTimeout)
+		msgs, err := e.src.Read(ctx, want, e.opts.ReadTimeout)
 		observeSince(e.m.ReadTime, start)
+		if e.tokens != nil && len(msgs) < want {
+			e.release(want - len(msgs))
+		}
 		if len(msgs) > 0 {
 			e.countRead(msgs)
 			wg.Add(1)
@@ -395,10 +574,8 @@ func (e *Engine) countRead(msgs []*Message) {
 	for _, m := range msgs {
 		n += int64(len(m.Value))
 	}
-	e.m.ReadTotal.Add(float64(len(msgs)))
-	e.m.ReadBytesTotal.Add(float64(n))
-	e.totals.read.Add(int64(len(msgs)))
-	e.totals.readBytes.Add(n)
+	e.count(&e.totals.read, e.m.ReadTotal, len(msgs))
+	e.count(&e.totals.readBytes, e.m.ReadBytesTotal, int(n))
 }
 
 func (e *Engine) recordError(err error) {
@@ -447,13 +624,7 @@ func (e *Engine) Ready(ctx context.Context) error {
 	if state, _ := e.state.Load().(string); state != "running" {
 		return errors.New(state)
 	}
-	for _, a := range []struct {
-		name string
-		v    any
-	}{{"source", e.src}, {"transformer", e.tr}, {"sink", e.sink}, {"fallback sink", e.fallback}} {
-		if a.v == nil {
-			continue
-		}
+	for _, a := range e.adapters() {
 		if r, ok := a.v.(Readier); ok {
 			if err := r.Ready(ctx); err != nil {
 				return fmt.Errorf("%s not ready: %w", a.name, err)

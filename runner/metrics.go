@@ -16,26 +16,33 @@ const (
 
 // Metrics are the engine's Prometheus collectors, named as Numaflow names them.
 type Metrics struct {
-	ReadTotal              prometheus.Counter
-	ReadBytesTotal         prometheus.Counter
-	AckTotal               prometheus.Counter
-	NackTotal              prometheus.Counter
-	DroppedTotal           prometheus.Counter
-	TransformerDropped     prometheus.Counter
-	TransformerErrors      prometheus.Counter
-	SinkWriteTotal         prometheus.Counter
-	SinkWriteErrors        prometheus.Counter
-	SinkDropped            prometheus.Counter
-	FallbackSinkWriteTotal prometheus.Counter
-	FallbackSinkErrors     prometheus.Counter
-	PendingRaw             prometheus.Gauge
-	ReadBatchSize          prometheus.Gauge
-	ProcessingTime         prometheus.Observer
-	ReadTime               prometheus.Observer
-	AckTime                prometheus.Observer
-	TransformerTime        prometheus.Observer
-	SinkTime               prometheus.Observer
-	FallbackSinkTime       prometheus.Observer
+	ReadTotal               prometheus.Counter
+	ReadBytesTotal          prometheus.Counter
+	AckTotal                prometheus.Counter
+	NackTotal               prometheus.Counter
+	DroppedTotal            prometheus.Counter
+	TransformerDropped      prometheus.Counter
+	TransformerErrors       prometheus.Counter
+	SinkWriteTotal          prometheus.Counter
+	SinkWriteErrors         prometheus.Counter
+	SinkDropped             prometheus.Counter
+	FallbackSinkWriteTotal  prometheus.Counter
+	FallbackSinkErrors      prometheus.Counter
+	OnSuccessSinkWriteTotal prometheus.Counter
+	OnSuccessSinkErrors     prometheus.Counter
+	UDFErrors               prometheus.Counter
+	UDFDropped              prometheus.Counter
+	PendingRaw              prometheus.Gauge
+	ReadBatchSize           prometheus.Gauge
+	ProcessingTime          prometheus.Observer
+	ReadTime                prometheus.Observer
+	AckTime                 prometheus.Observer
+	NackTime                prometheus.Observer
+	TransformerTime         prometheus.Observer
+	SinkTime                prometheus.Observer
+	FallbackSinkTime        prometheus.Observer
+	OnSuccessSinkTime       prometheus.Observer
+	UDFTime                 prometheus.Observer
 }
 
 // microsecondBuckets spans 100µs to 10 minutes, the range between a cheap
@@ -63,26 +70,33 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		return h
 	}
 	m := &Metrics{
-		ReadTotal:              counter("monovtx_read_total", "Messages read from the source."),
-		ReadBytesTotal:         counter("monovtx_read_bytes_total", "Payload bytes read from the source."),
-		AckTotal:               counter("monovtx_ack_total", "Messages acknowledged to the source."),
-		NackTotal:              counter("monovtx_nack_total", "Messages handed back to the source unfinished."),
-		DroppedTotal:           counter("monovtx_dropped_total", "Messages dropped on purpose, by the transformer or by MV_ON_FAILURE=drop."),
-		TransformerDropped:     counter("monovtx_transformer_dropped_total", "Input messages for which the transformer returned no output."),
-		TransformerErrors:      counter("monovtx_transformer_errors_total", "Failed transformer calls and per-message transformer errors."),
-		SinkWriteTotal:         counter("monovtx_sink_write_total", "Messages written by the sink."),
-		SinkWriteErrors:        counter("monovtx_sink_write_errors_total", "Failed sink writes (each retry counts)."),
-		SinkDropped:            counter("monovtx_sink_dropped_total", "Messages dropped after the sink retries were spent (MV_ON_FAILURE=drop)."),
-		FallbackSinkWriteTotal: counter("monovtx_fallback_sink_write_total", "Messages written by the fallback sink."),
-		FallbackSinkErrors:     counter("monovtx_fallback_sink_write_errors_total", "Failed fallback sink writes (each retry counts)."),
-		PendingRaw:             gauge("monovtx_pending_raw", "Messages pending at the source, as it last reported; -1 when unknown."),
-		ReadBatchSize:          gauge("monovtx_read_batch_size", "The configured read batch size (MV_READ_BATCH_SIZE)."),
-		ProcessingTime:         histogram("monovtx_processing_time", "Time from read to ack of a batch, in microseconds."),
-		ReadTime:               histogram("monovtx_read_time", "Time of one source read, in microseconds."),
-		AckTime:                histogram("monovtx_ack_time", "Time of one source ack call, in microseconds."),
-		TransformerTime:        histogram("monovtx_transformer_time", "Time of one transformer call, in microseconds."),
-		SinkTime:               histogram("monovtx_sink_time", "Time of one sink write call, in microseconds."),
-		FallbackSinkTime:       histogram("monovtx_fallback_sink_time", "Time of one fallback sink write call, in microseconds."),
+		ReadTotal:               counter("monovtx_read_total", "Messages read from the source."),
+		ReadBytesTotal:          counter("monovtx_read_bytes_total", "Payload bytes read from the source."),
+		AckTotal:                counter("monovtx_ack_total", "Messages acknowledged to the source."),
+		NackTotal:               counter("monovtx_nack_total", "Messages handed back to the source unfinished."),
+		DroppedTotal:            counter("monovtx_dropped_total", "Messages dropped on purpose, by the transformer or by MV_ON_FAILURE=drop."),
+		TransformerDropped:      counter("monovtx_transformer_dropped_total", "Input messages for which the transformer returned no output."),
+		TransformerErrors:       counter("monovtx_transformer_errors_total", "Failed transformer calls and per-message transformer errors."),
+		SinkWriteTotal:          counter("monovtx_sink_write_total", "Messages written by the sink."),
+		SinkWriteErrors:         counter("monovtx_sink_write_errors_total", "Failed sink writes (each retry counts)."),
+		SinkDropped:             counter("monovtx_sink_dropped_total", "Messages dropped after the sink retries were spent (MV_ON_FAILURE=drop)."),
+		FallbackSinkWriteTotal:  counter("monovtx_fallback_sink_write_total", "Messages written by the fallback sink."),
+		FallbackSinkErrors:      counter("monovtx_fallback_sink_write_errors_total", "Failed fallback sink writes (each retry counts)."),
+		OnSuccessSinkWriteTotal: counter("monovtx_onsuccess_sink_write_total", "Messages written by the onSuccess sink."),
+		OnSuccessSinkErrors:     counter("monovtx_onsuccess_sink_write_errors_total", "Failed onSuccess sink writes (each retry counts)."),
+		UDFErrors:               counter("monovtx_udf_error_total", "Failed map UDF calls and per-message map UDF errors."),
+		UDFDropped:              counter("monovtx_udf_drop_total", "Messages the map UDF dropped (no output, or only dropped ones)."),
+		NackTime:                histogram("monovtx_nack_time", "Time of one source nack call, in microseconds."),
+		OnSuccessSinkTime:       histogram("monovtx_onsuccess_sink_time", "Time of one onSuccess sink write call, in microseconds."),
+		UDFTime:                 histogram("monovtx_udf_time", "Time of one map UDF call, in microseconds."),
+		PendingRaw:              gauge("monovtx_pending_raw", "Messages pending at the source, as it last reported; -1 when unknown."),
+		ReadBatchSize:           gauge("monovtx_read_batch_size", "The configured read batch size (MV_READ_BATCH_SIZE)."),
+		ProcessingTime:          histogram("monovtx_processing_time", "Time from read to ack of a batch, in microseconds."),
+		ReadTime:                histogram("monovtx_read_time", "Time of one source read, in microseconds."),
+		AckTime:                 histogram("monovtx_ack_time", "Time of one source ack call, in microseconds."),
+		TransformerTime:         histogram("monovtx_transformer_time", "Time of one transformer call, in microseconds."),
+		SinkTime:                histogram("monovtx_sink_time", "Time of one sink write call, in microseconds."),
+		FallbackSinkTime:        histogram("monovtx_fallback_sink_time", "Time of one fallback sink write call, in microseconds."),
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

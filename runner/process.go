@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -14,10 +15,11 @@ import (
 // handed back.
 type inputState struct {
 	msg       *Message
-	remaining int  // outputs not yet in a final state
-	nack      bool // give it back to the source
-	failed    bool // it cannot reach a final state in this attempt
-	settled   bool // acked or nacked already
+	remaining int           // outputs not yet in a final state
+	nack      bool          // give it back to the source
+	nackDelay time.Duration // the longest delay any of its outputs asked for
+	failed    bool          // it cannot reach a final state in this attempt
+	settled   bool          // acked or nacked already
 }
 
 // output is one message on its way to the sink, tied to its input.
@@ -31,10 +33,15 @@ type output struct {
 type batch struct {
 	e      *Engine
 	inputs []inputState
+	// Messages waiting for the fallback and onSuccess tiers. They are
+	// written after every round of the tier before them, so a message that
+	// asked for fallback does not wait for its siblings' retries.
+	toFallback, toOnSuccess []output
 }
 
-// process moves one read batch through transform, write and fallback, acking
-// inputs as soon as all their outputs are final and handing back the rest.
+// process moves one read batch through the stages and the sink tiers,
+// acking inputs as soon as all their outputs are final and handing back
+// the rest.
 func (e *Engine) process(ctx context.Context, msgs []*Message) error {
 	start := time.Now()
 	b := &batch{e: e, inputs: make([]inputState, len(msgs))}
@@ -48,21 +55,82 @@ func (e *Engine) process(ctx context.Context, msgs []*Message) error {
 }
 
 func (b *batch) run(ctx context.Context) error {
-	outs, toFallback, err := b.transform(ctx)
-	if err != nil {
+	e := b.e
+	outs := make([]output, len(b.inputs))
+	for i := range b.inputs {
+		b.inputs[i].remaining = 1
+		outs[i] = output{msg: b.inputs[i].msg, parent: i}
+	}
+	var toSink []output
+	// Numaflow checks the bypass conditions as messages leave the source
+	// (after its transformer) and as they leave each map UDF.
+	if len(e.stages) == 0 || e.stages[0].Role != StageTransformer {
+		outs = b.bypass(outs, &toSink)
+	}
+	for _, st := range e.stages {
+		var err error
+		if outs, err = b.transform(ctx, st, outs); err != nil {
+			return err
+		}
+		b.ackFinal(ctx)
+		outs = b.bypass(outs, &toSink)
+	}
+	if e.bypass.Sink != nil {
+		// Numaflow: with conditions on the primary sink, what reaches it
+		// without matching them is dropped there.
+		for _, o := range outs {
+			e.count(&e.totals.bypassDropped, e.m.DroppedTotal, 1)
+			b.final(o.parent)
+		}
+		outs = nil
+	}
+	toSink = append(toSink, outs...)
+	if err := b.writeSecondary(ctx); err != nil {
 		return err
 	}
 	b.ackFinal(ctx)
-	toFallback, err = b.writePrimary(ctx, outs, toFallback)
-	if err != nil {
+	if err := b.writePrimary(ctx, toSink); err != nil {
 		return err
 	}
-	return b.writeFallback(ctx, toFallback)
+	return b.writeSecondary(ctx)
+}
+
+// bypass takes the outputs whose tags match a sink's bypass condition out
+// of outs, in Numaflow's order (sink, fallback, onSuccess; the first match
+// wins), and returns the rest.
+func (b *batch) bypass(outs []output, toSink *[]output) []output {
+	by := &b.e.bypass
+	if by.empty() {
+		return outs
+	}
+	rest := outs[:0]
+	for _, o := range outs {
+		switch {
+		case by.Sink.Match(o.msg.Tags):
+			*toSink = append(*toSink, o)
+		case by.Fallback.Match(o.msg.Tags):
+			b.toFallback = append(b.toFallback, o)
+		case by.OnSuccess.Match(o.msg.Tags):
+			b.toOnSuccess = append(b.toOnSuccess, o)
+		default:
+			rest = append(rest, o)
+			continue
+		}
+		b.e.totals.bypassed.Add(1)
+	}
+	return rest
 }
 
 // final records that one output of input i reached a final state.
 func (b *batch) final(i int) {
 	b.inputs[i].remaining--
+}
+
+// nack marks input i to be handed back, after delay at the least.
+func (b *batch) nack(i int, delay time.Duration) {
+	in := &b.inputs[i]
+	in.nack = true
+	in.nackDelay = max(in.nackDelay, delay)
 }
 
 // ackFinal acks every input whose outputs are all final and which is not
@@ -81,13 +149,13 @@ func (b *batch) ackFinal(ctx context.Context) {
 		return
 	}
 	e := b.e
+	defer e.release(len(ready))
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		err := e.src.Ack(ctx, ready)
 		observeSince(e.m.AckTime, start)
 		if err == nil {
-			e.m.AckTotal.Add(float64(len(ready)))
-			e.totals.acked.Add(int64(len(ready)))
+			e.count(&e.totals.acked, e.m.AckTotal, len(ready))
 			e.rate.add(time.Now(), int64(len(ready)))
 			return
 		}
@@ -103,26 +171,29 @@ func (b *batch) ackFinal(ctx context.Context) {
 	}
 }
 
-// handBack nacks what could not be finished (a transformer nack, a fallback
-// that failed for good, or work cut short by shutdown or a fatal error), so
-// the source redelivers it; sources without Nack redeliver after their own
-// timeout.
+// handBack nacks what could not be finished (a nack from a stage or a
+// sink, a fallback that failed for good, or work cut short by shutdown or
+// a fatal error), so the source redelivers it; sources without Nack
+// redeliver after their own timeout. Inputs are grouped by the delay their
+// nack asked for.
 func (b *batch) handBack(ctx context.Context) {
-	var back []*Message
+	byDelay := map[time.Duration][]*Message{}
+	n := 0
 	for i := range b.inputs {
 		in := &b.inputs[i]
 		if !in.settled {
 			in.settled = true
-			back = append(back, in.msg)
+			byDelay[in.nackDelay] = append(byDelay[in.nackDelay], in.msg)
+			n++
 		}
 	}
-	if len(back) == 0 {
+	if n == 0 {
 		return
 	}
 	e := b.e
-	e.m.NackTotal.Add(float64(len(back)))
-	e.totals.nacked.Add(int64(len(back)))
-	n, ok := e.src.(Nacker)
+	defer e.release(n)
+	e.count(&e.totals.nacked, e.m.NackTotal, n)
+	nacker, ok := e.src.(Nacker)
 	if !ok {
 		return
 	}
@@ -136,8 +207,13 @@ func (b *batch) handBack(ctx context.Context) {
 	}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := n.Nack(nctx, back, 0); err != nil {
-		e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
+	for delay, back := range byDelay {
+		start := time.Now()
+		err := nacker.Nack(nctx, back, delay)
+		observeSince(e.m.NackTime, start)
+		if err != nil {
+			e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
+		}
 	}
 }
 
@@ -163,97 +239,89 @@ func (b *batch) exhausted(round int, err error) bool {
 	return IsPermanent(err) || b.e.opts.Retry.Exhausted(round)
 }
 
-// transform runs the transformer over every input, retrying failed ones, and
-// returns the outputs for the sink and the messages routed to the fallback sink.
-func (b *batch) transform(ctx context.Context) (outs, toFallback []output, err error) {
+// transform runs one stage over outs, retrying failed messages, and
+// returns the stage's outputs. Messages the stage drops become final,
+// nacks mark their input, and failures whose retries are spent go where
+// MV_ON_FAILURE says.
+func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]output, error) {
 	e := b.e
-	if e.tr == nil {
-		outs = make([]output, len(b.inputs))
-		for i := range b.inputs {
-			b.inputs[i].remaining = 1
-			outs[i] = output{msg: b.inputs[i].msg, parent: i}
-		}
-		return outs, nil, nil
-	}
-	pending := make([]int, len(b.inputs))
-	for i := range pending {
-		pending[i] = i
-	}
+	var next []output
+	pending := outs
 	msgs := make([]*Message, 0, len(pending))
 	for round, calls := 0, 0; len(pending) > 0; {
 		msgs = msgs[:0]
-		for _, i := range pending {
-			msgs = append(msgs, b.inputs[i].msg)
+		for _, o := range pending {
+			msgs = append(msgs, o.msg)
 		}
 		start := time.Now()
-		results, err := e.tr.Transform(ctx, msgs)
-		observeSince(e.m.TransformerTime, start)
+		results, err := st.t.Transform(ctx, msgs)
+		observeSince(st.time, start)
 		if err == nil && len(results) != len(msgs) {
-			err = fmt.Errorf("transformer returned %d results for %d messages", len(results), len(msgs))
+			err = fmt.Errorf("%s returned %d results for %d messages", st.name, len(results), len(msgs))
 		}
 		if err != nil {
 			if IsFatal(err) || ctx.Err() != nil {
-				return nil, nil, err
+				return nil, err
 			}
-			e.m.TransformerErrors.Inc()
-			e.totals.transformerErrors.Add(1)
-			e.recordError(fmt.Errorf("transformer: %w", err))
-			e.log.Warnw("transformer call failed, retrying", "messages", len(msgs), zap.Error(err))
+			e.count(st.nErr, st.errors, 1)
+			e.recordError(fmt.Errorf("%s: %w", st.name, err))
+			e.log.Warnw(st.name+" call failed, retrying", "messages", len(msgs), zap.Error(err))
 			if err := b.callBackoff(ctx, calls); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			calls++
 			continue
 		}
 		calls = 0
-		var again []int
+		var again []output
 		for j, r := range results {
-			i := pending[j]
-			in := &b.inputs[i]
+			o := pending[j]
+			in := &b.inputs[o.parent]
 			switch {
 			case r.Nack:
-				in.nack = true
+				b.nack(o.parent, r.NackDelay)
+				b.final(o.parent)
 			case r.Err != nil:
-				e.m.TransformerErrors.Inc()
-				e.totals.transformerErrors.Add(1)
-				e.recordError(fmt.Errorf("transformer: message %s: %w", in.msg.ID, r.Err))
+				e.count(st.nErr, st.errors, 1)
+				e.recordError(fmt.Errorf("%s: message %s: %w", st.name, o.msg.ID, r.Err))
 				if !b.exhausted(round, r.Err) {
-					again = append(again, i)
+					again = append(again, o)
 					continue
 				}
 				switch e.opts.OnFailure {
 				case OnFailureFallback:
-					in.remaining = 1
-					toFallback = append(toFallback, output{msg: in.msg, parent: i})
+					b.toFallback = append(b.toFallback, o)
 				case OnFailureDrop:
-					e.m.DroppedTotal.Inc()
-					e.totals.dropped.Add(1)
+					e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
+					b.final(o.parent)
 				default:
-					again = append(again, i)
+					again = append(again, o)
 				}
 			case len(r.Outputs) == 0:
-				e.m.TransformerDropped.Inc()
-				e.m.DroppedTotal.Inc()
-				e.totals.transformerDropped.Add(1)
-				e.totals.dropped.Add(1)
+				e.count(st.nDropped, st.dropped, 1)
+				e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
+				b.final(o.parent)
 			default:
-				in.remaining = len(r.Outputs)
+				in.remaining += len(r.Outputs) - 1
 				passthrough := false
-				for k, o := range r.Outputs {
-					passthrough = passthrough || o == in.msg
-					o.ID = outputID(in.msg.ID, k, len(r.Outputs))
-					if o.EventTime.IsZero() {
-						o.EventTime = in.msg.EventTime
+				for k, out := range r.Outputs {
+					passthrough = passthrough || out == o.msg
+					out.ID = outputID(o.msg.ID, k, len(r.Outputs))
+					if out.EventTime.IsZero() {
+						out.EventTime = o.msg.EventTime
 					}
-					if o.Keys == nil {
-						o.Keys = in.msg.Keys
+					if out.Keys == nil {
+						out.Keys = o.msg.Keys
 					}
-					if o.Headers == nil {
-						o.Headers = in.msg.Headers
+					if out.Headers == nil {
+						out.Headers = o.msg.Headers
 					}
-					outs = append(outs, output{msg: o, parent: i})
+					if out.Metadata == nil {
+						out.Metadata = o.msg.Metadata
+					}
+					next = append(next, output{msg: out, parent: o.parent})
 				}
-				if !passthrough {
+				if !passthrough && o.msg == in.msg {
 					// Only the outputs travel on; the input stays for its ack
 					// handle. Releasing its payload keeps a transformer from
 					// doubling the memory of a batch of large messages.
@@ -264,15 +332,16 @@ func (b *batch) transform(ctx context.Context) (outs, toFallback []output, err e
 		pending = again
 		if len(pending) > 0 {
 			if err := b.retryBackoff(ctx, round); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			round++
 		}
 	}
-	return outs, toFallback, nil
+	return next, nil
 }
 
-// tier is one sink level: the primary sink or the fallback sink.
+// tier is one sink level: the primary sink, the fallback sink or the
+// onSuccess sink.
 type tier struct {
 	name    string
 	sink    Sink
@@ -281,26 +350,64 @@ type tier struct {
 	errors  prometheus.Counter
 	nWrit   *atomic.Int64
 	nErr    *atomic.Int64
+	// stamp writes the retry count into Numaflow metadata (MetadataSink).
+	stamp bool
+}
+
+func newTier(name string, s Sink, time prometheus.Observer, written, errors prometheus.Counter, nWrit, nErr *atomic.Int64) tier {
+	_, stamp := s.(MetadataSink)
+	return tier{name, s, time, written, errors, nWrit, nErr, stamp}
 }
 
 func (e *Engine) primaryTier() tier {
-	return tier{"sink", e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors}
+	return newTier("sink", e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors)
 }
 
 func (e *Engine) fallbackTier() tier {
-	return tier{"fallback sink", e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors}
+	return newTier("fallback sink", e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
+}
+
+func (e *Engine) onSuccessTier() tier {
+	return newTier("onSuccess sink", e.onSuccess, e.m.OnSuccessSinkTime, e.m.OnSuccessSinkWriteTotal, e.m.OnSuccessSinkErrors, &e.totals.onSuccessWritten, &e.totals.onSuccessErrors)
+}
+
+// Numaflow's system metadata group and key that tell a sink how many times
+// this message was offered to it before (0 on the first attempt).
+const (
+	SinkMetadataGroup = "sink"
+	RetryCountKey     = "retry_count"
+)
+
+// stampRetryCount records the attempt in the message's system metadata,
+// on a copy, since outputs of one input may share their metadata.
+func stampRetryCount(m *Message, attempt int) {
+	md := &Metadata{}
+	if m.Metadata != nil {
+		*md = *m.Metadata
+	}
+	sys := make(map[string]map[string][]byte, len(md.System)+1)
+	for k, v := range md.System {
+		sys[k] = v
+	}
+	sys[SinkMetadataGroup] = map[string][]byte{RetryCountKey: []byte(strconv.Itoa(attempt))}
+	md.System = sys
+	m.Metadata = md
 }
 
 // write offers outs to the tier's sink until each is written or settled
-// by onFailure, acking inputs as they become final. onFailure gets every
-// result that is not OK (failures are counted as errors already, fallback
-// answers are not) and reports whether to offer that output again.
-func (b *batch) write(ctx context.Context, t tier, outs []output, onFailure func(o output, r WriteResult, round int) (again bool)) error {
+// by onResult, acking inputs as they become final. onResult gets every
+// result that is not OK (failures are counted as errors already) and
+// reports whether to offer that output again. afterRound runs after each
+// round, before a retry waits.
+func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(o output, r WriteResult, round int) (again bool, err error), afterRound func(context.Context) error) error {
 	e := b.e
 	msgs := make([]*Message, 0, len(outs))
 	for round, calls := 0, 0; len(outs) > 0; {
 		msgs = msgs[:0]
 		for _, o := range outs {
+			if t.stamp {
+				stampRetryCount(o.msg, round)
+			}
 			msgs = append(msgs, o.msg)
 		}
 		start := time.Now()
@@ -313,8 +420,7 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onFailure func
 			if IsFatal(err) || ctx.Err() != nil {
 				return err
 			}
-			t.errors.Add(float64(len(msgs)))
-			t.nErr.Add(int64(len(msgs)))
+			e.count(t.nErr, t.errors, len(msgs))
 			e.recordError(fmt.Errorf("%s: %w", t.name, err))
 			e.log.Warnw(t.name+" write failed, retrying", "messages", len(msgs), zap.Error(err))
 			if err := b.callBackoff(ctx, calls); err != nil {
@@ -328,25 +434,39 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onFailure func
 		written := 0
 		for j, r := range results {
 			o := outs[j]
-			if r.Status == WriteOK {
+			switch r.Status {
+			case WriteOK:
 				written++
 				b.final(o.parent)
 				continue
-			}
-			if r.Status != WriteFallback {
-				t.errors.Inc()
-				t.nErr.Add(1)
+			case WriteFailed:
+				e.count(t.nErr, t.errors, 1)
 				if r.Err == nil {
 					r.Err = fmt.Errorf("%s reported failure for message %s", t.name, o.msg.ID)
 				}
+			case WriteNack:
+				// Numaflow hands a nacked message back to the source with
+				// its options; it is not retried on the sink.
+				e.totals.sinkNacked.Add(1)
+				b.nack(o.parent, r.NackDelay)
+				b.final(o.parent)
+				continue
 			}
-			if onFailure(o, r, round) {
+			retry, err := onResult(o, r, round)
+			if err != nil {
+				return err
+			}
+			if retry {
 				again = append(again, o)
 			}
 		}
-		t.written.Add(float64(written))
-		t.nWrit.Add(int64(written))
+		e.count(t.nWrit, t.written, written)
 		b.ackFinal(ctx)
+		if afterRound != nil {
+			if err := afterRound(ctx); err != nil {
+				return err
+			}
+		}
 		outs = again
 		if len(outs) > 0 {
 			if err := b.retryBackoff(ctx, round); err != nil {
@@ -361,64 +481,117 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onFailure func
 // drop settles an output on purpose after its retries were spent.
 func (b *batch) drop(o output) {
 	e := b.e
-	e.m.SinkDropped.Inc()
-	e.m.DroppedTotal.Inc()
-	e.totals.sinkDropped.Add(1)
-	e.totals.dropped.Add(1)
+	e.count(&e.totals.sinkDropped, e.m.SinkDropped, 1)
+	e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
 	b.final(o.parent)
 }
 
-// writePrimary writes outputs to the sink until each is written, routed to
-// the fallback sink, or dropped.
-func (b *batch) writePrimary(ctx context.Context, outs, toFallback []output) ([]output, error) {
-	e := b.e
-	err := b.write(ctx, e.primaryTier(), outs, func(o output, r WriteResult, round int) bool {
-		if r.Status == WriteFallback {
-			if e.fallback == nil {
-				e.m.SinkWriteErrors.Inc()
-				e.totals.sinkErrors.Add(1)
-				e.recordError(fmt.Errorf("sink asked to fall back message %s, but no fallback sink is set (MV_FALLBACK_SINK=none); retrying it on the sink", o.msg.ID))
-				return true
-			}
-			toFallback = append(toFallback, o)
+// exhaustedFailure applies MV_ON_FAILURE to a message whose write failed in
+// round, and reports whether to offer it to the same tier again. next is
+// false on the last tier, which has no fallback after it.
+func (b *batch) exhaustedFailure(o output, r WriteResult, round int, next bool) bool {
+	if !b.exhausted(round, r.Err) {
+		return true
+	}
+	switch b.e.opts.OnFailure {
+	case OnFailureFallback:
+		if next {
+			b.toFallback = append(b.toFallback, o)
 			return false
 		}
-		e.recordError(fmt.Errorf("sink: %w", r.Err))
-		if !b.exhausted(round, r.Err) {
-			return true
-		}
-		switch e.opts.OnFailure {
-		case OnFailureFallback:
-			toFallback = append(toFallback, o)
-		case OnFailureDrop:
-			b.drop(o)
-		default:
-			return true
-		}
+	case OnFailureDrop:
+		b.drop(o)
 		return false
-	})
-	return toFallback, err
+	}
+	return true
 }
 
-// writeFallback writes messages to the fallback sink. A fallback sink that
-// answers "fallback" again is an error: that message is handed back to the
-// source instead of looping. There is no tier after it, so failures are
-// retried unless MV_ON_FAILURE=drop.
-func (b *batch) writeFallback(ctx context.Context, outs []output) error {
+// missingTier is the error for a sink status whose target is not set up.
+// Numaflow stops the vertex with an error in that case; so does the runner
+// (exit 1), leaving the message unacked for redelivery, because the fix is
+// a setting the user has to add.
+func missingTier(status, id, variable string) error {
+	return Fatal(fmt.Errorf("the sink answered %s for message %s, but %s is not set; set it, or change the sink to answer otherwise", status, id, variable))
+}
+
+// writePrimary writes outputs to the sink until each is written, routed to
+// the fallback or onSuccess sink, handed back or dropped.
+func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 	e := b.e
-	return b.write(ctx, e.fallbackTier(), outs, func(o output, r WriteResult, round int) bool {
-		if r.Status == WriteFallback {
-			e.m.FallbackSinkErrors.Inc()
-			e.totals.fallbackErrors.Add(1)
-			e.recordError(fmt.Errorf("fallback sink answered \"fallback\" for message %s: a fallback sink must write or fail; the message goes back to the source", o.msg.ID))
+	return b.write(ctx, e.primaryTier(), outs, func(o output, r WriteResult, round int) (bool, error) {
+		switch r.Status {
+		case WriteFallback:
+			if e.fallback == nil {
+				return false, missingTier("FALLBACK", o.msg.ID, "MV_FALLBACK_SINK")
+			}
+			b.toFallback = append(b.toFallback, o)
+			return false, nil
+		case WriteOnSuccess:
+			// The primary sink wrote it; the input is final once the
+			// onSuccess sink wrote it too.
+			e.count(&e.totals.written, e.m.SinkWriteTotal, 1)
+			if e.onSuccess == nil {
+				return false, missingTier("ON_SUCCESS", o.msg.ID, "MV_ON_SUCCESS_SINK")
+			}
+			if r.OnSuccess != nil {
+				o.msg = r.OnSuccess
+			}
+			b.toOnSuccess = append(b.toOnSuccess, o)
+			return false, nil
+		}
+		e.recordError(fmt.Errorf("sink: %w", r.Err))
+		return b.exhaustedFailure(o, r, round, e.fallback != nil), nil
+	}, b.writeSecondary)
+}
+
+// writeSecondary writes what waits for the fallback and onSuccess sinks.
+func (b *batch) writeSecondary(ctx context.Context) error {
+	e := b.e
+	if len(b.toFallback) > 0 {
+		outs := b.toFallback
+		b.toFallback = nil
+		if e.fallback == nil {
+			return missingTier("FALLBACK", outs[0].msg.ID, "MV_FALLBACK_SINK")
+		}
+		t := e.fallbackTier()
+		if err := b.write(ctx, t, outs, b.lastTierResult(t), nil); err != nil {
+			return err
+		}
+	}
+	if len(b.toOnSuccess) > 0 {
+		outs := b.toOnSuccess
+		b.toOnSuccess = nil
+		if e.onSuccess == nil {
+			return missingTier("ON_SUCCESS", outs[0].msg.ID, "MV_ON_SUCCESS_SINK")
+		}
+		t := e.onSuccessTier()
+		if err := b.write(ctx, t, outs, b.lastTierResult(t), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lastTierResult handles the results of the fallback and onSuccess sinks,
+// which have no tier after them. One that answers "fallback" is an error:
+// that message goes back to the source instead of looping. ON_SUCCESS
+// counts as written (Numaflow ignores it there). Failures are retried
+// unless MV_ON_FAILURE=drop.
+func (b *batch) lastTierResult(t tier) func(o output, r WriteResult, round int) (bool, error) {
+	e := b.e
+	return func(o output, r WriteResult, round int) (bool, error) {
+		switch r.Status {
+		case WriteFallback:
+			e.count(t.nErr, t.errors, 1)
+			e.recordError(fmt.Errorf("%s answered \"fallback\" for message %s: it must write or fail; the message goes back to the source", t.name, o.msg.ID))
 			b.inputs[o.parent].failed = true
-			return false
+			return false, nil
+		case WriteOnSuccess:
+			e.count(t.nWrit, t.written, 1)
+			b.final(o.parent)
+			return false, nil
 		}
-		e.recordError(fmt.Errorf("fallback sink: %w", r.Err))
-		if b.exhausted(round, r.Err) && e.opts.OnFailure == OnFailureDrop {
-			b.drop(o)
-			return false
-		}
-		return true
-	})
+		e.recordError(fmt.Errorf("%s: %w", t.name, r.Err))
+		return b.exhaustedFailure(o, r, round, false), nil
+	}
 }

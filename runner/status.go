@@ -18,13 +18,26 @@ type Status struct {
 	// State is starting, running, paused, draining or stopped.
 	State  string `json:"state"`
 	Paused bool   `json:"paused"`
-	Totals Totals `json:"totals"`
+	// Mode is batch or streaming (MV_STREAMING).
+	Mode string `json:"mode"`
+	// Chain lists the adapters in pipeline order: the source, each stage,
+	// then the sink tiers, as "role kind" pairs.
+	Chain  []string      `json:"chain"`
+	Bypass *BypassStatus `json:"bypass,omitempty"`
+	Totals Totals        `json:"totals"`
 	// Rate is acked input messages per second over each window.
 	Rate map[string]float64 `json:"processing_rate"`
 	// Pending is the source's last reported pending count; -1 is unknown.
 	Pending   int64        `json:"pending"`
 	Scaling   ScaleSignals `json:"scaling"`
 	LastError *errorRecord `json:"last_error,omitempty"`
+}
+
+// BypassStatus shows the bypass conditions in their MV_BYPASS_* form.
+type BypassStatus struct {
+	Sink      string `json:"sink,omitempty"`
+	Fallback  string `json:"fallback,omitempty"`
+	OnSuccess string `json:"on_success,omitempty"`
 }
 
 // Totals are the engine's counts since start.
@@ -42,6 +55,21 @@ type Totals struct {
 	FallbackErrors     int64 `json:"fallback_errors"`
 	TransformerErrors  int64 `json:"transformer_errors"`
 	AckErrors          int64 `json:"ack_errors"`
+	// OnSuccessWritten counts messages the onSuccess sink wrote.
+	OnSuccessWritten int64 `json:"on_success_written"`
+	OnSuccessErrors  int64 `json:"on_success_errors"`
+	// UDFDropped and UDFErrors are the map UDF's, as Transformer* are the
+	// source transformer's.
+	UDFDropped int64 `json:"udf_dropped"`
+	UDFErrors  int64 `json:"udf_errors"`
+	// SinkNacked counts outputs a sink answered NACK for: their inputs
+	// went back to the source.
+	SinkNacked int64 `json:"sink_nacked"`
+	// Bypassed counts outputs that went straight to a sink by a bypass
+	// condition; BypassDropped those dropped at the primary sink because
+	// it has conditions and they matched none.
+	Bypassed      int64 `json:"bypassed"`
+	BypassDropped int64 `json:"bypass_dropped"`
 }
 
 // Status returns a snapshot of the engine's state.
@@ -53,6 +81,14 @@ func (e *Engine) Status() Status {
 		state = "paused"
 	}
 	t := &e.totals
+	mode := "batch"
+	if e.opts.Streaming {
+		mode = "streaming"
+	}
+	var bypass *BypassStatus
+	if !e.bypass.empty() {
+		bypass = &BypassStatus{Sink: e.bypass.Sink.String(), Fallback: e.bypass.Fallback.String(), OnSuccess: e.bypass.OnSuccess.String()}
+	}
 	return Status{
 		Name: e.opts.Name, Replica: e.opts.Replica, State: state, Paused: paused,
 		Totals: Totals{
@@ -61,7 +97,13 @@ func (e *Engine) Status() Status {
 			TransformerDropped: t.transformerDropped.Load(), SinkDropped: t.sinkDropped.Load(),
 			SinkErrors: t.sinkErrors.Load(), FallbackErrors: t.fallbackErrors.Load(),
 			TransformerErrors: t.transformerErrors.Load(), AckErrors: t.ackErrors.Load(),
+			OnSuccessWritten: t.onSuccessWritten.Load(), OnSuccessErrors: t.onSuccessErrors.Load(),
+			UDFDropped: t.udfDropped.Load(), UDFErrors: t.udfErrors.Load(), SinkNacked: t.sinkNacked.Load(),
+			Bypassed: t.bypassed.Load(), BypassDropped: t.bypassDropped.Load(),
 		},
+		Mode:   mode,
+		Chain:  e.Chain(),
+		Bypass: bypass,
 		Rate: map[string]float64{
 			"1m":       e.rate.perSecond(now, time.Minute),
 			"5m":       e.rate.perSecond(now, 5*time.Minute),
@@ -106,4 +148,13 @@ func (e *Engine) AdminHandler(gatherer prometheus.Gatherer, withPProf bool) http
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+// Chain lists the adapters in pipeline order, as /status shows them.
+func (e *Engine) Chain() []string {
+	var out []string
+	for _, a := range e.adapters() {
+		out = append(out, a.name)
+	}
+	return out
 }

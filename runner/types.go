@@ -202,3 +202,12 @@ type WriteResult struct {
 func OKResults(n int) []WriteResult {
 	return make([]WriteResult, n)
 }
+
+// MetadataSink is implemented by sinks that pass Numaflow's metadata on to
+// their container (udsink). For them the engine writes the sink retry
+// count into each message's system metadata before every write, as
+// Numaflow does (group "sink", key "retry_count", decimal, 0 first).
+type MetadataSink interface {
+	Sink
+	PassesMetadata()
+}
