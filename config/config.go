@@ -25,12 +25,19 @@ type Core struct {
 	Name            string        `envconfig:"MV_NAME" default:"local" desc:"name of this mono vertex (metric label mvtx_name)"`
 	Replica         int           `envconfig:"MV_REPLICA" default:"0" desc:"replica index (metric label mvtx_replica)"`
 	Source          string        `envconfig:"MV_SOURCE" default:"generator" desc:"source kind"`
-	Transformer     string        `envconfig:"MV_TRANSFORMER" default:"none" desc:"transformer kind, or none"`
+	Transformer     string        `envconfig:"MV_TRANSFORMER" default:"none" desc:"source transformer kind (Numaflow's source.transformer), or none"`
+	UDF             string        `envconfig:"MV_UDF" default:"none" desc:"map UDF stage after the transformer (Numaflow's spec.udf): udmap, or none"`
 	Sink            string        `envconfig:"MV_SINK" default:"log" desc:"sink kind"`
 	FallbackSink    string        `envconfig:"MV_FALLBACK_SINK" default:"none" desc:"fallback sink kind, or none"`
+	OnSuccessSink   string        `envconfig:"MV_ON_SUCCESS_SINK" default:"none" desc:"onSuccess sink kind, written after the sink answers ON_SUCCESS (Numaflow's sink.onSuccess), or none"`
+	BypassSink      string        `envconfig:"MV_BYPASS_SINK" desc:"bypass condition of the sink (Numaflow's spec.bypass.sink): operator:tag,tag with operator or, and or not; when set, what matches no condition is dropped at the sink"`
+	BypassFallback  string        `envconfig:"MV_BYPASS_FALLBACK" desc:"bypass condition of the fallback sink, operator:tag,tag"`
+	BypassOnSuccess string        `envconfig:"MV_BYPASS_ON_SUCCESS" desc:"bypass condition of the onSuccess sink, operator:tag,tag"`
 	ReadBatchSize   int           `envconfig:"MV_READ_BATCH_SIZE" default:"500" desc:"messages per read"`
 	ReadTimeout     time.Duration `envconfig:"MV_READ_TIMEOUT" default:"1s" desc:"longest wait for a batch to fill"`
-	InflightBatches int           `envconfig:"MV_INFLIGHT_BATCHES" default:"4" desc:"read batches being transformed, written or acked at once"`
+	InflightBatches int           `envconfig:"MV_INFLIGHT_BATCHES" default:"4" desc:"read batches being transformed, written or acked at once (batch mode)"`
+	Streaming       bool          `envconfig:"MV_STREAMING" default:"false" desc:"streaming mode (Numaflow's spec.streaming): per-message acks, reading again as soon as any message is settled, bounded by MV_CONCURRENCY"`
+	Concurrency     int           `envconfig:"MV_CONCURRENCY" default:"0" desc:"most messages read but not yet acked in streaming mode (Numaflow's spec.limits.concurrency); 0 means MV_READ_BATCH_SIZE"`
 	Retry           Retry         `envconfig:"MV_RETRY"`
 	OnFailure       string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
 	ShutdownTimeout time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
@@ -60,7 +67,9 @@ type Retry struct {
 type Config struct {
 	Core
 	// The chosen adapters' settings, as their plugins declared them.
-	SourceConfig, TransformerConfig, SinkConfig, FallbackConfig any
+	SourceConfig, TransformerConfig, UDFConfig, SinkConfig, FallbackConfig, OnSuccessConfig any
+	// Bypass holds the parsed MV_BYPASS_* conditions.
+	Bypass runner.Bypass
 	// Steps is Retry.Steps parsed; 0 means unlimited.
 	Steps int
 }
@@ -108,6 +117,24 @@ func Load() (*Config, error) {
 			return nil, unknownKind("MV_FALLBACK_SINK", c.FallbackSink, runner.SinkNames(), true)
 		}
 		if c.FallbackConfig, err = loadPlugin(fb.Config, runner.RoleFallbackSink); err != nil {
+			return nil, err
+		}
+	}
+	if c.UDF != None {
+		udf, ok := runner.LookupTransformer(c.UDF)
+		if !ok {
+			return nil, unknownKind("MV_UDF", c.UDF, runner.TransformerNames(), true)
+		}
+		if c.UDFConfig, err = loadPlugin(udf.Config, runner.RoleUDF); err != nil {
+			return nil, err
+		}
+	}
+	if c.OnSuccessSink != None {
+		ons, ok := runner.LookupSink(c.OnSuccessSink)
+		if !ok {
+			return nil, unknownKind("MV_ON_SUCCESS_SINK", c.OnSuccessSink, runner.SinkNames(), true)
+		}
+		if c.OnSuccessConfig, err = loadPlugin(ons.Config, runner.RoleOnSuccessSink); err != nil {
 			return nil, err
 		}
 	}
@@ -174,6 +201,14 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_READ_BATCH_SIZE", Value: itoa(c.ReadBatchSize), Reason: "must be a positive whole number"}
 	case c.ReadTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_READ_TIMEOUT", Value: c.ReadTimeout.String(), Reason: "must be a positive duration such as 1s"}
+	case c.Concurrency < 0:
+		return &runner.ConfigError{Var: "MV_CONCURRENCY", Value: itoa(c.Concurrency), Reason: "must be 0 (the read batch size) or a positive whole number"}
+	case c.Transformer == "udmap":
+		return &runner.ConfigError{Var: "MV_TRANSFORMER", Value: c.Transformer, Reason: "udmap is a map UDF, not a source transformer: set MV_UDF=udmap"}
+	case c.UDF == "udtransformer":
+		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "udtransformer is a source transformer: set MV_TRANSFORMER=udtransformer, and MV_UDF to a map UDF (udmap) or none"}
+	case c.UDF != None && c.UDF == c.Transformer:
+		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "is already the transformer (MV_TRANSFORMER); one adapter of a kind per pipeline"}
 	case c.InflightBatches <= 0:
 		return &runner.ConfigError{Var: "MV_INFLIGHT_BATCHES", Value: itoa(c.InflightBatches), Reason: "must be a positive whole number"}
 	case c.Retry.Interval <= 0:
@@ -217,6 +252,23 @@ func (c *Config) validateCore() error {
 	if runner.OnFailure(c.OnFailure) == runner.OnFailureFallback && c.FallbackSink == None {
 		return &runner.ConfigError{Var: "MV_ON_FAILURE", Value: c.OnFailure, Reason: "fallback needs a fallback sink: set MV_FALLBACK_SINK"}
 	}
+	for _, b := range []struct {
+		variable, value, sink, sinkVar string
+		dst                            **runner.TagCondition
+	}{
+		{"MV_BYPASS_SINK", c.BypassSink, c.Sink, "MV_SINK", &c.Bypass.Sink},
+		{"MV_BYPASS_FALLBACK", c.BypassFallback, c.FallbackSink, "MV_FALLBACK_SINK", &c.Bypass.Fallback},
+		{"MV_BYPASS_ON_SUCCESS", c.BypassOnSuccess, c.OnSuccessSink, "MV_ON_SUCCESS_SINK", &c.Bypass.OnSuccess},
+	} {
+		cond, err := runner.ParseTagCondition(b.value)
+		if err != nil {
+			return &runner.ConfigError{Var: b.variable, Value: b.value, Reason: err.Error()}
+		}
+		if cond != nil && b.sink == None {
+			return &runner.ConfigError{Var: b.variable, Value: b.value, Reason: "routes to a sink that is not set: set " + b.sinkVar}
+		}
+		*b.dst = cond
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -243,6 +295,8 @@ func (c *Config) RunnerOptions() runner.Options {
 		BatchSize:       c.ReadBatchSize,
 		ReadTimeout:     c.ReadTimeout,
 		InflightBatches: c.InflightBatches,
+		Streaming:       c.Streaming,
+		Concurrency:     c.Concurrency,
 		Retry: runner.RetryPolicy{
 			Interval: c.Retry.Interval, Steps: c.Steps, Factor: c.Retry.Factor,
 			Cap: c.Retry.Cap, Jitter: c.Retry.Jitter,
@@ -272,9 +326,12 @@ func Usage(w io.Writer) {
 		tw.Flush()
 	}
 	section("Runner:", &Core{})
-	fmt.Fprintf(w, "\nKinds: MV_SOURCE: %s; MV_TRANSFORMER: %s; MV_SINK: %s; MV_FALLBACK_SINK: %s\n",
-		strings.Join(runner.SourceNames(), ", "), strings.Join(append([]string{None}, runner.TransformerNames()...), ", "),
-		strings.Join(runner.SinkNames(), ", "), strings.Join(append([]string{None}, runner.SinkNames()...), ", "))
+	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\n")
+	transformers := strings.Join(append([]string{None}, runner.TransformerNames()...), ", ")
+	optionalSinks := strings.Join(append([]string{None}, runner.SinkNames()...), ", ")
+	fmt.Fprintf(w, "Kinds: MV_SOURCE: %s; MV_TRANSFORMER: %s; MV_UDF: %s; MV_SINK: %s; MV_FALLBACK_SINK: %s; MV_ON_SUCCESS_SINK: %s\n",
+		strings.Join(runner.SourceNames(), ", "), transformers, transformers,
+		strings.Join(runner.SinkNames(), ", "), optionalSinks, optionalSinks)
 	seen := map[reflect.Type]bool{}
 	add := func(kind, name string, newConfig func() any) {
 		if newConfig == nil {

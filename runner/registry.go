@@ -19,6 +19,8 @@ type Role string
 const (
 	RoleSource       Role = "source"
 	RoleTransformer  Role = "transformer"
+	// RoleUDF is a map UDF stage after the source transformer (Numaflow's spec.udf).
+	RoleUDF Role = "udf"
 	RoleSink         Role = "sink"
 	RoleFallbackSink Role = "fallback-sink"
 	// RoleOnSuccessSink is the sink written after a primary sink answered

@@ -120,7 +120,7 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	opts := cfg.RunnerOptions()
 	opts.Logger = log
 	opts.Registerer = reg
-	eng, err := runner.New(opts, adapters.source, adapters.transformer, adapters.sink, adapters.fallback)
+	eng, err := runner.NewPipeline(opts, adapters.pipeline(cfg))
 	if err != nil {
 		adapters.close()
 		portLn.Close()
@@ -145,8 +145,7 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	go serve(log, portSrv, portLn, "PORT")
 	go serve(log, adminSrv, adminLn, "admin")
 
-	log.Infow("runner started", "source", cfg.Source, "transformer", cfg.Transformer, "sink", cfg.Sink,
-		"fallback_sink", cfg.FallbackSink, "port", cfg.Port, "admin_port", cfg.AdminPort,
+	log.Infow("runner started", "chain", eng.Chain(), "streaming", cfg.Streaming, "port", cfg.Port, "admin_port", cfg.AdminPort,
 		"version", version.Version, "commit", version.Commit)
 	if cfg.ConfigDir != "" {
 		// Read once before Run, so a runner started paused reads nothing.
@@ -196,14 +195,36 @@ func serve(log *zap.SugaredLogger, srv *http.Server, ln net.Listener, name strin
 type built struct {
 	source      runner.Source
 	transformer runner.Transformer
+	udf         runner.Transformer
 	sink        runner.Sink
 	fallback    runner.Sink
+	onSuccess   runner.Sink
+}
+
+// pipeline is the engine's view of what was built: the chain of stages in
+// Numaflow's order (source transformer, then map UDF) and the sink tiers.
+func (b *built) pipeline(cfg *config.Config) runner.Pipeline {
+	p := runner.Pipeline{Source: b.source, Sink: b.sink, Fallback: b.fallback, OnSuccess: b.onSuccess, Bypass: cfg.Bypass}
+	if b.transformer != nil {
+		p.Stages = append(p.Stages, runner.Stage{Kind: cfg.Transformer, Role: runner.StageTransformer, Transformer: b.transformer})
+	}
+	if b.udf != nil {
+		p.Stages = append(p.Stages, runner.Stage{Kind: cfg.UDF, Role: runner.StageUDF, Transformer: b.udf})
+	}
+	p.Kinds.Source, p.Kinds.Sink = cfg.Source, cfg.Sink
+	if b.fallback != nil {
+		p.Kinds.Fallback = cfg.FallbackSink
+	}
+	if b.onSuccess != nil {
+		p.Kinds.OnSuccess = cfg.OnSuccessSink
+	}
+	return p
 }
 
 func (b *built) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, c := range []interface{ Close(context.Context) error }{b.source, b.transformer, b.sink, b.fallback} {
+	for _, c := range []interface{ Close(context.Context) error }{b.source, b.transformer, b.udf, b.sink, b.fallback, b.onSuccess} {
 		if c != nil {
 			c.Close(ctx)
 		}
@@ -231,6 +252,12 @@ func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner
 			return nil, fmt.Errorf("transformer %s: %w", cfg.Transformer, err)
 		}
 	}
+	if cfg.UDF != config.None {
+		udf, _ := runner.LookupTransformer(cfg.UDF)
+		if b.udf, err = udf.New(ctx, env(runner.RoleUDF), cfg.UDFConfig); err != nil {
+			return nil, fmt.Errorf("map UDF %s: %w", cfg.UDF, err)
+		}
+	}
 	sink, _ := runner.LookupSink(cfg.Sink)
 	if b.sink, err = sink.New(ctx, env(runner.RoleSink), cfg.SinkConfig); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Sink, err)
@@ -239,6 +266,12 @@ func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner
 		fb, _ := runner.LookupSink(cfg.FallbackSink)
 		if b.fallback, err = fb.New(ctx, env(runner.RoleFallbackSink), cfg.FallbackConfig); err != nil {
 			return nil, fmt.Errorf("fallback sink %s: %w", cfg.FallbackSink, err)
+		}
+	}
+	if cfg.OnSuccessSink != config.None {
+		ons, _ := runner.LookupSink(cfg.OnSuccessSink)
+		if b.onSuccess, err = ons.New(ctx, env(runner.RoleOnSuccessSink), cfg.OnSuccessConfig); err != nil {
+			return nil, fmt.Errorf("onSuccess sink %s: %w", cfg.OnSuccessSink, err)
 		}
 	}
 	return b, nil

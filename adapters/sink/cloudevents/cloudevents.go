@@ -28,22 +28,26 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// Config holds the sink's settings for both roles.
+// Config holds the sink's settings for every role.
 type Config struct {
-	Sink        string        `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
-	FallbackURL string        `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
-	Overrides   string        `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
-	Mode        string        `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
-	Concurrency int           `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
-	Timeout     time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
-	H2C         bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	Sink         string        `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	FallbackURL  string        `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
+	OnSuccessURL string        `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
+	Overrides    string        `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
+	Mode         string        `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
+	Concurrency  int           `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
+	Timeout      time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
+	H2C          bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cemap.Config
 }
 
 // target returns the URL and the variable it comes from for a role.
 func (c *Config) target(role runner.Role) (string, string) {
-	if role == runner.RoleFallbackSink {
+	switch role {
+	case runner.RoleFallbackSink:
 		return c.FallbackURL, "MV_FALLBACK_SINK_URL"
+	case runner.RoleOnSuccessSink:
+		return c.OnSuccessURL, "MV_ON_SUCCESS_SINK_URL"
 	}
 	return c.Sink, "K_SINK"
 }
@@ -53,8 +57,11 @@ func (c *Config) Validate(role runner.Role) error {
 	target, variable := c.target(role)
 	if target == "" {
 		reason := "required with MV_SINK=cloudevents: bind the runner with a Knative SinkBinding, or set it to the URL of a Broker or any CloudEvents receiver"
-		if role == runner.RoleFallbackSink {
+		switch role {
+		case runner.RoleFallbackSink:
 			reason = "required with MV_FALLBACK_SINK=cloudevents: the URL of a CloudEvents receiver"
+		case runner.RoleOnSuccessSink:
+			reason = "required with MV_ON_SUCCESS_SINK=cloudevents: the URL of a CloudEvents receiver"
 		}
 		return &runner.ConfigError{Var: variable, Value: "", Reason: reason}
 	}

@@ -25,28 +25,35 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// Config holds the JetStream sink's settings. The fallback sink reads the
-// MV_FALLBACK_JETSTREAM_* variables, which default to the primary ones.
+// Config holds the JetStream sink's settings. The fallback and onSuccess
+// sinks read the MV_FALLBACK_JETSTREAM_* and MV_ON_SUCCESS_JETSTREAM_*
+// variables, whose URL and credentials default to the primary ones.
 type Config struct {
-	URL             string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
-	Subject         string        `envconfig:"MV_JETSTREAM_SUBJECT" desc:"subject to publish to; a stream must capture it"`
-	Creds           string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
-	SinkURL         string        `envconfig:"MV_JETSTREAM_SINK_URL" desc:"NATS server URL of the sink when it differs from the source's (another cluster); defaults to MV_JETSTREAM_URL"`
-	SinkCreds       string        `envconfig:"MV_JETSTREAM_SINK_CREDS" desc:"credentials file for MV_JETSTREAM_SINK_URL; defaults to MV_JETSTREAM_CREDS"`
-	FallbackURL     string        `envconfig:"MV_FALLBACK_JETSTREAM_URL" desc:"NATS server URL of the fallback sink; defaults to the sink's"`
-	FallbackSubject string        `envconfig:"MV_FALLBACK_JETSTREAM_SUBJECT" desc:"subject the fallback sink publishes to"`
-	FallbackCreds   string        `envconfig:"MV_FALLBACK_JETSTREAM_CREDS" desc:"credentials file of the fallback sink; defaults to the sink's"`
-	PublishTimeout  time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
-	MaxPending      int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
-	ReconnectWait   time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	URL              string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
+	Subject          string        `envconfig:"MV_JETSTREAM_SUBJECT" desc:"subject to publish to; a stream must capture it"`
+	Creds            string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
+	SinkURL          string        `envconfig:"MV_JETSTREAM_SINK_URL" desc:"NATS server URL of the sink when it differs from the source's (another cluster); defaults to MV_JETSTREAM_URL"`
+	SinkCreds        string        `envconfig:"MV_JETSTREAM_SINK_CREDS" desc:"credentials file for MV_JETSTREAM_SINK_URL; defaults to MV_JETSTREAM_CREDS"`
+	FallbackURL      string        `envconfig:"MV_FALLBACK_JETSTREAM_URL" desc:"NATS server URL of the fallback sink; defaults to the sink's"`
+	FallbackSubject  string        `envconfig:"MV_FALLBACK_JETSTREAM_SUBJECT" desc:"subject the fallback sink publishes to"`
+	FallbackCreds    string        `envconfig:"MV_FALLBACK_JETSTREAM_CREDS" desc:"credentials file of the fallback sink; defaults to the sink's"`
+	OnSuccessURL     string        `envconfig:"MV_ON_SUCCESS_JETSTREAM_URL" desc:"NATS server URL of the onSuccess sink; defaults to the sink's"`
+	OnSuccessSubject string        `envconfig:"MV_ON_SUCCESS_JETSTREAM_SUBJECT" desc:"subject the onSuccess sink publishes to"`
+	OnSuccessCreds   string        `envconfig:"MV_ON_SUCCESS_JETSTREAM_CREDS" desc:"credentials file of the onSuccess sink; defaults to the sink's"`
+	PublishTimeout   time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
+	MaxPending       int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
+	ReconnectWait    time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 }
 
 // Validate checks the values that parse but cannot be used in role.
 func (c *Config) Validate(role runner.Role) error {
 	url, subject := c.target(role)
 	urlVar, subjectVar := "MV_JETSTREAM_URL", "MV_JETSTREAM_SUBJECT"
-	if role == runner.RoleFallbackSink {
+	switch role {
+	case runner.RoleFallbackSink:
 		urlVar, subjectVar = "MV_FALLBACK_JETSTREAM_URL", "MV_FALLBACK_JETSTREAM_SUBJECT"
+	case runner.RoleOnSuccessSink:
+		urlVar, subjectVar = "MV_ON_SUCCESS_JETSTREAM_URL", "MV_ON_SUCCESS_JETSTREAM_SUBJECT"
 	}
 	switch {
 	case strings.TrimSpace(url) == "":
@@ -67,16 +74,22 @@ func (c *Config) Validate(role runner.Role) error {
 // sink's own, else the one shared with the source.
 func (c *Config) target(role runner.Role) (url, subject string) {
 	url = firstSet(c.SinkURL, c.URL)
-	if role == runner.RoleFallbackSink {
+	switch role {
+	case runner.RoleFallbackSink:
 		return firstSet(c.FallbackURL, url), c.FallbackSubject
+	case runner.RoleOnSuccessSink:
+		return firstSet(c.OnSuccessURL, url), c.OnSuccessSubject
 	}
 	return url, c.Subject
 }
 
 func (c *Config) creds(role runner.Role) string {
 	creds := firstSet(c.SinkCreds, c.Creds)
-	if role == runner.RoleFallbackSink {
+	switch role {
+	case runner.RoleFallbackSink:
 		return firstSet(c.FallbackCreds, creds)
+	case runner.RoleOnSuccessSink:
+		return firstSet(c.OnSuccessCreds, creds)
 	}
 	return creds
 }
