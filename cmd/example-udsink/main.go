@@ -1,24 +1,49 @@
 // Command example-udsink is a Numaflow user-defined sink written with the
 // numaflow-go SDK, used by the tests and the deploy/ example. It appends one
 // line per written message to EXAMPLE_OUT_FILE (standard output if unset),
-// and the line is written before the sink answers SUCCESS:
+// and the line is written before the sink answers SUCCESS or ON_SUCCESS:
 //
 //	<message id> TAB <n> TAB <value length> TAB <keys, comma-separated> TAB <event time, unix ms> TAB <ok|bad>
 //
-// where n is the number the value starts with (-1 if none) and ok says the
-// value is exactly what example-udsource makes for n. For a value starting
-// with n:
+// where n is the number the value starts with (-1 if none; a leading
+// "onsuccess:", as the ON_SUCCESS rule below makes, is skipped) and ok says
+// the value is exactly what example-udsource makes for n. For a value
+// starting with n, the first rule that matches decides:
 //
-//   - n % EXAMPLE_FALLBACK_EVERY == 0 is answered FALLBACK (default 7; never
-//     in fallback mode);
-//   - n % EXAMPLE_FAIL_EVERY == 5 is answered FAILURE the first time this
+//  1. n % EXAMPLE_FALLBACK_EVERY == 0 is answered FALLBACK (default 7; never
+//     in fallback or onsuccess mode);
+//  2. n % EXAMPLE_FAIL_EVERY == 5 is answered FAILURE the first time this
 //     process sees its message id (default 13; 0 disables);
-//   - everything else is written and answered SUCCESS.
+//  3. n % EXAMPLE_NACK_EVERY == 4 is answered NACK with a redelivery delay
+//     of EXAMPLE_NACK_DELAY_MS milliseconds the first time this process sees
+//     its message id (default 0: disabled; delay default 0);
+//  4. n % EXAMPLE_ONSUCCESS_EVERY == 3 is written, then answered ON_SUCCESS
+//     with a replacement message whose value is "onsuccess:" followed by the
+//     original value and whose keys are ["ons"] (default 0: disabled; never
+//     in fallback or onsuccess mode, where Numaflow has no onSuccess sink to
+//     forward to);
+//  5. everything else is written and answered SUCCESS.
+//
+// The remainders differ (0, 5, 4, 3), so with one modulus for every rule no
+// value matches two; with different moduli the order above holds. A message
+// failed or nacked once is not failed or nacked again by the same rule, so
+// every message is written in the end.
 //
 // EXAMPLE_SINK_MODE=fallback (or NUMAFLOW_UD_CONTAINER_TYPE=fb-udsink, as
 // Numaflow sets it) serves the fallback sink socket fb-sink.sock instead of
-// sink.sock, both in MV_UDS_DIR. EXAMPLE_FSYNC=true syncs the file before
-// answering.
+// sink.sock; EXAMPLE_SINK_MODE=onsuccess (or
+// NUMAFLOW_UD_CONTAINER_TYPE=ons-udsink) serves the onSuccess sink socket
+// ons-sink.sock; all in MV_UDS_DIR. EXAMPLE_FSYNC=true syncs the file
+// before answering.
+//
+// Two settings imitate how a user's sink may behave under concurrency:
+// EXAMPLE_LOCK=true holds one mutex across every handler call, its
+// `for d := range ch` loop included, as a sink that is not safe for
+// concurrent calls does (numaflow-go starts a call as soon as a SinkFn
+// stream opens, so a second stream then waits for the first to end).
+// EXAMPLE_OVERLAP_FILE=path counts the handler calls running at the same
+// time (a call blocked on that mutex counts) and rewrites the file with the
+// highest count seen, as a decimal number and a newline, whenever it grows.
 package main
 
 import (
@@ -36,19 +61,36 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/sinker"
 )
 
+// onSuccessPrefix starts the value of the messages this sink hands to the
+// onSuccess sink.
+const onSuccessPrefix = "onsuccess:"
+
 func main() {
 	log.SetPrefix("example-udsink: ")
 	dir := env("MV_UDS_DIR", "/var/run/numaflow")
-	fallback := os.Getenv("EXAMPLE_SINK_MODE") == "fallback" || os.Getenv("NUMAFLOW_UD_CONTAINER_TYPE") == sinker.UDContainerFallbackSink
-	s := &sink{
-		fallbackEvery: envInt("EXAMPLE_FALLBACK_EVERY", 7),
-		failEvery:     envInt("EXAMPLE_FAIL_EVERY", 13),
-		fsync:         os.Getenv("EXAMPLE_FSYNC") == "true",
-		failed:        map[string]bool{},
-		out:           os.Stdout,
+	mode, containerType := os.Getenv("EXAMPLE_SINK_MODE"), os.Getenv("NUMAFLOW_UD_CONTAINER_TYPE")
+	fallback := mode == "fallback" || containerType == sinker.UDContainerFallbackSink
+	onSuccess := mode == "onsuccess" || containerType == sinker.UDContainerOnSuccessSink
+	if fallback && onSuccess {
+		log.Fatalf("EXAMPLE_SINK_MODE=%q and NUMAFLOW_UD_CONTAINER_TYPE=%q ask for both the fallback and the onSuccess sink; set one", mode, containerType)
 	}
-	if fallback {
-		s.fallbackEvery = 0
+	s := &sink{
+		fallbackEvery:  envInt("EXAMPLE_FALLBACK_EVERY", 7),
+		failEvery:      envInt("EXAMPLE_FAIL_EVERY", 13),
+		nackEvery:      envInt("EXAMPLE_NACK_EVERY", 0),
+		nackDelayMS:    uint64(envInt("EXAMPLE_NACK_DELAY_MS", 0)),
+		onSuccessEvery: envInt("EXAMPLE_ONSUCCESS_EVERY", 0),
+		fsync:          os.Getenv("EXAMPLE_FSYNC") == "true",
+		lock:           os.Getenv("EXAMPLE_LOCK") == "true",
+		overlapFile:    os.Getenv("EXAMPLE_OVERLAP_FILE"),
+		failed:         map[string]bool{},
+		nacked:         map[string]bool{},
+		out:            os.Stdout,
+	}
+	if fallback || onSuccess {
+		// Numaflow refuses FALLBACK from these sinks and has nowhere to
+		// send their ON_SUCCESS.
+		s.fallbackEvery, s.onSuccessEvery = 0, 0
 	}
 	if p := os.Getenv("EXAMPLE_OUT_FILE"); p != "" {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -58,8 +100,11 @@ func main() {
 		s.out, s.file = f, f
 	}
 	sock, infoFile := "sink.sock", "sinker-server-info"
-	if fallback {
+	switch {
+	case fallback:
 		sock, infoFile = "fb-sink.sock", "fb-sinker-server-info"
+	case onSuccess:
+		sock, infoFile = "ons-sink.sock", "ons-sinker-server-info"
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		log.Fatal(err)
@@ -94,13 +139,22 @@ func envInt(name string, def int) int {
 }
 
 type sink struct {
-	fallbackEvery, failEvery int
-	fsync                    bool
+	fallbackEvery, failEvery, nackEvery, onSuccessEvery int
+	nackDelayMS                                         uint64
+	fsync                                               bool
+	lock                                                bool
+	overlapFile                                         string
+
+	handlerMu sync.Mutex // held across a whole handler call with EXAMPLE_LOCK
+
+	overlapMu          sync.Mutex
+	running, overlapMx int
 
 	mu     sync.Mutex
 	out    io.Writer
 	file   *os.File
 	failed map[string]bool // message ids failed once already
+	nacked map[string]bool // message ids nacked once already
 }
 
 // number parses the leading decimal digits of v.
@@ -136,34 +190,50 @@ func wellFormed(v []byte, n int) bool {
 }
 
 func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses {
+	s.enter()
+	defer s.leave()
+	if s.lock {
+		s.handlerMu.Lock()
+		defer s.handlerMu.Unlock()
+	}
 	res := sinker.ResponsesBuilder()
 	var lines []byte
 	for d := range ch {
 		v := d.Value()
-		n, isNum := number(v)
-		if isNum && s.fallbackEvery > 0 && n%s.fallbackEvery == 0 {
+		n, isNum := number(bytes.TrimPrefix(v, []byte(onSuccessPrefix)))
+		switch {
+		case isNum && s.fallbackEvery > 0 && n%s.fallbackEvery == 0:
 			res = res.Append(sinker.ResponseFallback(d.ID()))
 			continue
-		}
-		if isNum && s.failEvery > 0 && n%s.failEvery == 5 && s.firstSight(d.ID()) {
+		case isNum && s.failEvery > 0 && n%s.failEvery == 5 && firstSight(&s.mu, s.failed, d.ID()):
 			res = res.Append(sinker.ResponseFailure(d.ID(), fmt.Sprintf("example failure for %d (first attempt)", n)))
+			continue
+		case isNum && s.nackEvery > 0 && n%s.nackEvery == 4 && firstSight(&s.mu, s.nacked, d.ID()):
+			reason, delay := fmt.Sprintf("example nack for %d (first attempt)", n), s.nackDelayMS
+			res = res.Append(sinker.ResponseNack(d.ID(), &sinker.NackOptions{Reason: &reason, Delay: &delay}))
 			continue
 		}
 		shown, ok := -1, "ok"
 		if isNum {
 			shown = n
-			if !wellFormed(v, n) {
+			if !wellFormed(bytes.TrimPrefix(v, []byte(onSuccessPrefix)), n) {
 				ok = "bad"
 			}
 		}
 		lines = fmt.Appendf(lines, "%s\t%d\t%d\t%s\t%d\t%s\n", d.ID(), shown, len(v), strings.Join(d.Keys(), ","), d.EventTime().UnixMilli(), ok)
+		if isNum && s.onSuccessEvery > 0 && n%s.onSuccessEvery == 3 {
+			msg := sinker.NewMessage(append([]byte(onSuccessPrefix), v...)).WithKeys([]string{"ons"})
+			res = res.Append(sinker.ResponseOnSuccess(d.ID(), msg))
+			continue
+		}
 		res = res.Append(sinker.ResponseOK(d.ID()))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(lines) > 0 {
-		// The lines reach the file (the kernel) before any SUCCESS is sent:
-		// a killed sink never answered for what it did not write.
+		// The lines reach the file (the kernel) before any SUCCESS or
+		// ON_SUCCESS is sent: a killed sink never answered for what it did
+		// not write.
 		if _, err := s.out.Write(lines); err != nil {
 			return failAll(res, err)
 		}
@@ -176,20 +246,51 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 	return res
 }
 
-func (s *sink) firstSight(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failed[id] {
+// enter counts a handler call and records a new highest overlap.
+func (s *sink) enter() {
+	s.overlapMu.Lock()
+	defer s.overlapMu.Unlock()
+	s.running++
+	if s.running <= s.overlapMx {
+		return
+	}
+	s.overlapMx = s.running
+	if s.overlapFile == "" {
+		return
+	}
+	// Written whole to a temporary file and renamed, so a reader never sees
+	// a half-written number.
+	tmp := s.overlapFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(s.overlapMx)+"\n"), 0o644); err != nil {
+		log.Printf("write EXAMPLE_OVERLAP_FILE: %v", err)
+		return
+	}
+	if err := os.Rename(tmp, s.overlapFile); err != nil {
+		log.Printf("write EXAMPLE_OVERLAP_FILE: %v", err)
+	}
+}
+
+func (s *sink) leave() {
+	s.overlapMu.Lock()
+	defer s.overlapMu.Unlock()
+	s.running--
+}
+
+// firstSight records id in seen and reports whether it was new.
+func firstSight(mu *sync.Mutex, seen map[string]bool, id string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[id] {
 		return false
 	}
-	s.failed[id] = true
+	seen[id] = true
 	return true
 }
 
 func failAll(res sinker.Responses, err error) sinker.Responses {
 	out := sinker.ResponsesBuilder()
 	for _, r := range res {
-		if r.Success {
+		if r.Success || r.OnSuccess {
 			r = sinker.ResponseFailure(r.ID, "write output file: "+err.Error())
 		}
 		out = out.Append(r)

@@ -2,8 +2,13 @@
 // Numaflow SDK sink, unchanged) over its Unix-socket gRPC protocol: a
 // SinkFn stream opened with a handshake, each batch sent as requests closed
 // by an EOT message, and one result per message id coming back before the
-// server's EOT. As MV_SINK it talks to sink.sock; as MV_FALLBACK_SINK to
-// fb-sink.sock, both in MV_UDS_DIR.
+// server's EOT. As MV_SINK it talks to sink.sock, as MV_FALLBACK_SINK to
+// fb-sink.sock and as the onSuccess sink to ons-sink.sock, all in MV_UDS_DIR.
+//
+// Like Numaflow's data plane, it keeps one SinkFn stream per container and
+// writes one batch at a time on it: numaflow-go runs one handler call per
+// open stream, and a user's handler need not be safe for concurrent calls.
+// MV_UDSINK_STREAMS opens more streams for containers that are.
 package udsink
 
 import (
@@ -11,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,9 +33,26 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// Config holds the udsink settings; they are shared by every Numaflow adapter.
+// MaxStreams is the largest MV_UDSINK_STREAMS allowed.
+const MaxStreams = 64
+
+// Config holds the udsink settings: the ones every Numaflow adapter shares,
+// and how many batches may be in the container at once.
 type Config struct {
 	serverinfo.Settings
+	Streams int `envconfig:"MV_UDSINK_STREAMS" default:"1" desc:"SinkFn streams to a user-defined sink container, each carrying one batch at a time; 1 is what Numaflow does, more only for sink handlers that are safe for concurrent calls"`
+}
+
+// Validate checks the shared Numaflow settings and the stream count.
+func (c *Config) Validate(role runner.Role) error {
+	if err := c.Settings.Validate(role); err != nil {
+		return err
+	}
+	if c.Streams < 1 || c.Streams > MaxStreams {
+		return &runner.ConfigError{Var: "MV_UDSINK_STREAMS", Value: strconv.Itoa(c.Streams),
+			Reason: fmt.Sprintf("must be between 1 and %d; 1 (one batch at a time, as Numaflow writes) is safe for every sink container", MaxStreams)}
+	}
+	return nil
 }
 
 func init() {
@@ -36,7 +60,7 @@ func init() {
 		Name:   "udsink",
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Sink, error) {
-			s, err := New(ctx, cfg.(*Config).Settings, env.Role == runner.RoleFallbackSink, env.Logger)
+			s, err := New(ctx, *cfg.(*Config), env.Role, env.Logger)
 			if err != nil {
 				return nil, err // an untyped nil, so callers' nil checks hold
 			}
@@ -49,9 +73,9 @@ func init() {
 // before cancelling it.
 const closeDrain = 2 * time.Second
 
-// Sink is a runner.Sink backed by a Numaflow sink container. Concurrent
-// Writes use separate SinkFn streams over one connection, so the container
-// always has a batch to work on.
+// Sink is a runner.Sink backed by a Numaflow sink container. Writes share
+// at most Config.Streams SinkFn streams over one connection, one batch per
+// stream at a time; further Writes wait for a stream.
 type Sink struct {
 	conn *serverinfo.Conn
 	log  *zap.SugaredLogger
@@ -60,12 +84,20 @@ type Sink struct {
 	ctx    context.Context // parent of every stream; ends at Close
 	cancel context.CancelFunc
 
+	// slots holds one token per batch on a stream. A token is taken before
+	// the stream and given back only when the batch is over, even when its
+	// caller gave up earlier, so the container never sees more batches at
+	// once than there are slots. Blocked senders on a channel are woken in
+	// order, so waiting Writes go out first come, first served.
+	slots   chan struct{}
+	closing chan struct{} // closed by Close, to wake Writes waiting for a slot
+
 	mu     sync.Mutex
 	idle   []*stream
 	closed bool
-	busy   sync.WaitGroup // exchanges running, possibly for a caller that gave up
+	busy   sync.WaitGroup // batches on a stream, possibly for a caller that gave up
 
-	warnOnce sync.Map // status -> struct{}: statuses logged once
+	warnOnce sync.Map // warnings logged once, by key
 }
 
 var (
@@ -73,18 +105,28 @@ var (
 	_ runner.Readier = (*Sink)(nil)
 )
 
-// New waits for the sink container (the fallback sink's when fallback is
-// set) to be up and compatible, and connects to it.
-func New(ctx context.Context, set serverinfo.Settings, fallback bool, log *zap.SugaredLogger) (*Sink, error) {
+// New waits for the sink container that serves role (the sink, the
+// fallback sink or the onSuccess sink) to be up and compatible, and
+// connects to it.
+func New(ctx context.Context, cfg Config, role runner.Role, log *zap.SugaredLogger) (*Sink, error) {
+	switch role {
+	case runner.RoleSink, runner.RoleFallbackSink, runner.RoleOnSuccessSink:
+	default:
+		return nil, fmt.Errorf("udsink: cannot be built as the %s; it serves the sink, fallback sink and onSuccess sink", role)
+	}
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	ep := serverinfo.SinkEndpoint(set.Dir, fallback)
-	conn, err := serverinfo.Connect(ctx, ep, set, log, isReady)
+	streams := cfg.Streams
+	if streams < 1 {
+		streams = 1 // a hand-built Config without the envconfig default
+	}
+	ep := serverinfo.SinkEndpointFor(cfg.Dir, role)
+	conn, err := serverinfo.Connect(ctx, ep, cfg.Settings, log, isReady)
 	if err != nil {
 		return nil, err // the runner names the adapter
 	}
-	s := &Sink{conn: conn, log: log, name: ep.Name}
+	s := &Sink{conn: conn, log: log, name: ep.Name, slots: make(chan struct{}, streams), closing: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return s, nil
 }
@@ -101,8 +143,9 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 func (s *Sink) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 
 // Write sends msgs as one batch (or a few, when IDs repeat) and returns the
-// container's result for each. A broken stream fails the whole call, and
-// the next call waits for the container to come back.
+// container's result for each. It waits for a free stream first, as long
+// as ctx allows. A broken stream fails the whole call, and the next call
+// waits for the container to come back.
 func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
 	results := make([]runner.WriteResult, len(msgs))
 	if len(msgs) == 0 {
@@ -155,18 +198,41 @@ func uniqueRounds(msgs []*runner.Message, idx []int) [][]int {
 }
 
 func request(m *runner.Message) *sinkpb.SinkRequest {
-	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers}
+	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers, Metadata: metadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
 		r.EventTime = timestamppb.New(m.EventTime)
 	}
 	return &sinkpb.SinkRequest{Request: r}
 }
 
+// acquire waits for a free slot on the container, for ctx, or for Close.
+func (s *Sink) acquire(ctx context.Context) error {
+	select {
+	case s.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return serverinfo.ErrClosed
+	}
+}
+
+func (s *Sink) release() { <-s.slots }
+
 // exchange writes the messages at idx over one stream and fills their
 // results. It runs the stream work in its own goroutine, so a caller whose
 // context ends returns at once while the batch completes in the background
 // and the stream stays usable.
 func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sinkpb.SinkRequest, idx []int, results []runner.WriteResult) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.release()
+		}
+	}()
 	cc, gen, err := s.conn.Get(ctx)
 	if err != nil {
 		return err
@@ -176,14 +242,16 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 		return err
 	}
 	type outcome struct {
-		res []runner.WriteResult
-		err error
+		res   []runner.WriteResult
+		serve []string
+		err   error
 	}
 	done := make(chan outcome, 1)
-	s.busy.Add(1)
+	handedOff = true
 	go func() {
 		defer s.busy.Done()
-		res, broken, err := s.batch(st, msgs, reqs, idx)
+		defer s.release()
+		res, serve, broken, err := s.batch(st, msgs, reqs, idx)
 		if broken != nil {
 			st.cancel()
 			s.conn.Fail(gen, broken)
@@ -191,14 +259,20 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 		} else {
 			s.put(st)
 		}
-		done <- outcome{res, err}
+		done <- outcome{res, serve, err}
 	}()
+	// The call timeout starts now that the batch is on the stream: time
+	// spent waiting for a slot is the engine's backlog, not a container
+	// that stopped answering.
 	timer := time.NewTimer(s.conn.CallTimeout())
 	defer timer.Stop()
 	select {
 	case o := <-done:
 		if o.err != nil {
 			return o.err
+		}
+		if len(o.serve) > 0 {
+			return s.serveError(o.serve)
 		}
 		for k, i := range idx {
 			results[i] = o.res[k]
@@ -210,10 +284,25 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 		// retries the batch on a new stream.
 		st.cancel()
 		o := <-done
-		return fmt.Errorf("udsink: no results for %d messages within MV_UDF_CALL_TIMEOUT=%v; the stream was reset: %w", len(idx), s.conn.CallTimeout(), o.err)
+		return fmt.Errorf("no results for %d messages within MV_UDF_CALL_TIMEOUT=%v; the stream was reset: %w", len(idx), s.conn.CallTimeout(), o.err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// serveError is what a SERVE answer gets. SERVE asks for the message to be
+// put in the serving store, which only a Numaflow pipeline with serving
+// has. numaflow-core's mono vertex builds its sink writer without one
+// (monovertex.rs passes serving_store None to create_sink_writer), so its
+// write_to_serving_store fails with "Response contains serving messages but
+// no serving store is configured" (sinker/sink.rs), the whole batch is
+// nacked and the vertex shuts down with that error; a fallback or onSuccess
+// sink answering SERVE stops it the same way. This runner does the same: a
+// Fatal error, nothing of the batch acked, the source redelivers it after
+// the restart.
+func (s *Sink) serveError(ids []string) error {
+	return runner.Fatal(fmt.Errorf("the %s container answered SERVE for %d messages (first %s), but a mono vertex has no serving store to put them in, so the runner stops as Numaflow does; "+
+		"change the sink to answer SUCCESS (or ON_SUCCESS to forward the result to an onSuccess sink)", s.name, len(ids), strings.Join(firstN(ids, 3), ", ")))
 }
 
 // stream is one SinkFn stream after its handshake.
@@ -223,13 +312,18 @@ type stream struct {
 	cancel context.CancelFunc
 }
 
-// take returns an idle stream of the current connection or opens one.
+// take returns an idle stream of the current connection or opens one, and
+// counts the batch about to use it in s.busy. The caller holds a slot, so
+// at most cap(s.slots) streams exist.
 func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, serverinfo.ErrClosed
 	}
+	// Counted under the lock that Close takes to set closed, so Close's
+	// Wait never races with this Add.
+	s.busy.Add(1)
 	for len(s.idle) > 0 {
 		st := s.idle[len(s.idle)-1]
 		s.idle = s.idle[:len(s.idle)-1]
@@ -240,6 +334,17 @@ func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stre
 		go closeStream(st) // from a connection that was replaced
 	}
 	s.mu.Unlock()
+	st, err := s.open(ctx, cc, gen)
+	if err != nil {
+		s.busy.Done()
+		return nil, err
+	}
+	return st, nil
+}
+
+// open starts a SinkFn stream and does the handshake, which numaflow-go
+// answers at once; MV_UDF_CALL_TIMEOUT bounds it like any other answer.
+func (s *Sink) open(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
 	sctx, cancel := context.WithCancel(s.ctx)
 	c, err := sinkpb.NewSinkClient(cc).SinkFn(sctx)
 	if err == nil {
@@ -247,7 +352,9 @@ func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stre
 	}
 	var resp *sinkpb.SinkResponse
 	if err == nil {
-		resp, err = recvCtx(ctx, c)
+		hctx, hcancel := context.WithTimeout(ctx, s.conn.CallTimeout())
+		resp, err = recvCtx(hctx, c)
+		hcancel()
 	}
 	if err == nil && !resp.GetHandshake().GetSot() {
 		err = fmt.Errorf("protocol error: the first response is not a handshake: %v", resp)
@@ -264,12 +371,14 @@ func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stre
 
 func (s *Sink) put(st *stream) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
-		go closeStream(st)
+		s.mu.Unlock()
+		// Closed here, before the batch counts as done, so Close waits for it.
+		closeStream(st)
 		return
 	}
 	s.idle = append(s.idle, st)
+	s.mu.Unlock()
 }
 
 // recvCtx receives one response, giving up when ctx ends.
@@ -291,17 +400,18 @@ func recvCtx(ctx context.Context, c sinkpb.Sink_SinkFnClient) (*sinkpb.SinkRespo
 	}
 }
 
-// batch sends one batch and reads its results. broken is set when the
-// stream can no longer be used; err alone means the container answered
-// wrongly but the stream is still in step.
-func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequest, idx []int) (res []runner.WriteResult, broken, err error) {
+// batch sends one batch and reads its results. serve lists the ids the
+// container answered SERVE. broken is set when the stream can no longer be
+// used; err alone means the container answered wrongly but the stream is
+// still in step.
+func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequest, idx []int) (res []runner.WriteResult, serve []string, broken, err error) {
 	for _, i := range idx {
 		if err := st.c.Send(reqs[i]); err != nil {
-			return nil, streamErr("send", err), nil
+			return nil, nil, streamErr("send", err), nil
 		}
 	}
 	if err := st.c.Send(&sinkpb.SinkRequest{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
-		return nil, streamErr("send EOT", err), nil
+		return nil, nil, streamErr("send EOT", err), nil
 	}
 	pos := make(map[string]int, len(idx))
 	for k, i := range idx {
@@ -313,7 +423,7 @@ func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequ
 	for {
 		resp, err := st.c.Recv()
 		if err != nil {
-			return nil, streamErr("receive results", err), nil
+			return nil, nil, streamErr("receive results", err), nil
 		}
 		for _, r := range resp.GetResults() {
 			k, ok := pos[r.GetId()]
@@ -326,7 +436,11 @@ func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequ
 				continue
 			}
 			seen[k] = true
-			res[k] = s.result(r)
+			if r.GetStatus() == sinkpb.Status_SERVE {
+				serve = append(serve, r.GetId())
+				continue
+			}
+			res[k] = s.result(r, msgs[idx[k]])
 		}
 		if resp.GetStatus().GetEot() {
 			break
@@ -344,9 +458,9 @@ func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequ
 	if len(problems) > 0 {
 		// Nothing of this batch is reported written: a sink that answers
 		// for the wrong messages cannot be trusted to have written the right ones.
-		return nil, nil, fmt.Errorf("protocol error: the container answered with %s", strings.Join(firstN(problems, 3), "; "))
+		return nil, nil, nil, fmt.Errorf("protocol error: the container answered with %s", strings.Join(firstN(problems, 3), "; "))
 	}
-	return res, nil, nil
+	return res, serve, nil, nil
 }
 
 func firstN(s []string, n int) []string {
@@ -363,13 +477,13 @@ func streamErr(what string, err error) error {
 	return fmt.Errorf("SinkFn stream broke (%s): %w", what, err)
 }
 
-// result maps one container result to the engine's. SERVE and ON_SUCCESS
-// mean the message was written (the serving store and on-success sink are
-// not part of a mono vertex); NACK asks for redelivery, which the engine
-// does by retrying; anything else is refused for good.
-func (s *Sink) result(r *sinkpb.SinkResponse_Result) runner.WriteResult {
+// result maps one container result for m to the engine's, with the
+// meaning numaflow-core gives each status (sinker/actor.rs,
+// write_messages_with_retry). SERVE is handled by batch, see serveError.
+func (s *Sink) result(r *sinkpb.SinkResponse_Result, m *runner.Message) runner.WriteResult {
 	switch st := r.GetStatus(); st {
 	case sinkpb.Status_SUCCESS:
+		// A serve_response next to SUCCESS is ignored, as numaflow-core does.
 		return runner.WriteResult{Status: runner.WriteOK}
 	case sinkpb.Status_FALLBACK:
 		return runner.WriteResult{Status: runner.WriteFallback}
@@ -379,21 +493,74 @@ func (s *Sink) result(r *sinkpb.SinkResponse_Result) runner.WriteResult {
 			msg = "no error message"
 		}
 		return runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("udsink: the %s container failed message %s: %s", s.name, r.GetId(), msg)}
-	case sinkpb.Status_SERVE, sinkpb.Status_ON_SUCCESS:
-		if _, loaded := s.warnOnce.LoadOrStore(st, struct{}{}); !loaded {
-			s.log.Warnw("the sink container answered a status a mono vertex has no target for; counting the message as written", "status", st.String())
-		}
-		return runner.WriteResult{Status: runner.WriteOK}
+	case sinkpb.Status_ON_SUCCESS:
+		return runner.WriteResult{Status: runner.WriteOnSuccess, OnSuccess: onSuccessMessage(m, r.GetOnSuccessMsg())}
 	case sinkpb.Status_NACK:
-		reason := r.GetNackOptions().GetReason()
+		opts := r.GetNackOptions()
+		reason := opts.GetReason()
 		if reason == "" {
 			reason = "no reason given"
 		}
-		return runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("udsink: the %s container nacked message %s (%s); retrying it", s.name, r.GetId(), reason)}
+		if opts != nil && opts.MaxDeliveries != nil {
+			if _, loaded := s.warnOnce.LoadOrStore("max_deliveries", struct{}{}); !loaded {
+				// numaflow-core hands all nack options to a user-defined
+				// source's nack; runner.Nacker takes only the delay.
+				s.log.Warnw("the sink container nacked with max_deliveries, which the runner does not pass on to the source (only the delay); the source's own redelivery limit holds", "max_deliveries", opts.GetMaxDeliveries())
+			}
+		}
+		return runner.WriteResult{Status: runner.WriteNack, NackDelay: nackDelay(opts.GetDelay()),
+			Err: fmt.Errorf("udsink: the %s container nacked message %s (%s); handing it back to the source", s.name, r.GetId(), reason)}
 	default:
 		return runner.WriteResult{Status: runner.WriteFailed, Err: runner.Permanent(fmt.Errorf(
-			"udsink: the %s container answered status %d for message %s, which this runner does not know (SUCCESS, FAILURE, FALLBACK, SERVE, ON_SUCCESS, NACK)", s.name, int32(st), r.GetId()))}
+			"udsink: the %s container answered status %d for message %s, which this runner does not know (SUCCESS, FAILURE, FALLBACK, SERVE, ON_SUCCESS, NACK); update the runner or the sink's SDK so they match", s.name, int32(st), r.GetId()))}
 	}
+}
+
+// nackDelay converts NackOptions.delay, which is in milliseconds: the
+// common.NackOptions proto says "delay is the redelivery delay in
+// milliseconds", and numaflow-core keeps it as such (message.rs, struct
+// NackOptions: "Delay in milliseconds").
+func nackDelay(ms uint64) time.Duration {
+	if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// onSuccessMessage builds what the onSuccess sink gets for m, exactly as
+// numaflow-core's sinker/actor.rs does for ResponseStatusFromSink::OnSuccess:
+// without on_success_msg the original goes (nil here); with it, its value
+// and keys replace the original's (even when empty), its user metadata
+// replaces the original's when it carries metadata, and the original's
+// system metadata and previous vertex stay. Everything else (ID, event
+// time, headers, tags, offset) is the original's.
+func onSuccessMessage(m *runner.Message, ons *sinkpb.SinkResponse_Result_Message) *runner.Message {
+	if ons == nil {
+		return nil
+	}
+	out := *m
+	out.Value = ons.GetValue()
+	out.Keys = ons.GetKeys()
+	var user map[string]map[string][]byte
+	if md := ons.GetMetadata(); md != nil {
+		user = metadataFromProto(md).User
+		if user == nil {
+			user = map[string]map[string][]byte{}
+		}
+	}
+	if m.Metadata != nil {
+		md := m.Metadata.Clone()
+		if ons.GetMetadata() != nil {
+			md.User = user
+		}
+		out.Metadata = md
+	} else {
+		if user == nil {
+			user = map[string]map[string][]byte{}
+		}
+		out.Metadata = &runner.Metadata{User: user}
+	}
+	return &out
 }
 
 // closeStream ends an idle stream the way the SDK servers expect (a closed
@@ -414,7 +581,7 @@ func closeStream(st *stream) {
 }
 
 // Close waits for running batches (until ctx ends), closes the streams and
-// the connection.
+// the connection. Writes still waiting for a stream return at once.
 func (s *Sink) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -422,6 +589,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
 	idle := s.idle
 	s.idle = nil
 	s.mu.Unlock()

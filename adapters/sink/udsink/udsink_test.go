@@ -2,12 +2,17 @@ package udsink_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kelseyhightower/envconfig"
+	commonpb "github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
 	"github.com/numaproj/numaflow-go/pkg/sinker"
 	"google.golang.org/grpc"
@@ -22,7 +27,10 @@ import (
 
 // recorder is a Numaflow SDK sink handler that keeps what it receives and
 // answers by the value's prefix: "fail" FAILURE, "fb" FALLBACK, "nack"
-// NACK, "serve" SERVE; SUCCESS otherwise.
+// NACK (reason busy, delay 1500ms), "serve" SERVE, "onsplain" ON_SUCCESS
+// with a replacement message without user metadata, "ons" ON_SUCCESS with
+// a replacement message and user metadata; SUCCESS otherwise. "hang"
+// sleeps 3s first, "slow" 500ms.
 type recorder struct {
 	mu   sync.Mutex
 	msgs []*runner.Message
@@ -40,21 +48,55 @@ func (r *recorder) Sink(ctx context.Context, ch <-chan sinker.Datum) sinker.Resp
 			res = res.Append(sinker.ResponseFallback(d.ID()))
 			continue
 		case strings.HasPrefix(v, "nack"):
-			reason := "busy"
-			res = res.Append(sinker.ResponseNack(d.ID(), &sinker.NackOptions{Reason: &reason}))
+			reason, delay := "busy", uint64(1500)
+			res = res.Append(sinker.ResponseNack(d.ID(), &sinker.NackOptions{Reason: &reason, Delay: &delay}))
 			continue
-		case v == "hang":
-			time.Sleep(3 * time.Second)
 		case strings.HasPrefix(v, "serve"):
 			res = res.Append(sinker.ResponseServe(d.ID(), []byte("x")))
+			continue
+		case strings.HasPrefix(v, "onsplain"):
+			res = res.Append(sinker.ResponseOnSuccess(d.ID(), sinker.NewMessage([]byte("plain:"+v)).WithKeys([]string{"k-plain"})))
+		case strings.HasPrefix(v, "ons"):
+			md := sinker.NewUserMetadata()
+			md.AddKV("result", "status", []byte("stored"))
+			res = res.Append(sinker.ResponseOnSuccess(d.ID(), sinker.NewMessage([]byte("ons:"+v)).WithKeys([]string{"k-ons"}).WithUserMetadata(md)))
+		case v == "hang":
+			time.Sleep(3 * time.Second)
+			res = res.Append(sinker.ResponseOK(d.ID()))
+		case v == "slow":
+			time.Sleep(500 * time.Millisecond)
+			res = res.Append(sinker.ResponseOK(d.ID()))
 		default:
 			res = res.Append(sinker.ResponseOK(d.ID()))
 		}
 		r.mu.Lock()
-		r.msgs = append(r.msgs, &runner.Message{ID: d.ID(), Keys: d.Keys(), Value: d.Value(), EventTime: d.EventTime(), Headers: d.Headers()})
+		r.msgs = append(r.msgs, &runner.Message{ID: d.ID(), Keys: d.Keys(), Value: d.Value(), EventTime: d.EventTime(), Headers: d.Headers(),
+			Metadata: &runner.Metadata{User: userGroups(d.UserMetadata()), System: systemGroups(d.SystemMetadata())}})
 		r.mu.Unlock()
 	}
 	return res
+}
+
+func userGroups(md *sinker.UserMetadata) map[string]map[string][]byte {
+	out := map[string]map[string][]byte{}
+	for _, g := range md.Groups() {
+		out[g] = map[string][]byte{}
+		for _, k := range md.Keys(g) {
+			out[g][k] = md.Value(g, k)
+		}
+	}
+	return out
+}
+
+func systemGroups(md *sinker.SystemMetadata) map[string]map[string][]byte {
+	out := map[string]map[string][]byte{}
+	for _, g := range md.Groups() {
+		out[g] = map[string][]byte{}
+		for _, k := range md.Keys(g) {
+			out[g][k] = md.Value(g, k)
+		}
+	}
+	return out
 }
 
 func (r *recorder) received() []*runner.Message {
@@ -67,11 +109,17 @@ func serveSink(t *testing.T, ep serverinfo.Endpoint, h sinker.Sinker) *udftest.S
 	return udftest.Start(t, ep, func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &sinker.Service{Sinker: h}) })
 }
 
-func newSink(t *testing.T, set serverinfo.Settings, fallback bool) *udsink.Sink {
+// newSink connects a sink with one stream, as configured by default.
+func newSink(t *testing.T, set serverinfo.Settings, role runner.Role) *udsink.Sink {
+	t.Helper()
+	return newSinkConfig(t, udsink.Config{Settings: set, Streams: 1}, role)
+}
+
+func newSinkConfig(t *testing.T, cfg udsink.Config, role runner.Role) *udsink.Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := udsink.New(ctx, set, fallback, nil)
+	s, err := udsink.New(ctx, cfg, role, nil)
 	if err != nil {
 		t.Fatalf("udsink.New: %v", err)
 	}
@@ -108,7 +156,7 @@ func TestConformanceWithSDKServer(t *testing.T) {
 		}
 	})
 	conformance.RunSink(t, conformance.SinkCase{
-		New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.Settings(dir), false) },
+		New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.Settings(dir), runner.RoleSink) },
 		Received: func(t *testing.T) []*runner.Message { return rec.received() },
 		Features: conformance.SinkFeatures{KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
 	})
@@ -122,13 +170,27 @@ func msgs(values ...string) []*runner.Message {
 	return out
 }
 
+// numaflowMetadata is metadata as an upstream stage and the engine leave it.
+func numaflowMetadata() *runner.Metadata {
+	return &runner.Metadata{
+		PreviousVertex: "in",
+		User:           map[string]map[string][]byte{"g": {"k": []byte("v")}},
+		System:         map[string]map[string][]byte{"sink": {"retry_count": []byte("0")}},
+	}
+}
+
 func TestStatusesMapToWriteResults(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
 	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), false)
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
-	in := msgs("ok", "fail-1", "fb-1", "nack-1", "serve-1", "ok2")
+	in := msgs("ok", "fail-1", "fb-1", "nack-1", "ons-1", "onsplain-1", "ok2")
+	for _, m := range in {
+		m.Metadata = numaflowMetadata()
+		m.Tags = []string{"t1"}
+		m.Headers = map[string]string{"h": "1"}
+	}
 	res, err := s.Write(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
@@ -136,14 +198,15 @@ func TestStatusesMapToWriteResults(t *testing.T) {
 	want := []struct {
 		status    runner.WriteStatus
 		errSubstr string
-		permanent bool
+		nackDelay time.Duration
 	}{
-		{runner.WriteOK, "", false},
-		{runner.WriteFailed, "disk full", false},
-		{runner.WriteFallback, "", false},
-		{runner.WriteFailed, "nacked message m3 (busy)", false},
-		{runner.WriteOK, "", false},
-		{runner.WriteOK, "", false},
+		{runner.WriteOK, "", 0},
+		{runner.WriteFailed, "disk full", 0},
+		{runner.WriteFallback, "", 0},
+		{runner.WriteNack, "nacked message m3 (busy)", 1500 * time.Millisecond},
+		{runner.WriteOnSuccess, "", 0},
+		{runner.WriteOnSuccess, "", 0},
+		{runner.WriteOK, "", 0},
 	}
 	for i, w := range want {
 		r := res[i]
@@ -153,12 +216,426 @@ func TestStatusesMapToWriteResults(t *testing.T) {
 		if w.errSubstr != "" && (r.Err == nil || !strings.Contains(r.Err.Error(), w.errSubstr)) {
 			t.Errorf("message %d: error %v, want it to mention %q", i, r.Err, w.errSubstr)
 		}
-		if r.Err != nil && runner.IsPermanent(r.Err) != w.permanent {
-			t.Errorf("message %d: permanent %v", i, runner.IsPermanent(r.Err))
+		if r.Err != nil && runner.IsPermanent(r.Err) {
+			t.Errorf("message %d: error %v is permanent; the container's answers are all retryable", i, r.Err)
+		}
+		if r.NackDelay != w.nackDelay {
+			t.Errorf("message %d: nack delay %v, want %v (NackOptions.delay is in milliseconds)", i, r.NackDelay, w.nackDelay)
+		}
+		if (r.OnSuccess != nil) != (w.status == runner.WriteOnSuccess) {
+			t.Errorf("message %d: onSuccess message %+v", i, r.OnSuccess)
 		}
 	}
-	if got := len(rec.received()); got != 3 {
-		t.Errorf("sink received %d written messages, want 3", got)
+
+	// Replacement value, keys and user metadata; system metadata, previous
+	// vertex, ID, event time, headers and tags are the original's.
+	checkOnSuccess(t, res[4].OnSuccess, in[4], "ons:ons-1", []string{"k-ons"}, map[string]map[string][]byte{"result": {"status": []byte("stored")}})
+	// A replacement without user metadata keeps the original's.
+	checkOnSuccess(t, res[5].OnSuccess, in[5], "plain:onsplain-1", []string{"k-plain"}, in[5].Metadata.User)
+	if got := len(rec.received()); got != 4 {
+		t.Errorf("sink received %d written messages, want 4", got)
+	}
+}
+
+func checkOnSuccess(t *testing.T, got, orig *runner.Message, value string, keys []string, user map[string]map[string][]byte) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("no onSuccess message for %s", orig.ID)
+	}
+	if got == orig {
+		t.Fatalf("the onSuccess message for %s is the original itself, so changing one changes the other", orig.ID)
+	}
+	if string(got.Value) != value || !reflect.DeepEqual(got.Keys, keys) {
+		t.Errorf("onSuccess message for %s: value %q keys %q, want %q %q", orig.ID, got.Value, got.Keys, value, keys)
+	}
+	if got.ID != orig.ID || !got.EventTime.Equal(orig.EventTime) || !reflect.DeepEqual(got.Headers, orig.Headers) || !reflect.DeepEqual(got.Tags, orig.Tags) {
+		t.Errorf("onSuccess message for %s does not keep the original's id, event time, headers and tags: %+v", orig.ID, got)
+	}
+	if got.Metadata == nil {
+		t.Fatalf("onSuccess message for %s has no metadata", orig.ID)
+	}
+	if got.Metadata.PreviousVertex != orig.Metadata.PreviousVertex || !reflect.DeepEqual(got.Metadata.System, orig.Metadata.System) {
+		t.Errorf("onSuccess message for %s: previous vertex %q system %v, want the original's %q %v", orig.ID,
+			got.Metadata.PreviousVertex, got.Metadata.System, orig.Metadata.PreviousVertex, orig.Metadata.System)
+	}
+	if !reflect.DeepEqual(got.Metadata.User, user) {
+		t.Errorf("onSuccess message for %s: user metadata %v, want %v", orig.ID, got.Metadata.User, user)
+	}
+}
+
+func TestMetadataReachesTheContainer(t *testing.T) {
+	dir := udftest.Dir(t)
+	rec := &recorder{}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
+	defer closeSink(t, s)
+	in := msgs("with", "without")
+	in[0].Metadata = numaflowMetadata()
+	if _, err := s.Write(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*runner.Metadata{}
+	for _, m := range rec.received() {
+		got[string(m.Value)] = m.Metadata
+	}
+	// What numaflow-go's Datum.UserMetadata and SystemMetadata return.
+	if md := got["with"]; md == nil || !reflect.DeepEqual(md.User, in[0].Metadata.User) || !reflect.DeepEqual(md.System, in[0].Metadata.System) {
+		t.Errorf("the container saw metadata %+v, want user %v system %v", md, in[0].Metadata.User, in[0].Metadata.System)
+	}
+	if md := got["without"]; md == nil || len(md.User) != 0 || len(md.System) != 0 {
+		t.Errorf("a message without metadata reached the container with %+v", md)
+	}
+}
+
+// scripted is a raw sink server that records each request and answers it
+// with whatever answer returns, for the answers numaflow-go cannot give.
+type scripted struct {
+	sinkpb.UnimplementedSinkServer
+	answer func(req *sinkpb.SinkRequest_Request) *sinkpb.SinkResponse_Result
+
+	mu   sync.Mutex
+	reqs []*sinkpb.SinkRequest_Request
+}
+
+func (sc *scripted) IsReady(context.Context, *emptypb.Empty) (*sinkpb.ReadyResponse, error) {
+	return &sinkpb.ReadyResponse{Ready: true}, nil
+}
+
+func (sc *scripted) SinkFn(s sinkpb.Sink_SinkFnServer) error {
+	if _, err := s.Recv(); err != nil {
+		return err
+	}
+	if err := s.Send(&sinkpb.SinkResponse{Handshake: &sinkpb.Handshake{Sot: true}}); err != nil {
+		return err
+	}
+	for {
+		var results []*sinkpb.SinkResponse_Result
+		for {
+			req, err := s.Recv()
+			if err != nil {
+				return nil
+			}
+			if req.GetStatus().GetEot() {
+				break
+			}
+			sc.mu.Lock()
+			sc.reqs = append(sc.reqs, req.GetRequest())
+			sc.mu.Unlock()
+			results = append(results, sc.answer(req.GetRequest()))
+		}
+		if err := s.Send(&sinkpb.SinkResponse{Results: results}); err != nil {
+			return err
+		}
+		if err := s.Send(&sinkpb.SinkResponse{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
+			return err
+		}
+	}
+}
+
+func (sc *scripted) requests() []*sinkpb.SinkRequest_Request {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return append([]*sinkpb.SinkRequest_Request(nil), sc.reqs...)
+}
+
+func TestOnSuccessAndNackAsTheProtocolAllows(t *testing.T) {
+	dir := udftest.Dir(t)
+	sc := &scripted{answer: func(req *sinkpb.SinkRequest_Request) *sinkpb.SinkResponse_Result {
+		r := &sinkpb.SinkResponse_Result{Id: req.GetId()}
+		switch v := string(req.GetValue()); v {
+		case "ons-original":
+			r.Status = sinkpb.Status_ON_SUCCESS // no on_success_msg: the original goes
+		case "ons-no-metadata-before":
+			r.Status = sinkpb.Status_ON_SUCCESS
+			r.OnSuccessMsg = &sinkpb.SinkResponse_Result_Message{Value: []byte("new"), Keys: []string{"k"},
+				Metadata: &commonpb.Metadata{UserMetadata: map[string]*commonpb.KeyValueGroup{"u": {KeyValue: map[string][]byte{"a": []byte("b")}}}}}
+		case "ons-nothing-at-all":
+			r.Status = sinkpb.Status_ON_SUCCESS
+			r.OnSuccessMsg = &sinkpb.SinkResponse_Result_Message{}
+		case "nack-no-options":
+			r.Status = sinkpb.Status_NACK
+		default:
+			r.Status = sinkpb.Status_SUCCESS
+		}
+		return r
+	}}
+	udftest.Start(t, serverinfo.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sc) })
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
+	defer closeSink(t, s)
+	in := msgs("ons-original", "ons-no-metadata-before", "ons-nothing-at-all", "nack-no-options", "plain")
+	in[0].Metadata = numaflowMetadata()
+	in[4].Metadata = numaflowMetadata()
+	in[4].Metadata.User = nil
+	res, err := s.Write(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != runner.WriteOnSuccess || res[0].OnSuccess != nil {
+		t.Errorf("ON_SUCCESS without a message: %+v, want on-success with the original (nil)", res[0])
+	}
+	if r := res[1]; r.Status != runner.WriteOnSuccess || r.OnSuccess == nil || string(r.OnSuccess.Value) != "new" ||
+		!reflect.DeepEqual(r.OnSuccess.Metadata, &runner.Metadata{User: map[string]map[string][]byte{"u": {"a": []byte("b")}}}) {
+		t.Errorf("ON_SUCCESS with a message for an input without metadata: %+v", r.OnSuccess)
+	}
+	// numaflow-core replaces value and keys even when the message leaves them empty.
+	if r := res[2]; r.Status != runner.WriteOnSuccess || r.OnSuccess == nil || len(r.OnSuccess.Value) != 0 || len(r.OnSuccess.Keys) != 0 ||
+		r.OnSuccess.Metadata == nil || len(r.OnSuccess.Metadata.User) != 0 {
+		t.Errorf("ON_SUCCESS with an empty message: %+v", r.OnSuccess)
+	}
+	if r := res[3]; r.Status != runner.WriteNack || r.NackDelay != 0 || r.Err == nil || !strings.Contains(r.Err.Error(), "no reason given") {
+		t.Errorf("NACK without options: %+v", r)
+	}
+	if res[4].Status != runner.WriteOK {
+		t.Errorf("SUCCESS: %+v", res[4])
+	}
+	reqs := sc.requests()
+	if len(reqs) != len(in) {
+		t.Fatalf("the container got %d requests, want %d", len(reqs), len(in))
+	}
+	if md := reqs[0].GetMetadata(); md.GetPreviousVertex() != "in" || string(md.GetSysMetadata()["sink"].GetKeyValue()["retry_count"]) != "0" ||
+		string(md.GetUserMetadata()["g"].GetKeyValue()["k"]) != "v" {
+		t.Errorf("request metadata %v, want previous vertex, system and user metadata of %+v", md, in[0].Metadata)
+	}
+	if md := reqs[1].GetMetadata(); md != nil {
+		t.Errorf("a message without metadata was sent with %v", md)
+	}
+}
+
+func TestServeStopsTheRunnerAsInNumaflow(t *testing.T) {
+	dir := udftest.Dir(t)
+	rec := &recorder{}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
+	defer closeSink(t, s)
+	res, err := s.Write(context.Background(), msgs("ok", "serve-1"))
+	if !runner.IsFatal(err) || len(res) != 0 {
+		t.Fatalf("SERVE answered with %v, %v; want a fatal error and no results", res, err)
+	}
+	if !strings.Contains(err.Error(), "serving store") || !strings.Contains(err.Error(), "m1") {
+		t.Errorf("error %q does not say that a mono vertex has no serving store, or which message", err)
+	}
+}
+
+func TestConfigValidatesStreams(t *testing.T) {
+	for _, tc := range []struct {
+		streams int
+		ok      bool
+	}{{0, false}, {1, true}, {3, true}, {64, true}, {65, false}, {-1, false}} {
+		cfg := udsink.Config{Settings: udftest.Settings("/tmp"), Streams: tc.streams}
+		err := cfg.Validate(runner.RoleSink)
+		var ce *runner.ConfigError
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("MV_UDSINK_STREAMS=%d refused: %v", tc.streams, err)
+		case !tc.ok && (!errors.As(err, &ce) || ce.Var != "MV_UDSINK_STREAMS"):
+			t.Errorf("MV_UDSINK_STREAMS=%d: %v, want a ConfigError naming MV_UDSINK_STREAMS", tc.streams, err)
+		}
+	}
+	var cfg udsink.Config
+	if err := envconfig.Process("", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Streams != 1 {
+		t.Errorf("MV_UDSINK_STREAMS defaults to %d, want 1 (Numaflow's one stream per sink)", cfg.Streams)
+	}
+}
+
+func TestOnSuccessRoleUsesOnSuccessSocket(t *testing.T) {
+	dir := udftest.Dir(t)
+	rec := &recorder{}
+	serveSink(t, serverinfo.OnSuccessSinkEndpoint(dir), rec)
+	s := newSink(t, udftest.Settings(dir), runner.RoleOnSuccessSink)
+	defer closeSink(t, s)
+	res, err := s.Write(context.Background(), msgs("a"))
+	if err != nil || res[0].Status != runner.WriteOK {
+		t.Fatalf("write to onSuccess sink: %v %v", res, err)
+	}
+	if len(rec.received()) != 1 {
+		t.Fatalf("onSuccess container received %d messages, want 1", len(rec.received()))
+	}
+}
+
+// overlapSink is a numaflow-go handler that counts its calls running at the
+// same time. numaflow-go calls it as soon as a SinkFn stream opens, so the
+// count is also the number of streams in use. With lock it holds a mutex
+// across the whole call, as a sink that is not safe for concurrent calls
+// does; a second stream then waits on the mutex for ever while the first
+// stream's call waits for data.
+type overlapSink struct {
+	lock bool
+	mu   sync.Mutex
+
+	running, max atomic.Int32
+	written      atomic.Int32
+}
+
+func (o *overlapSink) Sink(ctx context.Context, ch <-chan sinker.Datum) sinker.Responses {
+	n := o.running.Add(1)
+	defer o.running.Add(-1)
+	for {
+		m := o.max.Load()
+		if n <= m || o.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if o.lock {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+	}
+	res := sinker.ResponsesBuilder()
+	for d := range ch {
+		res = res.Append(sinker.ResponseOK(d.ID()))
+	}
+	if len(res) > 0 {
+		// Time for other batches to arrive while this one is being written.
+		time.Sleep(20 * time.Millisecond)
+	}
+	o.written.Add(int32(len(res)))
+	return res
+}
+
+// writeConcurrently runs writers Writes of size messages each at once and
+// fails the test unless all succeed within a bounded wait.
+func writeConcurrently(t *testing.T, s *udsink.Sink, writers, size int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			in := make([]*runner.Message, size)
+			for i := range in {
+				in[i] = &runner.Message{ID: fmt.Sprintf("w%d-%d", w, i), Value: []byte("v")}
+			}
+			res, err := s.Write(ctx, in)
+			if err == nil {
+				for i, r := range res {
+					if r.Status != runner.WriteOK {
+						err = fmt.Errorf("message %s: %s %v", in[i].ID, r.Status, r.Err)
+						break
+					}
+				}
+			}
+			errs <- err
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent write: %v", err)
+		}
+	}
+}
+
+func TestOneStreamKeepsASinkThatHoldsAMutexWorking(t *testing.T) {
+	dir := udftest.Dir(t)
+	o := &overlapSink{lock: true}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), o)
+	set := udftest.Settings(dir)
+	set.CallTimeout = 30 * time.Second // a deadlock must show as one, not be cut short by a reset
+	s := newSinkConfig(t, udsink.Config{Settings: set, Streams: 1}, runner.RoleSink)
+	defer closeSink(t, s)
+	writeConcurrently(t, s, 8, 100)
+	if got := o.written.Load(); got != 800 {
+		t.Errorf("the container wrote %d messages, want 800", got)
+	}
+	if got := o.max.Load(); got != 1 {
+		t.Errorf("up to %d handler calls ran at once with MV_UDSINK_STREAMS=1, want 1", got)
+	}
+}
+
+func TestMoreStreamsOverlapBatchesForSinksThatAllowIt(t *testing.T) {
+	dir := udftest.Dir(t)
+	o := &overlapSink{}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), o)
+	s := newSinkConfig(t, udsink.Config{Settings: udftest.Settings(dir), Streams: 3}, runner.RoleSink)
+	defer closeSink(t, s)
+	writeConcurrently(t, s, 8, 100)
+	if got := o.written.Load(); got != 800 {
+		t.Errorf("the container wrote %d messages, want 800", got)
+	}
+	if got := o.max.Load(); got < 2 || got > 3 {
+		t.Errorf("up to %d handler calls ran at once with MV_UDSINK_STREAMS=3, want 2 or 3", got)
+	}
+}
+
+func TestCallTimeoutDoesNotRunWhileWaitingForTheStream(t *testing.T) {
+	dir := udftest.Dir(t)
+	rec := &recorder{}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	set := udftest.Settings(dir)
+	// Each batch takes 500ms, well within the timeout, but the last of five
+	// waits about 2s for the one stream: longer than the timeout.
+	set.CallTimeout = 1500 * time.Millisecond
+	s := newSink(t, set, runner.RoleSink)
+	defer closeSink(t, s)
+	const writers = 5
+	errs := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		go func() {
+			in := msgs("slow")
+			in[0].ID = fmt.Sprintf("slow-%d", w)
+			_, err := s.Write(context.Background(), in)
+			errs <- err
+		}()
+	}
+	for w := 0; w < writers; w++ {
+		if err := <-errs; err != nil {
+			t.Errorf("a write queued behind slow batches failed: %v", err)
+		}
+	}
+	if got := len(rec.received()); got != writers {
+		t.Errorf("the container wrote %d messages, want %d", got, writers)
+	}
+}
+
+func TestWaitingWritesHonourContextAndClose(t *testing.T) {
+	dir := udftest.Dir(t)
+	rec := &recorder{}
+	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Write(context.Background(), msgs("hang"))
+		first <- err
+	}()
+	// Wait until the slow batch holds the stream.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := s.Write(ctx, msgs("probe"))
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break // a write waiting for the stream gives up with its context
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write ever waited for the stream: %v", err)
+		}
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := s.Write(context.Background(), msgs("late"))
+		waiting <- err
+	}()
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		closed <- s.Close(ctx)
+	}()
+	select {
+	case err := <-waiting:
+		if err == nil {
+			// It may have got the stream before Close began; then it was written.
+			t.Logf("the waiting write went out before Close")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("a write waiting for the stream did not return after Close")
+	}
+	if err := <-first; err != nil {
+		t.Errorf("the batch in flight at Close: %v, want it to finish", err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("close: %v", err)
 	}
 }
 
@@ -166,7 +643,7 @@ func TestFallbackRoleUsesFallbackSocket(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
 	serveSink(t, serverinfo.SinkEndpoint(dir, true), rec)
-	s := newSink(t, udftest.Settings(dir), true)
+	s := newSink(t, udftest.Settings(dir), runner.RoleFallbackSink)
 	defer closeSink(t, s)
 	res, err := s.Write(context.Background(), msgs("a", "b"))
 	if err != nil || res[0].Status != runner.WriteOK || res[1].Status != runner.WriteOK {
@@ -181,7 +658,7 @@ func TestRepeatedIDsInOneBatchEachGetAResult(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
 	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), false)
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("a", "fail-b", "c")
 	in[2].ID = in[0].ID
@@ -203,7 +680,7 @@ func TestOversizedMessageFailsAloneForGood(t *testing.T) {
 	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
 	set := udftest.Settings(dir)
 	set.MaxMessageSize = 64 << 10
-	s := newSink(t, set, false)
+	s := newSink(t, set, runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("small", strings.Repeat("x", 100<<10), "small2")
 	res, err := s.Write(context.Background(), in)
@@ -282,7 +759,7 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			dir := udftest.Dir(t)
 			udftest.Start(t, serverinfo.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: mode}) })
-			s := newSink(t, udftest.Settings(dir), false)
+			s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 			defer closeSink(t, s)
 			res, err := s.Write(context.Background(), msgs("a", "b", "c", "d"))
 			if err == nil {
@@ -303,7 +780,7 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 	t.Run("an unknown status fails that message for good", func(t *testing.T) {
 		dir := udftest.Dir(t)
 		udftest.Start(t, serverinfo.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: "weird"}) })
-		s := newSink(t, udftest.Settings(dir), false)
+		s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 		defer closeSink(t, s)
 		res, err := s.Write(context.Background(), msgs("a", "b"))
 		if err != nil {
@@ -322,7 +799,7 @@ func TestSurvivesContainerRestart(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
 	srv := serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), false)
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	ctx := context.Background()
 	if _, err := s.Write(ctx, msgs("before")); err != nil {
@@ -385,7 +862,7 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	srv := serveSink(t, serverinfo.SinkEndpoint(dir, false), &recorder{})
 	set := udftest.Settings(dir)
 	set.ReconnectTimeout = 800 * time.Millisecond
-	s := newSink(t, set, false)
+	s := newSink(t, set, runner.RoleSink)
 	defer closeSink(t, s)
 	srv.Kill()
 	start := time.Now()
@@ -417,7 +894,7 @@ func TestNoResultsWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
 	set := udftest.Settings(dir)
 	set.CallTimeout = 300 * time.Millisecond
-	s := newSink(t, set, false)
+	s := newSink(t, set, runner.RoleSink)
 	defer closeSink(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
