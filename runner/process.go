@@ -79,7 +79,8 @@ func (b *batch) run(ctx context.Context) error {
 		// Numaflow: with conditions on the primary sink, what reaches it
 		// without matching them is dropped there.
 		for _, o := range outs {
-			e.count(&e.totals.bypassDropped, e.m.DroppedTotal, 1)
+			e.totals.bypassDropped.Add(1)
+			e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
 			b.final(o.parent)
 		}
 		outs = nil

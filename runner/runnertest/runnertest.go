@@ -26,6 +26,7 @@ type Source struct {
 	inflight map[string]*runner.Message
 	acked    map[string]int
 	nacked   map[string]int
+	delays   map[string]time.Duration
 	reads    int
 	errs     []error
 
@@ -44,7 +45,7 @@ type Source struct {
 func NewSource(msgs []*runner.Message) *Source {
 	s := &Source{
 		cond: make(chan struct{}), all: map[string]*runner.Message{}, inflight: map[string]*runner.Message{},
-		acked: map[string]int{}, nacked: map[string]int{},
+		acked: map[string]int{}, nacked: map[string]int{}, delays: map[string]time.Duration{},
 	}
 	for _, m := range msgs {
 		s.all[m.ID] = m
@@ -136,7 +137,7 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 }
 
 // Nack puts messages back at the end of the queue.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ time.Duration) error {
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
@@ -146,6 +147,7 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ time.Duration
 		}
 		delete(s.inflight, m.ID)
 		s.nacked[m.ID]++
+		s.delays[m.ID] = delay
 		s.queue = append(s.queue, m)
 	}
 	s.signal()
@@ -234,7 +236,7 @@ func NewSink(decide func(m *runner.Message, attempt int) runner.WriteResult) *Si
 	return &Sink{attempts: map[string]int{}, written: map[string]*runner.Message{}, Decide: decide}
 }
 
-// Write answers each message as Decide says and records the OK ones.
+// Write answers each message as Decide says and records the ones it took.
 func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
 	if s.Latency > 0 {
 		select {
@@ -257,7 +259,8 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 		if s.Decide != nil {
 			res[i] = s.Decide(m, s.attempts[m.ID])
 		}
-		if res[i].Status == runner.WriteOK {
+		// ON_SUCCESS means the sink took the message, as OK does.
+		if res[i].Status == runner.WriteOK || res[i].Status == runner.WriteOnSuccess {
 			if _, dup := s.written[m.ID]; !dup {
 				s.order = append(s.order, m.ID)
 			}
@@ -351,6 +354,13 @@ func (t *Transformer) Attempts(id string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.attempts[id]
+}
+
+// NackDelay returns the delay the last nack of the message with id asked for.
+func (s *Source) NackDelay(id string) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delays[id]
 }
 
 // Copy returns an output message equal to m with value v.
