@@ -17,10 +17,10 @@ type Role string
 
 // The roles an adapter can be built for.
 const (
-	RoleSource       Role = "source"
-	RoleTransformer  Role = "transformer"
+	RoleSource      Role = "source"
+	RoleTransformer Role = "transformer"
 	// RoleUDF is a map UDF stage after the source transformer (Numaflow's spec.udf).
-	RoleUDF Role = "udf"
+	RoleUDF          Role = "udf"
 	RoleSink         Role = "sink"
 	RoleFallbackSink Role = "fallback-sink"
 	// RoleOnSuccessSink is the sink written after a primary sink answered
