@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -223,5 +224,72 @@ func TestParseProcStatCPU(t *testing.T) {
 	}
 	if _, err := parseProcStatCPU("1234 (x) S 1 2"); err == nil {
 		t.Error("a short line should fail")
+	}
+}
+
+func TestRatiosToTheSequentialBaseline(t *testing.T) {
+	res := func(rate, cpu float64) sideResult {
+		r := nanResult()
+		r.rate, r.cpu = rate, cpu
+		return r
+	}
+	rec := &record{Scenario: "udsource->udsink", PayloadBytes: KiB, Baseline: concurrentGRPC, SequentialBaseline: sequentialGRPC}
+	fillRecord(rec, map[string][]sideResult{
+		"runner":     {res(900, 10), res(1100, 12), res(1000, 11)}, // medians 1000 msgs/s, 11 µs/msg
+		"baseline":   {res(2000, 9)},
+		"sequential": {res(800, 8.8)},
+	})
+	want := map[string]struct {
+		got  *float64
+		want float64
+	}{
+		"ratio to the concurrent baseline":     {rec.RatioToBaseline, 0.5},
+		"ratio to the sequential baseline":     {rec.RatioToSequential, 1.25},
+		"runner CPU µs per MiB":                {rec.CPUUsPerMiB, 11 * 1024},
+		"concurrent baseline CPU µs per MiB":   {rec.BaselineCPUUsPerMiB, 9 * 1024},
+		"sequential baseline CPU µs per MiB":   {rec.SequentialCPUUsPerMiB, 8.8 * 1024},
+		"runner CPU over the sequential's CPU": {rec.CPURatioToSequential, 1.25},
+	}
+	for what, c := range want {
+		if c.got == nil || math.Abs(*c.got-c.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", what, c.got, c.want)
+		}
+	}
+	// A scenario without a sequential baseline reports none of it.
+	rec = &record{Scenario: "generator->blackhole", PayloadBytes: KiB}
+	fillRecord(rec, map[string][]sideResult{"runner": {res(1000, 1)}})
+	if rec.RatioToSequential != nil || rec.CPUUsPerMiB != nil || rec.CPURatioToSequential != nil {
+		t.Errorf("sequential figures without a sequential baseline: %+v", rec)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := m["ratio_to_sequential_baseline"]; !ok || v != nil {
+		t.Errorf("ratio_to_sequential_baseline should be null when it does not apply, got %v (present %v)", v, ok)
+	}
+}
+
+func TestMarkdownRowsHaveTheHeadersCells(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	recs := []*record{
+		{Scenario: "udsource->udsink", PayloadBytes: MiB, MsgsPerSec: f(100), SequentialMsgsPerSec: f(90), RatioToSequential: f(1.1)},
+		{Scenario: "http->blackhole", PayloadBytes: KiB, Skipped: "not in this runner yet: MV_SOURCE=http"},
+	}
+	var sb strings.Builder
+	writeMarkdown(&sb, recs)
+	lines := strings.Split(strings.TrimSpace(sb.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines:\n%s", len(lines), sb.String())
+	}
+	cells := func(l string) int { return strings.Count(l, "|") - 1 }
+	for i, l := range lines[1:] {
+		if cells(l) != cells(lines[0]) {
+			t.Errorf("line %d has %d cells, the header %d:\n%s", i+2, cells(l), cells(lines[0]), l)
+		}
 	}
 }

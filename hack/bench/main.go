@@ -308,7 +308,25 @@ func machineHeader(h *harness) string {
 	if out, err := exec.Command("git", "-C", h.repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		fmt.Fprintf(&b, "repository at %s, %s\n", strings.TrimSpace(string(out)), time.Now().UTC().Format(time.RFC3339))
 	}
+	// The runner is built from the working tree, not from the commit: say
+	// when the two differ, so a figure is not credited to the wrong code.
+	if out, err := exec.Command("git", "-C", h.repo, "status", "--porcelain", "--", ".", ":(exclude)hack/bench").Output(); err == nil {
+		if changed := changedFiles(string(out)); len(changed) > 0 {
+			fmt.Fprintf(&b, "runner built from a working tree with uncommitted changes to: %s\n", strings.Join(changed, ", "))
+		}
+	}
 	return b.String()
+}
+
+// changedFiles reads the paths out of "git status --porcelain" output.
+func changedFiles(porcelain string) []string {
+	var out []string
+	for _, l := range strings.Split(porcelain, "\n") {
+		if len(l) > 3 {
+			out = append(out, strings.TrimSpace(l[3:]))
+		}
+	}
+	return out
 }
 
 func cpuModel() string {

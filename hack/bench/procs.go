@@ -43,7 +43,14 @@ func (h *harness) start(name, bin string, args []string, env map[string]string, 
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = os.Environ()
+	// The runner's MV_* settings come from the scenario only: one left in
+	// the caller's shell (MV_UDSINK_STREAMS=4, say) would change what is
+	// measured without showing anywhere.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MV_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	if h.cpus > 0 {
 		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(h.cpus))
 	}

@@ -358,8 +358,10 @@ func stopAll(ps []*proc) {
 	wg.Wait()
 }
 
-// sidesUDS runs the runner and the bare gRPC client each against fresh SDK
-// servers (the SDK servers stop themselves when a client breaks a stream).
+// sidesUDS runs the runner (with its defaults: MV_UDSINK_STREAMS unset),
+// the concurrent bare gRPC client and the sequential one, each against
+// fresh SDK servers (the SDK servers stop themselves when a client breaks a
+// stream).
 func (h *harness) sidesUDS(sc scenario, rec *record) ([]side, func(), error) {
 	transform := strings.Contains(sc.name, "udtransformer")
 	batch := batchFor(sc.size)
@@ -390,6 +392,19 @@ func (h *harness) sidesUDS(sc scenario, rec *record) ([]side, func(), error) {
 				args = append(args, "-transform")
 			}
 			return h.runPeerMeasure(ctx, sc, "baseline", "grpc-baseline", args)
+		}},
+		{"sequential", func(ctx context.Context, sc scenario) (sideResult, error) {
+			dir, servers, err := h.startSDK(sc, transform, "sequential")
+			if err != nil {
+				return nanResult(), err
+			}
+			defer os.RemoveAll(dir)
+			defer stopAll(servers)
+			args := []string{"-dir", dir, "-batch", strconv.Itoa(batch)}
+			if transform {
+				args = append(args, "-transform")
+			}
+			return h.runPeerMeasure(ctx, sc, "sequential", "grpc-sequential", args)
 		}},
 	}, func() {}, nil
 }

@@ -23,7 +23,10 @@ type family struct {
 	sizes []int
 	// baseline and peer name what the runner is compared with ("" for none).
 	baseline, peer string
-	what           string
+	// sequential names a second baseline that keeps Numaflow's one-stream,
+	// one-batch-at-a-time contract ("" for none).
+	sequential string
+	what       string
 	// sides sets up what the scenario shares (a function process) and
 	// returns its sides in the order they run each round.
 	sides func(h *harness, sc scenario, rec *record) ([]side, func(), error)
@@ -51,6 +54,9 @@ func (s scenario) describe() string {
 	if s.baseline != "" {
 		d += "; baseline: " + s.baseline
 	}
+	if s.sequential != "" {
+		d += "; sequential baseline: " + s.sequential
+	}
 	if s.peer != "" {
 		d += "; peer: " + s.peer
 	}
@@ -74,6 +80,12 @@ func batchFor(size int) int {
 // inflight is MV_INFLIGHT_BATCHES for every scenario (the runner's default).
 const inflight = 4
 
+// The two bare gRPC clients of the Unix-socket scenarios.
+const (
+	concurrentGRPC = "bare gRPC client, concurrent (one sink and transformer stream per in-flight batch, batches overlapped)"
+	sequentialGRPC = "bare gRPC client, sequential (one stream per container, one batch at a time: Numaflow's sink contract)"
+)
+
 func catalogue() []*family {
 	return []*family{
 		{
@@ -85,17 +97,19 @@ func catalogue() []*family {
 		},
 		{
 			name: "udsource->udsink", sizes: []int{KiB, 64 * KiB, MiB},
-			needs:    []string{"MV_SOURCE=udsource", "MV_SINK=udsink"},
-			baseline: "bare gRPC client",
-			what:     "numaflow-go SDK source and sink servers on Unix sockets",
-			sides:    (*harness).sidesUDS,
+			needs:      []string{"MV_SOURCE=udsource", "MV_SINK=udsink"},
+			baseline:   concurrentGRPC,
+			sequential: sequentialGRPC,
+			what:       "numaflow-go SDK source and sink servers on Unix sockets",
+			sides:      (*harness).sidesUDS,
 		},
 		{
 			name: "udsource->udtransformer->udsink", sizes: []int{KiB, 64 * KiB, MiB},
-			needs:    []string{"MV_SOURCE=udsource", "MV_TRANSFORMER=udtransformer", "MV_SINK=udsink"},
-			baseline: "bare gRPC client",
-			what:     "numaflow-go SDK source, source transformer and sink servers on Unix sockets",
-			sides:    (*harness).sidesUDS,
+			needs:      []string{"MV_SOURCE=udsource", "MV_TRANSFORMER=udtransformer", "MV_SINK=udsink"},
+			baseline:   concurrentGRPC,
+			sequential: sequentialGRPC,
+			what:       "numaflow-go SDK source, source transformer and sink servers on Unix sockets",
+			sides:      (*harness).sidesUDS,
 		},
 		{
 			name: "generator->cloudevents->blackhole", sizes: []int{KiB, MiB},
@@ -157,9 +171,14 @@ type record struct {
 	Peer               string   `json:"peer"`
 	PeerMsgsPerSec     *float64 `json:"peer_msgs_per_sec"`
 	RatioToPeer        *float64 `json:"ratio_to_peer"`
-	PeakRSSMB          *float64 `json:"peak_rss_mb"` // MiB, VmHWM of the runner
-	P50MS              *float64 `json:"p50_ms"`
-	P99MS              *float64 `json:"p99_ms"`
+	// The sequential bare client (Numaflow's one-stream sink contract),
+	// for the Unix-socket scenarios; Baseline is then the concurrent one.
+	SequentialBaseline   string   `json:"sequential_baseline,omitempty"`
+	SequentialMsgsPerSec *float64 `json:"sequential_baseline_msgs_per_sec"`
+	RatioToSequential    *float64 `json:"ratio_to_sequential_baseline"`
+	PeakRSSMB            *float64 `json:"peak_rss_mb"` // MiB, VmHWM of the runner
+	P50MS                *float64 `json:"p50_ms"`
+	P99MS                *float64 `json:"p99_ms"`
 
 	// Context for reading the figures.
 	BatchSize       int      `json:"batch_size,omitempty"`
@@ -170,16 +189,23 @@ type record struct {
 	PeerPeakRSSMB   *float64 `json:"peer_peak_rss_mb,omitempty"`
 	// CPU time of each side's own process per message in the window, in µs
 	// (SDK servers and functions shared by the sides not included).
-	CPUUsPerMsg         *float64             `json:"cpu_us_per_msg,omitempty"`
-	BaselineCPUUsPerMsg *float64             `json:"baseline_cpu_us_per_msg,omitempty"`
-	PeerCPUUsPerMsg     *float64             `json:"peer_cpu_us_per_msg,omitempty"`
-	Targets             []target             `json:"targets,omitempty"`
-	Rounds              int                  `json:"rounds,omitempty"`
-	RoundRates          map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
-	Skipped             string               `json:"skipped,omitempty"`
-	Notes               []string             `json:"notes,omitempty"`
-	Errors              []string             `json:"errors,omitempty"`
-	LoadAverage         string               `json:"load_average"`
+	CPUUsPerMsg           *float64 `json:"cpu_us_per_msg,omitempty"`
+	BaselineCPUUsPerMsg   *float64 `json:"baseline_cpu_us_per_msg,omitempty"`
+	PeerCPUUsPerMsg       *float64 `json:"peer_cpu_us_per_msg,omitempty"`
+	SequentialCPUUsPerMsg *float64 `json:"sequential_baseline_cpu_us_per_msg,omitempty"`
+	// The same CPU time per MiB of payload, and the runner's CPU per MiB
+	// over the sequential client's (below 1: the runner spends less).
+	CPUUsPerMiB           *float64             `json:"cpu_us_per_mib,omitempty"`
+	BaselineCPUUsPerMiB   *float64             `json:"baseline_cpu_us_per_mib,omitempty"`
+	SequentialCPUUsPerMiB *float64             `json:"sequential_baseline_cpu_us_per_mib,omitempty"`
+	CPURatioToSequential  *float64             `json:"cpu_ratio_to_sequential_baseline,omitempty"`
+	Targets               []target             `json:"targets,omitempty"`
+	Rounds                int                  `json:"rounds,omitempty"`
+	RoundRates            map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
+	Skipped               string               `json:"skipped,omitempty"`
+	Notes                 []string             `json:"notes,omitempty"`
+	Errors                []string             `json:"errors,omitempty"`
+	LoadAverage           string               `json:"load_average"`
 }
 
 // target is one figure the issue aims at, and whether this run met it.
@@ -197,7 +223,7 @@ func num(v float64) *float64 {
 }
 
 func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
-	rec := &record{Scenario: sc.name, PayloadBytes: sc.size, Baseline: sc.baseline, Peer: sc.peer, LoadAverage: loadavg(), Rounds: h.rounds}
+	rec := &record{Scenario: sc.name, PayloadBytes: sc.size, Baseline: sc.baseline, SequentialBaseline: sc.sequential, Peer: sc.peer, LoadAverage: loadavg(), Rounds: h.rounds}
 	if missing := h.missingKinds(sc.needs); len(missing) > 0 {
 		rec.Skipped = "not in this runner yet: " + strings.Join(missing, ", ")
 		return rec
@@ -231,6 +257,13 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 			rec.RoundRates[s.role] = append(rec.RoundRates[s.role], math.Round(r.rate))
 		}
 	}
+	fillRecord(rec, results)
+	return rec
+}
+
+// fillRecord sets a record's figures from the rounds of each side, and the
+// ratios between them.
+func fillRecord(rec *record, results map[string][]sideResult) {
 	for role, rs := range results {
 		agg := aggregate(rs)
 		switch role {
@@ -244,6 +277,9 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 		case "baseline":
 			rec.BaselineMsgsPerSec = num(agg.rate)
 			rec.BaselineCPUUsPerMsg = num(agg.cpu)
+		case "sequential":
+			rec.SequentialMsgsPerSec = num(agg.rate)
+			rec.SequentialCPUUsPerMsg = num(agg.cpu)
 		case "peer":
 			rec.PeerMsgsPerSec = num(agg.rate)
 			rec.PeerPeakRSSMB = num(agg.rss)
@@ -254,16 +290,34 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 		}
 	}
 	if rec.MsgsPerSec != nil {
-		rec.MBPerSec = num(*rec.MsgsPerSec * float64(sc.size) / MiB)
+		rec.MBPerSec = num(*rec.MsgsPerSec * float64(rec.PayloadBytes) / MiB)
 	}
 	if rec.MsgsPerSec != nil && rec.BaselineMsgsPerSec != nil && *rec.BaselineMsgsPerSec > 0 {
 		rec.RatioToBaseline = num(*rec.MsgsPerSec / *rec.BaselineMsgsPerSec)
 	}
+	if rec.MsgsPerSec != nil && rec.SequentialMsgsPerSec != nil && *rec.SequentialMsgsPerSec > 0 {
+		rec.RatioToSequential = num(*rec.MsgsPerSec / *rec.SequentialMsgsPerSec)
+	}
 	if rec.MsgsPerSec != nil && rec.PeerMsgsPerSec != nil && *rec.PeerMsgsPerSec > 0 {
 		rec.RatioToPeer = num(*rec.MsgsPerSec / *rec.PeerMsgsPerSec)
 	}
+	if rec.SequentialBaseline != "" && rec.PayloadBytes > 0 {
+		rec.CPUUsPerMiB = perMiB(rec.CPUUsPerMsg, rec.PayloadBytes)
+		rec.BaselineCPUUsPerMiB = perMiB(rec.BaselineCPUUsPerMsg, rec.PayloadBytes)
+		rec.SequentialCPUUsPerMiB = perMiB(rec.SequentialCPUUsPerMsg, rec.PayloadBytes)
+		if rec.CPUUsPerMiB != nil && rec.SequentialCPUUsPerMiB != nil && *rec.SequentialCPUUsPerMiB > 0 {
+			rec.CPURatioToSequential = num(*rec.CPUUsPerMiB / *rec.SequentialCPUUsPerMiB)
+		}
+	}
 	rec.Targets = targets(rec)
-	return rec
+}
+
+// perMiB turns CPU µs per message into CPU µs per MiB of payload.
+func perMiB(usPerMsg *float64, payload int) *float64 {
+	if usPerMsg == nil {
+		return nil
+	}
+	return num(*usPerMsg * MiB / float64(payload))
 }
 
 // aggregate combines the rounds of one side: the median rate and

@@ -3,32 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
-	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
-	transformpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// baselineBatch is one read batch travelling through the bare client.
-type baselineBatch struct {
-	offsets []*sourcepb.Offset
-	results []*sourcepb.ReadResponse_Result
-	values  [][]byte // what goes to the sink (after the transformer, if any)
-	bytes   int64
-}
-
-// runGRPCBaseline drives the SDK servers with the Numaflow protocol and
-// nothing else: one ReadFn stream, one AckFn stream, and per in-flight slot
-// one SinkFn (and SourceTransformFn) stream, the same batch size and the same
-// number of batches in flight as the runner. What it reaches is the ceiling
-// of these protocols and servers on this machine.
+// runGRPCBaseline is the concurrent bare client: it drives the SDK servers
+// with the Numaflow protocol and nothing else, with one ReadFn stream, one
+// AckFn stream, and per in-flight slot one SinkFn (and SourceTransformFn)
+// stream, the same batch size and the same number of batches in flight as
+// the runner's multi-stream udsink. What it reaches is the ceiling of these
+// protocols and servers on this machine when batches overlap; Numaflow's
+// own contract (one sink stream, one batch at a time) is grpc-sequential.
 func runGRPCBaseline(ctx context.Context, args []string) error {
 	fs := newFlags("grpc-baseline")
 	dir := fs.String("dir", "", "directory of the SDK sockets")
@@ -39,44 +26,30 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	grpcWindow := fs.Int("window", 0, "gRPC initial stream and connection window in bytes (0: grpc-go's default, as the runner dials)")
 	bufSize := fs.Int("buffer", 0, "gRPC read and write buffer size in bytes (0: grpc-go's default)")
-	dirty := fs.Bool("dirty-pool", false, "use a gRPC buffer pool that does not clear reused buffers (grpc-go's default pool clears them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" || *batchSize <= 0 || *inflight <= 0 {
 		return fmt.Errorf("-dir, a positive -batch and a positive -inflight are required")
 	}
-	var dirtyOpt grpc.DialOption
-	if *dirty {
-		dirtyOpt = useDirtyPool()
+	var extra []grpc.DialOption
+	if *grpcWindow > 0 {
+		extra = append(extra, grpc.WithInitialWindowSize(int32(*grpcWindow)), grpc.WithInitialConnWindowSize(int32(*grpcWindow)))
 	}
-	dial := func(sock string) (*grpc.ClientConn, error) {
-		opts := []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
-		}
-		if *grpcWindow > 0 {
-			opts = append(opts, grpc.WithInitialWindowSize(int32(*grpcWindow)), grpc.WithInitialConnWindowSize(int32(*grpcWindow)))
-		}
-		if dirtyOpt != nil {
-			opts = append(opts, dirtyOpt)
-		}
-		if *bufSize > 0 {
-			opts = append(opts, grpc.WithReadBufferSize(*bufSize), grpc.WithWriteBufferSize(*bufSize))
-		}
-		return grpc.NewClient("unix://"+filepath.Join(*dir, sock), opts...)
+	if *bufSize > 0 {
+		extra = append(extra, grpc.WithReadBufferSize(*bufSize), grpc.WithWriteBufferSize(*bufSize))
 	}
-	srcConn, err := dial(sourceSock)
+	srcConn, err := dialSDK(*dir, sourceSock, extra...)
 	if err != nil {
 		return fmt.Errorf("connect to the source: %w", err)
 	}
-	sinkConn, err := dial(sinkSock)
+	sinkConn, err := dialSDK(*dir, sinkSock, extra...)
 	if err != nil {
 		return fmt.Errorf("connect to the sink: %w", err)
 	}
 	var trConn *grpc.ClientConn
 	if *transform {
-		if trConn, err = dial(transformSock); err != nil {
+		if trConn, err = dialSDK(*dir, transformSock, extra...); err != nil {
 			return fmt.Errorf("connect to the transformer: %w", err)
 		}
 	}
@@ -88,26 +61,13 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	toAck := make(chan *baselineBatch, *inflight)
 	var acked, ackedBytes atomic.Int64
 
-	src := sourcepb.NewSourceClient(srcConn)
-	readStream, err := src.ReadFn(ctx)
-	if err == nil {
-		err = readStream.Send(&sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = readStream.Recv()
-	}
+	readStream, err := openRead(ctx, srcConn)
 	if err != nil {
-		return fmt.Errorf("open ReadFn: %w", err)
+		return err
 	}
-	ackStream, err := src.AckFn(ctx)
-	if err == nil {
-		err = ackStream.Send(&sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = ackStream.Recv()
-	}
+	ackStream, err := openAck(ctx, srcConn)
 	if err != nil {
-		return fmt.Errorf("open AckFn: %w", err)
+		return err
 	}
 
 	// Reader: one read at a time, as the runner's read loop does.
@@ -118,26 +78,10 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 			case <-ctx.Done():
 				return
 			}
-			req := &sourcepb.ReadRequest{Request: &sourcepb.ReadRequest_Request{NumRecords: uint64(*batchSize), TimeoutInMs: 1000}}
-			if err := readStream.Send(req); err != nil {
-				cancel(fmt.Errorf("send read request: %w", err))
+			b, err := readBatch(readStream, *batchSize)
+			if err != nil {
+				cancel(err)
 				return
-			}
-			b := &baselineBatch{}
-			for {
-				resp, err := readStream.Recv()
-				if err != nil {
-					cancel(fmt.Errorf("read: %w", err))
-					return
-				}
-				if r := resp.GetResult(); r != nil {
-					b.results = append(b.results, r)
-					b.offsets = append(b.offsets, r.GetOffset())
-					b.bytes += int64(len(r.GetPayload()))
-				}
-				if resp.GetStatus().GetEot() {
-					break
-				}
 			}
 			toWork <- b
 		}
@@ -161,12 +105,8 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 			case <-ctx.Done():
 				return
 			}
-			if err := ackStream.Send(&sourcepb.AckRequest{Request: &sourcepb.AckRequest_Request{Offsets: b.offsets}}); err != nil {
-				cancel(fmt.Errorf("send ack: %w", err))
-				return
-			}
-			if _, err := ackStream.Recv(); err != nil {
-				cancel(fmt.Errorf("receive ack: %w", err))
+			if err := ackBatch(ackStream, b); err != nil {
+				cancel(err)
 				return
 			}
 			acked.Add(int64(len(b.offsets)))
@@ -185,31 +125,20 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	return printResult(res)
 }
 
+// baselineWorker is one in-flight slot of the concurrent client: its own
+// SinkFn (and SourceTransformFn) stream, one batch at a time.
 func baselineWorker(ctx context.Context, sinkConn, trConn *grpc.ClientConn, in <-chan *baselineBatch, out chan<- *baselineBatch) error {
-	sink, err := sinkpb.NewSinkClient(sinkConn).SinkFn(ctx)
-	if err == nil {
-		err = sink.Send(&sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = sink.Recv()
-	}
+	sink, err := openSink(ctx, sinkConn)
 	if err != nil {
-		return fmt.Errorf("open SinkFn: %w", err)
+		return err
 	}
-	var tr transformpb.SourceTransform_SourceTransformFnClient
+	var tr transformStream // nil: no transformer
 	if trConn != nil {
-		tr, err = transformpb.NewSourceTransformClient(trConn).SourceTransformFn(ctx)
-		if err == nil {
-			err = tr.Send(&transformpb.SourceTransformRequest{Handshake: &transformpb.Handshake{Sot: true}})
-		}
-		if err == nil {
-			_, err = tr.Recv()
-		}
-		if err != nil {
-			return fmt.Errorf("open SourceTransformFn: %w", err)
+		if tr, err = openTransform(ctx, trConn); err != nil {
+			return err
 		}
 	}
-	ids := make([]string, 0)
+	var ids []string
 	for {
 		var b *baselineBatch
 		select {
@@ -217,77 +146,13 @@ func baselineWorker(ctx context.Context, sinkConn, trConn *grpc.ClientConn, in <
 		case <-ctx.Done():
 			return nil
 		}
-		for len(ids) < len(b.results) {
-			ids = append(ids, strconv.Itoa(len(ids)))
-		}
-		b.values = b.values[:0]
-		if tr != nil {
-			// Send and receive at once, as the runner's transformer does:
-			// the server answers while later requests are still arriving.
-			sent := make(chan error, 1)
-			go func() {
-				for i, r := range b.results {
-					req := &transformpb.SourceTransformRequest{Request: &transformpb.SourceTransformRequest_Request{
-						Keys: r.GetKeys(), Value: r.GetPayload(), EventTime: r.GetEventTime(), Headers: r.GetHeaders(), Id: ids[i],
-					}}
-					if err := tr.Send(req); err != nil {
-						sent <- fmt.Errorf("send to transformer: %w", err)
-						return
-					}
-				}
-				sent <- nil
-			}()
-			for range b.results {
-				resp, err := tr.Recv()
-				if err != nil {
-					return fmt.Errorf("receive from transformer: %w", err)
-				}
-				for _, o := range resp.GetResults() {
-					b.values = append(b.values, o.GetValue())
-				}
-			}
-			if err := <-sent; err != nil {
-				return err
-			}
-		} else {
-			for _, r := range b.results {
-				b.values = append(b.values, r.GetPayload())
-			}
-		}
-		for len(ids) < len(b.values) {
-			ids = append(ids, strconv.Itoa(len(ids)))
-		}
-		now := timestamppb.Now()
-		sent := make(chan error, 1)
-		go func() {
-			for i, v := range b.values {
-				if err := sink.Send(&sinkpb.SinkRequest{Request: &sinkpb.SinkRequest_Request{Value: v, Id: ids[i], EventTime: now}}); err != nil {
-					sent <- fmt.Errorf("send to sink: %w", err)
-					return
-				}
-			}
-			if err := sink.Send(&sinkpb.SinkRequest{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
-				sent <- fmt.Errorf("send EOT to sink: %w", err)
-				return
-			}
-			sent <- nil
-		}()
-		got := 0
-		for {
-			resp, err := sink.Recv()
-			if err != nil {
-				return fmt.Errorf("receive from sink: %w", err)
-			}
-			got += len(resp.GetResults())
-			if resp.GetStatus().GetEot() {
-				break
-			}
-		}
-		if err := <-sent; err != nil {
+		ids = messageIDs(ids, len(b.results))
+		if err := fillValues(tr, b, ids); err != nil {
 			return err
 		}
-		if got != len(b.values) {
-			return fmt.Errorf("the sink answered %d results for %d messages", got, len(b.values))
+		ids = messageIDs(ids, len(b.values))
+		if err := writeBatch(sink, b, ids); err != nil {
+			return err
 		}
 		select {
 		case out <- b:

@@ -1,7 +1,8 @@
 // Command benchpeer holds the programs the benchmark runs beside the runner:
 // Numaflow SDK servers that produce and consume as fast as they are asked,
-// an sdk-go CloudEvents function, a bare HTTP server, and the baselines (a
-// bare gRPC client, a bare CloudEvents client, a Unix-socket byte pump).
+// an sdk-go CloudEvents function, a bare HTTP server, and the baselines
+// (two bare gRPC clients, concurrent and sequential, a bare CloudEvents
+// client, a Unix-socket byte pump).
 // Each is a subcommand, so the harness builds one binary and runs each part
 // as its own process, as it would run in a pod.
 //
@@ -30,14 +31,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"udsource":      {"Numaflow SDK source that returns every read in full at once", runUDSource},
-	"udsink":        {"Numaflow SDK sink that accepts every message", runUDSink},
-	"udtransformer": {"Numaflow SDK source transformer that returns each message unchanged", runUDTransformer},
-	"grpc-baseline": {"bare gRPC client: read, (transform,) write, ack against the SDK servers", runGRPCBaseline},
-	"function":      {"sdk-go CloudEvents function on loopback that answers with the event it got", runFunction},
-	"ce-baseline":   {"bare sdk-go CloudEvents client posting events at a fixed concurrency", runCEBaseline},
-	"http-server":   {"bare net/http server that reads each POST body and answers 200", runHTTPServer},
-	"pump":          {"raw Unix-socket byte pump: one writer, one reader, fixed-size chunks", runPump},
+	"udsource":        {"Numaflow SDK source that returns every read in full at once", runUDSource},
+	"udsink":          {"Numaflow SDK sink that accepts every message", runUDSink},
+	"udtransformer":   {"Numaflow SDK source transformer that returns each message unchanged", runUDTransformer},
+	"grpc-baseline":   {"concurrent bare gRPC client: one sink (and transformer) stream per in-flight batch, batches overlapped", runGRPCBaseline},
+	"grpc-sequential": {"sequential bare gRPC client: one stream per container, one batch at a time (Numaflow's contract)", runGRPCSequential},
+	"function":        {"sdk-go CloudEvents function on loopback that answers with the event it got", runFunction},
+	"ce-baseline":     {"bare sdk-go CloudEvents client posting events at a fixed concurrency", runCEBaseline},
+	"http-server":     {"bare net/http server that reads each POST body and answers 200", runHTTPServer},
+	"pump":            {"raw Unix-socket byte pump: one writer, one reader, fixed-size chunks", runPump},
 }
 
 func main() {
@@ -77,7 +79,7 @@ func usage() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-14s %s\n", n, commands[n].help)
+		fmt.Fprintf(os.Stderr, "  %-16s %s\n", n, commands[n].help)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	numaflow "github.com/numaproj/numaflow-go/pkg"
 	"github.com/numaproj/numaflow-go/pkg/sinker"
 	"github.com/numaproj/numaflow-go/pkg/sourcer"
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
@@ -30,6 +31,7 @@ const (
 type fastSource struct {
 	payload []byte
 	seq     atomic.Uint64
+	acked   atomic.Int64 // offsets acked, for the tests
 }
 
 // Read sends Count messages sharing one payload; the SDK marshals each, so
@@ -48,8 +50,10 @@ func (s *fastSource) Read(ctx context.Context, r sourcer.ReadRequest, ch chan<- 
 	}
 }
 
-// Ack has nothing to release: generated messages are not kept.
-func (s *fastSource) Ack(context.Context, sourcer.AckRequest) {}
+// Ack has nothing to release (generated messages are not kept); it counts.
+func (s *fastSource) Ack(_ context.Context, r sourcer.AckRequest) {
+	s.acked.Add(int64(len(r.Offsets())))
+}
 
 // Nack has nothing to release either.
 func (s *fastSource) Nack(context.Context, sourcer.NackRequest) {}
@@ -63,6 +67,61 @@ func (s *fastSource) ActivePartitions(context.Context) []int32 { return sourcer.
 // TotalPartitions is not reported.
 func (s *fastSource) TotalPartitions(context.Context) *int32 { return nil }
 
+// acceptSink is an ordinary user sink: the SDK calls Sink once per batch
+// on a stream (one handler per stream, as with any numaflow-go sink), and
+// it answers success for every message. It does nothing a user's sink
+// would not do to be fast or to suit a client.
+type acceptSink struct {
+	received atomic.Int64 // messages seen, for the tests
+}
+
+// Sink answers success for every message of the batch.
+func (s *acceptSink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses {
+	res := sinker.ResponsesBuilder()
+	for d := range ch {
+		res = res.Append(sinker.ResponseOK(d.ID()))
+	}
+	s.received.Add(int64(len(res)))
+	return res
+}
+
+// identityTransformer returns each message unchanged.
+type identityTransformer struct {
+	received atomic.Int64 // messages seen, for the tests
+}
+
+// Transform returns the message with its keys and event time.
+func (t *identityTransformer) Transform(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
+	t.received.Add(1)
+	return sourcetransformer.MessagesBuilder().Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()).WithKeys(keys))
+}
+
+// The SDK servers with Numaflow's socket and server-info names in dir.
+
+func sourceServer(dir string, src sourcer.Sourcer) numaflow.Server {
+	return sourcer.NewServer(src,
+		sourcer.WithSockAddr(filepath.Join(dir, sourceSock)),
+		sourcer.WithServerInfoFilePath(filepath.Join(dir, sourceInfo)),
+		sourcer.WithMaxMessageSize(maxMessageBytes),
+	)
+}
+
+func sinkServer(dir string, sink sinker.Sinker) numaflow.Server {
+	return sinker.NewServer(sink,
+		sinker.WithSockAddr(filepath.Join(dir, sinkSock)),
+		sinker.WithServerInfoFilePath(filepath.Join(dir, sinkInfo)),
+		sinker.WithMaxMessageSize(maxMessageBytes),
+	)
+}
+
+func transformServer(dir string, tr sourcetransformer.SourceTransformer) numaflow.Server {
+	return sourcetransformer.NewServer(tr,
+		sourcetransformer.WithSockAddr(filepath.Join(dir, transformSock)),
+		sourcetransformer.WithServerInfoFilePath(filepath.Join(dir, transformInfo)),
+		sourcetransformer.WithMaxMessageSize(maxMessageBytes),
+	)
+}
+
 func runUDSource(ctx context.Context, args []string) error {
 	fs := newFlags("udsource")
 	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
@@ -73,12 +132,7 @@ func runUDSource(ctx context.Context, args []string) error {
 	if *dir == "" {
 		return fmt.Errorf("-dir is required")
 	}
-	src := &fastSource{payload: bytes.Repeat([]byte{'x'}, *size)}
-	return sourcer.NewServer(src,
-		sourcer.WithSockAddr(filepath.Join(*dir, sourceSock)),
-		sourcer.WithServerInfoFilePath(filepath.Join(*dir, sourceInfo)),
-		sourcer.WithMaxMessageSize(maxMessageBytes),
-	).Start(ctx)
+	return sourceServer(*dir, &fastSource{payload: bytes.Repeat([]byte{'x'}, *size)}).Start(ctx)
 }
 
 func runUDSink(ctx context.Context, args []string) error {
@@ -90,18 +144,7 @@ func runUDSink(ctx context.Context, args []string) error {
 	if *dir == "" {
 		return fmt.Errorf("-dir is required")
 	}
-	sink := sinker.SinkerFunc(func(_ context.Context, ch <-chan sinker.Datum) sinker.Responses {
-		res := sinker.ResponsesBuilder()
-		for d := range ch {
-			res = res.Append(sinker.ResponseOK(d.ID()))
-		}
-		return res
-	})
-	return sinker.NewServer(sink,
-		sinker.WithSockAddr(filepath.Join(*dir, sinkSock)),
-		sinker.WithServerInfoFilePath(filepath.Join(*dir, sinkInfo)),
-		sinker.WithMaxMessageSize(maxMessageBytes),
-	).Start(ctx)
+	return sinkServer(*dir, &acceptSink{}).Start(ctx)
 }
 
 func runUDTransformer(ctx context.Context, args []string) error {
@@ -113,12 +156,5 @@ func runUDTransformer(ctx context.Context, args []string) error {
 	if *dir == "" {
 		return fmt.Errorf("-dir is required")
 	}
-	tr := sourcetransformer.SourceTransformFunc(func(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
-		return sourcetransformer.MessagesBuilder().Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()).WithKeys(keys))
-	})
-	return sourcetransformer.NewServer(tr,
-		sourcetransformer.WithSockAddr(filepath.Join(*dir, transformSock)),
-		sourcetransformer.WithServerInfoFilePath(filepath.Join(*dir, transformInfo)),
-		sourcetransformer.WithMaxMessageSize(maxMessageBytes),
-	).Start(ctx)
+	return transformServer(*dir, &identityTransformer{}).Start(ctx)
 }
