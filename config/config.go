@@ -287,6 +287,16 @@ func (c *Config) validateCore() error {
 	return nil
 }
 
+// StageConcurrency is the most requests a stage may have in flight to its
+// container: MV_CONCURRENCY, or the read batch size when it is 0, as
+// Numaflow's spec.limits.concurrency defaults.
+func (c *Config) StageConcurrency() int {
+	if c.Concurrency > 0 {
+		return c.Concurrency
+	}
+	return c.ReadBatchSize
+}
+
 // RunnerOptions turns the settings into engine options.
 func (c *Config) RunnerOptions() runner.Options {
 	return runner.Options{

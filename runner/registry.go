@@ -42,6 +42,10 @@ type Env struct {
 	Mux *http.ServeMux
 	// Metrics registers adapter-specific collectors beside the engine's.
 	Metrics prometheus.Registerer
+	// Concurrency is the most requests a stage may have in flight to its
+	// container at once (MV_CONCURRENCY, else MV_READ_BATCH_SIZE), which is
+	// what numaflow-core gives a transformer or a unary or stream map UDF.
+	Concurrency int
 }
 
 // Plugin describes one adapter kind that configuration can select, the way

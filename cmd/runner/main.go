@@ -100,7 +100,8 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	}
 
 	env := func(role runner.Role) runner.Env {
-		return runner.Env{Name: cfg.Name, Replica: cfg.Replica, Role: role, Logger: log.Named(string(role)), Mux: portMux, Metrics: reg}
+		return runner.Env{Name: cfg.Name, Replica: cfg.Replica, Role: role, Logger: log.Named(string(role)), Mux: portMux, Metrics: reg,
+			Concurrency: cfg.StageConcurrency()}
 	}
 	adapters, err := build(ctx, cfg, env)
 	if err != nil {
