@@ -37,7 +37,7 @@ type Core struct {
 	ReadTimeout     time.Duration `envconfig:"MV_READ_TIMEOUT" default:"1s" desc:"longest wait for a batch to fill"`
 	InflightBatches int           `envconfig:"MV_INFLIGHT_BATCHES" default:"4" desc:"read batches being transformed, written or acked at once (batch mode)"`
 	Streaming       bool          `envconfig:"MV_STREAMING" default:"false" desc:"streaming mode (Numaflow's spec.streaming): per-message acks, reading again as soon as any message is settled, bounded by MV_CONCURRENCY"`
-	Concurrency     int           `envconfig:"MV_CONCURRENCY" default:"0" desc:"most messages read but not yet acked in streaming mode (Numaflow's spec.limits.concurrency); 0 means MV_READ_BATCH_SIZE"`
+	Concurrency     int           `envconfig:"MV_CONCURRENCY" default:"0" desc:"Numaflow's spec.limits.concurrency: most messages read but not yet acked in streaming mode, and most requests in flight to a transformer or map container in either mode; 0 means MV_READ_BATCH_SIZE"`
 	Retry           Retry         `envconfig:"MV_RETRY"`
 	OnFailure       string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
 	ShutdownTimeout time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
