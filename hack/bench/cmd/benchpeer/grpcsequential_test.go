@@ -107,6 +107,12 @@ func TestSequentialClientMovesAndAcksExactlyN(t *testing.T) {
 			if got := s.sink.received.Load(); got != n {
 				t.Errorf("sink received %d messages, want %d", got, n)
 			}
+			if got, want := s.sink.batches.Load(), int64((n+batch-1)/batch); got != want {
+				t.Errorf("sink handled %d batches, want %d", got, want)
+			}
+			if got := s.sink.mostActive.Load(); got != 1 {
+				t.Errorf("sink had up to %d Sink calls at once, want 1 (one stream)", got)
+			}
 			if transform {
 				if got := s.tr.received.Load(); got != n {
 					t.Errorf("transformer received %d messages, want %d", got, n)

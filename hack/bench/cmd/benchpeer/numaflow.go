@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"log"
 	"path/filepath"
 	"sync/atomic"
 	"time"
@@ -73,15 +74,28 @@ func (s *fastSource) TotalPartitions(context.Context) *int32 { return nil }
 // would not do to be fast or to suit a client.
 type acceptSink struct {
 	received atomic.Int64 // messages seen, for the tests
+	batches  atomic.Int64 // batches with at least one message
+	// active and mostActive count Sink calls at once. The SDK calls Sink
+	// again as soon as a batch is answered, to wait for the next one, so
+	// this is the number of SinkFn streams a client kept busy: 1 under
+	// Numaflow's contract.
+	active, mostActive atomic.Int64
 }
 
 // Sink answers success for every message of the batch.
 func (s *acceptSink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses {
+	n := s.active.Add(1)
+	defer s.active.Add(-1)
+	for m := s.mostActive.Load(); n > m && !s.mostActive.CompareAndSwap(m, n); m = s.mostActive.Load() {
+	}
 	res := sinker.ResponsesBuilder()
 	for d := range ch {
 		res = res.Append(sinker.ResponseOK(d.ID()))
 	}
 	s.received.Add(int64(len(res)))
+	if len(res) > 0 {
+		s.batches.Add(1)
+	}
 	return res
 }
 
@@ -144,7 +158,10 @@ func runUDSink(ctx context.Context, args []string) error {
 	if *dir == "" {
 		return fmt.Errorf("-dir is required")
 	}
-	return sinkServer(*dir, &acceptSink{}).Start(ctx)
+	sink := &acceptSink{}
+	err := sinkServer(*dir, sink).Start(ctx)
+	log.Printf("udsink: %d messages in %d batches, at most %d Sink calls (SinkFn streams) at once", sink.received.Load(), sink.batches.Load(), sink.mostActive.Load())
+	return err
 }
 
 func runUDTransformer(ctx context.Context, args []string) error {
