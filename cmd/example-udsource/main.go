@@ -7,9 +7,25 @@
 // unacked one (at-least-once across restarts). Pending is the number of ids
 // not acked yet.
 //
+// A nacked id is emitted again only after the delay of its nack options
+// (NackOptions.Delay, milliseconds; none means at once), as a source that
+// honours Numaflow's nack delay does.
+//
 // Environment: MV_UDS_DIR (socket directory, default /var/run/numaflow),
 // EXAMPLE_TOTAL (default 1000000), EXAMPLE_MSG_SIZE (default 0: just the
 // id), EXAMPLE_STATE_FILE (default none: nothing survives a restart).
+//
+// EXAMPLE_NACK_LOG=path appends one line per nacked id and one per
+// redelivery of a nacked id, so a test can check that each redelivery came
+// after its delay:
+//
+//	<id> TAB <nack time, unix ms> TAB <delay ms>
+//	<id> TAB <read time, unix ms> TAB redeliver
+//
+// EXAMPLE_STRICT_READS=true makes the source one that is not safe for
+// concurrent reads: Numaflow gives a source one read stream and one ack
+// stream, so two Read calls (or two Ack calls) never overlap; if they do,
+// the process logs which calls overlapped and exits with status 3.
 package main
 
 import (
@@ -22,6 +38,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/numaproj/numaflow-go/pkg/sourcer"
@@ -38,6 +55,14 @@ func main() {
 	src, err := newSource(total, size, os.Getenv("EXAMPLE_STATE_FILE"))
 	if err != nil {
 		log.Fatal(err)
+	}
+	src.strict = os.Getenv("EXAMPLE_STRICT_READS") == "true"
+	if p := os.Getenv("EXAMPLE_NACK_LOG"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			log.Fatalf("open EXAMPLE_NACK_LOG: %v", err)
+		}
+		src.nackLog = f
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		log.Fatal(err)
@@ -73,15 +98,25 @@ func envInt(name string, def int) int {
 
 type source struct {
 	total, size int
+	strict      bool     // EXAMPLE_STRICT_READS: exit when reads or acks overlap
+	nackLog     *os.File // EXAMPLE_NACK_LOG, or nil
+
+	reading, acking atomic.Int32 // Read and Ack calls running, for strict
 
 	mu         sync.Mutex
-	next       int   // lowest id never emitted by this process
-	queue      []int // nacked ids, emitted first
+	next       int      // lowest id never emitted by this process
+	queue      []nacked // nacked ids, emitted first once due
 	inflight   map[int]bool
 	acked      []bool
 	ackedCount int
 	state      *os.File
 	wake       chan struct{}
+}
+
+// nacked is an id handed back by a nack, due for redelivery at due.
+type nacked struct {
+	id  int
+	due time.Time
 }
 
 func newSource(total, size int, stateFile string) (*source, error) {
@@ -124,18 +159,34 @@ func value(id, size int) []byte {
 	return v
 }
 
-// take picks up to n ids to emit: nacked ones first, then new ones.
-func (s *source) take(n int) ([]int, chan struct{}) {
+// take picks up to n ids to emit: nacked ones whose delay has passed
+// first, then new ones. It also returns a channel closed by the next nack
+// and the time the earliest nacked id still waiting is due (zero if none).
+func (s *source) take(n int) ([]int, chan struct{}, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []int
-	for len(ids) < n && len(s.queue) > 0 {
-		id := s.queue[0]
-		s.queue = s.queue[1:]
-		if !s.acked[id] && !s.inflight[id] {
-			ids = append(ids, id)
+	var next time.Time
+	now := time.Now()
+	var redelivered []byte
+	waiting := s.queue[:0]
+	for _, q := range s.queue {
+		switch {
+		case s.acked[q.id] || s.inflight[q.id]:
+			// Settled or emitted again meanwhile: nothing to redeliver.
+		case len(ids) < n && !q.due.After(now):
+			ids = append(ids, q.id)
+			s.inflight[q.id] = true
+			redelivered = fmt.Appendf(redelivered, "%d\t%d\tredeliver\n", q.id, now.UnixMilli())
+		default:
+			waiting = append(waiting, q)
+			if next.IsZero() || q.due.Before(next) {
+				next = q.due
+			}
 		}
 	}
+	s.queue = waiting
+	s.logNacks(redelivered)
 	for len(ids) < n && s.next < s.total {
 		id := s.next
 		s.next++
@@ -146,14 +197,35 @@ func (s *source) take(n int) ([]int, chan struct{}) {
 	for _, id := range ids {
 		s.inflight[id] = true
 	}
-	return ids, s.wake
+	return ids, s.wake, next
+}
+
+// logNacks appends lines to EXAMPLE_NACK_LOG; s.mu is held.
+func (s *source) logNacks(lines []byte) {
+	if s.nackLog == nil || len(lines) == 0 {
+		return
+	}
+	if _, err := s.nackLog.Write(lines); err != nil {
+		log.Fatalf("write EXAMPLE_NACK_LOG: %v", err)
+	}
+}
+
+// enter counts a call of kind on calls and, with EXAMPLE_STRICT_READS,
+// ends the process when another call of the same kind is running.
+func (s *source) enter(calls *atomic.Int32, kind string) {
+	if n := calls.Add(1); s.strict && n > 1 {
+		log.Printf("EXAMPLE_STRICT_READS: %d %s calls overlap; this source is not safe for concurrent %ss, and Numaflow gives a source one read stream and one ack stream", n, kind, kind)
+		os.Exit(3)
+	}
 }
 
 func (s *source) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sourcer.Message) {
+	s.enter(&s.reading, "Read")
+	defer s.reading.Add(-1)
 	timer := time.NewTimer(req.TimeOut())
 	defer timer.Stop()
 	for {
-		ids, wake := s.take(int(req.Count()))
+		ids, wake, due := s.take(int(req.Count()))
 		for _, id := range ids {
 			m := sourcer.NewMessage(value(id, s.size), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))),
 				eventBase.Add(time.Duration(id)*time.Millisecond)).
@@ -168,13 +240,30 @@ func (s *source) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- so
 		if len(ids) > 0 {
 			return
 		}
-		select {
-		case <-wake:
-		case <-timer.C:
-			return
-		case <-ctx.Done():
+		if !s.wait(ctx, wake, due, timer.C) {
 			return
 		}
+	}
+}
+
+// wait blocks until a nack wakes the source, the earliest nacked id is due
+// (true: try again), or the read times out or is cancelled (false).
+func (s *source) wait(ctx context.Context, wake chan struct{}, due time.Time, timeout <-chan time.Time) bool {
+	var dueC <-chan time.Time
+	if !due.IsZero() {
+		t := time.NewTimer(time.Until(due))
+		defer t.Stop()
+		dueC = t.C
+	}
+	select {
+	case <-wake:
+		return true
+	case <-dueC:
+		return true
+	case <-timeout:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -186,6 +275,8 @@ func offsetID(o sourcer.Offset) (int, bool) {
 // Ack records the ids in the state file before answering, so an acked id
 // is never emitted again, even by a restarted process.
 func (s *source) Ack(_ context.Context, req sourcer.AckRequest) {
+	s.enter(&s.acking, "Ack")
+	defer s.acking.Add(-1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var lines []byte
@@ -210,16 +301,26 @@ func (s *source) Ack(_ context.Context, req sourcer.AckRequest) {
 	}
 }
 
+// Nack hands ids back for redelivery once the delay of their nack options
+// has passed.
 func (s *source) Nack(_ context.Context, req sourcer.NackRequest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
+	var lines []byte
 	for _, o := range req.Offsets() {
 		id, ok := offsetID(o.Offset)
 		if ok && s.inflight[id] {
+			var delay uint64
+			if o.NackOptions != nil && o.NackOptions.Delay != nil {
+				delay = *o.NackOptions.Delay
+			}
 			delete(s.inflight, id)
-			s.queue = append(s.queue, id)
+			s.queue = append(s.queue, nacked{id: id, due: now.Add(time.Duration(delay) * time.Millisecond)})
+			lines = fmt.Appendf(lines, "%d\t%d\t%d\n", id, now.UnixMilli(), delay)
 		}
 	}
+	s.logNacks(lines)
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
