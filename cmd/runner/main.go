@@ -150,7 +150,9 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 		"version", version.Version, "commit", version.Commit)
 	if cfg.ConfigDir != "" {
 		// Read once before Run, so a runner started paused reads nothing.
-		eng.SetPaused(readPaused(cfg.ConfigDir, log))
+		if p, ok := readPaused(cfg.ConfigDir, log); ok {
+			eng.SetPaused(p)
+		}
 		go watchPause(ctx, cfg.ConfigDir, cfg.ConfigPoll, eng.SetPaused, log)
 	}
 	started := time.Now()
