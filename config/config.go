@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -38,7 +40,10 @@ type Core struct {
 	InflightBatches int           `envconfig:"MV_INFLIGHT_BATCHES" default:"4" desc:"read batches being transformed, written or acked at once (batch mode)"`
 	Streaming       bool          `envconfig:"MV_STREAMING" default:"false" desc:"streaming mode (Numaflow's spec.streaming): per-message acks, reading again as soon as any message is settled, bounded by MV_CONCURRENCY"`
 	Concurrency     int           `envconfig:"MV_CONCURRENCY" default:"0" desc:"Numaflow's spec.limits.concurrency: most messages read but not yet acked in streaming mode, and most requests in flight to a transformer or map container in either mode; 0 means MV_READ_BATCH_SIZE"`
-	Retry           Retry         `envconfig:"MV_RETRY"`
+	// Retry is embedded, not nested under a prefix: envconfig would also
+	// read a nested field's bare name (STEPS for MV_RETRY_STEPS) from the
+	// environment, where any other program's variable could set it.
+	Retry
 	OnFailure       string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
 	ShutdownTimeout time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
 	AdminPort       int           `envconfig:"MV_ADMIN_PORT" default:"2469" desc:"port of /metrics, /livez, /readyz, /status"`
@@ -52,15 +57,16 @@ type Core struct {
 	PProf           bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
 	ConfigDir       string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
 	ConfigPoll      time.Duration `envconfig:"MV_CONFIG_POLL" default:"1s" desc:"how often MV_CONFIG_DIR is read"`
+	Strict          bool          `envconfig:"MV_STRICT" default:"true" desc:"an MV_ variable the runner does not know (a typo) exits 2; false only warns"`
 }
 
 // Retry holds the sink and transformer retry strategy.
 type Retry struct {
-	Interval time.Duration `envconfig:"INTERVAL" default:"1ms" desc:"wait before the first retry"`
-	Steps    string        `envconfig:"STEPS" default:"unlimited" desc:"retries before MV_ON_FAILURE decides: a positive number or unlimited"`
-	Factor   float64       `envconfig:"FACTOR" default:"1.0" desc:"backoff multiplier per retry (1 keeps the interval)"`
-	Cap      time.Duration `envconfig:"CAP" default:"0" desc:"longest wait between retries, 0 for no cap"`
-	Jitter   float64       `envconfig:"JITTER" default:"0" desc:"random extra fraction of each wait, 0 to 1"`
+	Interval time.Duration `envconfig:"MV_RETRY_INTERVAL" default:"1ms" desc:"wait before the first retry"`
+	Steps    string        `envconfig:"MV_RETRY_STEPS" default:"unlimited" desc:"retries before MV_ON_FAILURE decides: a positive number or unlimited"`
+	Factor   float64       `envconfig:"MV_RETRY_FACTOR" default:"1.0" desc:"backoff multiplier per retry (1 keeps the interval)"`
+	Cap      time.Duration `envconfig:"MV_RETRY_CAP" default:"0" desc:"longest wait between retries, 0 for no cap"`
+	Jitter   float64       `envconfig:"MV_RETRY_JITTER" default:"0" desc:"random extra fraction of each wait, 0 to 1"`
 }
 
 // Config is everything the runner reads from the environment.
@@ -80,11 +86,20 @@ const None = "none"
 // Load reads and validates the environment. Every error it returns is a
 // *runner.ConfigError naming one variable.
 func Load() (*Config, error) {
+	return LoadWarn(func(msg string) { fmt.Fprintln(os.Stderr, "runner: warning: "+msg) })
+}
+
+// LoadWarn is Load with the warnings (an unknown variable under
+// MV_STRICT=false) sent to warn.
+func LoadWarn(warn func(string)) (*Config, error) {
 	c := &Config{}
 	if err := process(&c.Core); err != nil {
 		return nil, err
 	}
 	if err := c.validateCore(); err != nil {
+		return nil, err
+	}
+	if err := checkUnknown(os.Environ(), c.Strict, warn); err != nil {
 		return nil, err
 	}
 	var err error
@@ -142,6 +157,9 @@ func Load() (*Config, error) {
 }
 
 func process(spec any) error {
+	if err := checkSyntax(spec); err != nil {
+		return err
+	}
 	err := envconfig.Process("", spec)
 	var pe *envconfig.ParseError
 	if errors.As(err, &pe) {
@@ -367,7 +385,10 @@ func Usage(w io.Writer) {
 	}
 }
 
-type variable struct{ name, def, desc string }
+type variable struct {
+	name, def, desc string
+	typ             reflect.Type
+}
 
 // describe lists the variables of a settings struct the way envconfig
 // names them: full names from tags, nested structs prefixed by their tag.
@@ -398,7 +419,137 @@ func describe(prefix string, t reflect.Type) []variable {
 		if def == "" {
 			def = "(none)"
 		}
-		out = append(out, variable{name: name, def: def, desc: f.Tag.Get("desc")})
+		out = append(out, variable{name: name, def: def, desc: f.Tag.Get("desc"), typ: ft})
 	}
 	return out
+}
+
+var (
+	decimalInt = regexp.MustCompile(`^[+-]?(0|[1-9][0-9]*)$`)
+	plainFloat = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+)
+
+// checkSyntax refuses numbers that envconfig would read in a way nobody
+// means: it parses whole numbers with base prefixes (PORT=010000 is octal
+// 4096, 0x4e20 and 1_8084 pass) and floats including NaN and Inf. A
+// leading zero is refused rather than guessed at.
+func checkSyntax(spec any) error {
+	for _, v := range describe("", reflect.ValueOf(spec).Elem().Type()) {
+		raw, ok := os.LookupEnv(v.name)
+		if !ok {
+			continue
+		}
+		value := strings.TrimSpace(raw)
+		if value == "" || v.typ == reflect.TypeOf(time.Duration(0)) {
+			continue
+		}
+		switch v.typ.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if !decimalInt.MatchString(value) {
+				return &runner.ConfigError{Var: v.name, Value: raw, Reason: "must be a whole number in decimal digits without leading zeros"}
+			}
+		case reflect.Float32, reflect.Float64:
+			if !plainFloat.MatchString(value) {
+				return &runner.ConfigError{Var: v.name, Value: raw, Reason: "must be a finite decimal number such as 1.5"}
+			}
+		}
+	}
+	return nil
+}
+
+// knownNames lists every variable the runner reads: its own and those of
+// every registered adapter kind, chosen or not (a setting of an adapter
+// not in use is no typo).
+func knownNames() map[string]bool {
+	known := map[string]bool{}
+	add := func(spec any) {
+		if spec == nil {
+			return
+		}
+		for _, v := range describe("", reflect.ValueOf(spec).Elem().Type()) {
+			known[v.name] = true
+		}
+	}
+	add(&Core{})
+	for _, n := range runner.SourceNames() {
+		p, _ := runner.LookupSource(n)
+		if p.Config != nil {
+			add(p.Config())
+		}
+	}
+	for _, n := range runner.TransformerNames() {
+		p, _ := runner.LookupTransformer(n)
+		if p.Config != nil {
+			add(p.Config())
+		}
+	}
+	for _, n := range runner.SinkNames() {
+		p, _ := runner.LookupSink(n)
+		if p.Config != nil {
+			add(p.Config())
+		}
+	}
+	return known
+}
+
+// checkUnknown refuses (or, when not strict, warns about) MV_ variables the
+// runner does not read, as Caddy refuses unknown keys: MV_RETRY_STEP set
+// instead of MV_RETRY_STEPS would otherwise be ignored without a word.
+func checkUnknown(environ []string, strict bool, warn func(string)) error {
+	known := knownNames()
+	var unknown []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "MV_") && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	for _, name := range unknown {
+		reason := "is not a setting of this runner"
+		if near := nearest(name, known); near != "" {
+			reason += "; did you mean " + near + "?"
+		}
+		reason += " (see --help; MV_STRICT=false only warns)"
+		if strict {
+			value, _ := os.LookupEnv(name)
+			return &runner.ConfigError{Var: name, Value: value, Reason: reason}
+		}
+		warn(name + " " + reason)
+	}
+	return nil
+}
+
+// nearest returns the known name closest to name by edit distance, if it
+// is close enough to be a typo of it.
+func nearest(name string, known map[string]bool) string {
+	best, bestD := "", len(name)/3+2
+	for k := range known {
+		if d := editDistance(name, k); d < bestD || (d == bestD && best != "" && k < best) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

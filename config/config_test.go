@@ -74,3 +74,60 @@ func TestUsageListsNestedAndAdapterVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownVariableExitsWithTheNearestName(t *testing.T) {
+	t.Setenv("MV_RETRY_STEP", "3")
+	_, err := config.Load()
+	var ce *runner.ConfigError
+	if !errors.As(err, &ce) || ce.Var != "MV_RETRY_STEP" || !strings.Contains(ce.Reason, "did you mean MV_RETRY_STEPS?") {
+		t.Fatalf("error %v, want MV_RETRY_STEP refused with MV_RETRY_STEPS suggested", err)
+	}
+	if strings.Count(err.Error(), "\n") != 0 {
+		t.Fatalf("error is not one line: %q", err)
+	}
+
+	t.Setenv("MV_STRICT", "false")
+	var warnings []string
+	if _, err := config.LoadWarn(func(m string) { warnings = append(warnings, m) }); err != nil {
+		t.Fatalf("MV_STRICT=false: %v", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "MV_RETRY_STEP ") {
+		t.Fatalf("warnings %q, want one about MV_RETRY_STEP", warnings)
+	}
+}
+
+func TestOnlyFullNamesAreRead(t *testing.T) {
+	// envconfig would read a nested field's bare name; a pod's STEPS=1
+	// must not change the retry strategy.
+	for k, v := range map[string]string{"STEPS": "1", "FACTOR": "9", "INTERVAL": "1h", "JITTER": "1", "CAP": "1s"} {
+		t.Setenv(k, v)
+	}
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.RunnerOptions(); o.Retry.Steps != 0 || o.Retry.Factor != 1 || o.Retry.Interval != time.Millisecond || o.Retry.Jitter != 0 || o.Retry.Cap != 0 {
+		t.Fatalf("bare names changed the retry strategy: %+v", o.Retry)
+	}
+}
+
+func TestNumbersAreReadAsWritten(t *testing.T) {
+	for _, tc := range []struct{ key, value string }{
+		{"PORT", "010000"}, {"PORT", "0x4e20"}, {"PORT", "1_8084"}, {"MV_READ_BATCH_SIZE", "1e3"},
+		{"MV_RETRY_FACTOR", "NaN"}, {"MV_RETRY_FACTOR", "Inf"}, {"MV_RETRY_JITTER", "-Inf"}, {"MV_SCALE_TARGET_SECONDS", "NaN"},
+		{"MV_SCALE_TARGET_SECONDS", "0x10"},
+	} {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.key, tc.value)
+			_, err := config.Load()
+			var ce *runner.ConfigError
+			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value {
+				t.Fatalf("error %v, want %s=%q refused", err, tc.key, tc.value)
+			}
+		})
+	}
+	t.Setenv("PORT", "18080")
+	if c, err := config.Load(); err != nil || c.Port != 18080 {
+		t.Fatalf("PORT=18080: config %v, err %v", c, err)
+	}
+}
