@@ -1,0 +1,374 @@
+// Package udmap calls a Numaflow map UDF container (spec.udf of a Numaflow
+// MonoVertex, any Numaflow SDK map, unchanged) over its Unix-socket gRPC
+// protocol, as a transformer stage after the source transformer.
+//
+// The container says in its server-info file (mapper-server-info in
+// MV_UDS_DIR) which of the three map modes it serves, and the mode picks
+// the socket and the protocol on the one bidirectional MapFn stream, as in
+// numaflow-core (rust/numaflow-core/src/mapper/map/{unary,batch,stream}.rs):
+//
+//   - unary (map.sock): requests tagged with ids, any number in flight, one
+//     response per id in whatever order the container finishes them;
+//   - batch (batchmap.sock): a batch of requests then an EOT status, one
+//     response per id, then the container's EOT; one batch at a time;
+//   - stream (mapstream.sock): requests tagged with ids, any number in
+//     flight, several responses per id, each carrying results, ended by an
+//     EOT status carrying that id.
+//
+// Numaflow's rules for what a map returns are kept: a result tagged
+// "U+005C__DROP__" is left out (all left out means the input was dropped
+// on purpose); one tagged "U+005C__NACK__" hands the input back to the
+// source with the delay of its nack options; one tagged "U+005C__FAIL__"
+// (numaflow-core's per-message failure) fails that input so it is retried;
+// the event time and headers stay the input's (a map cannot set them); user
+// metadata is what the map returned and system metadata the input's, which
+// a map may read but not change.
+package udmap
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mappb "github.com/numaproj/numaflow-go/pkg/apis/proto/map/v1"
+	"github.com/numaproj/numaflow-go/pkg/mapper"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// The tags by which a map UDF drops an output, hands its input back to the
+// source, or fails its input ("U+005C__DROP__", "U+005C__NACK__",
+// "U+005C__FAIL__"). numaflow-go v0.12 has no helper for the last; the
+// data plane honours it (numaflow-core src/message.rs, Message::failed).
+var (
+	DropTag = mapper.DROP
+	NackTag = mapper.NACK
+	FailTag = fmt.Sprintf("%U__FAIL__", '\\')
+)
+
+// Config holds the udmap settings; they are shared by every Numaflow adapter.
+type Config struct {
+	serverinfo.Settings
+}
+
+func init() {
+	runner.RegisterTransformer(runner.Plugin[runner.Transformer]{
+		Name:   "udmap",
+		Config: func() any { return &Config{} },
+		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
+			t, err := New(ctx, cfg.(*Config).Settings, env.Logger)
+			if err != nil {
+				return nil, err // an untyped nil, so callers' nil checks hold
+			}
+			return t, nil
+		},
+	})
+}
+
+// Transformer is a runner.Transformer backed by a Numaflow map UDF
+// container. Concurrent calls share one MapFn stream; in unary and stream
+// mode the container works on all their messages at once, in batch mode
+// the calls take turns, one batch on the stream at a time.
+type Transformer struct {
+	mode serverinfo.MapMode
+	conn *serverinfo.Conn
+	log  *zap.SugaredLogger
+
+	ctx    context.Context // parent of the stream; ends at Close
+	cancel context.CancelFunc
+
+	ids   atomic.Uint64 // request ids, unique over the life of the adapter
+	batch chan struct{} // batch mode: held by the call whose batch is on the stream
+
+	mu     sync.Mutex
+	st     *stream
+	closed bool
+}
+
+var (
+	_ runner.Transformer = (*Transformer)(nil)
+	_ runner.Readier     = (*Transformer)(nil)
+)
+
+// New waits for the map container's server-info file to learn its mode,
+// then for the container to be up and compatible, and connects to the
+// socket of that mode.
+func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (*Transformer, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	mode, err := serverinfo.ReadMapMode(ctx, set, log)
+	if err != nil {
+		return nil, err // the runner names the adapter
+	}
+	log = log.With("map_mode", string(mode))
+	// A restarted container is reconnected on the same socket: Kubernetes
+	// restarts it from the same image, so in the same mode.
+	conn, err := serverinfo.Connect(ctx, serverinfo.MapEndpoint(set.Dir, mode), set, log, isReady)
+	if err != nil {
+		return nil, err
+	}
+	t := &Transformer{mode: mode, conn: conn, log: log, batch: make(chan struct{}, 1)}
+	t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return t, nil
+}
+
+func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+	r, err := mappb.NewMapClient(cc).IsReady(ctx, &emptypb.Empty{})
+	if err != nil {
+		return false, err
+	}
+	return r.GetReady(), nil
+}
+
+// Mode is the map mode the container declared.
+func (t *Transformer) Mode() serverinfo.MapMode { return t.mode }
+
+// Ready reports whether the map container is connected and ready.
+func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
+
+// Transform sends every message and waits for all their results. A broken
+// stream fails the whole call, and the engine retries it; the next call
+// waits for the container to come back.
+//
+// What Numaflow does on a map UDF error, for comparison: numaflow-go
+// answers a handler panic with a gRPC error that ends the MapFn stream
+// (pkg/mapper/service.go handleRequest and MapFn, and the same in
+// batchmapper and mapstreamer) and stops its server, so Kubernetes
+// restarts the container. numaflow-core turns any error on the stream into
+// a redrive: every message in flight on it is sent again after the
+// client reconnected (mapper/map.rs map_redrive_error, unary.rs
+// UserDefinedUnaryMap::unary, batch.rs MapBatchTask and
+// UserDefinedBatchMap::batch, stream.rs MapStreamTask), without using the
+// retry budget. Here that is the whole-call error with a reconnect
+// through serverinfo.Conn.
+func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	results := make([]runner.TransformResult, len(msgs))
+	if len(msgs) == 0 {
+		return results, nil
+	}
+	limit := t.conn.MaxMessageSize()
+	reqs := make([]*mappb.MapRequest, len(msgs))
+	sending := 0
+	for k, m := range msgs {
+		req := request(m, strconv.FormatUint(t.ids.Add(1), 36))
+		if n := proto.Size(req); n+64 > limit {
+			results[k].Err = runner.Permanent(fmt.Errorf("udmap: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
+			continue
+		}
+		reqs[k] = req
+		sending++
+	}
+	if sending == 0 {
+		return results, nil
+	}
+	batch := t.mode == serverinfo.BatchMap
+	if batch {
+		select {
+		case t.batch <- struct{}{}:
+			defer func() { <-t.batch }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	cc, gen, err := t.conn.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("udmap: %w", err)
+	}
+	st, err := t.stream(ctx, cc, gen)
+	if err != nil {
+		return nil, fmt.Errorf("udmap: %w", err)
+	}
+
+	replies := make(chan reply, sending)
+	ids := make([]string, 0, sending)
+	defer func() { st.forget(ids) }()
+	var eot <-chan struct{}
+	if batch {
+		eot = st.beginBatch()
+	}
+	for k, req := range reqs {
+		if req == nil {
+			continue
+		}
+		if err := st.expect(req.GetId(), &waiter{k: k, ch: replies}); err != nil {
+			return nil, t.broken(st, err)
+		}
+		ids = append(ids, req.GetId())
+		if err := st.send(req); err != nil {
+			return nil, t.broken(st, err)
+		}
+	}
+	if batch {
+		if err := st.send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
+			return nil, t.broken(st, err)
+		}
+	}
+	timer := time.NewTimer(t.conn.CallTimeout())
+	defer timer.Stop()
+	for waitingFor := sending; waitingFor > 0 || eot != nil; {
+		select {
+		case r := <-replies:
+			results[r.k] = result(msgs[r.k], r.results)
+			waitingFor--
+		case <-eot:
+			// The receiver closes it only once every result of the batch
+			// is in replies.
+			eot = nil
+		case <-st.dead:
+			return nil, t.broken(st, st.failure())
+		case <-timer.C:
+			// Reset the stream: the engine retries the batch on a new one.
+			return nil, t.broken(st, fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, sending, t.conn.CallTimeout()))
+		case <-ctx.Done():
+			if batch {
+				// The container still works on this batch and will end it
+				// with an EOT the next batch would take for its own: start
+				// the next batch on a new stream.
+				t.reset(st)
+			}
+			return nil, ctx.Err()
+		}
+	}
+	return results, nil
+}
+
+func request(m *runner.Message, id string) *mappb.MapRequest {
+	r := &mappb.MapRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Metadata: serverinfo.MetadataToProto(m.Metadata)}
+	if !m.EventTime.IsZero() {
+		r.EventTime = timestamppb.New(m.EventTime)
+	}
+	// runner.Message has no watermark: the request leaves it unset.
+	return &mappb.MapRequest{Request: r, Id: id}
+}
+
+// result turns the results of one input into the engine's result, by
+// numaflow-core's rules (mapper/map.rs UserDefinedMessage, message.rs
+// dropped/nacked/failed, sinker/sink.rs and pipeline/isb/writer.rs for what
+// happens to nacked and dropped outputs):
+//
+//   - a FAIL-tagged result fails the input, which is retried with the retry
+//     strategy (numaflow-core re-sends it to the UDF, then MV_ON_FAILURE);
+//   - a NACK-tagged result nacks the input, with nack_options.delay in
+//     milliseconds (numaflow-core message.rs NackOptions) as the
+//     redelivery delay. Numaflow still writes the input's other outputs and
+//     nacks it, so it comes back and they are written again; here none of
+//     them is written, which ends the same way with fewer duplicates;
+//   - DROP-tagged results are left out; none left means dropped on purpose;
+//   - every other result is an output with the map's keys, value, tags and
+//     user metadata, the input's system metadata, and (left empty, so the
+//     engine fills them from the input) its event time and headers.
+func result(in *runner.Message, results []*mappb.MapResponse_Result) runner.TransformResult {
+	for _, r := range results {
+		if slices.Contains(r.GetTags(), FailTag) {
+			return runner.TransformResult{Err: fmt.Errorf("udmap: the map UDF failed message %s (%s tag)", in.ID, FailTag)}
+		}
+	}
+	for _, r := range results {
+		if slices.Contains(r.GetTags(), NackTag) {
+			return runner.TransformResult{Nack: true, NackDelay: time.Duration(r.GetNackOptions().GetDelay()) * time.Millisecond}
+		}
+	}
+	var outs []*runner.Message
+	for _, r := range results {
+		if slices.Contains(r.GetTags(), DropTag) {
+			continue
+		}
+		keys := r.GetKeys()
+		if keys == nil {
+			// The map chose no keys: keep it that way rather than letting
+			// the engine copy the input's.
+			keys = []string{}
+		}
+		value := r.GetValue()
+		if value == nil {
+			value = []byte{}
+		}
+		o := &runner.Message{Keys: keys, Value: value, Metadata: serverinfo.OutputMetadata(in.Metadata, r.GetMetadata())}
+		if tags := r.GetTags(); len(tags) > 0 {
+			o.Tags = slices.Clone(tags)
+		}
+		outs = append(outs, o)
+	}
+	return runner.TransformResult{Outputs: outs}
+}
+
+// broken marks the stream and the connection failed and says so.
+func (t *Transformer) broken(st *stream, err error) error {
+	t.reset(st)
+	t.conn.Fail(st.gen, err)
+	return fmt.Errorf("udmap: MapFn stream (%s) broke: %w", t.mode, err)
+}
+
+// reset ends the stream, so the next call opens a new one, without
+// blaming the container.
+func (t *Transformer) reset(st *stream) {
+	st.fail(errReset)
+	st.cancel()
+	t.mu.Lock()
+	if t.st == st {
+		t.st = nil
+	}
+	t.mu.Unlock()
+}
+
+// stream returns the stream of the current connection, opening it (with
+// the handshake) when there is none.
+func (t *Transformer) stream(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, serverinfo.ErrClosed
+	}
+	if t.st != nil && t.st.gen == gen && t.st.failure() == nil {
+		return t.st, nil
+	}
+	if t.st != nil {
+		t.st.fail(errReset)
+		t.st.cancel()
+	}
+	t.st = nil
+	st, err := open(ctx, t.ctx, cc, gen, t.mode, t.log)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.conn.Fail(gen, err)
+		}
+		return nil, err
+	}
+	t.st = st
+	return st, nil
+}
+
+// Close ends the stream the way the SDK servers expect (a closed send side
+// first) and closes the connection.
+func (t *Transformer) Close(context.Context) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	st := t.st
+	t.st = nil
+	t.mu.Unlock()
+	if st != nil {
+		st.closeSend()
+		st.fail(serverinfo.ErrClosed)
+		st.cancel()
+	}
+	t.cancel()
+	return t.conn.Close()
+}
