@@ -6,7 +6,9 @@
 //   - n % EXAMPLE_FANOUT_EVERY == 1 becomes EXAMPLE_FANOUT copies (defaults 10 and 3),
 //     keyed "fan0", "fan1", ...;
 //   - n % EXAMPLE_NACK_EVERY == 2 is nacked the first time this process
-//     sees it, and passed the next time (default 0: never);
+//     sees it, with a redelivery delay of EXAMPLE_NACK_DELAY_MS
+//     milliseconds (default 0: none), and passed the next time (default 0:
+//     never);
 //   - anything else passes unchanged, keyed "even" or "odd".
 //
 // Every output keeps the input's value and has the input's event time plus
@@ -36,6 +38,7 @@ func main() {
 		fanoutEvery: envInt("EXAMPLE_FANOUT_EVERY", 10),
 		fanout:      envInt("EXAMPLE_FANOUT", 3),
 		nackEvery:   envInt("EXAMPLE_NACK_EVERY", 0),
+		nackDelayMS: uint64(envInt("EXAMPLE_NACK_DELAY_MS", 0)),
 		seen:        map[int]bool{},
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -72,6 +75,7 @@ func envInt(name string, def int) int {
 
 type transformer struct {
 	dropEvery, fanoutEvery, fanout, nackEvery int
+	nackDelayMS                               uint64
 
 	mu   sync.Mutex
 	seen map[int]bool // numbers nacked once already
@@ -106,7 +110,11 @@ func (t *transformer) Transform(_ context.Context, keys []string, d sourcetransf
 	case t.dropEvery > 0 && n%t.dropEvery == 0:
 		return out.Append(sourcetransformer.MessageToDrop(et))
 	case t.nackEvery > 0 && n%t.nackEvery == 2 && t.firstSight(n):
-		return out.Append(sourcetransformer.MessageToNack(et, nil))
+		var opts *sourcetransformer.NackOptions
+		if t.nackDelayMS > 0 {
+			opts = &sourcetransformer.NackOptions{Delay: &t.nackDelayMS}
+		}
+		return out.Append(sourcetransformer.MessageToNack(et, opts))
 	case t.fanoutEvery > 0 && n%t.fanoutEvery == 1:
 		for k := 0; k < t.fanout; k++ {
 			out = out.Append(sourcetransformer.NewMessage(v, et).WithKeys([]string{"fan" + strconv.Itoa(k)}))

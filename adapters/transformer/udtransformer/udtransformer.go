@@ -29,11 +29,15 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// The tags by which a Numaflow transformer drops an input or hands it back
-// to the source ("U+005C__DROP__", "U+005C__NACK__").
+// The tags by which a Numaflow transformer drops an output, hands its input
+// back to the source, or fails its input ("U+005C__DROP__",
+// "U+005C__NACK__", "U+005C__FAIL__"). numaflow-go v0.12 has no helper for
+// the last; the data plane honours it (numaflow-core src/message.rs
+// Message::failed, src/transformer.rs).
 var (
 	DropTag = sourcetransformer.DROP
 	NackTag = sourcetransformer.NACK
+	FailTag = fmt.Sprintf("%U__FAIL__", '\\')
 )
 
 // Config holds the udtransformer settings; they are shared by every Numaflow adapter.
@@ -174,7 +178,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	for waitingFor > 0 {
 		select {
 		case r := <-replies:
-			results[r.k] = result(r.resp)
+			results[r.k] = result(msgs[r.k], r.resp)
 			waitingFor--
 		case <-st.dead:
 			return nil, t.broken(st, st.failure())
@@ -189,24 +193,36 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 }
 
 func request(m *runner.Message, id string) *stpb.SourceTransformRequest {
-	r := &stpb.SourceTransformRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Id: id}
+	r := &stpb.SourceTransformRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Id: id,
+		Metadata: serverinfo.MetadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
 		r.EventTime = timestamppb.New(m.EventTime)
 	}
 	return &stpb.SourceTransformRequest{Request: r}
 }
 
-// result turns one response into the engine's result: drop-tagged results
-// are left out (all of them dropped means the input was dropped on
-// purpose), a nack-tagged one hands the input back to the source, and the
-// rest are the outputs with the keys and event time the container chose.
-func result(resp *stpb.SourceTransformResponse) runner.TransformResult {
+// result turns one response into the engine's result, by numaflow-core's
+// rules (src/transformer.rs, transformer/user_defined.rs, message.rs):
+// a fail-tagged result fails the input, which is retried; a nack-tagged
+// one hands the input back to the source after its nack_options delay (in
+// milliseconds); drop-tagged results are left out (all of them dropped
+// means the input was dropped on purpose); the rest are the outputs with
+// the keys, event time, tags and user metadata the container chose, and
+// the input's system metadata.
+func result(in *runner.Message, resp *stpb.SourceTransformResponse) runner.TransformResult {
+	for _, r := range resp.GetResults() {
+		if slices.Contains(r.GetTags(), FailTag) {
+			return runner.TransformResult{Err: fmt.Errorf("udtransformer: the transformer failed message %s (%s tag)", in.ID, FailTag)}
+		}
+	}
+	for _, r := range resp.GetResults() {
+		if slices.Contains(r.GetTags(), NackTag) {
+			return runner.TransformResult{Nack: true, NackDelay: time.Duration(r.GetNackOptions().GetDelay()) * time.Millisecond}
+		}
+	}
 	var outs []*runner.Message
 	for _, r := range resp.GetResults() {
-		switch {
-		case slices.Contains(r.GetTags(), NackTag):
-			return runner.TransformResult{Nack: true}
-		case slices.Contains(r.GetTags(), DropTag):
+		if slices.Contains(r.GetTags(), DropTag) {
 			continue
 		}
 		keys := r.GetKeys()
@@ -219,9 +235,12 @@ func result(resp *stpb.SourceTransformResponse) runner.TransformResult {
 		if value == nil {
 			value = []byte{}
 		}
-		o := &runner.Message{Keys: keys, Value: value}
+		o := &runner.Message{Keys: keys, Value: value, Metadata: serverinfo.OutputMetadata(in.Metadata, r.GetMetadata())}
 		if et := r.GetEventTime(); et != nil {
 			o.EventTime = et.AsTime()
+		}
+		if tags := r.GetTags(); len(tags) > 0 {
+			o.Tags = slices.Clone(tags)
 		}
 		outs = append(outs, o)
 	}

@@ -21,11 +21,15 @@ import (
 
 var base = time.UnixMilli(1_700_000_000_000).UTC()
 
+var nackDelayMs uint64 = 1500
+
 // reference implements the conformance suite's reference behaviour, plus:
 // "late..." answers after a delay derived from the value (so responses
 // come back out of order), "mixed" returns a kept result between two
-// drop-tagged ones, "nack" hands the message back, "rekey" sets its own
-// keys and event time, "nokeys" returns no keys.
+// drop-tagged ones, "nack" hands the message back with a 1500ms delay,
+// "rekey" sets its own keys and event time, "nokeys" returns no keys,
+// "tagged" tags its output, "fail" carries the FAIL tag, "echo" returns
+// the metadata it saw as user metadata.
 func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
 	v := string(d.Value())
 	out := sourcetransformer.MessagesBuilder()
@@ -38,7 +42,17 @@ func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sour
 	case v == "mixed":
 		return out.Append(sourcetransformer.MessageToDrop(d.EventTime())).Append(msg).Append(sourcetransformer.MessageToDrop(d.EventTime()))
 	case v == "nack":
-		return out.Append(sourcetransformer.MessageToNack(d.EventTime(), nil))
+		return out.Append(sourcetransformer.MessageToNack(d.EventTime(), &sourcetransformer.NackOptions{Delay: &nackDelayMs}))
+	case v == "tagged":
+		return out.Append(msg.WithTags([]string{"sink", "audit"}))
+	case v == "fail":
+		return out.Append(msg.WithTags([]string{udtransformer.FailTag}))
+	case v == "echo":
+		// What the transformer saw, returned as user metadata.
+		md := sourcetransformer.NewUserMetadata()
+		md.AddKV("u", "sys", d.SystemMetadata().Value("sg", "sk"))
+		md.AddKV("u", "user", d.UserMetadata().Value("ug", "uk"))
+		return out.Append(msg.WithUserMetadata(md))
 	case v == "rekey":
 		return out.Append(sourcetransformer.NewMessage([]byte("rekeyed"), base.Add(time.Hour)).WithKeys([]string{"new-key"}))
 	case v == "hang":
@@ -224,5 +238,52 @@ func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	}
 	if len(res) != 2 || string(res[0].Outputs[0].Value) != "b" || string(res[1].Outputs[0].Value) != "c" {
 		t.Fatalf("results after the reset: %+v", res)
+	}
+}
+
+func TestTagsNackDelayAndFailure(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	tr := newTransformer(t, udftest.Settings(dir))
+	res, err := tr.Transform(context.Background(), msgs("tagged", "nack", "fail", "mixed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := res[0].Outputs; len(o) != 1 || fmt.Sprint(o[0].Tags) != "[sink audit]" {
+		t.Errorf("tagged: %+v, want the container's tags on the output", o)
+	}
+	if !res[1].Nack || res[1].NackDelay != 1500*time.Millisecond {
+		t.Errorf("nack: %+v, want Nack after 1.5s (nack_options.delay is in ms)", res[1])
+	}
+	if res[2].Err == nil || runner.IsPermanent(res[2].Err) || len(res[2].Outputs) != 0 {
+		t.Errorf("fail: %+v, want a retryable per-message error", res[2])
+	}
+	if o := res[3].Outputs; len(o) != 1 || o[0].Tags != nil {
+		t.Errorf("mixed: %+v, want one untagged output (the drop tag is not an output tag)", o)
+	}
+}
+
+func TestMetadataGoesBothWays(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	tr := newTransformer(t, udftest.Settings(dir))
+	in := &runner.Message{ID: "m", Value: []byte("echo"), EventTime: base, Metadata: &runner.Metadata{
+		PreviousVertex: "source",
+		User:           map[string]map[string][]byte{"ug": {"uk": []byte("uv")}},
+		System:         map[string]map[string][]byte{"sg": {"sk": []byte("sv")}},
+	}}
+	res, err := tr.Transform(context.Background(), []*runner.Message{in, {ID: "plain", Value: []byte("x"), EventTime: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := res[0].Outputs[0].Metadata
+	if md == nil || string(md.User["u"]["sys"]) != "sv" || string(md.User["u"]["user"]) != "uv" {
+		t.Fatalf("metadata %+v: want what the container saw of the input's system and user metadata", md)
+	}
+	if _, kept := md.User["ug"]; kept || string(md.System["sg"]["sk"]) != "sv" {
+		t.Errorf("metadata %+v: the container's user metadata replaces the input's, the input's system metadata stays", md)
+	}
+	if md := res[1].Outputs[0].Metadata; md != nil {
+		t.Errorf("an input without metadata and a container that sets none: %+v, want nil", md)
 	}
 }
