@@ -13,5 +13,6 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/source/jetstream"
 	_ "github.com/monovertex/monovertex/adapters/source/udsource"
 	_ "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
+	_ "github.com/monovertex/monovertex/adapters/transformer/udmap"
 	_ "github.com/monovertex/monovertex/adapters/transformer/udtransformer"
 )

@@ -198,7 +198,7 @@ func uniqueRounds(msgs []*runner.Message, idx []int) [][]int {
 }
 
 func request(m *runner.Message) *sinkpb.SinkRequest {
-	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers, Metadata: metadataToProto(m.Metadata)}
+	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers, Metadata: serverinfo.MetadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
 		r.EventTime = timestamppb.New(m.EventTime)
 	}
@@ -541,9 +541,13 @@ func onSuccessMessage(m *runner.Message, ons *sinkpb.SinkResponse_Result_Message
 	out := *m
 	out.Value = ons.GetValue()
 	out.Keys = ons.GetKeys()
+	// numaflow-core checks whether the metadata field is present, not
+	// whether it carries anything: present but empty clears the user metadata.
 	var user map[string]map[string][]byte
 	if md := ons.GetMetadata(); md != nil {
-		user = metadataFromProto(md).User
+		if got := serverinfo.MetadataFromProto(md); got != nil {
+			user = got.User
+		}
 		if user == nil {
 			user = map[string]map[string][]byte{}
 		}
