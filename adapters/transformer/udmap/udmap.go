@@ -67,6 +67,9 @@ func init() {
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
 			t, err := New(ctx, cfg.(*Config).Settings, env.Logger)
+			if t != nil {
+				t.SetConcurrency(env.Concurrency)
+			}
 			if err != nil {
 				return nil, err // an untyped nil, so callers' nil checks hold
 			}
@@ -89,6 +92,9 @@ type Transformer struct {
 
 	ids   atomic.Uint64 // request ids, unique over the life of the adapter
 	batch chan struct{} // batch mode: held by the call whose batch is on the stream
+	// slots bound the requests in flight on the stream across calls in
+	// unary and stream mode (numaflow-core's concurrency); nil is unbounded.
+	slots chan struct{}
 
 	mu     sync.Mutex
 	st     *stream
@@ -129,6 +135,16 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 		return false, err
 	}
 	return r.GetReady(), nil
+}
+
+// SetConcurrency bounds the requests in flight to the container across
+// concurrent calls in unary and stream mode, as numaflow-core bounds them
+// by spec.limits.concurrency (mapper/map.rs); n <= 0 leaves them unbounded.
+// Call it before the first Transform.
+func (t *Transformer) SetConcurrency(n int) {
+	if n > 0 {
+		t.slots = make(chan struct{}, n)
+	}
 }
 
 // Mode is the map mode the container declared.
@@ -200,9 +216,49 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	if batch {
 		eot = st.beginBatch()
 	}
+	waitingFor := sending
+	slots := t.slots
+	if batch {
+		slots = nil // one batch at a time is the bound
+	}
+	held := 0 // slots this call holds: one per request without its results yet
+	defer func() {
+		for ; held > 0; held-- {
+			<-slots
+		}
+	}()
+	take := func(r reply) {
+		results[r.k] = result(msgs[r.k], r.results)
+		waitingFor--
+		if held > 0 {
+			held--
+			<-slots
+		}
+	}
+	// acquire waits for room on the stream, taking this call's own results
+	// meanwhile so that its slots come free.
+	acquire := func() error {
+		for slots != nil {
+			select {
+			case slots <- struct{}{}:
+				held++
+				return nil
+			case r := <-replies:
+				take(r)
+			case <-st.dead:
+				return t.broken(st, st.failure())
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
 	for k, req := range reqs {
 		if req == nil {
 			continue
+		}
+		if err := acquire(); err != nil {
+			return nil, err
 		}
 		if err := st.expect(req.GetId(), &waiter{k: k, ch: replies}); err != nil {
 			return nil, t.broken(st, err)
@@ -219,11 +275,10 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	}
 	timer := time.NewTimer(t.conn.CallTimeout())
 	defer timer.Stop()
-	for waitingFor := sending; waitingFor > 0 || eot != nil; {
+	for waitingFor > 0 || eot != nil {
 		select {
 		case r := <-replies:
-			results[r.k] = result(msgs[r.k], r.results)
-			waitingFor--
+			take(r)
 		case <-eot:
 			// The receiver closes it only once every result of the batch
 			// is in replies.

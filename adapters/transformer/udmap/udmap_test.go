@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -669,5 +670,87 @@ func TestStreamResultsGatherUntilTheirEOT(t *testing.T) {
 		if len(o) != 2 || string(o[0].Value) != want || string(o[1].Value) != want {
 			t.Fatalf("result %d: %+v, want two outputs %q", i, res[i], want)
 		}
+	}
+}
+
+// overlapCounter is a unary map handler that records the most calls
+// running at once.
+type overlapCounter struct {
+	now, most atomic.Int64
+}
+
+func (o *overlapCounter) Map(_ context.Context, keys []string, d mapper.Datum) mapper.Messages {
+	o.enter()
+	return mapper.MessagesBuilder().Append(mapper.NewMessage(d.Value()).WithKeys(keys))
+}
+
+func (o *overlapCounter) enter() {
+	n := o.now.Add(1)
+	defer o.now.Add(-1)
+	for {
+		m := o.most.Load()
+		if n <= m || o.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(2 * time.Millisecond)
+}
+
+// TestRequestsInFlightStayWithinTheConcurrency: concurrent calls share the
+// bound, as numaflow-core's spec.limits.concurrency bounds a map's requests.
+func TestRequestsInFlightStayWithinTheConcurrency(t *testing.T) {
+	for _, mode := range []serverinfo.MapMode{serverinfo.UnaryMap, serverinfo.StreamMap} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := udftest.Dir(t)
+			oc := &overlapCounter{}
+			if mode == serverinfo.StreamMap {
+				serve(t, dir, mode, func(s *grpc.Server) {
+					mappb.RegisterMapServer(s, &mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(
+						func(ctx context.Context, keys []string, d mapstreamer.Datum, ch chan<- mapstreamer.Message) {
+							defer close(ch)
+							oc.enter()
+							ch <- mapstreamer.NewMessage(d.Value()).WithKeys(keys)
+						})})
+				})
+			} else {
+				serve(t, dir, mode, func(s *grpc.Server) {
+					mappb.RegisterMapServer(s, &mapper.Service{Mapper: mapper.MapperFunc(oc.Map)})
+				})
+			}
+			tr := newMap(t, udftest.Settings(dir))
+			tr.SetConcurrency(3)
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for c := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					vals := make([]string, 25)
+					for i := range vals {
+						vals[i] = fmt.Sprintf("c%d-%d", c, i)
+					}
+					res, err := tr.Transform(context.Background(), msgs(vals...))
+					if err == nil {
+						for i, r := range res {
+							if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != vals[i] {
+								err = fmt.Errorf("result %d: %+v", i, r)
+								break
+							}
+						}
+					}
+					errs <- err
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if most := oc.most.Load(); most < 1 || most > 3 {
+				t.Fatalf("%d map calls at once, want 1..3 (MV_CONCURRENCY=3)", most)
+			}
+		})
 	}
 }

@@ -51,6 +51,9 @@ func init() {
 		Config: func() any { return &Config{} },
 		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
 			t, err := New(ctx, cfg.(*Config).Settings, env.Logger)
+			if t != nil {
+				t.SetConcurrency(env.Concurrency)
+			}
 			if err != nil {
 				return nil, err // an untyped nil, so callers' nil checks hold
 			}
@@ -70,6 +73,9 @@ type Transformer struct {
 	cancel context.CancelFunc
 
 	ids atomic.Uint64 // request ids, unique over the life of the adapter
+	// slots bound the requests in flight on the stream across calls
+	// (numaflow-core's concurrency); nil is unbounded.
+	slots chan struct{}
 
 	mu     sync.Mutex
 	st     *stream
@@ -102,6 +108,16 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 		return false, err
 	}
 	return r.GetReady(), nil
+}
+
+// SetConcurrency bounds the requests in flight to the container across
+// concurrent calls, as numaflow-core bounds a transformer's by
+// spec.limits.concurrency (transformer.rs); n <= 0 leaves them unbounded.
+// Call it before the first Transform.
+func (t *Transformer) SetConcurrency(n int) {
+	if n > 0 {
+		t.slots = make(chan struct{}, n)
+	}
 }
 
 // Ready reports whether the transformer container is connected and ready.
@@ -157,12 +173,47 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	defer func() { st.forget(ids) }()
 	limit := t.conn.MaxMessageSize()
 	waitingFor := 0
+	held := 0 // slots this call holds: one per request without its response yet
+	defer func() {
+		for ; held > 0; held-- {
+			<-t.slots
+		}
+	}()
+	take := func(r reply) {
+		results[r.k] = result(msgs[r.k], r.resp)
+		waitingFor--
+		if held > 0 {
+			held--
+			<-t.slots
+		}
+	}
+	// acquire waits for room on the stream, taking this call's own
+	// responses meanwhile so that its slots come free.
+	acquire := func() error {
+		for t.slots != nil {
+			select {
+			case t.slots <- struct{}{}:
+				held++
+				return nil
+			case r := <-replies:
+				take(r)
+			case <-st.dead:
+				return t.broken(st, st.failure())
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
 	for k, m := range msgs {
 		id := strconv.FormatUint(t.ids.Add(1), 36)
 		req := request(m, id)
 		if n := proto.Size(req); n+64 > limit {
 			results[k].Err = runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
 			continue
+		}
+		if err := acquire(); err != nil {
+			return nil, err
 		}
 		if err := st.expect(id, waiter{k: k, ch: replies}); err != nil {
 			return nil, t.broken(st, err)
@@ -178,8 +229,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	for waitingFor > 0 {
 		select {
 		case r := <-replies:
-			results[r.k] = result(msgs[r.k], r.resp)
-			waitingFor--
+			take(r)
 		case <-st.dead:
 			return nil, t.broken(st, st.failure())
 		case <-timer.C:

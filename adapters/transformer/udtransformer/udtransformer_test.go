@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,5 +287,62 @@ func TestMetadataGoesBothWays(t *testing.T) {
 	}
 	if md := res[1].Outputs[0].Metadata; md != nil {
 		t.Errorf("an input without metadata and a container that sets none: %+v, want nil", md)
+	}
+}
+
+// TestRequestsInFlightStayWithinTheConcurrency: concurrent calls share the
+// bound, as numaflow-core's spec.limits.concurrency bounds a transformer's
+// requests on its one stream.
+func TestRequestsInFlightStayWithinTheConcurrency(t *testing.T) {
+	dir := udftest.Dir(t)
+	var now, most atomic.Int64
+	udftest.Start(t, serverinfo.TransformerEndpoint(dir), func(s *grpc.Server) {
+		stpb.RegisterSourceTransformServer(s, &sourcetransformer.Service{Transformer: sourcetransformer.SourceTransformFunc(
+			func(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
+				n := now.Add(1)
+				defer now.Add(-1)
+				for {
+					m := most.Load()
+					if n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+				return sourcetransformer.MessagesBuilder().Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()).WithKeys(keys))
+			})})
+	})
+	tr := newTransformer(t, udftest.Settings(dir))
+	tr.SetConcurrency(3)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for c := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vals := make([]string, 25)
+			for i := range vals {
+				vals[i] = fmt.Sprintf("c%d-%d", c, i)
+			}
+			res, err := tr.Transform(context.Background(), msgs(vals...))
+			if err == nil {
+				for i, r := range res {
+					if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != vals[i] {
+						err = fmt.Errorf("result %d: %+v", i, r)
+						break
+					}
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := most.Load(); m < 1 || m > 3 {
+		t.Fatalf("%d transformer calls at once, want 1..3 (MV_CONCURRENCY=3)", m)
 	}
 }
