@@ -194,6 +194,12 @@ func TestTransformerFaultsWithFallback(t *testing.T) {
 	env["MV_ON_FAILURE"] = "fallback"
 	env["MV_RETRY_STEPS"] = "3"
 	env["MV_FALLBACK_SINK"] = "jetstream"
+	// The garbage reply must reach the runner for the message to belong in
+	// the fallback stream; under a loaded CI machine 500ms can cut it off,
+	// and the retry then (rightly) writes it to the output. The timeout
+	// fault waits for the client to give up, so a longer limit only slows
+	// those messages down.
+	env["MV_TRANSFORMER_TIMEOUT"] = "2s"
 	f.publishAll(n, 64)
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
