@@ -21,6 +21,7 @@ type Client struct {
 	mode     Mode
 	timeout  time.Duration
 	maxReply int64
+	budget   *Budget
 	header   http.Header
 	http     *http.Client
 }
@@ -38,8 +39,12 @@ type ClientOptions struct {
 	Concurrency int
 	// H2C talks HTTP/2 without TLS (prior knowledge) to http:// URLs.
 	H2C bool
-	// MaxReply bounds the reply body that is read; a larger one is an error.
+	// MaxReply bounds the reply body that is read; a larger one is an error
+	// (ErrReplyTooLarge) and is read no further than MaxReply+1 bytes.
 	MaxReply int64
+	// Budget, when set, bounds the reply bytes held at once by every call
+	// of every client that shares it; Response.Lease holds a reply's share.
+	Budget *Budget
 	// Header is added to every request (such as Prefer: reply).
 	Header http.Header
 }
@@ -71,7 +76,7 @@ func NewClient(o ClientOptions) *Client {
 		tr.Protocols = &p
 	}
 	return &Client{
-		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, header: o.Header,
+		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, budget: o.Budget, header: o.Header,
 		http: &http.Client{
 			Transport: tr,
 			// A redirect is a 3xx answer, which Knative's rules do not retry;
@@ -89,10 +94,15 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// Lease holds the body's share of the client's Budget (nil without
+	// one); the caller charges what it decodes to it and releases it once
+	// done with the reply.
+	Lease *Lease
 }
 
-// Post sends ev and reads the answer. With readBody false the body is
-// discarded (up to a bound, so the connection can be reused). A transport
+// Post sends ev and reads the answer. With readBody false, or for an answer
+// outside 2xx, the body is discarded (up to a bound, so the connection can
+// be reused) but for its start. A transport
 // failure is a *TransportError; any HTTP answer, whatever its status, is a
 // Response.
 func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Response, error) {
@@ -117,7 +127,8 @@ func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Res
 	}
 	defer resp.Body.Close()
 	out := &Response{Status: resp.StatusCode, Header: resp.Header}
-	if !readBody {
+	if !readBody || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// An answer outside 2xx is never a reply: only its start is read.
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			// Keep the start of an error body for the error message.
 			out.Body, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -126,14 +137,25 @@ func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Res
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return out, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxReply+1))
+	if resp.ContentLength > c.maxReply {
+		// Closing the body unread drops the connection: nothing of the
+		// reply is read.
+		return nil, fmt.Errorf("reply from %s announces %d bytes: %w of %d bytes (MV_TRANSFORMER_MAX_REPLY)", c.url, resp.ContentLength, ErrReplyTooLarge, c.maxReply)
+	}
+	lease := c.budget.Lease()
+	body, err := readLimited(ctx, resp.Body, resp.ContentLength, c.maxReply, lease)
 	if err != nil {
+		lease.Release()
+		switch {
+		case errors.Is(err, ErrReplyTooLarge):
+			return nil, fmt.Errorf("reply from %s: %w (MV_TRANSFORMER_MAX_REPLY)", c.url, err)
+		case errors.Is(err, ErrBudgetExceeded):
+			return nil, fmt.Errorf("reply from %s: %w", c.url, err)
+		}
 		return nil, &TransportError{URL: c.url, Err: fmt.Errorf("read reply: %w", err)}
 	}
-	if int64(len(body)) > c.maxReply {
-		return nil, fmt.Errorf("reply from %s is larger than %d bytes", c.url, c.maxReply)
-	}
 	out.Body = body
+	out.Lease = lease
 	return out, nil
 }
 

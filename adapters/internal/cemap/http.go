@@ -3,6 +3,7 @@ package cemap
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -108,6 +109,25 @@ func IsCloudEvent(h http.Header) bool {
 // number in a batch. Every event is validated. It returns ErrNotCloudEvent
 // when the message does not claim to be a CloudEvent.
 func ReadEvents(h http.Header, body []byte) ([]event.Event, error) {
+	return ReadEventsLimited(context.Background(), h, body, 0, nil)
+}
+
+// EventOverhead is what one decoded event costs in memory beyond its bytes
+// on the wire (the event, its message and their maps), as charged to a
+// reply's Lease.
+const EventOverhead = 1 << 10
+
+// ErrTooManyEvents means a batch holds more events than one input may
+// produce.
+var ErrTooManyEvents = errors.New("batch holds more events than allowed")
+
+// ReadEventsLimited is ReadEvents with bounds on what decoding may hold: a
+// batch of more than maxEvents events (when maxEvents > 0) is
+// ErrTooManyEvents, found before the events past the bound are decoded,
+// and every decoded event is charged to lease (its bytes plus
+// EventOverhead) as it is decoded, so a reply that fans out hugely stops at
+// the budget instead of at the end of the batch.
+func ReadEventsLimited(ctx context.Context, h http.Header, body []byte, maxEvents int, lease *Lease) ([]event.Event, error) {
 	if !IsCloudEvent(h) {
 		return nil, ErrNotCloudEvent
 	}
@@ -118,12 +138,15 @@ func ReadEvents(h http.Header, body []byte) ([]event.Event, error) {
 	var events []event.Event
 	switch msg.ReadEncoding() {
 	case binding.EncodingBatch:
-		evs, err := binding.ToEvents(context.Background(), msg, msg.BodyReader)
+		evs, err := decodeBatch(ctx, body, maxEvents, lease)
 		if err != nil {
-			return nil, fmt.Errorf("malformed CloudEvents batch: %w", err)
+			return nil, err
 		}
 		events = evs
 	case binding.EncodingBinary, binding.EncodingStructured:
+		if err := lease.Grow(ctx, int64(len(body))+EventOverhead); err != nil {
+			return nil, err
+		}
 		ev, err := binding.ToEvent(context.Background(), msg)
 		if err != nil {
 			return nil, fmt.Errorf("malformed CloudEvent: %w", err)
@@ -142,6 +165,42 @@ func ReadEvents(h http.Header, body []byte) ([]event.Event, error) {
 		if _, err := ToMessage(&events[i]); err != nil {
 			return nil, err
 		}
+	}
+	return events, nil
+}
+
+// decodeBatch decodes a JSON array of events one at a time, as the SDK's
+// batch decoding reads it (null is no event; bytes after the array are
+// ignored), stopping at maxEvents and charging lease per event.
+func decodeBatch(ctx context.Context, body []byte, maxEvents int, lease *Lease) ([]event.Event, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("malformed CloudEvents batch: %w", err)
+	}
+	if tok == nil {
+		return nil, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, fmt.Errorf("malformed CloudEvents batch: want a JSON array of events, got %v", tok)
+	}
+	var events []event.Event
+	for dec.More() {
+		if maxEvents > 0 && len(events) >= maxEvents {
+			return nil, fmt.Errorf("%w: more than %d", ErrTooManyEvents, maxEvents)
+		}
+		start := dec.InputOffset()
+		var ev event.Event
+		if err := dec.Decode(&ev); err != nil {
+			return nil, fmt.Errorf("malformed CloudEvents batch: event %d: %w", len(events), err)
+		}
+		if err := lease.Grow(ctx, dec.InputOffset()-start+EventOverhead); err != nil {
+			return nil, err
+		}
+		events = append(events, ev)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("malformed CloudEvents batch: %w", err)
 	}
 	return events, nil
 }

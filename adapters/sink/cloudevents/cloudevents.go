@@ -10,13 +10,22 @@
 // a batch could even connect, Write fails as a whole ("sink unreachable"):
 // the engine retries the batch without spending the messages' retry steps,
 // so a broker restart does not send everything to the fallback sink.
+//
+// A message answered permanently is not posted again within
+// cemap.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
+// redirect with MV_ON_FAILURE=retry cannot spin at the retry interval.
+//
+// K_CE_OVERRIDES is read strictly: an unknown field (such as "extension"
+// for "extensions") or anything after the object is a settings error.
 package cloudevents
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"sync"
@@ -93,7 +102,15 @@ func parseOverrides(v string) (map[string]string, error) {
 		return nil, nil
 	}
 	var o overrides
-	if err := json.Unmarshal([]byte(v), &o); err != nil {
+	dec := json.NewDecoder(bytes.NewReader([]byte(v)))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&o)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("unexpected data after the JSON object")
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf(`must be JSON like {"extensions":{"name":"value"}}: %v`, err)
 	}
 	for name := range o.Extensions {
@@ -122,6 +139,7 @@ type Sink struct {
 	log       *zap.SugaredLogger
 	// slots bounds the deliveries in flight across concurrent Write calls.
 	slots chan struct{}
+	floor *cemap.Floor
 }
 
 var _ runner.Sink = (*Sink)(nil)
@@ -149,6 +167,7 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 		overrides: ov,
 		log:       log,
 		slots:     make(chan struct{}, cfg.Concurrency),
+		floor:     cemap.NewFloor(cemap.PermanentRetryFloor),
 	}, nil
 }
 
@@ -159,10 +178,20 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	unreachable := make([]bool, len(msgs))
 	var firstErr error
 	var mu sync.Mutex
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	if err := s.floor.Wait(ctx, ids); err != nil {
+		return nil, fmt.Errorf("cloudevents sink: waiting out the retry floor of messages answered permanently: %w", err)
+	}
 	started := cemap.Each(ctx, s.slots, len(msgs), func(i int) {
 		err := s.deliver(ctx, msgs[i])
 		if err == nil {
 			return
+		}
+		if runner.IsPermanent(err) {
+			s.floor.Mark(msgs[i].ID)
 		}
 		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
 		unreachable[i] = cemap.IsUnreachable(err)

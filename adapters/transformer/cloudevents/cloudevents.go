@@ -12,6 +12,22 @@
 //   - other 4xx and 3xx: a permanent failure; MV_ON_FAILURE decides at once.
 //   - a 2xx whose body is not a valid CloudEvent: a permanent failure, since
 //     the same input gets the same broken reply (the function has a bug).
+//   - a reply longer than MV_TRANSFORMER_MAX_REPLY, or a batch of more than
+//     MV_TRANSFORMER_MAX_REPLY_EVENTS events: a permanent failure. The body
+//     is read no further than the limit (a Content-Length above it is not
+//     read at all).
+//
+// Memory: every reply being read or decoded holds its bytes (the decoded
+// events counted too) in one budget shared by all calls,
+// MV_TRANSFORMER_REPLY_BUDGET; reading waits while the budget is spent, so
+// concurrent large replies cannot add up past it. A reply that cannot get
+// more of the budget within cemap.HeldWait while holding some fails as a
+// retryable error and frees what it held.
+//
+// A message answered permanently is not posted again within
+// cemap.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says: with
+// MV_ON_FAILURE=retry it is retried at most once a second, and with
+// fallback or drop it is posted once.
 //
 // When every call of a batch fails to connect, Transform fails as a whole
 // ("function unreachable"): the engine waits and retries the batch without
@@ -41,8 +57,41 @@ type Config struct {
 	Concurrency int           `envconfig:"MV_TRANSFORMER_CONCURRENCY" default:"64" desc:"calls to the function in flight at once, over kept-alive connections"`
 	Timeout     time.Duration `envconfig:"MV_TRANSFORMER_TIMEOUT" default:"30s" desc:"longest wait for one call, reply included; a timeout is retried"`
 	H2C         bool          `envconfig:"MV_TRANSFORMER_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
-	MaxReply    int64         `envconfig:"MV_TRANSFORMER_MAX_REPLY" default:"67108864" desc:"largest reply body in bytes; a larger reply is a permanent failure"`
+	MaxReply    int64         `envconfig:"MV_TRANSFORMER_MAX_REPLY" default:"67108864" desc:"largest reply body in bytes (at most 1 GiB); a larger reply is read no further and is a permanent failure"`
+	ReplyBudget int64         `envconfig:"MV_TRANSFORMER_REPLY_BUDGET" default:"268435456" desc:"bytes that replies being read and decoded may hold at once, shared by all calls (each decoded event counts 1 KiB more); reading waits while it is spent. At least 2 x MV_TRANSFORMER_MAX_REPLY + MV_TRANSFORMER_MAX_REPLY_EVENTS KiB + 1, at most 64 GiB"`
+	MaxEvents   int           `envconfig:"MV_TRANSFORMER_MAX_REPLY_EVENTS" default:"10000" desc:"most events one reply may fan out to (at most 1000000); a larger batch is a permanent failure"`
 	cemap.Config
+}
+
+// Defaults of the settings that a zero value leaves unset, and the bounds
+// that keep one setting from asking for more memory than a pod has.
+const (
+	DefaultReplyBudget = 256 << 20
+	DefaultMaxEvents   = 10000
+	maxMaxReply        = 1 << 30
+	maxReplyBudget     = 64 << 30
+	maxMaxEvents       = 1000000
+)
+
+// withDefaults fills the settings a Config built in code may leave zero.
+func (c Config) withDefaults() Config {
+	if c.ReplyBudget == 0 {
+		c.ReplyBudget = max(DefaultReplyBudget, c.minBudget())
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
+	return c
+}
+
+// minBudget is the budget one reply within the limits needs alone: the
+// body while it is joined (twice its size) and its decoded events.
+func (c *Config) minBudget() int64 {
+	events := c.MaxEvents
+	if events == 0 {
+		events = DefaultMaxEvents
+	}
+	return 2*c.MaxReply + int64(events)*cemap.EventOverhead + 1
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -62,8 +111,16 @@ func (c *Config) Validate(runner.Role) error {
 	if c.Timeout < 0 {
 		return &runner.ConfigError{Var: "MV_TRANSFORMER_TIMEOUT", Value: c.Timeout.String(), Reason: "must be a positive duration such as 30s, or 0 for none"}
 	}
-	if c.MaxReply <= 0 {
-		return &runner.ConfigError{Var: "MV_TRANSFORMER_MAX_REPLY", Value: strconv.FormatInt(c.MaxReply, 10), Reason: "must be a positive number of bytes"}
+	if c.MaxReply <= 0 || c.MaxReply > maxMaxReply {
+		return &runner.ConfigError{Var: "MV_TRANSFORMER_MAX_REPLY", Value: strconv.FormatInt(c.MaxReply, 10), Reason: fmt.Sprintf("must be a positive number of bytes, at most %d (1 GiB)", maxMaxReply)}
+	}
+	if c.MaxEvents < 0 || c.MaxEvents > maxMaxEvents {
+		return &runner.ConfigError{Var: "MV_TRANSFORMER_MAX_REPLY_EVENTS", Value: strconv.Itoa(c.MaxEvents), Reason: fmt.Sprintf("must be a positive whole number, at most %d", maxMaxEvents)}
+	}
+	if c.ReplyBudget != 0 {
+		if minimum := c.minBudget(); c.ReplyBudget < minimum || c.ReplyBudget > maxReplyBudget {
+			return &runner.ConfigError{Var: "MV_TRANSFORMER_REPLY_BUDGET", Value: strconv.FormatInt(c.ReplyBudget, 10), Reason: fmt.Sprintf("must be from %d (2 x MV_TRANSFORMER_MAX_REPLY + MV_TRANSFORMER_MAX_REPLY_EVENTS KiB + 1, so one reply fits alone) to %d (64 GiB) bytes", minimum, int64(maxReplyBudget))}
+		}
 	}
 	return c.Config.Validate()
 }
@@ -80,9 +137,12 @@ func init() {
 
 // Transformer calls a CloudEvents function for each message.
 type Transformer struct {
-	client *cemap.Client
-	mapper *cemap.Mapper
-	log    *zap.SugaredLogger
+	client    *cemap.Client
+	mapper    *cemap.Mapper
+	budget    *cemap.Budget
+	maxEvents int
+	floor     *cemap.Floor
+	log       *zap.SugaredLogger
 	// slots bounds the calls in flight across concurrent Transform calls.
 	slots chan struct{}
 }
@@ -94,6 +154,7 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 	if err := cfg.Validate(runner.RoleTransformer); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
@@ -102,15 +163,19 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 		return nil, err
 	}
 	mode, _ := cemap.ParseMode(cfg.Mode)
+	budget := cemap.NewBudget(cfg.ReplyBudget)
 	return &Transformer{
 		client: cemap.NewClient(cemap.ClientOptions{
 			URL: cfg.URL, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency,
-			H2C: cfg.H2C, MaxReply: cfg.MaxReply,
+			H2C: cfg.H2C, MaxReply: cfg.MaxReply, Budget: budget,
 			Header: http.Header{"Prefer": {"reply"}},
 		}),
-		mapper: mapper,
-		log:    log,
-		slots:  make(chan struct{}, cfg.Concurrency),
+		mapper:    mapper,
+		budget:    budget,
+		maxEvents: cfg.MaxEvents,
+		floor:     cemap.NewFloor(cemap.PermanentRetryFloor),
+		log:       log,
+		slots:     make(chan struct{}, cfg.Concurrency),
 	}, nil
 }
 
@@ -119,8 +184,14 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	results := make([]runner.TransformResult, len(msgs))
 	errs := make([]error, len(msgs)) // transport errors, to tell "function away" apart
+	if err := t.floor.Wait(ctx, ids(msgs)); err != nil {
+		return nil, fmt.Errorf("cloudevents transformer: waiting out the retry floor of messages answered permanently: %w", err)
+	}
 	started := cemap.Each(ctx, t.slots, len(msgs), func(i int) {
 		results[i], errs[i] = t.call(ctx, msgs[i])
+		if runner.IsPermanent(results[i].Err) {
+			t.floor.Mark(msgs[i].ID)
+		}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cloudevents transformer: %d of %d calls cut short: %w", len(msgs)-started, len(msgs), err)
@@ -137,6 +208,14 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	return results, nil
 }
 
+func ids(msgs []*runner.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
+}
+
 // call transforms one message; the error is the transport error, if any.
 func (t *Transformer) call(ctx context.Context, m *runner.Message) (runner.TransformResult, error) {
 	ev, err := t.mapper.ToEvent(m)
@@ -151,11 +230,12 @@ func (t *Transformer) call(ctx context.Context, m *runner.Message) (runner.Trans
 		}
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err))}, nil
 	}
-	return t.result(m, resp), nil
+	defer resp.Lease.Release()
+	return t.result(ctx, m, resp), nil
 }
 
 // result turns the function's answer into the message's outputs.
-func (t *Transformer) result(m *runner.Message, resp *cemap.Response) runner.TransformResult {
+func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cemap.Response) runner.TransformResult {
 	switch {
 	case resp.Status == http.StatusAccepted:
 		// Knative: a 202 is never a reply, whatever its body.
@@ -169,8 +249,16 @@ func (t *Transformer) result(m *runner.Message, resp *cemap.Response) runner.Tra
 	if !cemap.IsCloudEvent(resp.Header) && len(resp.Body) == 0 {
 		return runner.TransformResult{}
 	}
-	events, err := cemap.ReadEvents(resp.Header, resp.Body)
-	if err != nil {
+	events, err := cemap.ReadEventsLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
+	switch {
+	case err == nil:
+	case errors.Is(err, cemap.ErrBudgetBusy) || ctx.Err() != nil:
+		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: decoding the reply: %w", m.ID, err)}
+	case errors.Is(err, cemap.ErrTooManyEvents):
+		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: function at %s answered a batch that fans out too far: %w (MV_TRANSFORMER_MAX_REPLY_EVENTS)", m.ID, t.client.URL(), err))}
+	case errors.Is(err, cemap.ErrBudgetExceeded):
+		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: decoding the reply: %w (MV_TRANSFORMER_REPLY_BUDGET)", m.ID, err))}
+	default:
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: function at %s answered %d with a body that is not a valid CloudEvent reply: %w", m.ID, t.client.URL(), resp.Status, err))}
 	}
 	outs := make([]*runner.Message, 0, len(events))

@@ -1,0 +1,223 @@
+package cloudevents
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/internal/cetest"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// streamForever answers 200 with a binary CloudEvent whose body never ends
+// (chunked, no Content-Length), counting the bytes the client took.
+type streamForever struct {
+	written atomic.Int64
+}
+
+func (s *streamForever) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Ce-Specversion", "1.0")
+	w.Header().Set("Ce-Id", "big")
+	w.Header().Set("Ce-Source", "/big")
+	w.Header().Set("Ce-Type", "big")
+	w.WriteHeader(http.StatusOK)
+	chunk := make([]byte, 32<<10)
+	for r.Context().Err() == nil {
+		n, err := w.Write(chunk)
+		s.written.Add(int64(n))
+		if err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
+	}
+}
+
+func TestEndlessReplyStopsAtTheLimitAndIsPermanent(t *testing.T) {
+	const limit = 1 << 20
+	src := &streamForever{}
+	srv := httptest.NewServer(src)
+	defer srv.Close()
+	tr := newTransformer(t, srv.URL, func(c *Config) { c.MaxReply = limit })
+	start := time.Now()
+	r := transformOne(t, tr, &runner.Message{ID: "m", Value: []byte("x")})
+	if !runner.IsPermanent(r.Err) || !errors.Is(r.Err, cemap.ErrReplyTooLarge) || !strings.Contains(r.Err.Error(), "MV_TRANSFORMER_MAX_REPLY") {
+		t.Fatalf("want a permanent reply-too-large error naming MV_TRANSFORMER_MAX_REPLY, got %v", r.Err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %v to give up on an endless reply", took)
+	}
+	if tr.budget.Used() != 0 {
+		t.Fatalf("budget still holds %d bytes", tr.budget.Used())
+	}
+}
+
+func TestAnnouncedOversizeReplyIsNotRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/cloudevents+json")
+		w.Header().Set("Content-Length", strconv.Itoa(10<<20))
+		w.WriteHeader(http.StatusOK)
+		w.Write(make([]byte, 100))
+	}))
+	defer srv.Close()
+	tr := newTransformer(t, srv.URL, func(c *Config) { c.MaxReply = 1 << 20 })
+	r := transformOne(t, tr, &runner.Message{ID: "m", Value: []byte("x")})
+	if !runner.IsPermanent(r.Err) || !strings.Contains(r.Err.Error(), "announces") {
+		t.Fatalf("want a permanent error for the announced size, got %v", r.Err)
+	}
+}
+
+func TestConcurrentRepliesStayWithinTheBudget(t *testing.T) {
+	const size = 1 << 20
+	payload := make([]byte, size)
+	f := cetest.StartFunction(t, func(w http.ResponseWriter, r *http.Request, ev *event.Event, _ int) {
+		out := ev.Clone()
+		out.DataEncoded = payload
+		cetest.Reply(w, r, out)
+	})
+	var peak atomic.Int64
+	tr := newTransformer(t, f.URL, func(c *Config) {
+		c.MaxReply = 2 * size
+		c.MaxEvents = 1
+		c.ReplyBudget = 4*(2*size) + 1
+		c.Concurrency = 32
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			u := tr.budget.Used()
+			for p := peak.Load(); u > p && !peak.CompareAndSwap(p, u); p = peak.Load() {
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	msgs := make([]*runner.Message, 64)
+	for i := range msgs {
+		msgs[i] = &runner.Message{ID: "m" + strconv.Itoa(i), Value: []byte("x")}
+	}
+	res, err := tr.Transform(context.Background(), msgs)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := 0
+	for _, r := range res {
+		if r.Err == nil && len(r.Outputs) == 1 && len(r.Outputs[0].Value) == size {
+			ok++
+		} else if runner.IsPermanent(r.Err) {
+			t.Fatalf("a reply within the limits failed permanently: %v", r.Err)
+		}
+	}
+	if ok != len(msgs) {
+		t.Fatalf("%d of %d replies got through: a reply of known length takes its share at once and never waits holding part of the budget", ok, len(msgs))
+	}
+	if p := peak.Load(); p > tr.budget.Limit() || p == 0 {
+		t.Fatalf("budget peak %d, limit %d", p, tr.budget.Limit())
+	}
+	t.Logf("%d of %d replies of 1 MiB through a budget of %d bytes (peak %d)", ok, len(msgs), tr.budget.Limit(), peak.Load())
+}
+
+func TestHugeFanOutIsPermanent(t *testing.T) {
+	f := cetest.StartFunction(t, func(w http.ResponseWriter, _ *http.Request, ev *event.Event, _ int) {
+		evs := make([]event.Event, 101)
+		for i := range evs {
+			evs[i] = ev.Clone()
+			evs[i].SetID(ev.ID() + "-" + strconv.Itoa(i))
+		}
+		cetest.ReplyBatch(w, evs)
+	})
+	tr := newTransformer(t, f.URL, func(c *Config) { c.MaxEvents = 100 })
+	r := transformOne(t, tr, &runner.Message{ID: "m", Value: []byte("x")})
+	if !runner.IsPermanent(r.Err) || !strings.Contains(r.Err.Error(), "MV_TRANSFORMER_MAX_REPLY_EVENTS") {
+		t.Fatalf("want a permanent error naming MV_TRANSFORMER_MAX_REPLY_EVENTS, got %v", r.Err)
+	}
+	tr2 := newTransformer(t, f.URL, func(c *Config) { c.MaxEvents = 101 })
+	if r := transformOne(t, tr2, &runner.Message{ID: "m", Value: []byte("x")}); r.Err != nil || len(r.Outputs) != 101 {
+		t.Fatalf("a fan-out at the bound: %d outputs, %v", len(r.Outputs), r.Err)
+	}
+}
+
+func TestRedirectIsPermanentAndNotPostedAgainWithinTheFloor(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		http.Redirect(w, r, "/elsewhere", http.StatusMovedPermanently)
+	}))
+	defer srv.Close()
+	tr := newTransformer(t, srv.URL, nil)
+	m := &runner.Message{ID: "m", Value: []byte("x")}
+	if r := transformOne(t, tr, m); !runner.IsPermanent(r.Err) || !strings.Contains(r.Err.Error(), "301") {
+		t.Fatalf("want a permanent 301 failure, got %v", r.Err)
+	}
+	// The engine retries at once (MV_RETRY_INTERVAL=1ms); the adapter holds
+	// the same message back for the floor, but not another one.
+	start := time.Now()
+	other := transformOne(t, tr, &runner.Message{ID: "other", Value: []byte("x")})
+	if took := time.Since(start); took > cemap.PermanentRetryFloor/2 {
+		t.Fatalf("a message never answered permanently waited %v", took)
+	}
+	if !runner.IsPermanent(other.Err) {
+		t.Fatalf("got %v", other.Err)
+	}
+	start = time.Now()
+	for i := 0; i < 3; i++ {
+		transformOne(t, tr, m)
+	}
+	took := time.Since(start)
+	if took < 3*cemap.PermanentRetryFloor-100*time.Millisecond {
+		t.Fatalf("3 retries of a message answered 301 took %v, want at least 3 x %v", took, cemap.PermanentRetryFloor)
+	}
+	if c := calls.Load(); c != 5 {
+		t.Fatalf("function got %d calls, want 5", c)
+	}
+}
+
+func TestLimitSettingsValidation(t *testing.T) {
+	ok := Config{URL: "http://fn.default.svc", Mode: "binary", Concurrency: 1, Timeout: time.Second, MaxReply: 1 << 20}
+	cases := []struct {
+		name string
+		edit func(*Config)
+		vr   string
+	}{
+		{"max reply above 1 GiB", func(c *Config) { c.MaxReply = 2 << 30 }, "MV_TRANSFORMER_MAX_REPLY"},
+		{"budget below twice the max reply", func(c *Config) { c.ReplyBudget = 2 << 20 }, "MV_TRANSFORMER_REPLY_BUDGET"},
+		{"budget above 64 GiB", func(c *Config) { c.ReplyBudget = 65 << 30 }, "MV_TRANSFORMER_REPLY_BUDGET"},
+		{"budget negative", func(c *Config) { c.ReplyBudget = -1 }, "MV_TRANSFORMER_REPLY_BUDGET"},
+		{"events negative", func(c *Config) { c.MaxEvents = -1 }, "MV_TRANSFORMER_MAX_REPLY_EVENTS"},
+		{"events above a million", func(c *Config) { c.MaxEvents = 1000001 }, "MV_TRANSFORMER_MAX_REPLY_EVENTS"},
+	}
+	for _, c := range cases {
+		cfg := ok
+		c.edit(&cfg)
+		var ce *runner.ConfigError
+		if err := cfg.Validate(runner.RoleTransformer); !errors.As(err, &ce) || ce.Var != c.vr {
+			t.Errorf("%s: err %v, want a ConfigError on %s", c.name, err, c.vr)
+		}
+	}
+	big := ok
+	big.MaxReply = 200 << 20
+	if err := big.Validate(runner.RoleTransformer); err != nil {
+		t.Fatalf("a larger max reply with the budget left unset was rejected: %v", err)
+	}
+	if d := big.withDefaults(); d.ReplyBudget < d.minBudget() {
+		t.Fatalf("default budget %d below the minimum %d", d.ReplyBudget, d.minBudget())
+	}
+}
