@@ -16,6 +16,7 @@ type Budget struct {
 
 	mu             sync.Mutex
 	used           int64
+	holders        int           // leases that hold bytes
 	holdersWaiting int           // leases holding bytes that wait for more
 	freed          chan struct{} // closed and replaced when bytes are released or a holder stops waiting
 }
@@ -44,6 +45,9 @@ var ErrBudgetExceeded = errors.New("reply needs more memory than the whole reply
 // can succeed.
 var ErrBudgetBusy = errors.New("reply budget held by other replies")
 
+// errDeadlock means every reply holding bytes would wait for more.
+var errDeadlock = errors.New("every reply holding part of the budget waits for more")
+
 // acquire takes n bytes, waiting until they are free or ctx ends. A
 // caller that holds nothing (holding false) also waits while callers that
 // hold bytes wait for more, so freed bytes go to replies already under way
@@ -66,10 +70,19 @@ func (b *Budget) acquire(ctx context.Context, n int64, holding bool) error {
 		b.mu.Lock()
 		if b.used+n <= b.limit && (holding || b.holdersWaiting == 0) {
 			b.used += n
+			if !holding {
+				b.holders++
+			}
 			b.mu.Unlock()
 			return nil
 		}
 		if holding && !waiting {
+			if b.holdersWaiting+1 >= b.holders {
+				// Every other reply that holds bytes waits too: nothing
+				// will be freed, so this one gives way at once.
+				b.mu.Unlock()
+				return errDeadlock
+			}
 			waiting = true
 			b.holdersWaiting++
 		}
@@ -83,12 +96,13 @@ func (b *Budget) acquire(ctx context.Context, n int64, holding bool) error {
 	}
 }
 
-func (b *Budget) release(n int64) {
-	if n <= 0 {
-		return
-	}
+// release gives n bytes back; emptied says the lease now holds nothing.
+func (b *Budget) release(n int64, emptied bool) {
 	b.mu.Lock()
 	b.used -= n
+	if emptied {
+		b.holders--
+	}
 	close(b.freed)
 	b.freed = make(chan struct{})
 	b.mu.Unlock()
@@ -143,7 +157,10 @@ func (l *Lease) Grow(ctx context.Context, n int64) error {
 		defer cancel()
 	}
 	if err := l.b.acquire(wctx, n, l.held > 0); err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, errDeadlock):
+			return fmt.Errorf("%w: %v; this one, holding %d bytes, gives way", ErrBudgetBusy, err, l.held)
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			return fmt.Errorf("%w for %v while this reply held %d bytes", ErrBudgetBusy, HeldWait, l.held)
 		}
 		return err
@@ -171,9 +188,12 @@ func (l *Lease) Shrink(n int64) {
 		return
 	}
 	n = min(n, l.held)
+	if n <= 0 {
+		return
+	}
 	l.held -= n
 	l.prepaid = min(l.prepaid, l.held)
-	l.b.release(n)
+	l.b.release(n, l.held == 0)
 }
 
 // Held is the number of bytes the lease holds.

@@ -222,3 +222,34 @@ func TestReadEventsBatchIsStillStrict(t *testing.T) {
 		}
 	}
 }
+
+func TestRepliesThatAllWaitGiveWayAtOnce(t *testing.T) {
+	b := NewBudget(100)
+	a, c := b.Lease(), b.Lease()
+	ctx := context.Background()
+	if err := a.Grow(ctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Grow(ctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- a.Grow(ctx, 30) }()
+	time.Sleep(50 * time.Millisecond) // a waits for c
+	err := c.Grow(ctx, 30)
+	if !errors.Is(err, ErrBudgetBusy) {
+		t.Fatalf("the last reply to wait got %v, want ErrBudgetBusy", err)
+	}
+	c.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("the reply that waited first got %v", err)
+	}
+	if took := time.Since(start); took > HeldWait/2 {
+		t.Fatalf("took %v to resolve", took)
+	}
+	a.Release()
+	if b.Used() != 0 {
+		t.Fatalf("%d bytes held", b.Used())
+	}
+}

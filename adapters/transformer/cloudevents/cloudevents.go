@@ -20,8 +20,10 @@
 // Memory: every reply being read or decoded holds its bytes (the decoded
 // events counted too) in one budget shared by all calls,
 // MV_TRANSFORMER_REPLY_BUDGET; reading waits while the budget is spent, so
-// concurrent large replies cannot add up past it. A reply that cannot get
-// more of the budget within cemap.HeldWait while holding some fails as a
+// concurrent large replies cannot add up past it. A reply of known length
+// takes its share at once; a streamed one grows it as bytes arrive. A reply
+// that holds part of the budget and cannot get more (at once when every
+// other such reply waits too, else after cemap.HeldWait) fails as a
 // retryable error and frees what it held.
 //
 // A message answered permanently is not posted again within
