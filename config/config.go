@@ -16,6 +16,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kelseyhightower/envconfig"
 
@@ -208,27 +210,41 @@ func unknownKind(variable, value string, names []string, allowNone bool) error {
 	return &runner.ConfigError{Var: variable, Value: value, Reason: "must be one of " + strings.Join(names, ", ")}
 }
 
+// Upper bounds of the runner's counts: a batch, the batches and the
+// messages in flight size the memory a runner needs, so a typo past these
+// would take the pod down rather than tune it.
+const (
+	maxBatchSize       = 100_000
+	maxInflightBatches = 256
+	maxConcurrency     = 1_000_000
+	maxNameLen         = 253 // a Kubernetes object name
+)
+
 func (c *Config) validateCore() error {
 	itoa := strconv.Itoa
 	switch {
 	case c.Name == "":
 		return &runner.ConfigError{Var: "MV_NAME", Value: c.Name, Reason: "must not be empty"}
+	case !utf8.ValidString(c.Name) || strings.ContainsFunc(c.Name, unicode.IsControl) || len(c.Name) > maxNameLen:
+		// It labels every metric; Prometheus refuses label values that are
+		// not UTF-8.
+		return &runner.ConfigError{Var: "MV_NAME", Value: c.Name, Reason: "must be printable UTF-8 text of at most 253 bytes"}
 	case c.Replica < 0:
 		return &runner.ConfigError{Var: "MV_REPLICA", Value: itoa(c.Replica), Reason: "must be 0 or more"}
-	case c.ReadBatchSize <= 0:
-		return &runner.ConfigError{Var: "MV_READ_BATCH_SIZE", Value: itoa(c.ReadBatchSize), Reason: "must be a positive whole number"}
+	case c.ReadBatchSize <= 0 || c.ReadBatchSize > maxBatchSize:
+		return &runner.ConfigError{Var: "MV_READ_BATCH_SIZE", Value: itoa(c.ReadBatchSize), Reason: "must be a positive whole number, at most " + itoa(maxBatchSize)}
 	case c.ReadTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_READ_TIMEOUT", Value: c.ReadTimeout.String(), Reason: "must be a positive duration such as 1s"}
-	case c.Concurrency < 0:
-		return &runner.ConfigError{Var: "MV_CONCURRENCY", Value: itoa(c.Concurrency), Reason: "must be 0 (the read batch size) or a positive whole number"}
+	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
+		return &runner.ConfigError{Var: "MV_CONCURRENCY", Value: itoa(c.Concurrency), Reason: "must be 0 (the read batch size) or a positive whole number, at most " + itoa(maxConcurrency)}
 	case c.Transformer == "udmap":
 		return &runner.ConfigError{Var: "MV_TRANSFORMER", Value: c.Transformer, Reason: "udmap is a map UDF, not a source transformer: set MV_UDF=udmap"}
 	case c.UDF == "udtransformer":
 		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "udtransformer is a source transformer: set MV_TRANSFORMER=udtransformer, and MV_UDF to a map UDF (udmap) or none"}
 	case c.UDF != None && c.UDF == c.Transformer:
 		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "is already the transformer (MV_TRANSFORMER); one adapter of a kind per pipeline"}
-	case c.InflightBatches <= 0:
-		return &runner.ConfigError{Var: "MV_INFLIGHT_BATCHES", Value: itoa(c.InflightBatches), Reason: "must be a positive whole number"}
+	case c.InflightBatches <= 0 || c.InflightBatches > maxInflightBatches:
+		return &runner.ConfigError{Var: "MV_INFLIGHT_BATCHES", Value: itoa(c.InflightBatches), Reason: "must be a positive whole number, at most " + itoa(maxInflightBatches)}
 	case c.Retry.Interval <= 0:
 		return &runner.ConfigError{Var: "MV_RETRY_INTERVAL", Value: c.Retry.Interval.String(), Reason: "must be a positive duration such as 1ms"}
 	case c.Retry.Factor < 1:

@@ -230,8 +230,8 @@ type counters struct {
 }
 
 type errorRecord struct {
-	At    time.Time
-	Error string
+	At    time.Time `json:"at"`
+	Error string    `json:"error"`
 }
 
 // New builds an engine with at most one stage, the source transformer. The

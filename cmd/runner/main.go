@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"knative.dev/pkg/logging"
-	"knative.dev/pkg/signals"
 
 	"github.com/monovertex/monovertex/config"
 	"github.com/monovertex/monovertex/internal/version"
@@ -55,11 +55,11 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "runner: %v\n", err)
 		return exitConfig
 	}
-	log, _ := logging.NewLogger(`{"level":"info","encoding":"json","outputPaths":["stderr"],"errorOutputPaths":["stderr"],"encoderConfig":{"timeKey":"ts","levelKey":"level","nameKey":"logger","callerKey":"caller","messageKey":"msg","stacktraceKey":"stacktrace","lineEnding":"","levelEncoder":"","timeEncoder":"iso8601","durationEncoder":"","callerEncoder":""}}`, cfg.LogLevel)
+	log := newLogger(cfg.LogLevel)
 	log = log.Named("runner").With("mvtx_name", cfg.Name, "mvtx_replica", cfg.Replica)
 	defer log.Sync()
 
-	ctx := signals.NewContext()
+	ctx := signalContext()
 	ctx = logging.WithLogger(ctx, log)
 
 	code, err := start(ctx, cfg, log)
@@ -179,6 +179,31 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 		return exitFailed, runErr
 	}
 	return 0, nil
+}
+
+// newLogger is the runner's JSON logger on stderr, in the shape of
+// Knative's (knative.dev/pkg/logging), built with zap directly: Knative's
+// constructor logs an info line of its own when the binary carries no VCS
+// revision, which would put a second line before a one-line settings error.
+func newLogger(level string) *zap.SugaredLogger {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		lvl = zapcore.InfoLevel // config.Load allows only valid levels
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey, enc.EncodeTime = "ts", zapcore.ISO8601TimeEncoder
+	zc := zap.Config{
+		Level:            zap.NewAtomicLevelAt(lvl),
+		Encoding:         "json",
+		EncoderConfig:    enc,
+		OutputPaths:      []string{"stderr"},
+		ErrorOutputPaths: []string{"stderr"},
+	}
+	l, err := zc.Build()
+	if err != nil {
+		return zap.NewNop().Sugar()
+	}
+	return l.Sugar()
 }
 
 func listen(port int, variable string) (net.Listener, error) {

@@ -76,12 +76,20 @@ func TestPauseSwitchKeepsItsStateOnBadInput(t *testing.T) {
 	if got, _ := rec.last(); !got {
 		t.Fatal("an unknown value resumed reading")
 	}
-	// A read error (the key turned into a folder) keeps it paused too.
-	if err := os.Remove(key); err != nil {
+	// A read error keeps it paused too: the key becomes, in one rename, a
+	// link into a symlink loop (ELOOP; file modes would not stop root).
+	loop, link := filepath.Join(dir, ".loop"), filepath.Join(dir, ".link")
+	if err := os.Symlink(".loop", loop); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(key, 0o755); err != nil {
+	if err := os.Symlink(".loop", link); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.Rename(link, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.ReadFile(key); err == nil {
+		t.Fatal("the looping key is readable")
 	}
 	settle()
 	if got, _ := rec.last(); !got {

@@ -3,6 +3,7 @@
 package core_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,27 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_GENERATOR_DURATION": "fast"}, `MV_GENERATOR_DURATION="fast"`},
 		{map[string]string{"MV_GENERATOR_MSG_SIZE": "-1"}, `MV_GENERATOR_MSG_SIZE="-1"`},
 		{map[string]string{"MV_GENERATOR_VALUE": "abc"}, `MV_GENERATOR_VALUE="abc"`},
+		// Bounds and exact reading (issue 16): a size that would take the
+		// pod's memory, numbers envconfig would read another way, a name
+		// Prometheus cannot label with, a typo'd variable.
+		{map[string]string{"MV_NAME": "bad\xffname"}, `MV_NAME="bad\xffname"`},
+		{map[string]string{"MV_GENERATOR_MSG_SIZE": "8000000000"}, `MV_GENERATOR_MSG_SIZE="8000000000"`},
+		{map[string]string{"MV_READ_BATCH_SIZE": "1000000000"}, `MV_READ_BATCH_SIZE="1000000000"`},
+		{map[string]string{"MV_READ_BATCH_SIZE": "1e7"}, `MV_READ_BATCH_SIZE="1e7"`},
+		{map[string]string{"MV_INFLIGHT_BATCHES": "100000"}, `MV_INFLIGHT_BATCHES="100000"`},
+		{map[string]string{"MV_CONCURRENCY": "-1"}, `MV_CONCURRENCY="-1"`},
+		{map[string]string{"PORT": "010000"}, `PORT="010000"`},
+		{map[string]string{"PORT": "0x4e20"}, `PORT="0x4e20"`},
+		{map[string]string{"PORT": "1_8084"}, `PORT="1_8084"`},
+		{map[string]string{"MV_RETRY_FACTOR": "NaN"}, `MV_RETRY_FACTOR="NaN"`},
+		{map[string]string{"MV_RETRY_JITTER": "Inf"}, `MV_RETRY_JITTER="Inf"`},
+		{map[string]string{"MV_SCALE_TARGET_SECONDS": "NaN"}, `MV_SCALE_TARGET_SECONDS="NaN"`},
+		{map[string]string{"MV_RETRY_STEP": "3"}, `MV_RETRY_STEP="3": is not a setting of this runner; did you mean MV_RETRY_STEPS?`},
+		{map[string]string{"MV_UDF": "udtransformer"}, `MV_UDF="udtransformer"`},
+		{map[string]string{"MV_TRANSFORMER": "udmap"}, `MV_TRANSFORMER="udmap"`},
+		{map[string]string{"MV_BYPASS_FALLBACK": "or:bad"}, `MV_BYPASS_FALLBACK="or:bad"`},
+		{map[string]string{"MV_BYPASS_SINK": "maybe:x"}, `MV_BYPASS_SINK="maybe:x"`},
+		{map[string]string{"MV_ON_SUCCESS_SINK": "void"}, `MV_ON_SUCCESS_SINK="void"`},
 	} {
 		name := strings.Join(keys(tc.env), ",")
 		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {
@@ -289,4 +311,63 @@ func TestMetricsCarryNumaflowNamesLabelsAndTheRunsCounts(t *testing.T) {
 	if code, _ := testutil.Get(t, p.PortURL+"/healthz"); code != 200 {
 		t.Errorf("/healthz on $PORT answered %d", code)
 	}
+}
+
+func TestPortInUseExitsTwoWithOneLine(t *testing.T) {
+	bin := testutil.BuildRunner(t)
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + port, "MV_ADMIN_PORT=" + strconv.Itoa(testutil.FreePort(t))}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if code := cmd.ProcessState.ExitCode(); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], `PORT="`+port+`"`) {
+		t.Fatalf("exit %d (%v), stderr %q: want 2 and one line naming PORT", code, err, stderr.String())
+	}
+}
+
+// TestSignals: SIGHUP drains like SIGTERM (exit 0, read = acked = written);
+// SIGQUIT dumps the goroutines and exits 131, not the 2 of a bad setting.
+func TestSignals(t *testing.T) {
+	for _, tc := range []struct {
+		sig      syscall.Signal
+		wantCode int
+	}{{syscall.SIGHUP, 0}, {syscall.SIGQUIT, 131}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			p := testutil.StartRunner(t, map[string]string{"MV_GENERATOR_RPU": "2000", "MV_GENERATOR_DURATION": "100ms"})
+			p.WaitReady(30 * time.Second)
+			testutil.WaitFor(t, 30*time.Second, "messages acked", func() bool {
+				st, err := p.Status()
+				return err == nil && st.Totals.Acked > 100
+			})
+			p.Signal(tc.sig)
+			code := p.Wait(30 * time.Second)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d after %v, want %d; stderr tail:\n%s", code, tc.sig, tc.wantCode, tailOf(p.Stderr.String(), 2000))
+			}
+			if tc.sig == syscall.SIGQUIT {
+				if !strings.Contains(p.Stderr.String(), "goroutine ") {
+					t.Fatal("SIGQUIT printed no goroutine dump")
+				}
+				return
+			}
+			l := testutil.StopLine(t, p.Stderr.String())
+			if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(sinkLines(t, p.Stdout.String())) != l.Written {
+				t.Fatalf("after SIGHUP: read %d acked %d written %d; want all equal to the sink's lines", l.Read, l.Acked, l.Written)
+			}
+		})
+	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

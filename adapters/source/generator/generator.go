@@ -23,17 +23,25 @@ type Config struct {
 	Total    int64         `envconfig:"MV_GENERATOR_TOTAL" default:"0" desc:"stop after this many messages (for tests and benchmarks); 0 never stops"`
 }
 
+// Upper bounds of the generator's settings: past them a typo would take
+// the memory of the pod (an 8 GB payload) rather than make a load test.
+const (
+	maxMsgSize  = 64 << 20
+	maxRPU      = 10_000_000
+	maxKeyCount = 1_000_000
+)
+
 // Validate checks the values that parse but cannot be used.
 func (c *Config) Validate(runner.Role) error {
 	switch {
-	case c.RPU <= 0:
-		return &runner.ConfigError{Var: "MV_GENERATOR_RPU", Value: strconv.Itoa(c.RPU), Reason: "must be a positive integer"}
+	case c.RPU <= 0 || c.RPU > maxRPU:
+		return &runner.ConfigError{Var: "MV_GENERATOR_RPU", Value: strconv.Itoa(c.RPU), Reason: "must be a positive integer, at most " + strconv.Itoa(maxRPU)}
 	case c.Duration <= 0:
 		return &runner.ConfigError{Var: "MV_GENERATOR_DURATION", Value: c.Duration.String(), Reason: "must be a positive duration such as 1s"}
-	case c.MsgSize < 0:
-		return &runner.ConfigError{Var: "MV_GENERATOR_MSG_SIZE", Value: strconv.Itoa(c.MsgSize), Reason: "must be 0 or more bytes"}
-	case c.KeyCount < 0:
-		return &runner.ConfigError{Var: "MV_GENERATOR_KEY_COUNT", Value: strconv.Itoa(c.KeyCount), Reason: "must be 0 or more"}
+	case c.MsgSize < 0 || c.MsgSize > maxMsgSize:
+		return &runner.ConfigError{Var: "MV_GENERATOR_MSG_SIZE", Value: strconv.Itoa(c.MsgSize), Reason: "must be 0 to 67108864 bytes (64 MiB)"}
+	case c.KeyCount < 0 || c.KeyCount > maxKeyCount:
+		return &runner.ConfigError{Var: "MV_GENERATOR_KEY_COUNT", Value: strconv.Itoa(c.KeyCount), Reason: "must be 0 to " + strconv.Itoa(maxKeyCount)}
 	case c.Total < 0:
 		return &runner.ConfigError{Var: "MV_GENERATOR_TOTAL", Value: strconv.FormatInt(c.Total, 10), Reason: "must be 0 (unlimited) or more"}
 	}
