@@ -93,9 +93,6 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 	return c, nil
 }
 
-// Endpoint returns the container this connection is for.
-func (c *Conn) Endpoint() Endpoint { return c.ep }
-
 // MaxMessageSize is the largest gRPC message either side may send.
 func (c *Conn) MaxMessageSize() int { return c.set.MaxMessageSize }
 

@@ -1,8 +1,10 @@
 // Package serverinfo is what the Numaflow adapters (udsource, udtransformer,
-// udsink) share: the server-info handshake every Numaflow SDK container
-// performs (a JSON file ending in an end marker, written next to its Unix
-// socket), the compatibility check against it, and one gRPC connection per
-// container that survives the container being restarted.
+// udmap, udsink) share: the server-info handshake every Numaflow SDK
+// container performs (a JSON file ending in an end marker, written next to
+// its Unix socket), the compatibility check against it, one gRPC connection
+// per container that survives the container being restarted, and the
+// bidirectional streams over it (open with a handshake, receive loop,
+// failure bookkeeping).
 package serverinfo
 
 import (
@@ -98,8 +100,7 @@ func SinkEndpoint(dir string, fallback bool) Endpoint {
 // IncompatibleError says that a container's server-info file cannot be
 // used: no end marker, bad JSON, or versions that do not fit. It is a
 // configuration problem the user fixes by changing the container image, so
-// the runner exits with status 2: it unwraps to a *runner.ConfigError and
-// has ExitCode 2.
+// the runner exits with status 2: it unwraps to a *runner.ConfigError.
 type IncompatibleError struct {
 	Endpoint Endpoint
 	Reason   string
@@ -115,9 +116,6 @@ func (e *IncompatibleError) Error() string {
 func (e *IncompatibleError) Unwrap() error {
 	return &runner.ConfigError{Var: "MV_UDS_DIR", Value: filepath.Dir(e.Endpoint.InfoFile), Reason: e.Error()}
 }
-
-// ExitCode is the status the runner should exit with.
-func (e *IncompatibleError) ExitCode() int { return 2 }
 
 // IsIncompatible reports whether err is or wraps an IncompatibleError.
 func IsIncompatible(err error) bool {
@@ -195,11 +193,23 @@ func clip(b []byte) string {
 	return string(b)
 }
 
+// StreamingNumaflowVersion is the first Numaflow release whose data plane
+// speaks the streaming protocols with handshake and EOT: an SDK that needs
+// at least this Numaflow speaks them.
+const StreamingNumaflowVersion = "1.4.0"
+
 // Check decides whether a container with this server-info can be used,
-// the way Numaflow's data plane does: protocol uds, this runner at least at
-// the container's minimum Numaflow version, and the SDK at least at the
-// minimum for its language. Empty versions are accepted (the SDK could not
-// tell its own version, as in development builds); warn receives why.
+// the way Numaflow's data plane does: protocol uds, the SDK at least at the
+// minimum for its language, and this runner at least at the container's
+// minimum Numaflow version. At least one of the two versions must be there
+// to be checked: a file with empty version strings is refused. Each may be
+// missing alone, as real SDKs write them: a Go SDK built without module
+// information (go test binaries, some build systems) cannot tell its own
+// version, so its minimum Numaflow version must then show the streaming
+// protocols; and numaflow-go v0.12's batch map server writes no minimum
+// Numaflow version, so its SDK version (or, in a build without module
+// information, its batch-map mode) must stand for it. warn receives what
+// was skipped.
 func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	bad := func(format string, args ...any) error {
 		return &IncompatibleError{Endpoint: ep, Reason: fmt.Sprintf(format, args...)}
@@ -209,34 +219,49 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	default:
 		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", clipString(string(si.Protocol)))
 	}
-	if si.MinimumNumaflowVersion == "" {
-		warn("server-info has no minimum_numaflow_version; skipping the Numaflow version check")
-	} else {
-		ok, err := atLeast(NumaflowCompatVersion, si.MinimumNumaflowVersion, false)
+	lang := strings.ToLower(string(si.Language))
+	sdkKnown := si.Version != "" && lang != ""
+	if sdkKnown {
+		minimum, known := MinSDKVersions[lang]
+		if !known {
+			return bad("SDK language %q is unknown; supported are go, python, java and rust", clipString(string(si.Language)))
+		}
+		ok, err := atLeast(si.Version, minimum, lang == "python")
 		if err != nil {
-			return bad("minimum_numaflow_version %q: %v", clipString(si.MinimumNumaflowVersion), err)
+			return bad("SDK version %q: %v", clipString(si.Version), err)
 		}
 		if !ok {
-			return bad("its SDK needs Numaflow %s or newer, and this runner speaks the protocols of Numaflow %s; use an SDK release made for Numaflow %s",
-				humanVersion(si.MinimumNumaflowVersion), NumaflowCompatVersion, NumaflowCompatVersion)
+			return bad("%s SDK version %s is too old: at least %s is needed (the streaming protocols with handshake of Numaflow 1.4+); upgrade the SDK in the container image",
+				lang, si.Version, minimum)
 		}
 	}
-	lang := strings.ToLower(string(si.Language))
-	if si.Version == "" || lang == "" {
-		warn("server-info has no SDK version or language; skipping the SDK version check")
-		return nil
+	if si.MinimumNumaflowVersion == "" {
+		switch {
+		case sdkKnown:
+			warn("server-info has no minimum_numaflow_version (numaflow-go's batch map server writes none); the SDK version check stands for it")
+			return nil
+		case lang == string(info.Go) && ep.Container == info.Mapper && MapModeOf(si) == BatchMap:
+			warn("server-info has empty version strings, as numaflow-go's batch map server built without module information writes it; skipping the version checks")
+			return nil
+		}
+		return bad("its version strings are empty (minimum_numaflow_version, and version or language), so whether it speaks the protocols of Numaflow %s cannot be checked; build the container with a released Numaflow SDK",
+			NumaflowCompatVersion)
 	}
-	minimum, known := MinSDKVersions[lang]
-	if !known {
-		return bad("SDK language %q is unknown; supported are go, python, java and rust", clipString(string(si.Language)))
-	}
-	ok, err := atLeast(si.Version, minimum, lang == "python")
+	ok, err := atLeast(NumaflowCompatVersion, si.MinimumNumaflowVersion, false)
 	if err != nil {
-		return bad("SDK version %q: %v", clipString(si.Version), err)
+		return bad("minimum_numaflow_version %q: %v", clipString(si.MinimumNumaflowVersion), err)
 	}
 	if !ok {
-		return bad("%s SDK version %s is too old: at least %s is needed (the streaming protocols with handshake of Numaflow 1.4+); upgrade the SDK in the container image",
-			lang, si.Version, minimum)
+		return bad("its SDK needs Numaflow %s or newer, and this runner speaks the protocols of Numaflow %s; use an SDK release made for Numaflow %s",
+			humanVersion(si.MinimumNumaflowVersion), NumaflowCompatVersion, NumaflowCompatVersion)
+	}
+	if !sdkKnown {
+		// Parsed above, so only the comparison can fail.
+		if streaming, _ := atLeast(humanVersion(si.MinimumNumaflowVersion), StreamingNumaflowVersion, false); !streaming {
+			return bad("it has an empty SDK version or language, and its minimum_numaflow_version %s predates the streaming protocols of Numaflow %s, so it cannot be used; build the container with a released Numaflow SDK",
+				clipString(si.MinimumNumaflowVersion), StreamingNumaflowVersion)
+		}
+		warn("server-info has no SDK version or language; its minimum_numaflow_version shows the streaming protocols, so the SDK version check is skipped")
 	}
 	return nil
 }

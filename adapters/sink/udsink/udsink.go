@@ -13,9 +13,7 @@ package udsink
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -253,9 +251,7 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 		defer s.release()
 		res, serve, broken, err := s.batch(st, msgs, reqs, idx)
 		if broken != nil {
-			st.cancel()
-			s.conn.Fail(gen, broken)
-			err = broken
+			err = st.Break(broken)
 		} else {
 			s.put(st)
 		}
@@ -282,7 +278,7 @@ func (s *Sink) exchange(ctx context.Context, msgs []*runner.Message, reqs []*sin
 		// A container that stops answering without closing the stream:
 		// reset it, so the batch goroutine reports it broken and the engine
 		// retries the batch on a new stream.
-		st.cancel()
+		st.Cancel()
 		o := <-done
 		return fmt.Errorf("no results for %d messages within MV_UDF_CALL_TIMEOUT=%v; the stream was reset: %w", len(idx), s.conn.CallTimeout(), o.err)
 	case <-ctx.Done():
@@ -305,12 +301,21 @@ func (s *Sink) serveError(ids []string) error {
 		"change the sink to answer SUCCESS (or ON_SUCCESS to forward the result to an onSuccess sink)", s.name, len(ids), strings.Join(firstN(ids, 3), ", ")))
 }
 
-// stream is one SinkFn stream after its handshake.
-type stream struct {
-	gen    uint64
-	c      sinkpb.Sink_SinkFnClient
-	cancel context.CancelFunc
+// sinkFn is the SinkFn protocol: opened with a handshake, which
+// numaflow-go answers at once; MV_UDF_CALL_TIMEOUT bounds it like any
+// other answer.
+var sinkFn = serverinfo.Protocol[sinkpb.SinkRequest, sinkpb.SinkResponse]{
+	Name: "SinkFn",
+	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sinkpb.SinkRequest, sinkpb.SinkResponse], error) {
+		return sinkpb.NewSinkClient(cc).SinkFn(ctx)
+	},
+	Handshake:                  func() *sinkpb.SinkRequest { return &sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}} },
+	IsHandshake:                func(r *sinkpb.SinkResponse) bool { return r.GetHandshake().GetSot() },
+	HandshakeWithinCallTimeout: true,
 }
+
+// stream is one SinkFn stream after its handshake.
+type stream = serverinfo.Stream[sinkpb.SinkRequest, sinkpb.SinkResponse]
 
 // take returns an idle stream of the current connection or opens one, and
 // counts the batch about to use it in s.busy. The caller holds a slot, so
@@ -327,46 +332,19 @@ func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stre
 	for len(s.idle) > 0 {
 		st := s.idle[len(s.idle)-1]
 		s.idle = s.idle[:len(s.idle)-1]
-		if st.gen == gen {
+		if st.Gen() == gen {
 			s.mu.Unlock()
 			return st, nil
 		}
 		go closeStream(st) // from a connection that was replaced
 	}
 	s.mu.Unlock()
-	st, err := s.open(ctx, cc, gen)
+	st, err := serverinfo.Open(ctx, s.ctx, s.conn, cc, gen, sinkFn)
 	if err != nil {
 		s.busy.Done()
 		return nil, err
 	}
 	return st, nil
-}
-
-// open starts a SinkFn stream and does the handshake, which numaflow-go
-// answers at once; MV_UDF_CALL_TIMEOUT bounds it like any other answer.
-func (s *Sink) open(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
-	sctx, cancel := context.WithCancel(s.ctx)
-	c, err := sinkpb.NewSinkClient(cc).SinkFn(sctx)
-	if err == nil {
-		err = c.Send(&sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}})
-	}
-	var resp *sinkpb.SinkResponse
-	if err == nil {
-		hctx, hcancel := context.WithTimeout(ctx, s.conn.CallTimeout())
-		resp, err = recvCtx(hctx, c)
-		hcancel()
-	}
-	if err == nil && !resp.GetHandshake().GetSot() {
-		err = fmt.Errorf("protocol error: the first response is not a handshake: %v", resp)
-	}
-	if err != nil {
-		cancel()
-		if ctx.Err() == nil {
-			s.conn.Fail(gen, err)
-		}
-		return nil, fmt.Errorf("open SinkFn stream: %w", err)
-	}
-	return &stream{gen: gen, c: c, cancel: cancel}, nil
 }
 
 func (s *Sink) put(st *stream) {
@@ -381,36 +359,17 @@ func (s *Sink) put(st *stream) {
 	s.mu.Unlock()
 }
 
-// recvCtx receives one response, giving up when ctx ends.
-func recvCtx(ctx context.Context, c sinkpb.Sink_SinkFnClient) (*sinkpb.SinkResponse, error) {
-	type r struct {
-		resp *sinkpb.SinkResponse
-		err  error
-	}
-	ch := make(chan r, 1)
-	go func() {
-		resp, err := c.Recv()
-		ch <- r{resp, err}
-	}()
-	select {
-	case x := <-ch:
-		return x.resp, x.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // batch sends one batch and reads its results. serve lists the ids the
 // container answered SERVE. broken is set when the stream can no longer be
 // used; err alone means the container answered wrongly but the stream is
 // still in step.
 func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequest, idx []int) (res []runner.WriteResult, serve []string, broken, err error) {
 	for _, i := range idx {
-		if err := st.c.Send(reqs[i]); err != nil {
+		if err := st.Send(reqs[i]); err != nil {
 			return nil, nil, streamErr("send", err), nil
 		}
 	}
-	if err := st.c.Send(&sinkpb.SinkRequest{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
+	if err := st.Send(&sinkpb.SinkRequest{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
 		return nil, nil, streamErr("send EOT", err), nil
 	}
 	pos := make(map[string]int, len(idx))
@@ -421,7 +380,7 @@ func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequ
 	seen := make([]bool, len(idx))
 	var problems []string
 	for {
-		resp, err := st.c.Recv()
+		resp, err := st.Recv()
 		if err != nil {
 			return nil, nil, streamErr("receive results", err), nil
 		}
@@ -471,9 +430,6 @@ func firstN(s []string, n int) []string {
 }
 
 func streamErr(what string, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = errors.New("the container closed the stream")
-	}
 	return fmt.Errorf("SinkFn stream broke (%s): %w", what, err)
 }
 
@@ -571,14 +527,14 @@ func onSuccessMessage(m *runner.Message, ons *sinkpb.SinkResponse_Result_Message
 // send side reads as EOF on their end, never as an error that would stop
 // them), then cancels it.
 func closeStream(st *stream) {
-	defer st.cancel()
-	if err := st.c.CloseSend(); err != nil {
+	defer st.Cancel()
+	if err := st.CloseSend(); err != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), closeDrain)
 	defer cancel()
 	for {
-		if _, err := recvCtx(ctx, st.c); err != nil {
+		if _, err := st.RecvWithin(ctx); err != nil {
 			return
 		}
 	}

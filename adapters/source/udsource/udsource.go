@@ -3,7 +3,7 @@
 // ReadFn stream opened with a handshake where each request asks for
 // num_records within timeout_in_ms and the answer ends with an EOT status;
 // an AckFn stream, also opened with a handshake, that answers each request
-// once; and unary NackFn, PendingFn, PartitionsFn and IsReady. The socket
+// once; and unary NackFn, PendingFn and IsReady. The socket
 // is source.sock in MV_UDS_DIR.
 package udsource
 
@@ -12,7 +12,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"sync"
@@ -68,10 +67,8 @@ type Source struct {
 	cancel context.CancelFunc
 
 	readMu sync.Mutex // one Read at a time: requests and answers pair up on the stream
-	rd     *readStream
-
-	ackMu sync.Mutex // guards ack (not the round trips)
-	ack   *ackStream
+	rd     serverinfo.Current[*readStream]
+	ack    serverinfo.Current[*ackStream]
 
 	closeOnce sync.Once
 }
@@ -108,21 +105,56 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 // Ready reports whether the source container is connected and ready.
 func (s *Source) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 
+// The Numaflow source protocols: ReadFn and AckFn, each opened with a handshake.
+var (
+	readFn = serverinfo.Protocol[sourcepb.ReadRequest, sourcepb.ReadResponse]{
+		Name: "ReadFn",
+		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sourcepb.ReadRequest, sourcepb.ReadResponse], error) {
+			return sourcepb.NewSourceClient(cc).ReadFn(ctx)
+		},
+		Handshake:   func() *sourcepb.ReadRequest { return &sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}} },
+		IsHandshake: func(r *sourcepb.ReadResponse) bool { return r.GetHandshake().GetSot() },
+	}
+	ackFn = serverinfo.Protocol[sourcepb.AckRequest, sourcepb.AckResponse]{
+		Name: "AckFn",
+		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sourcepb.AckRequest, sourcepb.AckResponse], error) {
+			return sourcepb.NewSourceClient(cc).AckFn(ctx)
+		},
+		Handshake:   func() *sourcepb.AckRequest { return &sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}} },
+		IsHandshake: func(r *sourcepb.AckResponse) bool { return r.GetHandshake().GetSot() },
+	}
+)
+
 // readStream is one ReadFn stream after its handshake. A goroutine
 // receives into ch, so a Read can give up on its context without breaking
 // the stream; the answer to its request is then collected by the next Read.
 type readStream struct {
-	gen         uint64
-	c           sourcepb.Source_ReadFnClient
-	cancel      context.CancelFunc
-	done        <-chan struct{} // the stream's context
-	ch          chan readItem
+	*serverinfo.Stream[sourcepb.ReadRequest, sourcepb.ReadResponse]
+	ch          chan *sourcepb.ReadResponse
 	outstanding bool // a request was sent and its EOT has not arrived
 }
 
-type readItem struct {
-	resp *sourcepb.ReadResponse
-	err  error
+// next returns the next response, preferring what already arrived over the
+// stream's failure (which comes after it), or nil and the failure.
+func (rs *readStream) next(ctx context.Context) (*sourcepb.ReadResponse, error) {
+	select {
+	case resp := <-rs.ch:
+		return resp, nil
+	default:
+	}
+	select {
+	case resp := <-rs.ch:
+		return resp, nil
+	case <-rs.Dead():
+		select {
+		case resp := <-rs.ch:
+			return resp, nil
+		default:
+			return nil, rs.Err()
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Read asks the container for up to max messages within timeout and
@@ -134,11 +166,7 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cc, gen, err := s.conn.Get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("udsource: %w", err)
-	}
-	rs, err := s.readStream(ctx, cc, gen)
+	rs, err := s.readStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("udsource: %w", err)
 	}
@@ -150,37 +178,36 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		req := &sourcepb.ReadRequest{Request: &sourcepb.ReadRequest_Request{
 			NumRecords: uint64(max), TimeoutInMs: uint32(min(ms, math.MaxUint32)),
 		}}
-		if err := rs.c.Send(req); err != nil {
+		if err := rs.Send(req); err != nil {
 			return nil, s.readBroken(rs, "send read request", err)
 		}
 		rs.outstanding = true
 	}
 	var msgs []*runner.Message
 	for {
-		select {
-		case it := <-rs.ch:
-			if it.err != nil {
-				return msgs, s.readBroken(rs, "receive", it.err)
-			}
-			st := it.resp.GetStatus()
-			if r := it.resp.GetResult(); r != nil && !st.GetEot() {
-				msgs = append(msgs, message(r))
-			}
-			if st.GetCode() == sourcepb.ReadResponse_Status_FAILURE {
-				if st.GetEot() {
-					rs.outstanding = false
-				}
-				return msgs, fmt.Errorf("udsource: the source container failed the read (%s): %s", st.GetError(), st.GetMsg())
-			}
-			if st.GetEot() {
-				rs.outstanding = false
-				return msgs, nil
-			}
-		case <-ctx.Done():
+		resp, err := rs.next(ctx)
+		switch {
+		case err != nil && err == ctx.Err():
 			if len(msgs) > 0 {
 				return msgs, nil
 			}
-			return nil, ctx.Err()
+			return nil, err
+		case err != nil:
+			return msgs, s.readBroken(rs, "receive", err)
+		}
+		st := resp.GetStatus()
+		if r := resp.GetResult(); r != nil && !st.GetEot() {
+			msgs = append(msgs, message(r))
+		}
+		if st.GetCode() == sourcepb.ReadResponse_Status_FAILURE {
+			if st.GetEot() {
+				rs.outstanding = false
+			}
+			return msgs, fmt.Errorf("udsource: the source container failed the read (%s): %s", st.GetError(), st.GetMsg())
+		}
+		if st.GetEot() {
+			rs.outstanding = false
+			return msgs, nil
 		}
 	}
 }
@@ -207,81 +234,44 @@ func OffsetID(o *Offset) string {
 }
 
 func (s *Source) readBroken(rs *readStream, what string, err error) error {
-	if errors.Is(err, io.EOF) {
-		err = errors.New("the container closed the stream")
-	}
-	if s.rd == rs {
-		s.rd = nil
-	}
-	rs.cancel()
-	s.conn.Fail(rs.gen, err)
-	return fmt.Errorf("udsource: ReadFn stream broke (%s): %w", what, err)
+	s.rd.Drop(rs)
+	return fmt.Errorf("udsource: ReadFn stream broke (%s): %w", what, rs.Break(err))
 }
 
 // readStream returns the read stream of the current connection, opening it
 // with the handshake when needed. The caller holds readMu.
-func (s *Source) readStream(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*readStream, error) {
-	if s.rd != nil && s.rd.gen == gen {
-		return s.rd, nil
-	}
-	if s.rd != nil {
-		s.rd.cancel()
-		s.rd = nil
-	}
-	sctx, cancel := context.WithCancel(s.ctx)
-	c, err := sourcepb.NewSourceClient(cc).ReadFn(sctx)
-	if err == nil {
-		err = c.Send(&sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	rs := &readStream{gen: gen, c: c, cancel: cancel, done: sctx.Done(), ch: make(chan readItem, 64)}
-	if err == nil {
-		go rs.receive()
-		select {
-		case it := <-rs.ch:
-			err = it.err
-			if err == nil && !it.resp.GetHandshake().GetSot() {
-				err = fmt.Errorf("protocol error: the first response is not a handshake: %v", it.resp)
-			}
-		case <-ctx.Done():
-			cancel()
-			return nil, ctx.Err()
-		}
-	}
+func (s *Source) readStream(ctx context.Context) (*readStream, error) {
+	cc, gen, err := s.conn.Get(ctx)
 	if err != nil {
-		cancel()
-		s.conn.Fail(gen, err)
-		return nil, fmt.Errorf("open ReadFn stream: %w", err)
+		return nil, err
 	}
-	s.rd = rs
-	return rs, nil
-}
-
-func (rs *readStream) receive() {
-	for {
-		resp, err := rs.c.Recv()
-		select {
-		case rs.ch <- readItem{resp, err}:
-		case <-rs.done:
-			return
-		}
+	return s.rd.Get(gen, func() (*readStream, error) {
+		st, err := serverinfo.Open(ctx, s.ctx, s.conn, cc, gen, readFn)
 		if err != nil {
-			return
+			return nil, err
 		}
-	}
+		rs := &readStream{Stream: st, ch: make(chan *sourcepb.ReadResponse, 64)}
+		go rs.Receive(func(resp *sourcepb.ReadResponse) error {
+			select {
+			case rs.ch <- resp:
+				return nil
+			case <-rs.Dead():
+				return rs.Err()
+			}
+		})
+		return rs, nil
+	})
 }
 
 // ackStream is one AckFn stream after its handshake. The container answers
 // requests in order, so waiters queue in send order.
 type ackStream struct {
-	gen    uint64
-	c      sourcepb.Source_AckFnClient
-	cancel context.CancelFunc
+	*serverinfo.Stream[sourcepb.AckRequest, sourcepb.AckResponse]
 
-	sendMu sync.Mutex // held across queueing and Send, so the queue matches the wire order
+	queueMu sync.Mutex // held across queueing and Send, so the queue matches the wire order
 
 	mu      sync.Mutex
-	waiters []chan error
-	err     error
+	waiters []chan struct{}
 }
 
 // Ack sends the offsets of msgs on the ack stream and waits for the
@@ -294,36 +284,34 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 	if err != nil {
 		return err
 	}
-	cc, gen, err := s.conn.Get(ctx)
+	as, err := s.ackStream(ctx)
 	if err != nil {
 		return fmt.Errorf("udsource: ack %d messages: %w", len(msgs), err)
 	}
-	as, err := s.ackStream(ctx, cc, gen)
-	if err != nil {
-		return fmt.Errorf("udsource: ack %d messages: %w", len(msgs), err)
-	}
-	done := make(chan error, 1)
-	as.sendMu.Lock()
-	as.mu.Lock()
-	err = as.err
+	done := make(chan struct{}, 1)
+	as.queueMu.Lock()
+	err = as.Err()
 	if err == nil {
+		as.mu.Lock()
 		as.waiters = append(as.waiters, done)
+		as.mu.Unlock()
+		err = as.Send(&sourcepb.AckRequest{Request: &sourcepb.AckRequest_Request{Offsets: offs}})
 	}
-	as.mu.Unlock()
-	if err == nil {
-		err = as.c.Send(&sourcepb.AckRequest{Request: &sourcepb.AckRequest_Request{Offsets: offs}})
-	}
-	as.sendMu.Unlock()
+	as.queueMu.Unlock()
 	if err != nil {
-		s.ackBroken(as, err)
-		return fmt.Errorf("udsource: ack %d messages: AckFn stream broke: %w", len(msgs), err)
+		s.ack.Drop(as)
+		return fmt.Errorf("udsource: ack %d messages: AckFn stream broke: %w", len(msgs), as.Break(err))
 	}
 	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("udsource: ack %d messages: AckFn stream broke: %w", len(msgs), err)
-		}
+	case <-done:
 		return nil
+	case <-as.Dead():
+		select {
+		case <-done: // answered before the stream ended
+			return nil
+		default:
+			return fmt.Errorf("udsource: ack %d messages: AckFn stream broke: %w", len(msgs), as.Err())
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -341,100 +329,38 @@ func offsets(msgs []*runner.Message) ([]*sourcepb.Offset, error) {
 	return out, nil
 }
 
-func (s *Source) ackBroken(as *ackStream, err error) {
-	as.fail(err)
-	s.ackMu.Lock()
-	if s.ack == as {
-		s.ack = nil
-	}
-	s.ackMu.Unlock()
-	as.cancel()
-	s.conn.Fail(as.gen, err)
-}
-
-func (s *Source) ackStream(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*ackStream, error) {
-	s.ackMu.Lock()
-	defer s.ackMu.Unlock()
-	if s.ack != nil && s.ack.gen == gen && s.ack.failure() == nil {
-		return s.ack, nil
-	}
-	if s.ack != nil {
-		s.ack.cancel()
-		s.ack = nil
-	}
-	sctx, cancel := context.WithCancel(s.ctx)
-	c, err := sourcepb.NewSourceClient(cc).AckFn(sctx)
-	if err == nil {
-		err = c.Send(&sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		errc := make(chan error, 1)
-		go func() {
-			resp, err := c.Recv()
-			if err == nil && !resp.GetHandshake().GetSot() {
-				err = fmt.Errorf("protocol error: the first ack response is not a handshake: %v", resp)
-			}
-			errc <- err
-		}()
-		select {
-		case err = <-errc:
-		case <-ctx.Done():
-			cancel()
-			return nil, ctx.Err()
-		}
-	}
+// ackStream returns the ack stream of the current connection, opening it
+// with the handshake when needed.
+func (s *Source) ackStream(ctx context.Context) (*ackStream, error) {
+	cc, gen, err := s.conn.Get(ctx)
 	if err != nil {
-		cancel()
-		s.conn.Fail(gen, err)
-		return nil, fmt.Errorf("open AckFn stream: %w", err)
+		return nil, err
 	}
-	as := &ackStream{gen: gen, c: c, cancel: cancel}
-	go as.receive(s)
-	s.ack = as
-	return as, nil
-}
-
-// receive answers the waiters in order, one per response.
-func (as *ackStream) receive(s *Source) {
-	for {
-		_, err := as.c.Recv()
+	return s.ack.Get(gen, func() (*ackStream, error) {
+		st, err := serverinfo.Open(ctx, s.ctx, s.conn, cc, gen, ackFn)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("the container closed the stream")
-			}
-			s.ackBroken(as, err)
-			return
+			return nil, err
 		}
-		as.mu.Lock()
-		if len(as.waiters) == 0 {
-			as.mu.Unlock()
-			s.ackBroken(as, errors.New("protocol error: an ack response without a request"))
-			return
-		}
-		w := as.waiters[0]
-		as.waiters = as.waiters[1:]
-		as.mu.Unlock()
-		w <- nil
-	}
+		as := &ackStream{Stream: st}
+		go func() {
+			err := as.Receive(func(*sourcepb.AckResponse) error { return as.answer() })
+			s.ack.Drop(as)
+			as.Break(err)
+		}()
+		return as, nil
+	})
 }
 
-func (as *ackStream) fail(err error) {
+// answer takes one response: the answer to the oldest waiting request.
+func (as *ackStream) answer() error {
 	as.mu.Lock()
 	defer as.mu.Unlock()
-	if as.err != nil {
-		return
+	if len(as.waiters) == 0 {
+		return errors.New("protocol error: an ack response without a request")
 	}
-	as.err = err
-	for _, w := range as.waiters {
-		w <- err
-	}
-	as.waiters = nil
-}
-
-func (as *ackStream) failure() error {
-	as.mu.Lock()
-	defer as.mu.Unlock()
-	return as.err
+	as.waiters[0] <- struct{}{}
+	as.waiters = as.waiters[1:]
+	return nil
 }
 
 // Nack hands messages back to the container for redelivery, with the delay
@@ -487,24 +413,6 @@ func (s *Source) Pending(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Partitions returns the container's active partitions and, when it knows,
-// the total number of partitions (-1 otherwise).
-func (s *Source) Partitions(ctx context.Context) (active []int32, total int32, err error) {
-	cc, _, err := s.conn.Current()
-	if err != nil {
-		return nil, -1, fmt.Errorf("udsource: partitions: %w", err)
-	}
-	r, err := sourcepb.NewSourceClient(cc).PartitionsFn(ctx, &emptypb.Empty{})
-	if err != nil {
-		return nil, -1, fmt.Errorf("udsource: partitions: %w", err)
-	}
-	total = -1
-	if r.GetResult().TotalPartitions != nil {
-		total = r.GetResult().GetTotalPartitions()
-	}
-	return r.GetResult().GetPartitions(), total, nil
-}
-
 // Close finishes an unanswered read request and nacks what it brings (the
 // engine will not process it), closes the streams the way the SDK servers
 // expect (closed send side first), and closes the connection.
@@ -512,22 +420,13 @@ func (s *Source) Close(ctx context.Context) error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.readMu.Lock()
-		rs := s.rd
-		s.rd = nil
+		rs, _ := s.rd.Close()
 		s.readMu.Unlock()
 		if rs != nil {
 			s.drainRead(ctx, rs)
 		}
-		s.ackMu.Lock()
-		as := s.ack
-		s.ack = nil
-		s.ackMu.Unlock()
-		if as != nil {
-			as.sendMu.Lock()
-			as.c.CloseSend()
-			as.sendMu.Unlock()
-			as.fail(serverinfo.ErrClosed)
-			as.cancel()
+		if as, _ := s.ack.Close(); as != nil {
+			as.Close()
 		}
 		s.cancel()
 		err = s.conn.Close()
@@ -536,23 +435,22 @@ func (s *Source) Close(ctx context.Context) error {
 }
 
 func (s *Source) drainRead(ctx context.Context, rs *readStream) {
-	defer rs.cancel()
+	defer rs.Cancel()
 	dctx, cancel := context.WithTimeout(ctx, closeDrain)
 	defer cancel()
 	var left []*sourcepb.Offset
 	for rs.outstanding {
-		select {
-		case it := <-rs.ch:
-			if it.err != nil {
-				return
+		resp, err := rs.next(dctx)
+		if err != nil {
+			if dctx.Err() == nil {
+				return // the stream broke
 			}
-			if r := it.resp.GetResult(); r != nil && !it.resp.GetStatus().GetEot() {
-				left = append(left, r.GetOffset())
-			}
-			if it.resp.GetStatus().GetEot() {
-				rs.outstanding = false
-			}
-		case <-dctx.Done():
+			break
+		}
+		if r := resp.GetResult(); r != nil && !resp.GetStatus().GetEot() {
+			left = append(left, r.GetOffset())
+		}
+		if resp.GetStatus().GetEot() {
 			rs.outstanding = false
 		}
 	}
@@ -563,14 +461,10 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 			}
 		}
 	}
-	if rs.c.CloseSend() == nil {
+	if rs.CloseSend() == nil {
+		// Wait for the container to end the stream on its side.
 		for {
-			select {
-			case it := <-rs.ch:
-				if it.err != nil {
-					return
-				}
-			case <-dctx.Done():
+			if _, err := rs.next(dctx); err != nil {
 				return
 			}
 		}

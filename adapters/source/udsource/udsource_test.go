@@ -230,10 +230,6 @@ func TestMessagesCarryTheSourcesFields(t *testing.T) {
 	if p, err := src.Pending(context.Background()); err != nil || p != 0 {
 		t.Fatalf("pending %d, %v", p, err)
 	}
-	active, total, err := src.Partitions(context.Background())
-	if err != nil || len(active) != 1 || total != 1 {
-		t.Fatalf("partitions %v total %d: %v", active, total, err)
-	}
 }
 
 func TestNegativePendingIsUnknown(t *testing.T) {

@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,9 +95,7 @@ type Transformer struct {
 	// unary and stream mode (numaflow-core's concurrency); nil is unbounded.
 	slots chan struct{}
 
-	mu     sync.Mutex
-	st     *stream
-	closed bool
+	st serverinfo.Current[*stream]
 }
 
 var (
@@ -200,18 +197,14 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			return nil, ctx.Err()
 		}
 	}
-	cc, gen, err := t.conn.Get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("udmap: %w", err)
-	}
-	st, err := t.stream(ctx, cc, gen)
+	st, err := t.stream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("udmap: %w", err)
 	}
 
 	replies := make(chan reply, sending)
 	ids := make([]string, 0, sending)
-	defer func() { st.forget(ids) }()
+	defer func() { st.waiting.Forget(ids) }()
 	var eot <-chan struct{}
 	if batch {
 		eot = st.beginBatch()
@@ -245,8 +238,8 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 				return nil
 			case r := <-replies:
 				take(r)
-			case <-st.dead:
-				return t.broken(st, st.failure())
+			case <-st.Dead():
+				return t.broken(st, st.Err())
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -260,16 +253,17 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		if err := acquire(); err != nil {
 			return nil, err
 		}
-		if err := st.expect(req.GetId(), &waiter{k: k, ch: replies}); err != nil {
+		if err := st.Err(); err != nil {
 			return nil, t.broken(st, err)
 		}
+		st.waiting.Add(req.GetId(), &waiter{k: k, ch: replies})
 		ids = append(ids, req.GetId())
-		if err := st.send(req); err != nil {
+		if err := st.Send(req); err != nil {
 			return nil, t.broken(st, err)
 		}
 	}
 	if batch {
-		if err := st.send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
+		if err := st.Send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
 			return nil, t.broken(st, err)
 		}
 	}
@@ -283,8 +277,8 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			// The receiver closes it only once every result of the batch
 			// is in replies.
 			eot = nil
-		case <-st.dead:
-			return nil, t.broken(st, st.failure())
+		case <-st.Dead():
+			return nil, t.broken(st, st.Err())
 		case <-timer.C:
 			// Reset the stream: the engine retries the batch on a new one.
 			return nil, t.broken(st, fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, sending, t.conn.CallTimeout()))
@@ -363,66 +357,38 @@ func result(in *runner.Message, results []*mappb.MapResponse_Result) runner.Tran
 
 // broken marks the stream and the connection failed and says so.
 func (t *Transformer) broken(st *stream, err error) error {
-	t.reset(st)
-	t.conn.Fail(st.gen, err)
-	return fmt.Errorf("udmap: MapFn stream (%s) broke: %w", t.mode, err)
+	t.st.Drop(st)
+	return fmt.Errorf("udmap: MapFn stream (%s) broke: %w", t.mode, st.Break(err))
 }
 
 // reset ends the stream, so the next call opens a new one, without
 // blaming the container.
 func (t *Transformer) reset(st *stream) {
-	st.fail(errReset)
-	st.cancel()
-	t.mu.Lock()
-	if t.st == st {
-		t.st = nil
-	}
-	t.mu.Unlock()
+	st.Reset(errReset)
+	t.st.Drop(st)
 }
 
 // stream returns the stream of the current connection, opening it (with
 // the handshake) when there is none.
-func (t *Transformer) stream(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, serverinfo.ErrClosed
-	}
-	if t.st != nil && t.st.gen == gen && t.st.failure() == nil {
-		return t.st, nil
-	}
-	if t.st != nil {
-		t.st.fail(errReset)
-		t.st.cancel()
-	}
-	t.st = nil
-	st, err := open(ctx, t.ctx, cc, gen, t.mode, t.log)
+func (t *Transformer) stream(ctx context.Context) (*stream, error) {
+	cc, gen, err := t.conn.Get(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			t.conn.Fail(gen, err)
-		}
 		return nil, err
 	}
-	t.st = st
-	return st, nil
+	return t.st.Get(gen, func() (*stream, error) {
+		return open(ctx, t.ctx, t.conn, cc, gen, t.mode, t.log)
+	})
 }
 
 // Close ends the stream the way the SDK servers expect (a closed send side
 // first) and closes the connection.
 func (t *Transformer) Close(context.Context) error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	st, closedBefore := t.st.Close()
+	if closedBefore {
 		return nil
 	}
-	t.closed = true
-	st := t.st
-	t.st = nil
-	t.mu.Unlock()
 	if st != nil {
-		st.closeSend()
-		st.fail(serverinfo.ErrClosed)
-		st.cancel()
+		st.Close()
 	}
 	t.cancel()
 	return t.conn.Close()

@@ -8,12 +8,9 @@ package udtransformer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,9 +74,7 @@ type Transformer struct {
 	// (numaflow-core's concurrency); nil is unbounded.
 	slots chan struct{}
 
-	mu     sync.Mutex
-	st     *stream
-	closed bool
+	st serverinfo.Current[*stream]
 }
 
 var (
@@ -129,18 +124,23 @@ type reply struct {
 	resp *stpb.SourceTransformResponse
 }
 
+// sourceTransformFn is the SourceTransformFn protocol, opened with a handshake.
+var sourceTransformFn = serverinfo.Protocol[stpb.SourceTransformRequest, stpb.SourceTransformResponse]{
+	Name: "SourceTransformFn",
+	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[stpb.SourceTransformRequest, stpb.SourceTransformResponse], error) {
+		return stpb.NewSourceTransformClient(cc).SourceTransformFn(ctx)
+	},
+	Handshake: func() *stpb.SourceTransformRequest {
+		return &stpb.SourceTransformRequest{Handshake: &stpb.Handshake{Sot: true}}
+	},
+	IsHandshake: func(r *stpb.SourceTransformResponse) bool { return r.GetHandshake().GetSot() },
+}
+
 // stream is one SourceTransformFn stream after its handshake, with the
 // calls waiting for responses on it.
 type stream struct {
-	gen    uint64
-	c      stpb.SourceTransform_SourceTransformFnClient
-	cancel context.CancelFunc
-	sendMu sync.Mutex
-
-	mu      sync.Mutex
-	waiting map[string]waiter
-	err     error
-	dead    chan struct{}
+	*serverinfo.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]
+	waiting serverinfo.Waiters[waiter]
 }
 
 type waiter struct {
@@ -159,18 +159,14 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	if len(msgs) == 0 {
 		return results, nil
 	}
-	cc, gen, err := t.conn.Get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("udtransformer: %w", err)
-	}
-	st, err := t.stream(ctx, cc, gen)
+	st, err := t.stream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("udtransformer: %w", err)
 	}
 
 	replies := make(chan reply, len(msgs))
 	ids := make([]string, 0, len(msgs))
-	defer func() { st.forget(ids) }()
+	defer func() { st.waiting.Forget(ids) }()
 	limit := t.conn.MaxMessageSize()
 	waitingFor := 0
 	held := 0 // slots this call holds: one per request without its response yet
@@ -197,8 +193,8 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 				return nil
 			case r := <-replies:
 				take(r)
-			case <-st.dead:
-				return t.broken(st, st.failure())
+			case <-st.Dead():
+				return t.broken(st, st.Err())
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -215,12 +211,13 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		if err := acquire(); err != nil {
 			return nil, err
 		}
-		if err := st.expect(id, waiter{k: k, ch: replies}); err != nil {
+		if err := st.Err(); err != nil {
 			return nil, t.broken(st, err)
 		}
+		st.waiting.Add(id, waiter{k: k, ch: replies})
 		ids = append(ids, id)
 		waitingFor++
-		if err := st.send(req); err != nil {
+		if err := st.Send(req); err != nil {
 			return nil, t.broken(st, err)
 		}
 	}
@@ -230,8 +227,8 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		select {
 		case r := <-replies:
 			take(r)
-		case <-st.dead:
-			return nil, t.broken(st, st.failure())
+		case <-st.Dead():
+			return nil, t.broken(st, st.Err())
 		case <-timer.C:
 			// Reset the stream: the engine retries the batch on a new one.
 			return nil, t.broken(st, fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, len(msgs), t.conn.CallTimeout()))
@@ -299,152 +296,47 @@ func result(in *runner.Message, resp *stpb.SourceTransformResponse) runner.Trans
 
 // broken marks the stream and the connection failed and says so.
 func (t *Transformer) broken(st *stream, err error) error {
-	st.fail(err)
-	t.mu.Lock()
-	if t.st == st {
-		t.st = nil
-	}
-	t.mu.Unlock()
-	t.conn.Fail(st.gen, err)
-	return fmt.Errorf("udtransformer: SourceTransformFn stream broke: %w", err)
+	t.st.Drop(st)
+	return fmt.Errorf("udtransformer: SourceTransformFn stream broke: %w", st.Break(err))
 }
 
 // stream returns the stream of the current connection, opening it (with
 // the handshake) when there is none.
-func (t *Transformer) stream(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, serverinfo.ErrClosed
-	}
-	if t.st != nil && t.st.gen == gen && t.st.failure() == nil {
-		return t.st, nil
-	}
-	if t.st != nil {
-		t.st.fail(errors.New("replaced"))
-		t.st.cancel()
-	}
-	t.st = nil
-	sctx, cancel := context.WithCancel(t.ctx)
-	c, err := stpb.NewSourceTransformClient(cc).SourceTransformFn(sctx)
-	if err == nil {
-		err = c.Send(&stpb.SourceTransformRequest{Handshake: &stpb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		err = handshake(ctx, c)
-	}
+func (t *Transformer) stream(ctx context.Context) (*stream, error) {
+	cc, gen, err := t.conn.Get(ctx)
 	if err != nil {
-		cancel()
-		if ctx.Err() == nil {
-			t.conn.Fail(gen, err)
-		}
-		return nil, fmt.Errorf("open SourceTransformFn stream: %w", err)
+		return nil, err
 	}
-	st := &stream{gen: gen, c: c, cancel: cancel, waiting: map[string]waiter{}, dead: make(chan struct{})}
-	go st.receive(t.log)
-	t.st = st
-	return st, nil
-}
-
-func handshake(ctx context.Context, c stpb.SourceTransform_SourceTransformFnClient) error {
-	errc := make(chan error, 1)
-	go func() {
-		resp, err := c.Recv()
-		if err == nil && !resp.GetHandshake().GetSot() {
-			err = fmt.Errorf("protocol error: the first response is not a handshake: %v", resp)
-		}
-		errc <- err
-	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// receive routes responses to their calls until the stream ends.
-func (st *stream) receive(log *zap.SugaredLogger) {
-	for {
-		resp, err := st.c.Recv()
+	return t.st.Get(gen, func() (*stream, error) {
+		s, err := serverinfo.Open(ctx, t.ctx, t.conn, cc, gen, sourceTransformFn)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("the container closed the stream")
+			return nil, err
+		}
+		st := &stream{Stream: s}
+		go st.Receive(func(resp *stpb.SourceTransformResponse) error {
+			w, ok := st.waiting.Get(resp.GetId(), true)
+			if !ok {
+				// A call that gave up (its context ended) or a container
+				// answering twice: either way nobody waits for it.
+				t.log.Debugw("dropping a transformer response nobody waits for", "id", resp.GetId())
+				return nil
 			}
-			st.fail(err)
-			return
-		}
-		st.mu.Lock()
-		w, ok := st.waiting[resp.GetId()]
-		delete(st.waiting, resp.GetId())
-		st.mu.Unlock()
-		if !ok {
-			// A call that gave up (its context ended) or a container
-			// answering twice: either way nobody waits for it.
-			log.Debugw("dropping a transformer response nobody waits for", "id", resp.GetId())
-			continue
-		}
-		w.ch <- reply{k: w.k, resp: resp}
-	}
-}
-
-func (st *stream) expect(id string, w waiter) error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.err != nil {
-		return st.err
-	}
-	st.waiting[id] = w
-	return nil
-}
-
-func (st *stream) forget(ids []string) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for _, id := range ids {
-		delete(st.waiting, id)
-	}
-}
-
-func (st *stream) send(req *stpb.SourceTransformRequest) error {
-	st.sendMu.Lock()
-	defer st.sendMu.Unlock()
-	return st.c.Send(req)
-}
-
-func (st *stream) fail(err error) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.err == nil {
-		st.err = err
-		close(st.dead)
-	}
-}
-
-func (st *stream) failure() error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.err
+			w.ch <- reply{k: w.k, resp: resp}
+			return nil
+		})
+		return st, nil
+	})
 }
 
 // Close ends the stream the way the SDK servers expect (a closed send side
 // first) and closes the connection.
 func (t *Transformer) Close(context.Context) error {
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	st, closedBefore := t.st.Close()
+	if closedBefore {
 		return nil
 	}
-	t.closed = true
-	st := t.st
-	t.st = nil
-	t.mu.Unlock()
 	if st != nil {
-		st.sendMu.Lock()
-		st.c.CloseSend()
-		st.sendMu.Unlock()
-		st.fail(serverinfo.ErrClosed)
-		st.cancel()
+		st.Close()
 	}
 	t.cancel()
 	return t.conn.Close()

@@ -1,0 +1,312 @@
+package serverinfo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"google.golang.org/grpc"
+)
+
+// ErrContainerClosedStream is what a stream reports when the container
+// ended it (io.EOF on the client side): the SDK servers close a stream only
+// when their handler stops, so the container is treated as lost.
+var ErrContainerClosedStream = errors.New("the container closed the stream")
+
+// Protocol describes one bidirectional Numaflow RPC (ReadFn, AckFn, SinkFn,
+// SourceTransformFn, MapFn) to the stream helper: every one of them is
+// opened with a start-of-transmission handshake that the container echoes.
+type Protocol[Req, Resp any] struct {
+	// Name is the RPC's name in errors ("SinkFn").
+	Name string
+	// Open starts the RPC on cc.
+	Open func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[Req, Resp], error)
+	// Handshake makes the request that opens the stream (handshake.sot set).
+	Handshake func() *Req
+	// IsHandshake reports whether resp is the container's handshake answer.
+	IsHandshake func(resp *Resp) bool
+	// HandshakeWithinCallTimeout bounds the wait for the handshake answer
+	// by MV_UDF_CALL_TIMEOUT as well as by the caller's context.
+	HandshakeWithinCallTimeout bool
+}
+
+// Stream is one bidirectional stream to a Numaflow container after its
+// handshake. Sends are serialized, so any number of goroutines may send;
+// the first failure is kept and closes Dead, and a stream that failed is
+// not used again: the adapter opens a new one.
+type Stream[Req, Resp any] struct {
+	conn   *Conn
+	gen    uint64
+	c      grpc.BidiStreamingClient[Req, Resp]
+	cancel context.CancelFunc
+
+	sendMu sync.Mutex
+
+	mu   sync.Mutex
+	err  error
+	dead chan struct{}
+}
+
+// Open starts a stream of protocol p on cc, connection generation gen of
+// conn, under parent (which outlives the call that opens it; cancelling it
+// ends the stream), and does the handshake, waiting for its answer as long
+// as ctx (the call's) allows. A stream that cannot be opened while ctx is
+// still alive reports the container lost to conn.
+func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.ClientConn, gen uint64, p Protocol[Req, Resp]) (*Stream[Req, Resp], error) {
+	sctx, cancel := context.WithCancel(parent)
+	c, err := p.Open(sctx, cc)
+	s := &Stream[Req, Resp]{conn: conn, gen: gen, c: c, cancel: cancel, dead: make(chan struct{})}
+	if err == nil {
+		err = c.Send(p.Handshake())
+	}
+	if err == nil {
+		hctx := ctx
+		if p.HandshakeWithinCallTimeout {
+			var hcancel context.CancelFunc
+			hctx, hcancel = context.WithTimeout(ctx, conn.CallTimeout())
+			defer hcancel()
+		}
+		var resp *Resp
+		resp, err = s.RecvWithin(hctx)
+		if err == nil && !p.IsHandshake(resp) {
+			err = fmt.Errorf("protocol error: the first response is not a handshake: %v", resp)
+		}
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() == nil {
+			conn.Fail(gen, err)
+		}
+		return nil, fmt.Errorf("open %s stream: %w", p.Name, err)
+	}
+	return s, nil
+}
+
+// Gen is the connection generation the stream was opened on.
+func (s *Stream[Req, Resp]) Gen() uint64 { return s.gen }
+
+// Send sends one request; concurrent sends go out one after the other. A
+// stream the container ended is ErrContainerClosedStream.
+func (s *Stream[Req, Resp]) Send(req *Req) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return closedByContainer(s.c.Send(req))
+}
+
+// CloseSend ends the sending side, which the SDK servers read as the end
+// of the stream (never as an error that would stop them).
+func (s *Stream[Req, Resp]) CloseSend() error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.c.CloseSend()
+}
+
+// Recv receives one response; the container ending the stream is
+// ErrContainerClosedStream.
+func (s *Stream[Req, Resp]) Recv() (*Resp, error) {
+	resp, err := s.c.Recv()
+	return resp, closedByContainer(err)
+}
+
+func closedByContainer(err error) error {
+	if errors.Is(err, io.EOF) {
+		return ErrContainerClosedStream
+	}
+	return err
+}
+
+// RecvWithin receives one response, giving up when ctx ends. The receive
+// it gave up on goes on until the stream ends, so the stream is then only
+// good for being cancelled.
+func (s *Stream[Req, Resp]) RecvWithin(ctx context.Context) (*Resp, error) {
+	type received struct {
+		resp *Resp
+		err  error
+	}
+	ch := make(chan received, 1)
+	go func() {
+		resp, err := s.Recv()
+		ch <- received{resp, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Receive hands every response to handle until the stream ends or handle
+// returns an error; then it fails the stream with that error and returns
+// it. It is the stream's receive loop: run it in its own goroutine.
+func (s *Stream[Req, Resp]) Receive(handle func(resp *Resp) error) error {
+	for {
+		resp, err := s.Recv()
+		if err == nil {
+			err = handle(resp)
+		}
+		if err != nil {
+			s.Fail(err)
+			return err
+		}
+	}
+}
+
+// Fail marks the stream failed with err unless it failed before, and
+// closes Dead. It reports whether err is the stream's failure.
+func (s *Stream[Req, Resp]) Fail(err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	s.err = err
+	close(s.dead)
+	return true
+}
+
+// Err is the stream's failure, nil while it works.
+func (s *Stream[Req, Resp]) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Dead is closed when the stream fails.
+func (s *Stream[Req, Resp]) Dead() <-chan struct{} { return s.dead }
+
+// Cancel ends the stream at once, without a goodbye to the container.
+func (s *Stream[Req, Resp]) Cancel() { s.cancel() }
+
+// Reset fails and cancels the stream without blaming the container: it
+// was replaced, closed, or given up by its caller.
+func (s *Stream[Req, Resp]) Reset(err error) {
+	s.Fail(err)
+	s.cancel()
+}
+
+// Break fails and cancels the stream and reports the container lost to the
+// connection, which waits for it to come back (MV_UDF_RECONNECT_TIMEOUT).
+// It returns err.
+func (s *Stream[Req, Resp]) Break(err error) error {
+	s.Reset(err)
+	s.conn.Fail(s.gen, err)
+	return err
+}
+
+// Close ends the stream the way the SDK servers expect (the sending side
+// first), fails it with ErrClosed and cancels it.
+func (s *Stream[Req, Resp]) Close() {
+	s.CloseSend()
+	s.Reset(ErrClosed)
+}
+
+// Current is the one stream an adapter keeps open to its container, of
+// the adapter's stream type S (which embeds a *Stream): it is opened on
+// first use, and again once it failed or the container came back on a new
+// connection.
+type Current[S interface {
+	comparable
+	Gen() uint64
+	Err() error
+	Reset(error)
+}] struct {
+	mu     sync.Mutex
+	st     S
+	closed bool
+}
+
+// errReplaced ends a stream whose connection was replaced.
+var errReplaced = errors.New("the stream was replaced")
+
+// Get returns the current stream if it is of connection generation gen and
+// has not failed, and otherwise resets it and opens a new one with open.
+// Opens do not overlap. After Close it returns ErrClosed.
+func (c *Current[S]) Get(gen uint64, open func() (S, error)) (S, error) {
+	var none S
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return none, ErrClosed
+	}
+	if c.st != none {
+		if c.st.Gen() == gen && c.st.Err() == nil {
+			return c.st, nil
+		}
+		c.st.Reset(errReplaced)
+		c.st = none
+	}
+	st, err := open()
+	if err != nil {
+		return none, err
+	}
+	c.st = st
+	return st, nil
+}
+
+// Drop forgets st if it is the current stream, so the next Get opens a new one.
+func (c *Current[S]) Drop(st S) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st == st {
+		var none S
+		c.st = none
+	}
+}
+
+// Close makes later Gets fail with ErrClosed and hands back the current
+// stream (the zero S when there is none) for the adapter to end.
+func (c *Current[S]) Close() (st S, closedBefore bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var none S
+	st, c.st = c.st, none
+	closedBefore, c.closed = c.closed, true
+	return st, closedBefore
+}
+
+// Waiters are the calls waiting on a stream for the answers to their
+// requests, by request id; W is what a call waits with.
+type Waiters[W any] struct {
+	mu sync.Mutex
+	m  map[string]W
+}
+
+// Add makes w wait for the answer to request id.
+func (ws *Waiters[W]) Add(id string, w W) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.m == nil {
+		ws.m = map[string]W{}
+	}
+	ws.m[id] = w
+}
+
+// Get returns what waits for request id, and with done stops its wait.
+func (ws *Waiters[W]) Get(id string, done bool) (W, bool) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w, ok := ws.m[id]
+	if ok && done {
+		delete(ws.m, id)
+	}
+	return w, ok
+}
+
+// Forget stops the waits for ids, answered or not (a call that gave up).
+func (ws *Waiters[W]) Forget(ids []string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, id := range ids {
+		delete(ws.m, id)
+	}
+}
+
+// Len is the number of requests still waited for.
+func (ws *Waiters[W]) Len() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.m)
+}
