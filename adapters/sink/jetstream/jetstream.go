@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -55,9 +56,13 @@ func (c *Config) Validate(role runner.Role) error {
 	case runner.RoleOnSuccessSink:
 		urlVar, subjectVar = "MV_ON_SUCCESS_JETSTREAM_URL", "MV_ON_SUCCESS_JETSTREAM_SUBJECT"
 	}
-	switch {
-	case strings.TrimSpace(url) == "":
+	if strings.TrimSpace(url) == "" {
 		return &runner.ConfigError{Var: urlVar, Value: url, Reason: "is required for the jetstream sink, e.g. nats://nats:4222"}
+	}
+	if err := jssource.CheckURLs(url); err != nil {
+		return &runner.ConfigError{Var: c.urlVar(role), Value: url, Reason: err.Error()}
+	}
+	switch {
 	case subject == "" || strings.ContainsAny(subject, " \t\r\n*>") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, ".."):
 		return &runner.ConfigError{Var: subjectVar, Value: subject, Reason: "must be a subject without wildcards, e.g. orders.processed"}
 	case c.PublishTimeout <= 0:
@@ -81,6 +86,19 @@ func (c *Config) target(role runner.Role) (url, subject string) {
 		return firstSet(c.OnSuccessURL, url), c.OnSuccessSubject
 	}
 	return url, c.Subject
+}
+
+// urlVar names the variable the URL of role comes from.
+func (c *Config) urlVar(role runner.Role) string {
+	switch {
+	case role == runner.RoleFallbackSink && c.FallbackURL != "":
+		return "MV_FALLBACK_JETSTREAM_URL"
+	case role == runner.RoleOnSuccessSink && c.OnSuccessURL != "":
+		return "MV_ON_SUCCESS_JETSTREAM_URL"
+	case c.SinkURL != "":
+		return "MV_JETSTREAM_SINK_URL"
+	}
+	return "MV_JETSTREAM_URL"
 }
 
 func (c *Config) creds(role runner.Role) string {

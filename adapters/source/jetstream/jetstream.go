@@ -18,10 +18,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,17 +49,26 @@ type Config struct {
 	Creds         string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
 	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 	APITimeout    time.Duration `envconfig:"MV_JETSTREAM_API_TIMEOUT" default:"5s" desc:"timeout of JetStream API calls and ack confirmations"`
+	MissingWait   time.Duration `envconfig:"MV_JETSTREAM_CONSUMER_TIMEOUT" default:"60s" desc:"how long a deleted consumer the runner did not create may stay away before the runner exits 1 (0: at once); one the runner created is created again at once"`
 }
 
 // Validate checks the values that parse but cannot be used.
 func (c *Config) Validate(runner.Role) error {
-	switch {
-	case strings.TrimSpace(c.URL) == "":
+	if strings.TrimSpace(c.URL) == "" {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: "is required for MV_SOURCE=jetstream, e.g. nats://nats:4222"}
-	case c.Stream == "" || !validName(c.Stream):
-		return &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: c.Stream, Reason: "must name a stream (no spaces, '.', '*' or '>')"}
-	case c.Consumer == "" || !validName(c.Consumer):
-		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: c.Consumer, Reason: "must name a durable consumer (no spaces, '.', '*' or '>')"}
+	}
+	if err := CheckURLs(c.URL); err != nil {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: err.Error()}
+	}
+	switch {
+	case !validName(c.Stream):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: c.Stream, Reason: "must name a stream: 1 to 255 bytes of printable text without spaces, '.', '*', '>', '/' or '\\'"}
+	case !validName(c.Consumer):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: c.Consumer, Reason: "must name a durable consumer: 1 to 255 bytes of printable text without spaces, '.', '*', '>', '/' or '\\'"}
+	case c.FilterSubject != "" && !validFilter(c.FilterSubject):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_FILTER_SUBJECT", Value: c.FilterSubject, Reason: "must be a subject such as orders.* or orders.>: dot-separated non-empty tokens without spaces, '*' and '>' only as whole tokens, '>' only last"}
+	case c.MissingWait < 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER_TIMEOUT", Value: c.MissingWait.String(), Reason: "must be 0 (exit at once) or a positive duration such as 60s"}
 	case c.DeliverPolicy != "all" && c.DeliverPolicy != "new":
 		return &runner.ConfigError{Var: "MV_JETSTREAM_DELIVER_POLICY", Value: c.DeliverPolicy, Reason: "must be all or new"}
 	case c.AckWait < time.Second:
@@ -73,8 +85,87 @@ func (c *Config) Validate(runner.Role) error {
 	return nil
 }
 
+// validName reports whether s can name a stream or consumer: the server
+// refuses '.', '*', '>', path separators, names over 255 bytes, and stores
+// control characters badly.
 func validName(s string) bool {
-	return !strings.ContainsAny(s, " \t\r\n.*>")
+	if s == "" || len(s) > 255 || !utf8.ValidString(s) || strings.ContainsAny(s, ".*>/\\") {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validFilter reports whether s is a subject a consumer can filter on.
+func validFilter(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	tokens := strings.Split(s, ".")
+	for i, t := range tokens {
+		if t == "" || (t == ">" && i != len(tokens)-1) {
+			return false
+		}
+		for _, r := range t {
+			if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// CheckURLs checks a NATS server URL, or a comma-separated list of them,
+// the way the client will read it, so that a malformed one is a setting
+// error rather than a server that seems down.
+func CheckURLs(list string) error {
+	n, ws := 0, false
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		s := raw
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a URL: %v", raw, errors.Unwrap(err))
+		}
+		isWS := false
+		switch u.Scheme {
+		case "nats", "tls":
+		case "ws", "wss":
+			isWS = true
+		default:
+			return fmt.Errorf("%q: the scheme must be nats, tls, ws or wss", raw)
+		}
+		if n > 0 && isWS != ws {
+			return fmt.Errorf("websocket (ws, wss) and plain (nats, tls) URLs cannot be mixed")
+		}
+		ws = isWS
+		if u.Hostname() == "" {
+			return fmt.Errorf("%q has no host, e.g. nats://nats:4222", raw)
+		}
+		if p := u.Port(); p != "" {
+			if v, err := strconv.Atoi(p); err != nil || v < 1 || v > 65535 {
+				return fmt.Errorf("%q: the port must be between 1 and 65535", raw)
+			}
+		}
+		if !isWS && u.Path != "" && u.Path != "/" {
+			return fmt.Errorf("%q has a path; a NATS URL is scheme://[user:password@]host[:port]", raw)
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("names no server, e.g. nats://nats:4222")
+	}
+	return nil
 }
 
 func init() {
@@ -94,10 +185,18 @@ func init() {
 
 // Source reads a stream through a durable pull consumer.
 type Source struct {
-	cfg  Config
-	log  *zap.SugaredLogger
-	nc   *nats.Conn
-	cons jetstream.Consumer
+	cfg Config
+	log *zap.SugaredLogger
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	// cons is the bound consumer; a deleted one is replaced (see rebind,
+	// which rebindMu serializes). missingSince is when the consumer was
+	// found deleted, zero while it exists.
+	rebindMu     sync.Mutex
+	consMu       sync.Mutex
+	cons         jetstream.Consumer
+	missingSince time.Time
 
 	// held are the messages read and not yet acked or nacked, with the time
 	// the server last heard about them; the in-progress loop keeps them
@@ -133,7 +232,7 @@ func (s *Source) consumerInfo(ctx context.Context) (*jetstream.ConsumerInfo, err
 	}
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
 	defer cancel()
-	info, err := s.cons.Info(ictx)
+	info, err := s.consumer().Info(ictx)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
 	}
@@ -170,7 +269,7 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 		return nil, err
 	}
 	s := &Source{
-		cfg: cfg, log: log, nc: nc, cons: cons,
+		cfg: cfg, log: log, nc: nc, js: js, cons: cons,
 		held: map[jetstream.Msg]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -191,7 +290,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 	stream, err := js.Stream(actx, cfg.Stream)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("stream %q does not exist: create it (nats stream add) or fix MV_JETSTREAM_STREAM", cfg.Stream)
+			return nil, &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: cfg.Stream, Reason: "the stream does not exist on the server: create it (nats stream add) or name an existing one"}
 		}
 		return nil, fmt.Errorf("look up stream %q: %w", cfg.Stream, err)
 	}
@@ -199,7 +298,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cc := jetstream.ConsumerConfig{
 			Durable:       cfg.Consumer,
-			Description:   "monovertex runner (MV_SOURCE=jetstream)",
+			Description:   createdBy,
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.AckWait,
 			MaxAckPending: cfg.MaxAckPending,
@@ -221,21 +320,147 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 				"ackWait", cfg.AckWait, "maxAckPending", cfg.MaxAckPending, "filter", cfg.FilterSubject)
 		}
 	}
+	if errors.Is(err, jetstream.ErrNotPullConsumer) {
+		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: cfg.Consumer, Reason: pushConsumer}
+	}
 	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == 400 {
+			// The server refused the settings of the consumer to create.
+			variable, value := "MV_JETSTREAM_CONSUMER", cfg.Consumer
+			if cfg.FilterSubject != "" && strings.Contains(strings.ToLower(apiErr.Description), "filter") {
+				variable, value = "MV_JETSTREAM_FILTER_SUBJECT", cfg.FilterSubject
+			}
+			return nil, &runner.ConfigError{Var: variable, Value: value, Reason: "the server refused the consumer: " + apiErr.Description}
+		}
 		return nil, fmt.Errorf("consumer %q on stream %q: %w", cfg.Consumer, cfg.Stream, err)
 	}
-	info := cons.CachedInfo()
-	switch {
-	case info.Config.DeliverSubject != "":
-		return nil, fmt.Errorf("consumer %q is a push consumer; use a pull consumer (delete it and let the runner create one, or name another in MV_JETSTREAM_CONSUMER)", cfg.Consumer)
-	case info.Config.AckPolicy != jetstream.AckExplicitPolicy:
-		return nil, fmt.Errorf("consumer %q has ack policy %s; the runner acks each message after it is written and needs explicit acks", cfg.Consumer, info.Config.AckPolicy)
+	if err := usable(cons.CachedInfo(), cfg.Consumer); err != nil {
+		return nil, err
 	}
+	info := cons.CachedInfo()
 	if info.Config.AckWait != cfg.AckWait || info.Config.MaxAckPending != cfg.MaxAckPending {
 		log.Infow("using the existing consumer's settings", "consumer", cfg.Consumer,
 			"ackWait", info.Config.AckWait, "maxAckPending", info.Config.MaxAckPending)
 	}
 	return cons, nil
+}
+
+// createdBy is the description of a consumer a runner created; such a
+// consumer is created again when it is deleted under a running runner.
+const createdBy = "monovertex runner (MV_SOURCE=jetstream)"
+
+const pushConsumer = "is a push consumer; the runner needs a pull consumer (delete it and let the runner create one, or name another)"
+
+// usable refuses a consumer this source cannot work with.
+func usable(info *jetstream.ConsumerInfo, name string) error {
+	switch {
+	case info.Config.DeliverSubject != "":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: name, Reason: pushConsumer}
+	case info.Config.AckPolicy != jetstream.AckExplicitPolicy:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: name,
+			Reason: fmt.Sprintf("has ack policy %s; the runner acks each message after it is written and needs explicit acks (delete it and let the runner create one, or name another)", info.Config.AckPolicy)}
+	}
+	return nil
+}
+
+// consumer returns the bound consumer.
+func (s *Source) consumer() jetstream.Consumer {
+	s.consMu.Lock()
+	defer s.consMu.Unlock()
+	return s.cons
+}
+
+// consumerGone reports whether err says the consumer no longer exists: a
+// pull request to a deleted consumer has no responders, one waiting when
+// it is deleted ends with "consumer deleted".
+func consumerGone(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+// rebind is called when the consumer is gone. It binds to the consumer if
+// it exists again; creates it again if a runner created it, starting after
+// the last ack floor it knows (so nothing unacked is skipped, and a
+// deliver policy of "new" loses nothing published meanwhile); and
+// otherwise waits for its owner to create it again, failing fatally once
+// it has been missing for MV_JETSTREAM_CONSUMER_TIMEOUT.
+func (s *Source) rebind(ctx context.Context, cause error) error {
+	s.rebindMu.Lock()
+	defer s.rebindMu.Unlock()
+	old := s.consumer()
+	actx, cancel := context.WithTimeout(ctx, 2*s.cfg.APITimeout)
+	defer cancel()
+	stream, err := s.js.Stream(actx, s.cfg.Stream)
+	if err != nil {
+		return s.missing(fmt.Errorf("look up stream %q: %w (after: %v)", s.cfg.Stream, err, cause))
+	}
+	cons, err := stream.Consumer(actx, s.cfg.Consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		bound := old.CachedInfo()
+		if bound.Config.Description != createdBy {
+			return s.missing(fmt.Errorf("consumer %q on stream %q was deleted, and as the runner did not create it, only its owner may create it again", s.cfg.Consumer, s.cfg.Stream))
+		}
+		cc := bound.Config
+		for k := range cc.Metadata {
+			if strings.HasPrefix(k, "_nats.") {
+				delete(cc.Metadata, k) // the server's own, set again on create
+			}
+		}
+		// Start after the ack floor, whatever the first policy was: the
+		// floor of a consumer created with "new" is where it started.
+		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartSequencePolicy, s.ackFloor(bound)+1, nil
+		cons, err = stream.CreateConsumer(actx, cc)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			cons, err = stream.Consumer(actx, s.cfg.Consumer) // another replica was first
+		} else if err == nil {
+			s.log.Warnw("the consumer was deleted; created it again with the same settings", "stream", s.cfg.Stream, "consumer", s.cfg.Consumer,
+				"deliverPolicy", cc.DeliverPolicy.String(), "startSeq", cc.OptStartSeq)
+		}
+	}
+	if err != nil {
+		return s.missing(fmt.Errorf("consumer %q on stream %q is gone and could not be bound again: %w", s.cfg.Consumer, s.cfg.Stream, err))
+	}
+	if err := usable(cons.CachedInfo(), s.cfg.Consumer); err != nil {
+		return s.missing(err)
+	}
+	s.consMu.Lock()
+	s.cons, s.missingSince = cons, time.Time{}
+	s.consMu.Unlock()
+	s.infoMu.Lock()
+	s.info = nil
+	s.infoMu.Unlock()
+	return nil
+}
+
+// missing records that the consumer is missing and returns err, made fatal
+// once it has been missing for MV_JETSTREAM_CONSUMER_TIMEOUT.
+func (s *Source) missing(err error) error {
+	now := time.Now()
+	s.consMu.Lock()
+	defer s.consMu.Unlock()
+	if s.missingSince.IsZero() {
+		s.missingSince = now
+		s.log.Warnw("the consumer is gone; reads fail until it is back", "stream", s.cfg.Stream, "consumer", s.cfg.Consumer,
+			"timeout", s.cfg.MissingWait.String(), "error", err)
+	}
+	if gone := now.Sub(s.missingSince); gone >= s.cfg.MissingWait {
+		return runner.Fatal(fmt.Errorf("jetstream source: %w; missing for %v (MV_JETSTREAM_CONSUMER_TIMEOUT), exiting; unacked messages are redelivered once the consumer is back",
+			err, gone.Round(time.Millisecond)))
+	}
+	return fmt.Errorf("jetstream source: %w", err)
+}
+
+// ackFloor is the highest stream sequence below which everything was
+// acked, from the freshest consumer info known.
+func (s *Source) ackFloor(bound *jetstream.ConsumerInfo) uint64 {
+	floor := bound.AckFloor.Stream
+	s.infoMu.Lock()
+	if s.info != nil && s.info.AckFloor.Stream > floor {
+		floor = s.info.AckFloor.Stream
+	}
+	s.infoMu.Unlock()
+	return floor
 }
 
 // maxFetchWait bounds one pull request, so a Read with a long timeout that
@@ -260,29 +485,57 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 	for {
 		var batch jetstream.MessageBatch
 		var err error
+		cons := s.consumer()
 		wait := min(time.Until(deadline), maxFetchWait)
 		if wait < 10*time.Millisecond {
-			batch, err = s.cons.FetchNoWait(max)
+			batch, err = cons.FetchNoWait(max)
 		} else {
 			// The server ends the pull request after wait (with a 408 that
 			// the client swallows); the client's own timer only fires a
 			// second later, so nothing the server sends is left in flight.
-			batch, err = s.cons.Fetch(max, jetstream.FetchMaxWait(wait))
+			batch, err = cons.Fetch(max, jetstream.FetchMaxWait(wait))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+			return nil, s.fetchFailed(ctx, err)
 		}
 		msgs, cancelled := s.collect(ctx, batch, max)
 		if cancelled {
 			return msgs, nil // shutting down: the engine stops reading
 		}
 		if err := batch.Error(); err != nil {
-			return msgs, fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+			if len(msgs) > 0 && consumerGone(err) {
+				return msgs, nil // the next read finds the consumer gone
+			}
+			return msgs, s.fetchFailed(ctx, err)
+		}
+		if s.isMissing() {
+			s.consMu.Lock()
+			s.missingSince = time.Time{} // its owner created it again
+			s.consMu.Unlock()
 		}
 		if len(msgs) > 0 || wait < 10*time.Millisecond || time.Until(deadline) < 10*time.Millisecond {
 			return msgs, nil
 		}
 	}
+}
+
+// fetchFailed words a failed fetch; when the consumer is gone it binds to
+// it again (or creates it again) first, and a read that did that reports
+// nothing read rather than an error.
+func (s *Source) fetchFailed(ctx context.Context, err error) error {
+	if consumerGone(err) && s.nc.IsConnected() {
+		if rerr := s.rebind(ctx, err); rerr != nil {
+			return rerr
+		}
+		return nil
+	}
+	return fmt.Errorf("jetstream source: fetch from %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
+}
+
+func (s *Source) isMissing() bool {
+	s.consMu.Lock()
+	defer s.consMu.Unlock()
+	return !s.missingSince.IsZero()
 }
 
 // collect takes the fetch's messages until it ends or ctx is done. On
@@ -420,6 +673,12 @@ func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error
 	for left > 0 {
 		select {
 		case r := <-replies:
+			if st := r.Header.Get("Status"); st != "" {
+				// "503 no responders": the consumer that delivered these
+				// messages is gone, so nothing confirms the acks.
+				return fmt.Errorf("jetstream source: acks of %d messages not taken (status %s %s: the consumer is gone); they are redelivered",
+					len(msgs), st, r.Header.Get("Description"))
+			}
 			i, err := strconv.Atoi(strings.TrimPrefix(r.Subject, prefix))
 			if err == nil && i >= 0 && i < len(msgs) && !confirmed[i] {
 				confirmed[i] = true
@@ -515,10 +774,16 @@ func (s *Source) GroupProcessed(ctx context.Context) (int64, error) {
 
 var _ runner.GroupProgressReader = (*Source)(nil)
 
-// Ready reports whether the connection to the server is up.
+// Ready reports whether the connection to the server is up and the
+// consumer exists.
 func (s *Source) Ready(context.Context) error {
 	if err := natsjs.StatusError(s.nc); err != nil {
 		return fmt.Errorf("jetstream source: %w", err)
+	}
+	s.consMu.Lock()
+	defer s.consMu.Unlock()
+	if !s.missingSince.IsZero() {
+		return fmt.Errorf("jetstream source: consumer %q on stream %q missing for %v", s.cfg.Consumer, s.cfg.Stream, time.Since(s.missingSince).Round(time.Millisecond))
 	}
 	return nil
 }

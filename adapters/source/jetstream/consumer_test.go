@@ -1,0 +1,228 @@
+package jetstream_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
+	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/runner"
+)
+
+func TestValidateRefusesWhatTheServerWould(t *testing.T) {
+	good := testConfig("nats://127.0.0.1:4222", "S")
+	for _, tc := range []struct {
+		name   string
+		change func(*jssource.Config)
+		bad    string
+	}{
+		{"url list", func(c *jssource.Config) { c.URL = "nats://a:4222, tls://b:4443,c" }, ""},
+		{"websocket url with a path", func(c *jssource.Config) { c.URL = "wss://a/nats" }, ""},
+		{"filter with wildcards", func(c *jssource.Config) { c.FilterSubject = "S.*.x.>" }, ""},
+		{"unbalanced bracket", func(c *jssource.Config) { c.URL = "nats://[::1" }, "MV_JETSTREAM_URL"},
+		{"port out of range", func(c *jssource.Config) { c.URL = "nats://127.0.0.1:99999" }, "MV_JETSTREAM_URL"},
+		{"space in host", func(c *jssource.Config) { c.URL = "nats://a b:4222" }, "MV_JETSTREAM_URL"},
+		{"bad escape", func(c *jssource.Config) { c.URL = "nats://%zz" }, "MV_JETSTREAM_URL"},
+		{"http scheme", func(c *jssource.Config) { c.URL = "http://nats:4222" }, "MV_JETSTREAM_URL"},
+		{"only commas", func(c *jssource.Config) { c.URL = " , ," }, "MV_JETSTREAM_URL"},
+		{"mixed websocket", func(c *jssource.Config) { c.URL = "nats://a,ws://b" }, "MV_JETSTREAM_URL"},
+		{"consumer with a slash", func(c *jssource.Config) { c.Consumer = "a/b" }, "MV_JETSTREAM_CONSUMER"},
+		{"consumer with a control byte", func(c *jssource.Config) { c.Consumer = "a\x00b" }, "MV_JETSTREAM_CONSUMER"},
+		{"consumer too long", func(c *jssource.Config) { c.Consumer = strings.Repeat("c", 256) }, "MV_JETSTREAM_CONSUMER"},
+		{"stream with a backslash", func(c *jssource.Config) { c.Stream = `a\b` }, "MV_JETSTREAM_STREAM"},
+		{"filter with an empty token", func(c *jssource.Config) { c.FilterSubject = "S..x" }, "MV_JETSTREAM_FILTER_SUBJECT"},
+		{"filter with > inside", func(c *jssource.Config) { c.FilterSubject = "S.>.x" }, "MV_JETSTREAM_FILTER_SUBJECT"},
+		{"filter with a space", func(c *jssource.Config) { c.FilterSubject = "S.a b" }, "MV_JETSTREAM_FILTER_SUBJECT"},
+		{"negative consumer timeout", func(c *jssource.Config) { c.MissingWait = -time.Second }, "MV_JETSTREAM_CONSUMER_TIMEOUT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := good
+			tc.change(&c)
+			err := c.Validate(runner.RoleSource)
+			var ce *runner.ConfigError
+			switch {
+			case tc.bad == "" && err != nil:
+				t.Fatalf("valid config refused: %v", err)
+			case tc.bad != "" && (!errors.As(err, &ce) || ce.Var != tc.bad):
+				t.Fatalf("got %v, want a ConfigError for %s", err, tc.bad)
+			case err != nil && strings.Contains(err.Error(), "\n"):
+				t.Fatalf("error of more than one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestUnusableStreamOrConsumerIsAConfigError(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "CE")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateConsumer(ctx, "CE", jetstream.ConsumerConfig{Durable: "ackall", AckPolicy: jetstream.AckAllPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateOrUpdatePushConsumer(ctx, "CE", jetstream.ConsumerConfig{Durable: "push", AckPolicy: jetstream.AckExplicitPolicy, DeliverSubject: "push.here"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stream, consumer, variable string
+	}{
+		{"NOPE", "runner", "MV_JETSTREAM_STREAM"},
+		{"CE", "ackall", "MV_JETSTREAM_CONSUMER"},
+		{"CE", "push", "MV_JETSTREAM_CONSUMER"},
+	} {
+		cfg := testConfig(srv.URL(), tc.stream)
+		cfg.Consumer = tc.consumer
+		_, err := jssource.New(ctx, cfg, t.Name(), nil)
+		var ce *runner.ConfigError
+		if !errors.As(err, &ce) || ce.Var != tc.variable {
+			t.Errorf("stream %s consumer %s: %v, want a ConfigError for %s", tc.stream, tc.consumer, err, tc.variable)
+		}
+	}
+	// A server that is not there is no setting error: it may come up.
+	cfg := testConfig("nats://127.0.0.1:1", "CE")
+	_, err := jssource.New(ctx, cfg, t.Name(), nil)
+	var ce *runner.ConfigError
+	if err == nil || errors.As(err, &ce) {
+		t.Fatalf("unreachable server: %v, want an error that is not a ConfigError", err)
+	}
+}
+
+func deleteConsumer(t *testing.T, js jetstream.JetStream, stream, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := js.DeleteConsumer(ctx, stream, name); err != nil {
+		t.Fatalf("delete consumer: %v", err)
+	}
+}
+
+func TestDeletedConsumerIsCreatedAgainAndLosesNothing(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "DEL")
+	cfg := testConfig(srv.URL(), "DEL")
+	cfg.DeliverPolicy = "new" // the case where a blind re-create would skip messages
+	src := newSource(t, cfg)
+	const n = 2000
+	publish(t, js, "DEL.in", n/2, "a")
+	seen := map[string]int{}
+	count := func(msgs []*runner.Message) {
+		for _, m := range msgs {
+			seen[string(m.Value)]++
+		}
+	}
+	readUntil(t, src, func() bool { return len(seen) >= n/4 }, count)
+	deleteConsumer(t, js, "DEL", "runner")
+	publish(t, js, "DEL.in", n/2, "b") // while the consumer is gone
+	readUntil(t, src, func() bool { return len(seen) >= n }, count)
+	if err := src.Ready(context.Background()); err != nil {
+		t.Fatalf("not ready after the consumer was created again: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, "DEL", "runner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.CachedInfo().Config
+	if got.AckWait != cfg.AckWait || got.MaxAckPending != cfg.MaxAckPending || got.AckPolicy != jetstream.AckExplicitPolicy {
+		t.Fatalf("created again with %+v", got)
+	}
+	dups := 0
+	for _, c := range seen {
+		dups += c - 1
+	}
+	t.Logf("%d messages read, %d of them again after the consumer came back", len(seen), dups)
+}
+
+func TestDeletedConsumerOfSomeoneElseMakesTheSourceNotReadyThenFatal(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "OWN")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	owned := jetstream.ConsumerConfig{Durable: "owned", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second}
+	if _, err := js.CreateOrUpdateConsumer(ctx, "OWN", owned); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(srv.URL(), "OWN")
+	cfg.Consumer = "owned"
+	cfg.MissingWait = 1500 * time.Millisecond
+	src := newSource(t, cfg)
+	publish(t, js, "OWN.in", 10, "v")
+
+	// Deleted and created again by its owner within the bound: reads resume.
+	deleteConsumer(t, js, "OWN", "owned")
+	if _, err := src.Read(ctx, 10, 100*time.Millisecond); err == nil || runner.IsFatal(err) {
+		t.Fatalf("read with the consumer gone: %v, want a retryable error", err)
+	}
+	if src.Ready(ctx) == nil {
+		t.Fatal("ready with the consumer gone")
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, "OWN", owned); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < 10 {
+		msgs, err := src.Read(ctx, 10, 200*time.Millisecond)
+		if err != nil {
+			t.Fatalf("read after the owner created the consumer again: %v", err)
+		}
+		got += len(msgs)
+		if err := src.Ack(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.Ready(ctx); err != nil {
+		t.Fatalf("not ready once the consumer is back: %v", err)
+	}
+
+	// Deleted for good: fatal once MV_JETSTREAM_CONSUMER_TIMEOUT has passed.
+	deleteConsumer(t, js, "OWN", "owned")
+	start := time.Now()
+	for {
+		_, err := src.Read(ctx, 10, 100*time.Millisecond)
+		if runner.IsFatal(err) {
+			if d := time.Since(start); d < cfg.MissingWait-200*time.Millisecond {
+				t.Fatalf("fatal after %v, before the %v bound", d, cfg.MissingWait)
+			}
+			t.Logf("fatal after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			break
+		}
+		if err == nil {
+			t.Fatal("read succeeded with the consumer gone")
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("not fatal after %v: %v", time.Since(start), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAckToADeletedConsumerIsNotConfirmed(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, "ACKDEL")
+	src := newSource(t, testConfig(srv.URL(), "ACKDEL"))
+	publish(t, js, "ACKDEL.in", 5, "v")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var msgs []*runner.Message
+	for len(msgs) < 5 {
+		got, err := src.Read(ctx, 5, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, got...)
+	}
+	deleteConsumer(t, js, "ACKDEL", "runner")
+	if err := src.Ack(ctx, msgs); err == nil {
+		t.Fatal("acks to a deleted consumer were reported confirmed")
+	}
+}
