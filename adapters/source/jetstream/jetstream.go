@@ -258,14 +258,20 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 	if err != nil {
 		return nil, err
 	}
+	// A refused setting must stay the runner's only line: no
+	// "disconnected" warning from closing the connection.
+	closeQuietly := func() {
+		nc.SetDisconnectErrHandler(nil)
+		nc.Close()
+	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.APITimeout))
 	if err != nil {
-		nc.Close()
+		closeQuietly()
 		return nil, err
 	}
 	cons, err := ensureConsumer(ctx, js, cfg, log)
 	if err != nil {
-		nc.Close()
+		closeQuietly()
 		return nil, err
 	}
 	s := &Source{
