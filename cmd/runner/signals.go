@@ -18,6 +18,9 @@ const exitQuit = 128 + int(syscall.SIGQUIT)
 // Kubernetes' SIGTERM); a second one exits 1 at once. SIGQUIT prints every
 // goroutine's stack to stderr, as Go does, and exits with exitQuit.
 func signalContext() context.Context {
+	// A closed stdout or stderr pipe must fail writes with EPIPE, which the
+	// sinks and the logger handle, instead of killing the runner mid-drain.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
