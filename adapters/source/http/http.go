@@ -18,7 +18,10 @@
 //
 //	200 {"id": ...}   written by the sink or fallback sink, or dropped on purpose
 //	500               failed (nacked) or the runner is shutting down: retry
-//	429               MV_HTTP_BUFFER_SIZE messages are already waiting: retry later
+//	503               MV_HTTP_MAX_INFLIGHT_BYTES of bodies are already held:
+//	                  retry after the Retry-After seconds (1)
+//	429               MV_HTTP_BUFFER_SIZE messages are already waiting: retry
+//	                  after the Retry-After seconds (1)
 //	409               a message with this id is already in flight
 //	400               malformed CloudEvent, batch or header
 //	413               body above MV_HTTP_MAX_BODY (or a batch above the buffer)
@@ -28,16 +31,38 @@
 //
 // A caller that hangs up before its message was read takes it back: the
 // message is dropped from the queue and its id is free again.
+//
+// Memory follows the bytes that arrived, not the bytes a header promises.
+// The token, the route and Content-Length are checked before any body byte
+// is read, and those answers close the connection instead of draining the
+// body. A body buffer starts at Content-Length or 64 KiB, whichever is
+// smaller (4 KiB without a length), and doubles only as it fills, so it
+// never holds more than twice what arrived. Every buffer is charged to one
+// budget shared by all connections, MV_HTTP_MAX_INFLIGHT_BYTES, from its
+// first byte until the request is answered; a request that finds the
+// budget spent waits up to a second for it, then gets 503 with
+// Retry-After: 1, the answer CloudEvents senders and Knative's delivery
+// retry with backoff (and honour Retry-After where enabled). Decoding a
+// CloudEvent briefly copies its data, so the source's peak is about twice
+// the budget.
+//
+// CloudEvents are taken strictly: a request with ce-id, ce-source or
+// ce-type headers but no ce-specversion is a broken binary event, not a
+// plain body, and is answered 400 (as a plain body it would get a random
+// id, and a retry could never be told from the first try). An event id
+// with leading or trailing white space is refused with 400: " sp" and "sp"
+// would be different ids here but the same one to a sink that trims, so a
+// batch holding both would be delivered twice under one id.
 package http
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +70,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -62,25 +89,49 @@ const (
 // Config holds the HTTP source's settings.
 type Config struct {
 	AuthToken   string        `envconfig:"MV_HTTP_AUTH_TOKEN" desc:"when set, requests must carry Authorization: Bearer <token> (else 401)"`
-	MaxBody     int64         `envconfig:"MV_HTTP_MAX_BODY" default:"67108864" desc:"largest request body in bytes (else 413)"`
+	MaxBody     int64         `envconfig:"MV_HTTP_MAX_BODY" default:"67108864" desc:"largest request body in bytes, at most 1 GiB (else 413)"`
+	MaxInflight int64         `envconfig:"MV_HTTP_MAX_INFLIGHT_BYTES" default:"268435456" desc:"request body bytes held at once across all connections, from the first byte until the answer; beyond it requests get 503 with Retry-After"`
 	BufferSize  int           `envconfig:"MV_HTTP_BUFFER_SIZE" default:"1000" desc:"messages accepted but not yet read by the runner; beyond it requests get 429"`
 	BodyTimeout time.Duration `envconfig:"MV_HTTP_BODY_TIMEOUT" default:"60s" desc:"longest time to receive a request body; a stalled client gets 408 and is disconnected"`
 }
 
+// Bounds of the size settings: above them a single request, or the bodies
+// held together, could take more memory than a runner's container has.
+const (
+	// MaxBodyLimit is the largest allowed MV_HTTP_MAX_BODY (1 GiB).
+	MaxBodyLimit = 1 << 30
+	// MaxInflightLimit is the largest allowed MV_HTTP_MAX_INFLIGHT_BYTES (64 GiB).
+	MaxInflightLimit = 64 << 30
+)
+
 // Validate checks the values that parse but cannot be used.
 func (c *Config) Validate(runner.Role) error {
 	switch {
-	case c.MaxBody <= 0:
-		return &runner.ConfigError{Var: "MV_HTTP_MAX_BODY", Value: strconv.FormatInt(c.MaxBody, 10), Reason: "must be a positive number of bytes"}
+	case c.MaxBody <= 0 || c.MaxBody > MaxBodyLimit:
+		return &runner.ConfigError{Var: "MV_HTTP_MAX_BODY", Value: strconv.FormatInt(c.MaxBody, 10), Reason: fmt.Sprintf("must be a positive number of bytes up to %d (1 GiB)", MaxBodyLimit)}
+	case c.MaxInflight <= 0 || c.MaxInflight > MaxInflightLimit:
+		return &runner.ConfigError{Var: "MV_HTTP_MAX_INFLIGHT_BYTES", Value: strconv.FormatInt(c.MaxInflight, 10), Reason: fmt.Sprintf("must be a positive number of bytes up to %d (64 GiB)", int64(MaxInflightLimit))}
+	case c.MaxInflight < c.MaxBody:
+		return &runner.ConfigError{Var: "MV_HTTP_MAX_INFLIGHT_BYTES", Value: strconv.FormatInt(c.MaxInflight, 10),
+			Reason: fmt.Sprintf("must be at least MV_HTTP_MAX_BODY=%d, or the largest body allowed could never be taken", c.MaxBody)}
 	case c.BufferSize <= 0:
 		return &runner.ConfigError{Var: "MV_HTTP_BUFFER_SIZE", Value: strconv.Itoa(c.BufferSize), Reason: "must be a positive whole number"}
 	case c.BodyTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_HTTP_BODY_TIMEOUT", Value: c.BodyTimeout.String(), Reason: "must be a positive duration such as 60s"}
-	case strings.ContainsAny(c.AuthToken, " \t\r\n"):
+	case !validToken(c.AuthToken):
 		// Never echo the token itself.
-		return &runner.ConfigError{Var: "MV_HTTP_AUTH_TOKEN", Value: "(hidden)", Reason: "must not contain spaces or line breaks"}
+		return &runner.ConfigError{Var: "MV_HTTP_AUTH_TOKEN", Value: "(hidden)", Reason: "must be printable UTF-8 text without spaces, line breaks or other control characters"}
 	}
 	return nil
+}
+
+// validToken reports whether a token can travel in an Authorization header
+// and be typed back by a caller: no white space, no control bytes.
+func validToken(token string) bool {
+	if !utf8.ValidString(token) {
+		return false
+	}
+	return strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) < 0
 }
 
 func init() {
@@ -123,6 +174,10 @@ type Source struct {
 	log  *zap.SugaredLogger
 	auth []byte // "Bearer <token>", compared in constant time
 
+	// budget bounds the body bytes held across all connections
+	// (MV_HTTP_MAX_INFLIGHT_BYTES).
+	budget *cemap.Budget
+
 	mu       sync.Mutex
 	queue    []*entry          // accepted, not yet read
 	inflight map[string]*entry // by ID: queued or read, not final
@@ -154,6 +209,7 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 		cfg: cfg, name: env.Name, log: log,
 		inflight: map[string]*entry{},
 		wake:     make(chan struct{}, 1),
+		budget:   cemap.NewBudget(cfg.MaxInflight),
 	}
 	if cfg.AuthToken != "" {
 		s.auth = []byte("Bearer " + cfg.AuthToken)
@@ -180,36 +236,62 @@ func fail(w http.ResponseWriter, status int, format string, args ...any) {
 	writeReply(w, status, reply{Error: fmt.Sprintf(format, args...)})
 }
 
+// refuse answers without reading the body and closes the connection, so
+// the server does not drain a body nobody wants (it would wait on a caller
+// that never sends it).
+func refuse(w http.ResponseWriter, status int, format string, args ...any) {
+	w.Header().Set("Connection", "close")
+	fail(w, status, format, args...)
+}
+
+// retryAfter is the Retry-After of a 429 or 503, in seconds.
+const retryAfter = "1"
+
 // ServeHTTP takes one request and answers once its messages are final.
 func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.PathValue("vertex"); v != "" && v != s.name {
-		fail(w, http.StatusNotFound, "no vertex %q here; post to / or /vertices/%s", v, s.name)
+		refuse(w, http.StatusNotFound, "no vertex %q here; post to / or /vertices/%s", v, s.name)
 		return
 	}
+	// Before any body byte is read: an unauthenticated caller costs no
+	// buffer at all.
 	if s.auth != nil && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), s.auth) != 1 {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="monovertex"`)
-		fail(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return
 	}
 	if r.ContentLength > s.cfg.MaxBody {
-		fail(w, http.StatusRequestEntityTooLarge, "body of %d bytes is above MV_HTTP_MAX_BODY=%d", r.ContentLength, s.cfg.MaxBody)
+		refuse(w, http.StatusRequestEntityTooLarge, "body of %d bytes is above MV_HTTP_MAX_BODY=%d", r.ContentLength, s.cfg.MaxBody)
 		return
 	}
-	body, status, err := s.readBody(w, r)
+	// The body's bytes count against the budget until the answer: the
+	// message holds them while the engine works on it.
+	lease := s.budget.Lease()
+	defer lease.Release()
+	body, status, err := s.readBody(w, r, lease)
 	if err != nil {
-		if status == http.StatusRequestTimeout {
-			w.Header().Set("Connection", "close")
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", retryAfter)
 		}
-		fail(w, status, "%v", err)
+		// The rest of the body is unread: never reuse the connection.
+		refuse(w, status, "%v", err)
 		return
 	}
 	msgs, err := s.messages(r, body)
 	if err != nil {
-		fail(w, http.StatusBadRequest, "%v", err)
+		status := http.StatusBadRequest
+		if errors.Is(err, cemap.ErrTooManyEvents) {
+			status = http.StatusRequestEntityTooLarge
+			err = fmt.Errorf("batch is above MV_HTTP_BUFFER_SIZE=%d events; split it", s.cfg.BufferSize)
+		}
+		fail(w, status, "%v", err)
 		return
 	}
 	req, status, err := s.enqueue(msgs)
 	if err != nil {
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", retryAfter)
+		}
 		fail(w, status, "%v", err)
 		return
 	}
@@ -247,9 +329,21 @@ func many(ids []string) []string {
 	return ids
 }
 
+// Body buffer sizes: what a buffer starts at before any byte arrived, with
+// and without a Content-Length. Past them it doubles as it fills.
+const (
+	presizeLimit = 64 << 10
+	firstChunk   = 4 << 10
+)
+
+// admissionWait is the longest a request waits for its first share of the
+// in-flight budget before it is answered 503.
+const admissionWait = time.Second
+
 // readBody reads the whole body within MV_HTTP_BODY_TIMEOUT and
-// MV_HTTP_MAX_BODY, and returns the status to answer if it cannot.
-func (s *Source) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+// MV_HTTP_MAX_BODY, charging its buffer to lease before each growth, and
+// returns the status to answer if it cannot.
+func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cemap.Lease) ([]byte, int, error) {
 	rc := http.NewResponseController(w)
 	// The server has no read timeout (it would also cut the wait for the
 	// ack), so bound the body here; then lift the bound so the server keeps
@@ -257,26 +351,88 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, 
 	// After a failed read the bound stays: the server then gives up on the
 	// rest of the body at once and closes the connection.
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
-	// Size the buffer from Content-Length when it is given: io.ReadAll's
-	// doubling would copy a 1 MiB body several times over.
-	var buf bytes.Buffer
-	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBody {
-		buf.Grow(int(n) + bytes.MinRead)
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	// most is the largest the buffer may need to be: the promised length
+	// (already checked against the limit) or the limit.
+	most, size := s.cfg.MaxBody, int64(firstChunk)
+	if n := r.ContentLength; n >= 0 {
+		most, size = n, min(n, presizeLimit)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
-	if err == nil {
-		_ = rc.SetReadDeadline(time.Time{})
-		return buf.Bytes(), 0, nil
+	size = min(size, most)
+	admit, cancel := context.WithTimeout(r.Context(), admissionWait)
+	err := lease.Grow(admit, size)
+	cancel()
+	if err != nil {
+		return nil, budgetStatus(err), s.budgetError(err)
 	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			next := min(2*int64(cap(buf)), most)
+			if next <= int64(cap(buf)) {
+				// Full at the most the body may hold: only its end may
+				// follow. More than that is MaxBytesReader's error.
+				var probe [1]byte
+				n, err := body.Read(probe[:])
+				switch {
+				case err == io.EOF && n == 0:
+					_ = rc.SetReadDeadline(time.Time{})
+					return buf, 0, nil
+				case err == nil && n == 0:
+					continue
+				case err == nil || err == io.EOF:
+					err = &http.MaxBytesError{Limit: s.cfg.MaxBody}
+				}
+				status, err := s.readError(err)
+				return nil, status, err
+			}
+			if err := lease.Grow(r.Context(), next-int64(cap(buf))); err != nil {
+				return nil, budgetStatus(err), s.budgetError(err)
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			_ = rc.SetReadDeadline(time.Time{})
+			return buf, 0, nil
+		}
+		if err != nil {
+			status, err := s.readError(err)
+			return nil, status, err
+		}
+	}
+}
+
+// readError is the answer to a body that could not be read.
+func (s *Source) readError(err error) (int, error) {
 	var tooLarge *http.MaxBytesError
 	var ne net.Error
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body is above MV_HTTP_MAX_BODY=%d bytes", s.cfg.MaxBody)
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("body is above MV_HTTP_MAX_BODY=%d bytes", s.cfg.MaxBody)
 	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return nil, http.StatusRequestTimeout, fmt.Errorf("body did not arrive within MV_HTTP_BODY_TIMEOUT=%s", s.cfg.BodyTimeout)
+		return http.StatusRequestTimeout, fmt.Errorf("body did not arrive within MV_HTTP_BODY_TIMEOUT=%s", s.cfg.BodyTimeout)
 	}
-	return nil, http.StatusBadRequest, fmt.Errorf("read body: %v", err)
+	return http.StatusBadRequest, fmt.Errorf("read body: %v", err)
+}
+
+// budgetStatus is the answer to a body that found the in-flight budget
+// spent: 413 if it could never fit (Validate rules that out), else 503.
+func budgetStatus(err error) int {
+	if errors.Is(err, cemap.ErrBudgetExceeded) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusServiceUnavailable
+}
+
+func (s *Source) budgetError(err error) error {
+	if errors.Is(err, cemap.ErrBudgetExceeded) {
+		return fmt.Errorf("body is above MV_HTTP_MAX_INFLIGHT_BYTES=%d", s.cfg.MaxInflight)
+	}
+	return fmt.Errorf("MV_HTTP_MAX_INFLIGHT_BYTES=%d of request bodies are held by other requests; retry later", s.cfg.MaxInflight)
 }
 
 // dropped are request headers never copied onto a message: credentials and
@@ -292,7 +448,9 @@ var dropped = map[string]bool{
 func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, error) {
 	now := time.Now()
 	if cemap.IsCloudEvent(r.Header) {
-		events, err := cemap.ReadEvents(r.Header, body)
+		// BufferSize bounds the batch before the events past it are
+		// decoded: more could never be queued anyway.
+		events, err := cemap.ReadEventsLimited(r.Context(), r.Header, body, s.cfg.BufferSize, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -308,6 +466,10 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 				// by a CloudEvents sink later as a permanent failure.
 				return nil, fmt.Errorf("event id %q must be printable UTF-8 text", m.ID)
 			}
+			if strings.TrimSpace(m.ID) != m.ID {
+				// " sp" and "sp" are one id to a sink that trims.
+				return nil, fmt.Errorf("event id %q must not start or end with white space", m.ID)
+			}
 			if seen[m.ID] {
 				return nil, fmt.Errorf("the batch has two events with id %q", m.ID)
 			}
@@ -318,6 +480,9 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 			msgs[i] = m
 		}
 		return msgs, nil
+	}
+	if h := binaryAttribute(r.Header); h != "" {
+		return nil, fmt.Errorf("the request has a %s header but no Ce-Specversion: send Ce-Specversion: 1.0 with a binary CloudEvent", h)
 	}
 	m := &runner.Message{Value: body, EventTime: now, Headers: map[string]string{}}
 	m.ID = strings.TrimSpace(r.Header.Get(HeaderID))
@@ -345,6 +510,18 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 		m.Headers[strings.ToLower(name)] = values[0]
 	}
 	return []*runner.Message{m}, nil
+}
+
+// binaryAttribute names a required CloudEvents attribute header of the
+// request, or is empty when it has none. Such a request without
+// Ce-Specversion is a broken binary event, not a plain body.
+func binaryAttribute(h http.Header) string {
+	for _, name := range []string{"Ce-Id", "Ce-Source", "Ce-Type"} {
+		if _, ok := h[name]; ok {
+			return name
+		}
+	}
+	return ""
 }
 
 // enqueue registers the messages of one request, all or none.

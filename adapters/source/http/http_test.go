@@ -24,7 +24,7 @@ import (
 )
 
 func testConfig() Config {
-	return Config{MaxBody: 1 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second}
+	return Config{MaxBody: 1 << 20, MaxInflight: 64 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second}
 }
 
 // start mounts a source on a fresh mux served on 127.0.0.1.

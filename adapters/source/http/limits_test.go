@@ -1,0 +1,319 @@
+package http
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// rawRequest opens a connection and sends head (the request line and
+// headers, without the blank line) and then body.
+func rawRequest(t *testing.T, url, head, body string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "%s\r\n\r\n%s", head, body); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+func readResponse(t *testing.T, conn net.Conn, within time.Duration) *http.Response {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(within))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer within %v: %v", within, err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func waitUsed(t *testing.T, src *Source, cond func(int64) bool, what string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		u := src.budget.Used()
+		if cond(u) {
+			return u
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("budget holds %d bytes, want %s", u, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAClaimedLengthReservesNoMoreThanTheFirstBuffer(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxBody = 64 << 20
+	src, url := start(t, cfg)
+	const conns = 10
+	for i := 0; i < conns; i++ {
+		rawRequest(t, url, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864", "x")
+	}
+	used := waitUsed(t, src, func(u int64) bool { return u >= conns*presizeLimit }, "every connection's first buffer")
+	time.Sleep(200 * time.Millisecond)
+	if used = src.budget.Used(); used > conns*presizeLimit {
+		t.Fatalf("%d connections that claim 64 MiB and sent 1 byte hold %d bytes; want at most %d each", conns, used, presizeLimit)
+	}
+	if p, _ := src.Pending(context.Background()); p != 0 {
+		t.Fatalf("%d incomplete bodies were queued", p)
+	}
+}
+
+func TestUnauthenticatedRequestsAreAnsweredBeforeTheirBody(t *testing.T) {
+	cfg := testConfig()
+	cfg.AuthToken = "s3cret"
+	cfg.MaxBody = 64 << 20
+	src, url := start(t, cfg)
+	// Claims 64 MiB, sends none of it, and waits for an answer.
+	conn := rawRequest(t, url, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864", "")
+	resp := readResponse(t, conn, 5*time.Second)
+	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+		t.Fatalf("answer %d (close %v), want 401 and the connection closed", resp.StatusCode, resp.Close)
+	}
+	// Chunked, with no end: the server must not drain it either.
+	conn = rawRequest(t, url, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked", "1\r\nx\r\n")
+	if resp := readResponse(t, conn, 5*time.Second); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("chunked: answer %d, want 401", resp.StatusCode)
+	}
+	if u := src.budget.Used(); u != 0 {
+		t.Fatalf("unauthenticated requests hold %d bytes of the budget", u)
+	}
+}
+
+func TestRefusalsWithoutReadingCloseTheConnection(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxBody = 1024
+	_, url := start(t, cfg)
+	for _, c := range []struct {
+		name, head string
+		want       int
+	}{
+		{"claimed length above the limit", "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000", http.StatusRequestEntityTooLarge},
+		{"other vertex", "POST /vertices/other HTTP/1.1\r\nHost: x\r\nContent-Length: 1000", http.StatusNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn := rawRequest(t, url, c.head, "")
+			if resp := readResponse(t, conn, 5*time.Second); resp.StatusCode != c.want || !resp.Close {
+				t.Fatalf("answer %d (close %v), want %d and close", resp.StatusCode, resp.Close, c.want)
+			}
+		})
+	}
+}
+
+func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxBody = 300 << 10
+	src, url := start(t, cfg)
+	for _, n := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, presizeLimit, presizeLimit + 1, 200 << 10, 300 << 10} {
+		for _, chunked := range []bool{false, true} {
+			body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			if chunked {
+				req.Body = io.NopCloser(bytes.NewReader(body))
+				req.ContentLength = -1
+			}
+			ch := make(chan int, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					ch <- -1
+					return
+				}
+				resp.Body.Close()
+				ch <- resp.StatusCode
+			}()
+			m := readN(t, src, 1)[0]
+			if !bytes.Equal(m.Value, body) {
+				t.Fatalf("%d bytes (chunked %v): value of %d bytes differs", n, chunked, len(m.Value))
+			}
+			if u := src.budget.Used(); u < int64(len(body)) || u > 2*int64(len(body))+firstChunk {
+				t.Fatalf("%d bytes (chunked %v): budget holds %d", n, chunked, u)
+			}
+			_ = src.Ack(context.Background(), []*runner.Message{m})
+			if code := <-ch; code != http.StatusOK {
+				t.Fatalf("%d bytes (chunked %v): %d", n, chunked, code)
+			}
+			waitUsed(t, src, func(u int64) bool { return u == 0 }, "0 once answered")
+		}
+	}
+	// One byte above the limit, with and without a length.
+	big := strings.Repeat("x", 300<<10+1)
+	if r := await(t, post(url, nil, big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("above the limit: %d", r.status)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, io.NopCloser(strings.NewReader(big)))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked above the limit: %d", resp.StatusCode)
+	}
+	waitUsed(t, src, func(u int64) bool { return u == 0 }, "0 after refusals")
+}
+
+func TestSpentBudgetIs503WithRetryAfter(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxBody = 8 << 10
+	cfg.MaxInflight = 8 << 10
+	src, url := start(t, cfg)
+	held := post(url, hdr(HeaderID, "held"), strings.Repeat("h", 8<<10))
+	waitPending(t, src, 1)
+	begin := time.Now()
+	conn := rawRequest(t, url, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5", "hello")
+	resp := readResponse(t, conn, 10*time.Second)
+	waited := time.Since(begin)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("with the budget spent: %d Retry-After %q, want 503 with Retry-After: 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if waited < admissionWait/2 {
+		t.Fatalf("answered after %v; a request should wait about %v for the budget", waited, admissionWait)
+	}
+	// Freed by the answer, the budget takes the next request at once.
+	_ = src.Ack(context.Background(), readN(t, src, 1))
+	if r := await(t, held); r.status != http.StatusOK {
+		t.Fatalf("held request: %d", r.status)
+	}
+	ch := post(url, nil, "next")
+	_ = src.Ack(context.Background(), readN(t, src, 1))
+	if r := await(t, ch); r.status != http.StatusOK {
+		t.Fatalf("after the budget was freed: %d", r.status)
+	}
+}
+
+func TestABodyWaitingForTheBudgetIsTakenWhenItFrees(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxBody = 8 << 10
+	cfg.MaxInflight = 8 << 10
+	src, url := start(t, cfg)
+	held := post(url, hdr(HeaderID, "held"), strings.Repeat("h", 8<<10))
+	waitPending(t, src, 1)
+	waiting := post(url, hdr(HeaderID, "waiting"), "w")
+	time.Sleep(admissionWait / 4)
+	_ = src.Ack(context.Background(), readN(t, src, 1))
+	await(t, held)
+	m := readN(t, src, 1)
+	_ = src.Ack(context.Background(), m)
+	if r := await(t, waiting); r.status != http.StatusOK || r.body.ID != "waiting" {
+		t.Fatalf("request that waited for the budget: %d %+v", r.status, r.body)
+	}
+}
+
+func TestFullBufferAnswersRetryAfter(t *testing.T) {
+	cfg := testConfig()
+	cfg.BufferSize = 1
+	src, url := start(t, cfg)
+	first := post(url, nil, "x")
+	waitPending(t, src, 1)
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("y"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("full buffer: %d Retry-After %q, want 429 with Retry-After: 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	_ = src.Ack(context.Background(), readN(t, src, 1))
+	await(t, first)
+}
+
+func TestStrictCloudEventsAre400(t *testing.T) {
+	src, url := start(t, testConfig())
+	cases := []struct {
+		name string
+		h    http.Header
+		body string
+		want string
+	}{
+		{"binary event without specversion", hdr("Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x", "Ce-Specversion"},
+		{"only ce-id", hdr("Ce-Id", "1"), "x", "Ce-Specversion"},
+		{"only ce-type", hdr("Ce-Type", "t", HeaderID, "n"), "x", "Ce-Specversion"},
+		{"batch with ids that differ by a space", hdr("Content-Type", cemap.BatchContentType),
+			`[{"specversion":"1.0","id":" sp","source":"/s","type":"t"},{"specversion":"1.0","id":"sp","source":"/s","type":"t"}]`, "white space"},
+		{"structured id ending in a tab", hdr("Content-Type", "application/cloudevents+json"),
+			`{"specversion":"1.0","id":"sp\t","source":"/s","type":"t"}`, "white space"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := await(t, post(url, c.h, c.body))
+			if r.status != http.StatusBadRequest || !strings.Contains(r.body.Error, c.want) {
+				t.Fatalf("answer %d %+v, want 400 naming %s", r.status, r.body, c.want)
+			}
+		})
+	}
+	if p, _ := src.Pending(context.Background()); p != 0 {
+		t.Fatalf("%d refused messages were queued", p)
+	}
+	// A plain body with unrelated ce-like headers is still plain.
+	ch := post(url, hdr("Ce-Other", "v", HeaderID, "plain"), "x")
+	_ = src.Ack(context.Background(), readN(t, src, 1))
+	if r := await(t, ch); r.status != http.StatusOK {
+		t.Fatalf("plain body with Ce-Other: %d %+v", r.status, r.body)
+	}
+}
+
+func TestSizeAndTokenSettingsAreBounded(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Config)
+		vr   string
+	}{
+		{"8 GiB body", func(c *Config) { c.MaxBody = 8 << 30; c.MaxInflight = 16 << 30 }, "MV_HTTP_MAX_BODY"},
+		{"body one byte above 1 GiB", func(c *Config) { c.MaxBody = MaxBodyLimit + 1; c.MaxInflight = 4 << 30 }, "MV_HTTP_MAX_BODY"},
+		{"no in-flight budget", func(c *Config) { c.MaxInflight = 0 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{"in-flight budget above 64 GiB", func(c *Config) { c.MaxInflight = MaxInflightLimit + 1 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{"in-flight budget below the largest body", func(c *Config) { c.MaxInflight = c.MaxBody - 1 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{"token with NUL", func(c *Config) { c.AuthToken = "tok\x00en" }, "MV_HTTP_AUTH_TOKEN"},
+		{"token with escape", func(c *Config) { c.AuthToken = "tok\x1b[0m" }, "MV_HTTP_AUTH_TOKEN"},
+		{"token with DEL", func(c *Config) { c.AuthToken = "tok\x7f" }, "MV_HTTP_AUTH_TOKEN"},
+		{"token with a C1 control", func(c *Config) { c.AuthToken = "tok\u0085en" }, "MV_HTTP_AUTH_TOKEN"},
+		{"token not UTF-8", func(c *Config) { c.AuthToken = "tok\xffen" }, "MV_HTTP_AUTH_TOKEN"},
+		{"token with a no-break space", func(c *Config) { c.AuthToken = "tok\u00a0en" }, "MV_HTTP_AUTH_TOKEN"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			c.edit(&cfg)
+			var ce *runner.ConfigError
+			err := cfg.Validate(runner.RoleSource)
+			if !errors.As(err, &ce) || ce.Var != c.vr {
+				t.Fatalf("err %v, want a ConfigError on %s", err, c.vr)
+			}
+			if cfg.AuthToken != "" && strings.Contains(err.Error(), cfg.AuthToken) {
+				t.Fatalf("the error shows the token: %v", err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("the error is more than one line: %q", err)
+			}
+		})
+	}
+	for _, ok := range []Config{
+		{MaxBody: MaxBodyLimit, MaxInflight: MaxInflightLimit, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "abc-DEF_123.~+/="},
+		{MaxBody: 1, MaxInflight: 1, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "ключ"},
+	} {
+		if err := ok.Validate(runner.RoleSource); err != nil {
+			t.Errorf("%+v: %v", strconv.Quote(ok.AuthToken), err)
+		}
+	}
+}
