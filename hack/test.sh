@@ -18,6 +18,9 @@ go vet ./...
 echo "== go test -race"
 go test -race -timeout 50m ./...
 
+echo "== nested modules: hack/bench (its tests check the benchmark clients' counting)"
+(cd hack/bench && go vet ./... && go test ./...)
+
 echo "== offline deploy proof (ko resolve against a local registry, Knative validation)"
 (cd hack/tools && go vet ./...)
 bash hack/ko-proof.sh
