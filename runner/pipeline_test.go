@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -506,3 +507,31 @@ func (u *unlockedSink) Write(ctx context.Context, msgs []*runner.Message) ([]run
 }
 
 func (u *unlockedSink) Close(ctx context.Context) error { return u.s.Close(ctx) }
+
+// TestStatusLastErrorIsSnakeCase: /status is snake_case throughout, the
+// last error included.
+func TestStatusLastErrorIsSnakeCase(t *testing.T) {
+	src := runnertest.NewSource(runnertest.Messages(3))
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if attempt == 1 {
+			return runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("first try fails")}
+		}
+		return runner.WriteResult{}
+	})
+	e, err := runPipeline(t, runner.Options{}, runner.Pipeline{Source: src, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(e.Status())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	le, ok := doc["last_error"].(map[string]any)
+	if !ok || le["at"] == nil || !strings.Contains(fmt.Sprint(le["error"]), "first try fails") {
+		t.Fatalf("last_error %v, want {at, error}", doc["last_error"])
+	}
+}

@@ -371,3 +371,33 @@ func tailOf(s string, n int) string {
 	}
 	return s
 }
+
+// TestMissingConfigDirWarnsAndRuns: an MV_CONFIG_DIR that is not there yet
+// (a ConfigMap not mounted) is said once in the log; the runner runs, not
+// paused, and would pick the key up once the folder appears.
+func TestMissingConfigDirWarnsAndRuns(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "not-mounted")
+	p := testutil.StartRunner(t, map[string]string{"MV_CONFIG_DIR": missing, "MV_GENERATOR_RPU": "100", "MV_GENERATOR_DURATION": "100ms"})
+	p.WaitReady(30 * time.Second)
+	testutil.WaitFor(t, 30*time.Second, "messages acked while the folder is missing", func() bool {
+		st, err := p.Status()
+		return err == nil && st.Totals.Acked > 10 && !st.Paused
+	})
+	if n := strings.Count(p.Stderr.String(), "MV_CONFIG_DIR is not a readable folder"); n != 1 {
+		t.Fatalf("the missing MV_CONFIG_DIR was reported %d times, want once:\n%s", n, tailOf(p.Stderr.String(), 2000))
+	}
+	if err := os.MkdirAll(missing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(missing, "paused"), []byte("true"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "paused once the folder holds paused: true", func() bool {
+		st, err := p.Status()
+		return err == nil && st.Paused
+	})
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
