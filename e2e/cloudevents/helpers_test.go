@@ -64,6 +64,9 @@ func startPipeline(t *testing.T, spec pipelineSpec) *pipeline {
 	if srcCfg.BodyTimeout == 0 {
 		srcCfg.BodyTimeout = 5 * time.Second
 	}
+	if srcCfg.MaxInflight == 0 {
+		srcCfg.MaxInflight = 64 << 20
+	}
 	src, err := httpsrc.New(srcCfg, runner.Env{Name: "in", Mux: mux, Logger: log})
 	if err != nil {
 		t.Fatal(err)
