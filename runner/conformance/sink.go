@@ -3,7 +3,9 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,18 +19,30 @@ func RunSink(t *testing.T, c SinkCase) {
 	if c.Features.MaxPayload == 0 {
 		c.Features.MaxPayload = 1 << 20
 	}
+	c.Features.defaults()
+	f := c.Features
 	t.Run("writes every message with its contents", func(t *testing.T) { sinkWriteAll(t, c) })
 	t.Run("an empty batch is fine", func(t *testing.T) { sinkEmpty(t, c) })
 	t.Run("large payloads arrive whole", func(t *testing.T) { sinkLarge(t, c) })
 	t.Run("concurrent batches all arrive", func(t *testing.T) { sinkConcurrent(t, c) })
 	t.Run("a cancelled write never reports unwritten messages as written", func(t *testing.T) { sinkCancelled(t, c) })
-}
-
-func closeSink(t *testing.T, s runner.Sink) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
+	if f.AnswersFailure {
+		t.Run("messages the peer refuses are reported failed, the rest written", func(t *testing.T) { sinkAnswersFailure(t, c) })
+	}
+	if f.BadInput {
+		t.Run("bad input is answered per message", func(t *testing.T) { sinkBadInput(t, c) })
+	}
+	if f.ContinuesAfterErrors {
+		t.Run("writes work after failed writes", func(t *testing.T) { sinkContinues(t, c) })
+	}
+	if f.CloseTwice {
+		t.Run("closing twice is fine", func(t *testing.T) { checkCloseTwice(t, f.Lifecycle, c.New(t)) })
+	}
+	if f.ConcurrentClose {
+		t.Run("concurrent close during a write returns", func(t *testing.T) { sinkConcurrentClose(t, c) })
+	}
+	if f.Reconnects {
+		t.Run("writes work again once the peer is back", func(t *testing.T) { sinkReconnects(t, c) })
 	}
 }
 
@@ -49,9 +63,22 @@ func testMessages(prefix string, n, size int) []*runner.Message {
 	return msgs
 }
 
+// write is one Write under the call deadline.
+func write(t *testing.T, c SinkCase, s runner.Sink, ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
+	t.Helper()
+	var res []runner.WriteResult
+	var err error
+	call(t, fmt.Sprintf("Write of %d messages", len(msgs)), c.Features.CallTimeout, func() { res, err = s.Write(ctx, msgs) })
+	return res, err
+}
+
 // waitReceived waits until every wanted ID has arrived and returns what did.
+// For a sink that keeps nothing it returns nil at once.
 func waitReceived(t *testing.T, c SinkCase, want []*runner.Message) map[string]*runner.Message {
 	t.Helper()
+	if c.Received == nil {
+		return nil
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := map[string]*runner.Message{}
@@ -74,10 +101,10 @@ func waitReceived(t *testing.T, c SinkCase, want []*runner.Message) map[string]*
 	}
 }
 
-func checkWrite(t *testing.T, s runner.Sink, msgs []*runner.Message) {
+func checkWrite(t *testing.T, c SinkCase, s runner.Sink, msgs []*runner.Message) {
 	t.Helper()
 	ctx := testContext(t, 60*time.Second)
-	res, err := s.Write(ctx, msgs)
+	res, err := write(t, c, s, ctx, msgs)
 	if err != nil {
 		t.Fatalf("write %d messages: %v", len(msgs), err)
 	}
@@ -93,10 +120,13 @@ func checkWrite(t *testing.T, s runner.Sink, msgs []*runner.Message) {
 
 func sinkWriteAll(t *testing.T, c SinkCase) {
 	s := c.New(t)
-	defer closeSink(t, s)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
 	msgs := testMessages("all", 200, 64)
-	checkWrite(t, s, msgs)
+	checkWrite(t, c, s, msgs)
 	got := waitReceived(t, c, msgs)
+	if got == nil {
+		return
+	}
 	for _, m := range msgs {
 		r := got[m.ID]
 		if !bytes.Equal(r.Value, m.Value) {
@@ -116,8 +146,8 @@ func sinkWriteAll(t *testing.T, c SinkCase) {
 
 func sinkEmpty(t *testing.T, c SinkCase) {
 	s := c.New(t)
-	defer closeSink(t, s)
-	res, err := s.Write(testContext(t, 30*time.Second), nil)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
+	res, err := write(t, c, s, testContext(t, 30*time.Second), nil)
 	if err != nil || len(res) != 0 {
 		t.Fatalf("write of an empty batch: %d results, %v", len(res), err)
 	}
@@ -125,10 +155,13 @@ func sinkEmpty(t *testing.T, c SinkCase) {
 
 func sinkLarge(t *testing.T, c SinkCase) {
 	s := c.New(t)
-	defer closeSink(t, s)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
 	msgs := testMessages("large", 3, c.Features.MaxPayload)
-	checkWrite(t, s, msgs)
+	checkWrite(t, c, s, msgs)
 	got := waitReceived(t, c, msgs)
+	if got == nil {
+		return
+	}
 	for _, m := range msgs {
 		if !bytes.Equal(got[m.ID].Value, m.Value) {
 			t.Fatalf("message %s: %d bytes arrived, want %d identical bytes", m.ID, len(got[m.ID].Value), len(m.Value))
@@ -138,7 +171,7 @@ func sinkLarge(t *testing.T, c SinkCase) {
 
 func sinkConcurrent(t *testing.T, c SinkCase) {
 	s := c.New(t)
-	defer closeSink(t, s)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
 	var all []*runner.Message
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -148,7 +181,12 @@ func sinkConcurrent(t *testing.T, c SinkCase) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := s.Write(context.Background(), msgs)
+			var res []runner.WriteResult
+			var err error
+			if cerr := callErr("concurrent Write", c.Features.CallTimeout, func() { res, err = s.Write(context.Background(), msgs) }); cerr != nil {
+				errs <- cerr
+				return
+			}
 			if err != nil {
 				errs <- err
 				return
@@ -169,16 +207,10 @@ func sinkConcurrent(t *testing.T, c SinkCase) {
 	waitReceived(t, c, all)
 }
 
-func sinkCancelled(t *testing.T, c SinkCase) {
-	s := c.New(t)
-	defer closeSink(t, s)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	msgs := testMessages("cancelled", 20, 16)
-	res, err := s.Write(ctx, msgs)
-	if err != nil {
-		return // refusing the whole call is correct
-	}
+// okOnes returns the messages res reports written, failing on a result
+// count that does not match.
+func okOnes(t *testing.T, msgs []*runner.Message, res []runner.WriteResult) []*runner.Message {
+	t.Helper()
 	if len(res) != len(msgs) {
 		t.Fatalf("write returned %d results for %d messages", len(res), len(msgs))
 	}
@@ -188,6 +220,158 @@ func sinkCancelled(t *testing.T, c SinkCase) {
 			ok = append(ok, msgs[i])
 		}
 	}
+	return ok
+}
+
+func sinkCancelled(t *testing.T, c SinkCase) {
+	s := c.New(t)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	msgs := testMessages("cancelled", 20, 16)
+	res, err := write(t, c, s, ctx, msgs)
+	if err != nil {
+		return // refusing the whole call is correct
+	}
 	// Whatever it reported written must really be there.
+	waitReceived(t, c, okOnes(t, msgs, res))
+}
+
+func sinkAnswersFailure(t *testing.T, c SinkCase) {
+	s := c.New(t)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
+	msgs := testMessages("answer", 20, 32)
+	for i := 0; i < len(msgs); i += 3 {
+		msgs[i].Value = []byte(fmt.Sprintf("fail-%d", i))
+	}
+	res, err := write(t, c, s, testContext(t, 60*time.Second), msgs)
+	if err != nil {
+		t.Fatalf("write of a batch some of whose messages the peer refuses: %v; want a result per message", err)
+	}
+	ok := okOnes(t, msgs, res)
+	for i, r := range res {
+		refused := strings.HasPrefix(string(msgs[i].Value), "fail")
+		switch {
+		case refused && r.Status == runner.WriteFailed && r.Err == nil:
+			t.Fatalf("message %s: failed without an error to say why", msgs[i].ID)
+		case refused && r.Status != runner.WriteFailed && r.Status != runner.WriteFallback:
+			t.Fatalf("message %s, refused by the peer: status %s, want failed or fallback", msgs[i].ID, r.Status)
+		case !refused && r.Status != runner.WriteOK:
+			t.Fatalf("message %s, accepted by the peer: status %s (%v), want ok", msgs[i].ID, r.Status, r.Err)
+		}
+	}
 	waitReceived(t, c, ok)
+}
+
+// oddMessages are messages at the edges of what a Message may hold; a sink
+// must write each or fail it, one by one.
+func oddMessages(prefix string) []*runner.Message {
+	return []*runner.Message{
+		{ID: prefix + "-empty", Value: []byte{}, EventTime: time.UnixMilli(1_700_000_000_000)},
+		{ID: prefix + "-nil", EventTime: time.UnixMilli(1_700_000_000_000)},
+		{ID: prefix + "-binary", Value: []byte{0xff, 0xfe, 0x00, 0x80}, Keys: []string{""}, EventTime: time.UnixMilli(1_700_000_000_000)},
+		{ID: prefix + "-zero-time", Value: []byte("zero event time")},
+		{ID: prefix + "-odd-header", Value: []byte("odd header"), Headers: map[string]string{"": "empty name", "x-\n": "newline"}, EventTime: time.UnixMilli(1_700_000_000_000)},
+		{ID: "", Value: []byte("no id"), EventTime: time.UnixMilli(1_700_000_000_000)},
+	}
+}
+
+func sinkBadInput(t *testing.T, c SinkCase) {
+	s := c.New(t)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
+	msgs := oddMessages("odd")
+	if c.BadInput != nil {
+		msgs = append(msgs, c.BadInput()...)
+	}
+	res, err := write(t, c, s, testContext(t, 60*time.Second), msgs)
+	if err != nil {
+		t.Fatalf("write of malformed messages failed as a whole (%v): the engine would retry the batch for ever; answer per message", err)
+	}
+	if len(res) != len(msgs) {
+		t.Fatalf("write returned %d results for %d messages", len(res), len(msgs))
+	}
+	for i, r := range res {
+		if r.Status == runner.WriteFailed && r.Err == nil {
+			t.Fatalf("message %q: failed without an error to say why", msgs[i].ID)
+		}
+	}
+	// The sink still works.
+	checkWrite(t, c, s, testMessages("after-odd", 5, 16))
+}
+
+func sinkContinues(t *testing.T, c SinkCase) {
+	s := c.New(t)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = write(t, c, s, ctx, testMessages("before", 10, 16))
+	if c.Features.BadInput {
+		_, _ = write(t, c, s, testContext(t, 30*time.Second), oddMessages("before-odd"))
+	}
+	msgs := testMessages("after-errors", 50, 16)
+	checkWrite(t, c, s, msgs)
+	waitReceived(t, c, msgs)
+}
+
+func sinkConcurrentClose(t *testing.T, c SinkCase) {
+	s := c.New(t)
+	checkConcurrentClose(t, c.Features.Lifecycle, s, "Write", func(ctx context.Context) {
+		_, _ = s.Write(ctx, testMessages("closing", 500, 64))
+	})
+}
+
+func sinkReconnects(t *testing.T, c SinkCase) {
+	if c.Peer.Stop == nil || c.Peer.Start == nil {
+		t.Fatalf("Features.Reconnects set but the case has no Peer to stop and start")
+	}
+	s := c.New(t)
+	defer closeAdapter(t, c.Features.Lifecycle, s)
+	checkWrite(t, c, s, testMessages("before-stop", 5, 16))
+	c.Peer.Stop(t)
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.Peer.Start(t)
+		}
+	}()
+	// While the peer is away each write returns in time; what it reports
+	// written must arrive once the peer is back.
+	away := testMessages("while-away", 5, 16)
+	var claimed []*runner.Message
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		res, err := write(t, c, s, ctx, away)
+		cancel()
+		if err == nil {
+			claimed = append(claimed, okOnes(t, away, res)...)
+		}
+	}
+	c.Peer.Start(t)
+	restarted = true
+	msgs := testMessages("after-restart", 20, 16)
+	left := msgs
+	deadline := time.Now().Add(c.Features.ReconnectWait)
+	var lastErr error
+	for len(left) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages still not written %v after the peer came back; last error: %v", len(left), len(msgs), c.Features.ReconnectWait, lastErr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := write(t, c, s, ctx, left)
+		cancel()
+		if err != nil {
+			lastErr = err
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		var next []*runner.Message
+		for i, r := range res {
+			if r.Status != runner.WriteOK {
+				next = append(next, left[i])
+				lastErr = errors.Join(fmt.Errorf("message %s: %s", left[i].ID, r.Status), r.Err)
+			}
+		}
+		left = next
+	}
+	waitReceived(t, c, append(msgs, claimed...))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"testing"
@@ -18,27 +19,66 @@ func RunSource(t *testing.T, c SourceCase) {
 	if c.Features.RedeliveryWait == 0 {
 		c.Features.RedeliveryWait = 30 * time.Second
 	}
+	c.Features.defaults()
+	if c.Features.Generates && c.Produce == nil {
+		c.Produce = func(*testing.T, int) [][]byte { return nil }
+	}
+	f := c.Features
 	t.Run("reads every produced message once and acks them", func(t *testing.T) { sourceReadAck(t, c) })
 	t.Run("read returns at most max", func(t *testing.T) { sourceReadMax(t, c) })
-	t.Run("read on an empty source returns within its timeout", func(t *testing.T) { sourceEmptyTimeout(t, c) })
+	if !f.Generates {
+		t.Run("read on an empty source returns within its timeout", func(t *testing.T) { sourceEmptyTimeout(t, c) })
+	}
 	t.Run("read returns when the context is cancelled", func(t *testing.T) { sourceCancel(t, c) })
-	if c.Features.Nack {
+	if f.Nack {
 		t.Run("nacked messages are read again", func(t *testing.T) { sourceNack(t, c) })
 	}
-	if c.Features.RedeliverAfterClose {
+	if f.RedeliverAfterClose {
 		t.Run("unacked messages are redelivered after close", func(t *testing.T) { sourceRedeliverAfterClose(t, c) })
+	}
+	if f.BadInput {
+		t.Run("acks and nacks of messages never read are answered", func(t *testing.T) { sourceBadInput(t, c) })
+	}
+	if f.ContinuesAfterErrors {
+		t.Run("reads work after failed calls", func(t *testing.T) { sourceContinues(t, c) })
+	}
+	if f.CloseTwice {
+		t.Run("closing twice is fine", func(t *testing.T) { checkCloseTwice(t, f.Lifecycle, c.New(t)) })
+	}
+	if f.ConcurrentClose {
+		t.Run("concurrent close during a read returns", func(t *testing.T) { sourceConcurrentClose(t, c) })
+	}
+	if f.Reconnects {
+		t.Run("reads work again once the peer is back", func(t *testing.T) { sourceReconnects(t, c) })
 	}
 }
 
+// read is one Read under the call deadline, which adds the call timeout to
+// the wait the Read itself asks for.
+func read(t *testing.T, c SourceCase, src runner.Source, ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	t.Helper()
+	var msgs []*runner.Message
+	var err error
+	call(t, fmt.Sprintf("Read(max=%d, timeout=%v)", max, timeout), timeout+c.Features.CallTimeout, func() { msgs, err = src.Read(ctx, max, timeout) })
+	return msgs, err
+}
+
+func ack(t *testing.T, c SourceCase, src runner.Source, ctx context.Context, msgs []*runner.Message) error {
+	t.Helper()
+	var err error
+	call(t, fmt.Sprintf("Ack of %d messages", len(msgs)), c.Features.CallTimeout, func() { err = src.Ack(ctx, msgs) })
+	return err
+}
+
 // readN reads until n messages arrived or the deadline passes.
-func readN(t *testing.T, ctx context.Context, src runner.Source, n int, batch int) []*runner.Message {
+func readN(t *testing.T, c SourceCase, ctx context.Context, src runner.Source, n int, batch int) []*runner.Message {
 	t.Helper()
 	var got []*runner.Message
 	for len(got) < n {
 		if ctx.Err() != nil {
 			t.Fatalf("read %d of %d messages before the deadline", len(got), n)
 		}
-		msgs, err := src.Read(ctx, min(batch, n-len(got)), 200*time.Millisecond)
+		msgs, err := read(t, c, src, ctx, min(batch, n-len(got)), 200*time.Millisecond)
 		if err != nil && !errors.Is(err, io.EOF) {
 			if ctx.Err() != nil {
 				t.Fatalf("read %d of %d messages before the deadline: %v", len(got), n, err)
@@ -51,21 +91,18 @@ func readN(t *testing.T, ctx context.Context, src runner.Source, n int, batch in
 	return got
 }
 
-func closeSource(t *testing.T, src runner.Source) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := src.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
+func closeSource(t *testing.T, c SourceCase, src runner.Source) {
+	t.Helper()
+	closeAdapter(t, c.Features.Lifecycle, src)
 }
 
 func sourceReadAck(t *testing.T, c SourceCase) {
 	ctx := testContext(t, 60*time.Second)
 	src := c.New(t)
-	defer closeSource(t, src)
+	defer closeSource(t, c, src)
 	const n = 250
 	values := c.Produce(t, n)
-	got := readN(t, ctx, src, n, 100)
+	got := readN(t, c, ctx, src, n, 100)
 	if len(got) != n {
 		t.Fatalf("read %d messages, want %d", len(got), n)
 	}
@@ -92,11 +129,11 @@ func sourceReadAck(t *testing.T, c SourceCase) {
 			}
 		}
 	}
-	if err := src.Ack(ctx, got); err != nil {
+	if err := ack(t, c, src, ctx, got); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
 	// Nothing more: the acked messages must not come back.
-	extra, err := src.Read(ctx, 10, 300*time.Millisecond)
+	extra, err := read(t, c, src, ctx, 10, 300*time.Millisecond)
 	if err != nil && !errors.Is(err, io.EOF) {
 		t.Fatalf("read after ack: %v", err)
 	}
@@ -112,7 +149,9 @@ func sourceReadAck(t *testing.T, c SourceCase) {
 		}
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			p, err := pr.Pending(ctx)
+			var p int64
+			var err error
+			call(t, "Pending", c.Features.CallTimeout, func() { p, err = pr.Pending(ctx) })
 			if err == nil && p == 0 {
 				break
 			}
@@ -133,24 +172,26 @@ func sortedValues(v [][]byte) [][]byte {
 func sourceReadMax(t *testing.T, c SourceCase) {
 	ctx := testContext(t, 60*time.Second)
 	src := c.New(t)
-	defer closeSource(t, src)
+	defer closeSource(t, c, src)
 	c.Produce(t, 20)
 	var all []*runner.Message
 	deadline := time.Now().Add(30 * time.Second)
 	for len(all) < 20 && time.Now().Before(deadline) {
-		msgs, err := src.Read(ctx, 3, 200*time.Millisecond)
+		// Never more than 20 in all: a generating source has more to give.
+		max := min(3, 20-len(all))
+		msgs, err := read(t, c, src, ctx, max, 200*time.Millisecond)
 		if err != nil && !errors.Is(err, io.EOF) {
 			t.Logf("read error (retrying): %v", err)
 		}
-		if len(msgs) > 3 {
-			t.Fatalf("Read(max=3) returned %d messages", len(msgs))
+		if len(msgs) > max {
+			t.Fatalf("Read(max=%d) returned %d messages", max, len(msgs))
 		}
 		all = append(all, msgs...)
 	}
 	if len(all) != 20 {
 		t.Fatalf("read %d of 20 messages", len(all))
 	}
-	if err := src.Ack(ctx, all); err != nil {
+	if err := ack(t, c, src, ctx, all); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
 }
@@ -158,9 +199,9 @@ func sourceReadMax(t *testing.T, c SourceCase) {
 func sourceEmptyTimeout(t *testing.T, c SourceCase) {
 	ctx := testContext(t, 30*time.Second)
 	src := c.New(t)
-	defer closeSource(t, src)
+	defer closeSource(t, c, src)
 	start := time.Now()
-	msgs, err := src.Read(ctx, 10, 200*time.Millisecond)
+	msgs, err := read(t, c, src, ctx, 10, 200*time.Millisecond)
 	if err != nil && !errors.Is(err, io.EOF) {
 		t.Fatalf("read on an empty source: %v", err)
 	}
@@ -175,7 +216,7 @@ func sourceEmptyTimeout(t *testing.T, c SourceCase) {
 
 func sourceCancel(t *testing.T, c SourceCase) {
 	src := c.New(t)
-	defer closeSource(t, src)
+	defer closeSource(t, c, src)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -194,9 +235,9 @@ func sourceCancel(t *testing.T, c SourceCase) {
 func sourceNack(t *testing.T, c SourceCase) {
 	ctx := testContext(t, c.Features.RedeliveryWait+60*time.Second)
 	src := c.New(t)
-	defer closeSource(t, src)
+	defer closeSource(t, c, src)
 	c.Produce(t, 10)
-	got := readN(t, ctx, src, 10, 10)
+	got := readN(t, c, ctx, src, 10, 10)
 	nacker, ok := src.(runner.Nacker)
 	if !ok {
 		t.Fatalf("Features.Nack set but the source has no Nack method")
@@ -205,15 +246,17 @@ func sourceNack(t *testing.T, c SourceCase) {
 	for _, m := range got[:5] {
 		back[m.ID] = true
 	}
-	if err := src.Ack(ctx, got[5:]); err != nil {
+	if err := ack(t, c, src, ctx, got[5:]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	if err := nacker.Nack(ctx, got[:5], 0); err != nil {
+	var err error
+	call(t, "Nack of 5 messages", c.Features.CallTimeout, func() { err = nacker.Nack(ctx, got[:5], 0) })
+	if err != nil {
 		t.Fatalf("nack: %v", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.Features.RedeliveryWait)
 	defer cancel()
-	again := readN(t, rctx, src, 5, 10)
+	again := readN(t, c, rctx, src, 5, 10)
 	for _, m := range again {
 		if !back[m.ID] {
 			t.Fatalf("after nack, read %q which was acked or never nacked", m.ID)
@@ -223,7 +266,7 @@ func sourceNack(t *testing.T, c SourceCase) {
 	if len(back) != 0 {
 		t.Fatalf("nacked messages not read again: %v", back)
 	}
-	if err := src.Ack(ctx, again); err != nil {
+	if err := ack(t, c, src, ctx, again); err != nil {
 		t.Fatalf("ack redelivered: %v", err)
 	}
 }
@@ -232,20 +275,20 @@ func sourceRedeliverAfterClose(t *testing.T, c SourceCase) {
 	ctx := testContext(t, c.Features.RedeliveryWait+60*time.Second)
 	src := c.New(t)
 	c.Produce(t, 10)
-	got := readN(t, ctx, src, 10, 10)
-	if err := src.Ack(ctx, got[:4]); err != nil {
+	got := readN(t, c, ctx, src, 10, 10)
+	if err := ack(t, c, src, ctx, got[:4]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	closeSource(t, src)
+	closeSource(t, c, src)
 	unacked := map[string]bool{}
 	for _, m := range got[4:] {
 		unacked[m.ID] = true
 	}
 	src2 := c.New(t)
-	defer closeSource(t, src2)
+	defer closeSource(t, c, src2)
 	rctx, cancel := context.WithTimeout(ctx, c.Features.RedeliveryWait)
 	defer cancel()
-	again := readN(t, rctx, src2, 6, 10)
+	again := readN(t, c, rctx, src2, 6, 10)
 	for _, m := range again {
 		if !unacked[m.ID] {
 			t.Fatalf("after reopen, read %q which was acked", m.ID)
@@ -255,7 +298,99 @@ func sourceRedeliverAfterClose(t *testing.T, c SourceCase) {
 	if len(unacked) != 0 {
 		t.Fatalf("unacked messages not redelivered: %v", unacked)
 	}
-	if err := src2.Ack(ctx, again); err != nil {
+	if err := ack(t, c, src2, ctx, again); err != nil {
 		t.Fatalf("ack redelivered: %v", err)
+	}
+}
+
+// foreignMessages are messages this source never read.
+func foreignMessages() []*runner.Message {
+	return []*runner.Message{
+		{ID: "never-read-1", Value: []byte("x")},
+		{ID: ""},
+		{ID: "never-read-2", Offset: int64(1) << 40, Value: []byte{0xff}},
+	}
+}
+
+func sourceBadInput(t *testing.T, c SourceCase) {
+	ctx := testContext(t, 60*time.Second)
+	src := c.New(t)
+	defer closeSource(t, c, src)
+	// An error is a fine answer; a panic or a hang is not.
+	_ = ack(t, c, src, ctx, nil)
+	_ = ack(t, c, src, ctx, foreignMessages())
+	if nacker, ok := src.(runner.Nacker); ok {
+		call(t, "Nack of messages never read", c.Features.CallTimeout, func() { _ = nacker.Nack(ctx, foreignMessages(), 0) })
+	}
+	c.Produce(t, 5)
+	got := readN(t, c, ctx, src, 5, 10)
+	for _, m := range got {
+		if m.ID == "never-read-1" || m.ID == "never-read-2" || m.ID == "" {
+			t.Fatalf("read %q, a message acked or nacked but never read", m.ID)
+		}
+	}
+	if err := ack(t, c, src, ctx, got); err != nil {
+		t.Fatalf("ack after acks of messages never read: %v", err)
+	}
+}
+
+func sourceContinues(t *testing.T, c SourceCase) {
+	ctx := testContext(t, 60*time.Second)
+	src := c.New(t)
+	defer closeSource(t, c, src)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = read(t, c, src, cancelled, 10, 200*time.Millisecond)
+	_ = ack(t, c, src, cancelled, nil)
+	if c.Features.BadInput {
+		_ = ack(t, c, src, ctx, foreignMessages())
+	}
+	c.Produce(t, 10)
+	got := readN(t, c, ctx, src, 10, 10)
+	if err := ack(t, c, src, ctx, got); err != nil {
+		t.Fatalf("ack after failed calls: %v", err)
+	}
+}
+
+func sourceConcurrentClose(t *testing.T, c SourceCase) {
+	src := c.New(t)
+	checkConcurrentClose(t, c.Features.Lifecycle, src, "Read", func(ctx context.Context) {
+		_, _ = src.Read(ctx, 10, time.Hour)
+	})
+}
+
+func sourceReconnects(t *testing.T, c SourceCase) {
+	if c.Peer.Stop == nil || c.Peer.Start == nil {
+		t.Fatalf("Features.Reconnects set but the case has no Peer to stop and start")
+	}
+	ctx := testContext(t, c.Features.ReconnectWait+60*time.Second)
+	src := c.New(t)
+	defer closeSource(t, c, src)
+	c.Produce(t, 5)
+	if err := ack(t, c, src, ctx, readN(t, c, ctx, src, 5, 10)); err != nil {
+		t.Fatalf("ack: %v", err)
+	}
+	c.Peer.Stop(t)
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.Peer.Start(t)
+		}
+	}()
+	// While the peer is away a read returns in time; failing is fine.
+	for i := 0; i < 2; i++ {
+		msgs, _ := read(t, c, src, ctx, 10, 300*time.Millisecond)
+		if len(msgs) > 0 {
+			_ = ack(t, c, src, ctx, msgs)
+		}
+	}
+	c.Peer.Start(t)
+	restarted = true
+	c.Produce(t, 10)
+	rctx, cancel := context.WithTimeout(ctx, c.Features.ReconnectWait)
+	defer cancel()
+	got := readN(t, c, rctx, src, 10, 10)
+	if err := ack(t, c, src, ctx, got); err != nil {
+		t.Fatalf("ack after the peer came back: %v", err)
 	}
 }

@@ -15,18 +15,41 @@ import (
 // RunTransformer runs the transformer suite against c.
 func RunTransformer(t *testing.T, c TransformerCase) {
 	t.Helper()
+	c.Features.defaults()
+	f := c.Features
 	t.Run("results follow the inputs: drop, one, fan-out", func(t *testing.T) { transformMix(t, c) })
 	t.Run("concurrent calls get their own results", func(t *testing.T) { transformConcurrent(t, c) })
 	t.Run("large payloads come back whole", func(t *testing.T) { transformLarge(t, c) })
 	t.Run("a cancelled call returns", func(t *testing.T) { transformCancelled(t, c) })
+	if f.BadInput {
+		t.Run("bad input is answered per message", func(t *testing.T) { transformBadInput(t, c) })
+	}
+	if f.ContinuesAfterErrors {
+		t.Run("calls work after failed calls", func(t *testing.T) { transformContinues(t, c) })
+	}
+	if f.CloseTwice {
+		t.Run("closing twice is fine", func(t *testing.T) { checkCloseTwice(t, f.Lifecycle, c.New(t)) })
+	}
+	if f.ConcurrentClose {
+		t.Run("concurrent close during a call returns", func(t *testing.T) { transformConcurrentClose(t, c) })
+	}
+	if f.Reconnects {
+		t.Run("calls work again once the function is back", func(t *testing.T) { transformReconnects(t, c) })
+	}
 }
 
-func closeTransformer(t *testing.T, tr runner.Transformer) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := tr.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
+// transform is one Transform under the call deadline.
+func transform(t *testing.T, c TransformerCase, tr runner.Transformer, ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
+	t.Helper()
+	var res []runner.TransformResult
+	var err error
+	call(t, fmt.Sprintf("Transform of %d messages", len(msgs)), c.Features.CallTimeout, func() { res, err = tr.Transform(ctx, msgs) })
+	return res, err
+}
+
+func closeTransformer(t *testing.T, c TransformerCase, tr runner.Transformer) {
+	t.Helper()
+	closeAdapter(t, c.Features.Lifecycle, tr)
 }
 
 func mixMessages(prefix string, n int, seed uint64) []*runner.Message {
@@ -78,9 +101,9 @@ func checkTransform(msgs []*runner.Message, res []runner.TransformResult) error 
 
 func transformMix(t *testing.T, c TransformerCase) {
 	tr := c.New(t)
-	defer closeTransformer(t, tr)
+	defer closeTransformer(t, c, tr)
 	msgs := mixMessages("mix", 500, 7)
-	res, err := tr.Transform(testContext(t, 60*time.Second), msgs)
+	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}
@@ -91,7 +114,7 @@ func transformMix(t *testing.T, c TransformerCase) {
 
 func transformConcurrent(t *testing.T, c TransformerCase) {
 	tr := c.New(t)
-	defer closeTransformer(t, tr)
+	defer closeTransformer(t, c, tr)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for g := 0; g < 4; g++ {
@@ -99,7 +122,12 @@ func transformConcurrent(t *testing.T, c TransformerCase) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := tr.Transform(context.Background(), msgs)
+			var res []runner.TransformResult
+			var err error
+			if cerr := callErr("concurrent Transform", c.Features.CallTimeout, func() { res, err = tr.Transform(context.Background(), msgs) }); cerr != nil {
+				errs <- cerr
+				return
+			}
 			if err == nil {
 				err = checkTransform(msgs, res)
 			}
@@ -117,10 +145,10 @@ func transformConcurrent(t *testing.T, c TransformerCase) {
 
 func transformLarge(t *testing.T, c TransformerCase) {
 	tr := c.New(t)
-	defer closeTransformer(t, tr)
+	defer closeTransformer(t, c, tr)
 	v := bytes.Repeat([]byte("x"), 1<<20)
 	msgs := []*runner.Message{{ID: "large-0", Value: v, EventTime: time.Now()}, {ID: "large-1", Value: v, EventTime: time.Now()}}
-	res, err := tr.Transform(testContext(t, 60*time.Second), msgs)
+	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
 	if err != nil {
 		t.Fatalf("transform: %v", err)
 	}
@@ -131,7 +159,7 @@ func transformLarge(t *testing.T, c TransformerCase) {
 
 func transformCancelled(t *testing.T, c TransformerCase) {
 	tr := c.New(t)
-	defer closeTransformer(t, tr)
+	defer closeTransformer(t, c, tr)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan struct{})
@@ -146,5 +174,112 @@ func transformCancelled(t *testing.T, c TransformerCase) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("Transform with a cancelled context did not return")
+	}
+}
+
+func transformBadInput(t *testing.T, c TransformerCase) {
+	tr := c.New(t)
+	defer closeTransformer(t, c, tr)
+	msgs := oddMessages("odd")
+	if c.BadInput != nil {
+		msgs = append(msgs, c.BadInput()...)
+	}
+	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
+	if err != nil {
+		t.Fatalf("transform of malformed messages failed as a whole (%v): the engine would retry the batch for ever; answer per message", err)
+	}
+	if len(res) != len(msgs) {
+		t.Fatalf("%d results for %d inputs", len(res), len(msgs))
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Nack {
+			continue // refusing one message is a fine answer
+		}
+		for _, o := range r.Outputs {
+			if !bytes.Equal(o.Value, msgs[i].Value) {
+				t.Fatalf("message %q: output %q, want %q", msgs[i].ID, o.Value, msgs[i].Value)
+			}
+		}
+	}
+	after := mixMessages("after-odd", 20, 3)
+	res, err = transform(t, c, tr, testContext(t, 60*time.Second), after)
+	if err == nil {
+		err = checkTransform(after, res)
+	}
+	if err != nil {
+		t.Fatalf("after malformed input: %v", err)
+	}
+}
+
+func transformContinues(t *testing.T, c TransformerCase) {
+	tr := c.New(t)
+	defer closeTransformer(t, c, tr)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = transform(t, c, tr, ctx, mixMessages("cancelled", 10, 1))
+	if c.Features.BadInput {
+		_, _ = transform(t, c, tr, testContext(t, 30*time.Second), oddMessages("before-odd"))
+	}
+	msgs := mixMessages("after-errors", 100, 5)
+	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
+	if err == nil {
+		err = checkTransform(msgs, res)
+	}
+	if err != nil {
+		t.Fatalf("after failed calls: %v", err)
+	}
+}
+
+func transformConcurrentClose(t *testing.T, c TransformerCase) {
+	tr := c.New(t)
+	checkConcurrentClose(t, c.Features.Lifecycle, tr, "Transform", func(ctx context.Context) {
+		_, _ = tr.Transform(ctx, mixMessages("closing", 500, 9))
+	})
+}
+
+func transformReconnects(t *testing.T, c TransformerCase) {
+	if c.Peer.Stop == nil || c.Peer.Start == nil {
+		t.Fatalf("Features.Reconnects set but the case has no Peer to stop and start")
+	}
+	tr := c.New(t)
+	defer closeTransformer(t, c, tr)
+	first := mixMessages("before-stop", 10, 2)
+	res, err := transform(t, c, tr, testContext(t, 30*time.Second), first)
+	if err == nil {
+		err = checkTransform(first, res)
+	}
+	if err != nil {
+		t.Fatalf("before the function stopped: %v", err)
+	}
+	c.Peer.Stop(t)
+	restarted := false
+	defer func() {
+		if !restarted {
+			c.Peer.Start(t)
+		}
+	}()
+	for i := 0; i < 2; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = transform(t, c, tr, ctx, mixMessages("while-away", 5, 4))
+		cancel()
+	}
+	c.Peer.Start(t)
+	restarted = true
+	msgs := mixMessages("after-restart", 20, 6)
+	deadline := time.Now().Add(c.Features.ReconnectWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		res, err := transform(t, c, tr, ctx, msgs)
+		cancel()
+		if err == nil {
+			err = checkTransform(msgs, res)
+		}
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing %v after the function came back: %v", c.Features.ReconnectWait, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -55,17 +55,26 @@ func newSink(t *testing.T, role runner.Role, url string, edit func(*Config)) *Si
 	return s
 }
 
+// refuseFail answers 500 to events whose data starts with "fail", as the
+// conformance suite's AnswersFailure asks.
+func refuseFail(ev event.Event) protocol.Result {
+	if strings.HasPrefix(string(ev.Data()), "fail") {
+		return cehttp.NewResult(http.StatusInternalServerError, "refused")
+	}
+	return nil
+}
+
 func TestConformance(t *testing.T) {
 	for _, mode := range []string{"binary", "structured"} {
 		t.Run(mode, func(t *testing.T) {
 			var r *cetest.Receiver
 			conformance.RunSink(t, conformance.SinkCase{
 				New: func(t *testing.T) runner.Sink {
-					r = cetest.StartReceiver(t, nil)
+					r = cetest.StartReceiver(t, refuseFail)
 					return newSink(t, runner.RoleSink, r.URL, func(c *Config) { c.Mode = mode })
 				},
 				Received: func(t *testing.T) []*runner.Message { return messages(t, r) },
-				Features: conformance.SinkFeatures{KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
+				Features: conformance.SinkFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, AnswersFailure: true, KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
 			})
 		})
 	}

@@ -92,7 +92,8 @@ func TestConformance(t *testing.T) {
 			return newSink(t, testConfig(srv.URL(), ensure(t)+".out"), runner.RoleSink)
 		},
 		Received: func(t *testing.T) []*runner.Message { return received(t, js, ensure(t)) },
-		Features: conformance.SinkFeatures{KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
+		Peer:     conformance.Peer{Stop: func(*testing.T) { srv.Shutdown() }, Start: func(t *testing.T) { srv.Restart(t) }},
+		Features: conformance.SinkFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true, Reconnects: true}, KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
 	})
 }
 

@@ -158,7 +158,7 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	conformance.RunSink(t, conformance.SinkCase{
 		New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.Settings(dir), runner.RoleSink) },
 		Received: func(t *testing.T) []*runner.Message { return rec.received() },
-		Features: conformance.SinkFeatures{KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
+		Features: conformance.SinkFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, AnswersFailure: true, KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
 	})
 }
 

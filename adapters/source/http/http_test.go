@@ -201,6 +201,7 @@ func TestConformance(t *testing.T) {
 		},
 		Produce: func(t *testing.T, n int) [][]byte { return get(t).produce(n) },
 		Features: conformance.SourceFeatures{
+			Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true},
 			// A nacked or unfinished request is answered 500 and its caller
 			// posts it again: the redelivery the suite checks comes from there.
 			Nack:                true,

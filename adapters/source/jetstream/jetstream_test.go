@@ -100,8 +100,10 @@ func TestConformance(t *testing.T) {
 			*c.(*int) += n
 			return publish(t, js, name+".in", n, fmt.Sprintf("v%d", start))
 		},
+		Peer: conformance.Peer{Stop: func(*testing.T) { srv.Shutdown() }, Start: func(t *testing.T) { srv.Restart(t) }},
 		Features: conformance.SourceFeatures{
-			Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true,
+			Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true, Reconnects: true},
+			Nack:      true, RedeliverAfterClose: true, Pending: true, KeepsValues: true,
 			// Redelivery after close needs the 2s ack wait to pass.
 			RedeliveryWait: 20 * time.Second,
 		},

@@ -190,7 +190,7 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	conformance.RunSource(t, conformance.SourceCase{
 		New:      func(t *testing.T) runner.Source { return newSource(t, udftest.Settings(dir)) },
 		Produce:  func(t *testing.T, n int) [][]byte { return st.produce(n) },
-		Features: conformance.SourceFeatures{Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true, RedeliveryWait: 15 * time.Second},
+		Features: conformance.SourceFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true, RedeliveryWait: 15 * time.Second},
 	})
 }
 

@@ -45,6 +45,7 @@ func TestConformance(t *testing.T) {
 				New: func(t *testing.T) runner.Transformer {
 					return newTransformer(t, f.URL, func(c *Config) { c.Mode = mode })
 				},
+				Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
 			})
 		})
 	}

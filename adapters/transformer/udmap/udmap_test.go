@@ -285,7 +285,8 @@ func TestConformanceWithSDKServers(t *testing.T) {
 				startSDKServer(t, dir, mode)
 			}
 			conformance.RunTransformer(t, conformance.TransformerCase{
-				New: func(t *testing.T) runner.Transformer { return newMap(t, udftest.Settings(dir)) },
+				New:      func(t *testing.T) runner.Transformer { return newMap(t, udftest.Settings(dir)) },
+				Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
 			})
 		})
 	}

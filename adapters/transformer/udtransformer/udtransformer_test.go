@@ -105,7 +105,8 @@ func TestConformanceWithSDKServer(t *testing.T) {
 		}
 	})
 	conformance.RunTransformer(t, conformance.TransformerCase{
-		New: func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.Settings(dir)) },
+		New:      func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.Settings(dir)) },
+		Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
 	})
 }
 
