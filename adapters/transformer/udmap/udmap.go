@@ -91,9 +91,9 @@ type Transformer struct {
 
 	ids   atomic.Uint64 // request ids, unique over the life of the adapter
 	batch chan struct{} // batch mode: held by the call whose batch is on the stream
-	// slots bound the requests in flight on the stream across calls in
-	// unary and stream mode (numaflow-core's concurrency); nil is unbounded.
-	slots chan struct{}
+	// inflight bounds the requests in flight on the stream across calls
+	// (numaflow-core's concurrency); nil is unbounded.
+	inflight *serverinfo.InFlight
 
 	st serverinfo.Current[*stream]
 }
@@ -139,9 +139,7 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 // by spec.limits.concurrency (mapper/map.rs); n <= 0 leaves them unbounded.
 // Call it before the first Transform.
 func (t *Transformer) SetConcurrency(n int) {
-	if n > 0 {
-		t.slots = make(chan struct{}, n)
-	}
+	t.inflight = serverinfo.NewInFlight(n)
 }
 
 // Mode is the map mode the container declared.
@@ -210,47 +208,23 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		eot = st.beginBatch()
 	}
 	waitingFor := sending
-	slots := t.slots
+	inflight := t.inflight
 	if batch {
-		slots = nil // one batch at a time is the bound
+		inflight = nil // one batch at a time is the bound
 	}
-	held := 0 // slots this call holds: one per request without its results yet
-	defer func() {
-		for ; held > 0; held-- {
-			<-slots
-		}
-	}()
+	claim := inflight.Claim()
+	defer claim.Close()
 	take := func(r reply) {
 		results[r.k] = result(msgs[r.k], r.results)
 		waitingFor--
-		if held > 0 {
-			held--
-			<-slots
-		}
+		claim.Answered()
 	}
-	// acquire waits for room on the stream, taking this call's own results
-	// meanwhile so that its slots come free.
-	acquire := func() error {
-		for slots != nil {
-			select {
-			case slots <- struct{}{}:
-				held++
-				return nil
-			case r := <-replies:
-				take(r)
-			case <-st.Dead():
-				return t.broken(st, st.Err())
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	}
+	dead := func() error { return t.broken(st, st.Err()) }
 	for k, req := range reqs {
 		if req == nil {
 			continue
 		}
-		if err := acquire(); err != nil {
+		if err := serverinfo.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
 			return nil, err
 		}
 		if err := st.Err(); err != nil {

@@ -70,9 +70,9 @@ type Transformer struct {
 	cancel context.CancelFunc
 
 	ids atomic.Uint64 // request ids, unique over the life of the adapter
-	// slots bound the requests in flight on the stream across calls
+	// inflight bounds the requests in flight on the stream across calls
 	// (numaflow-core's concurrency); nil is unbounded.
-	slots chan struct{}
+	inflight *serverinfo.InFlight
 
 	st serverinfo.Current[*stream]
 }
@@ -110,9 +110,7 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 // spec.limits.concurrency (transformer.rs); n <= 0 leaves them unbounded.
 // Call it before the first Transform.
 func (t *Transformer) SetConcurrency(n int) {
-	if n > 0 {
-		t.slots = make(chan struct{}, n)
-	}
+	t.inflight = serverinfo.NewInFlight(n)
 }
 
 // Ready reports whether the transformer container is connected and ready.
@@ -169,38 +167,14 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	defer func() { st.waiting.Forget(ids) }()
 	limit := t.conn.MaxMessageSize()
 	waitingFor := 0
-	held := 0 // slots this call holds: one per request without its response yet
-	defer func() {
-		for ; held > 0; held-- {
-			<-t.slots
-		}
-	}()
+	claim := t.inflight.Claim()
+	defer claim.Close()
 	take := func(r reply) {
 		results[r.k] = result(msgs[r.k], r.resp)
 		waitingFor--
-		if held > 0 {
-			held--
-			<-t.slots
-		}
+		claim.Answered()
 	}
-	// acquire waits for room on the stream, taking this call's own
-	// responses meanwhile so that its slots come free.
-	acquire := func() error {
-		for t.slots != nil {
-			select {
-			case t.slots <- struct{}{}:
-				held++
-				return nil
-			case r := <-replies:
-				take(r)
-			case <-st.Dead():
-				return t.broken(st, st.Err())
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return nil
-	}
+	dead := func() error { return t.broken(st, st.Err()) }
 	for k, m := range msgs {
 		id := strconv.FormatUint(t.ids.Add(1), 36)
 		req := request(m, id)
@@ -208,7 +182,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			results[k].Err = runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
 			continue
 		}
-		if err := acquire(); err != nil {
+		if err := serverinfo.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
 			return nil, err
 		}
 		if err := st.Err(); err != nil {
