@@ -74,16 +74,32 @@ type Retry struct {
 // Config is everything the runner reads from the environment.
 type Config struct {
 	Core
-	// The chosen adapters' settings, as their plugins declared them.
-	SourceConfig, TransformerConfig, UDFConfig, SinkConfig, FallbackConfig, OnSuccessConfig any
+	// Settings holds the chosen adapters' settings, as their kinds declared
+	// them, by the place they fill; a place set to none has no entry.
+	Settings map[runner.Role]any
 	// Bypass holds the parsed MV_BYPASS_* conditions.
 	Bypass runner.Bypass
 	// Steps is Retry.Steps parsed; 0 means unlimited.
 	Steps int
 }
 
-// None is the MV_TRANSFORMER and MV_FALLBACK_SINK value that selects nothing.
+// None is the value of an optional place (MV_TRANSFORMER, MV_UDF,
+// MV_FALLBACK_SINK, MV_ON_SUCCESS_SINK) that selects nothing.
 const None = "none"
+
+// Kind is the kind chosen for slot: the Core field read from slot.Var.
+func (c *Core) Kind(slot runner.Slot) string {
+	v := reflect.ValueOf(c).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("envconfig") == slot.Var {
+			return v.Field(i).String()
+		}
+	}
+	// Slots and Core are written together; a slot without its field is a
+	// programming error, caught by the config tests.
+	panic("config: no Core field reads " + slot.Var)
+}
 
 // Load reads and validates the environment. Every error it returns is a
 // *runner.ConfigError naming one variable.
@@ -104,56 +120,21 @@ func LoadWarn(warn func(string)) (*Config, error) {
 	if err := checkUnknown(os.Environ(), c.Strict, warn); err != nil {
 		return nil, err
 	}
-	var err error
-	src, ok := runner.LookupSource(c.Source)
-	if !ok {
-		return nil, unknownKind("MV_SOURCE", c.Source, runner.SourceNames(), false)
-	}
-	if c.SourceConfig, err = loadPlugin(src.Config, runner.RoleSource); err != nil {
-		return nil, err
-	}
-	if c.Transformer != None {
-		tr, ok := runner.LookupTransformer(c.Transformer)
-		if !ok {
-			return nil, unknownKind("MV_TRANSFORMER", c.Transformer, runner.TransformerNames(), true)
+	c.Settings = map[runner.Role]any{}
+	for _, slot := range runner.Slots {
+		kind := c.Kind(slot)
+		if slot.Optional && kind == None {
+			continue
 		}
-		if c.TransformerConfig, err = loadPlugin(tr.Config, runner.RoleTransformer); err != nil {
+		k, ok := runner.LookupKind(slot.Role, kind)
+		if !ok {
+			return nil, unknownKind(slot.Var, kind, runner.KindNames(slot.Role), slot.Optional)
+		}
+		cfg, err := loadPlugin(k.Config, slot.Role)
+		if err != nil {
 			return nil, err
 		}
-	}
-	sink, ok := runner.LookupSink(c.Sink)
-	if !ok {
-		return nil, unknownKind("MV_SINK", c.Sink, runner.SinkNames(), false)
-	}
-	if c.SinkConfig, err = loadPlugin(sink.Config, runner.RoleSink); err != nil {
-		return nil, err
-	}
-	if c.FallbackSink != None {
-		fb, ok := runner.LookupSink(c.FallbackSink)
-		if !ok {
-			return nil, unknownKind("MV_FALLBACK_SINK", c.FallbackSink, runner.SinkNames(), true)
-		}
-		if c.FallbackConfig, err = loadPlugin(fb.Config, runner.RoleFallbackSink); err != nil {
-			return nil, err
-		}
-	}
-	if c.UDF != None {
-		udf, ok := runner.LookupTransformer(c.UDF)
-		if !ok {
-			return nil, unknownKind("MV_UDF", c.UDF, runner.TransformerNames(), true)
-		}
-		if c.UDFConfig, err = loadPlugin(udf.Config, runner.RoleUDF); err != nil {
-			return nil, err
-		}
-	}
-	if c.OnSuccessSink != None {
-		ons, ok := runner.LookupSink(c.OnSuccessSink)
-		if !ok {
-			return nil, unknownKind("MV_ON_SUCCESS_SINK", c.OnSuccessSink, runner.SinkNames(), true)
-		}
-		if c.OnSuccessConfig, err = loadPlugin(ons.Config, runner.RoleOnSuccessSink); err != nil {
-			return nil, err
-		}
+		c.Settings[slot.Role] = cfg
 	}
 	return c, nil
 }
@@ -354,88 +335,56 @@ func (c *Config) RunnerOptions() runner.Options {
 }
 
 // Usage writes every variable with its default and meaning: the runner's
-// own, then each registered adapter's.
+// own, then each registered adapter kind's, through envconfig's own usage
+// printer, which names the variables exactly as envconfig reads them.
 func Usage(w io.Writer) {
 	prog := filepath.Base(os.Args[0])
 	fmt.Fprintf(w, "Usage: %s [--help] [--version]\n\nA stream runner: source -> transformer -> sink, acking the source only after each message reached a final state.\nAll settings come from the environment.\n", prog)
 	section := func(title string, spec any) {
-		if spec == nil {
-			return
-		}
 		fmt.Fprintf(w, "\n%s\n", title)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, v := range describe("", reflect.ValueOf(spec).Elem().Type()) {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", v.name, v.def, v.desc)
-		}
+		envconfig.Usagef("", spec, tw, usageFormat)
 		tw.Flush()
 	}
 	section("Runner:", &Core{})
-	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\n")
-	transformers := strings.Join(append([]string{None}, runner.TransformerNames()...), ", ")
-	optionalSinks := strings.Join(append([]string{None}, runner.SinkNames()...), ", ")
-	fmt.Fprintf(w, "Kinds: MV_SOURCE: %s; MV_TRANSFORMER: %s; MV_UDF: %s; MV_SINK: %s; MV_FALLBACK_SINK: %s; MV_ON_SUCCESS_SINK: %s\n",
-		strings.Join(runner.SourceNames(), ", "), transformers, transformers,
-		strings.Join(runner.SinkNames(), ", "), optionalSinks, optionalSinks)
-	seen := map[reflect.Type]bool{}
-	add := func(kind, name string, newConfig func() any) {
-		if newConfig == nil {
-			return
+	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
+	for _, slot := range runner.Slots {
+		names := runner.KindNames(slot.Role)
+		if slot.Optional {
+			names = append([]string{None}, names...)
 		}
-		spec := newConfig()
+		fmt.Fprintf(w, "  %s: %s\n", slot.Var, strings.Join(names, ", "))
+	}
+	seen := map[reflect.Type]bool{}
+	for _, k := range runner.AllKinds() {
+		if k.Config == nil {
+			continue
+		}
+		spec := k.Config()
 		if t := reflect.TypeOf(spec); !seen[t] {
 			seen[t] = true
-			section(fmt.Sprintf("%s %s:", kind, name), spec)
+			section(fmt.Sprintf("%s%s %s:", strings.ToUpper(k.Category[:1]), k.Category[1:], k.Name), spec)
 		}
 	}
-	for _, n := range runner.SourceNames() {
-		p, _ := runner.LookupSource(n)
-		add("Source", n, p.Config)
-	}
-	for _, n := range runner.TransformerNames() {
-		p, _ := runner.LookupTransformer(n)
-		add("Transformer", n, p.Config)
-	}
-	for _, n := range runner.SinkNames() {
-		p, _ := runner.LookupSink(n)
-		add("Sink", n, p.Config)
-	}
 }
 
-type variable struct {
-	name, def, desc string
-	typ             reflect.Type
-}
+// usageFormat is the --help row of one variable, for envconfig.Usagef.
+const usageFormat = `{{range .}}  {{usage_key .}}	{{if usage_default .}}{{usage_default .}}{{else}}(none){{end}}	{{usage_description .}}
+{{end}}`
 
-// describe lists the variables of a settings struct the way envconfig
-// names them: full names from tags, nested structs prefixed by their tag.
-func describe(prefix string, t reflect.Type) []variable {
+type variable struct{ name, typ string }
+
+// variables lists the variables of a settings struct as envconfig reads
+// them, with envconfig's word for their type (Integer, Float, Duration...).
+func variables(spec any) []variable {
+	var b strings.Builder
+	if err := envconfig.Usagef("", spec, &b, "{{range .}}{{usage_key .}}\t{{usage_type .}}\n{{end}}"); err != nil {
+		panic("config: cannot list the variables of " + reflect.TypeOf(spec).String() + ": " + err.Error())
+	}
 	var out []variable
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		if !f.IsExported() || f.Tag.Get("ignored") == "true" {
-			continue
-		}
-		name := f.Tag.Get("envconfig")
-		if name == "" {
-			name = strings.ToUpper(f.Name)
-		}
-		if prefix != "" {
-			name = prefix + "_" + name
-		}
-		ft := f.Type
-		if f.Anonymous && ft.Kind() == reflect.Struct {
-			out = append(out, describe(prefix, ft)...)
-			continue
-		}
-		if ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Time{}) {
-			out = append(out, describe(name, ft)...)
-			continue
-		}
-		def := f.Tag.Get("default")
-		if def == "" {
-			def = "(none)"
-		}
-		out = append(out, variable{name: name, def: def, desc: f.Tag.Get("desc"), typ: ft})
+	for line := range strings.Lines(b.String()) {
+		name, typ, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
+		out = append(out, variable{name, typ})
 	}
 	return out
 }
@@ -450,22 +399,21 @@ var (
 // 4096, 0x4e20 and 1_8084 pass) and floats including NaN and Inf. A
 // leading zero is refused rather than guessed at.
 func checkSyntax(spec any) error {
-	for _, v := range describe("", reflect.ValueOf(spec).Elem().Type()) {
+	for _, v := range variables(spec) {
 		raw, ok := os.LookupEnv(v.name)
 		if !ok {
 			continue
 		}
 		value := strings.TrimSpace(raw)
-		if value == "" || v.typ == reflect.TypeOf(time.Duration(0)) {
+		if value == "" {
 			continue
 		}
-		switch v.typ.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		switch v.typ {
+		case "Integer", "Unsigned Integer":
 			if !decimalInt.MatchString(value) {
 				return &runner.ConfigError{Var: v.name, Value: raw, Reason: "must be a whole number in decimal digits without leading zeros"}
 			}
-		case reflect.Float32, reflect.Float64:
+		case "Float":
 			if !plainFloat.MatchString(value) {
 				return &runner.ConfigError{Var: v.name, Value: raw, Reason: "must be a finite decimal number such as 1.5"}
 			}
@@ -480,30 +428,14 @@ func checkSyntax(spec any) error {
 func knownNames() map[string]bool {
 	known := map[string]bool{}
 	add := func(spec any) {
-		if spec == nil {
-			return
-		}
-		for _, v := range describe("", reflect.ValueOf(spec).Elem().Type()) {
+		for _, v := range variables(spec) {
 			known[v.name] = true
 		}
 	}
 	add(&Core{})
-	for _, n := range runner.SourceNames() {
-		p, _ := runner.LookupSource(n)
-		if p.Config != nil {
-			add(p.Config())
-		}
-	}
-	for _, n := range runner.TransformerNames() {
-		p, _ := runner.LookupTransformer(n)
-		if p.Config != nil {
-			add(p.Config())
-		}
-	}
-	for _, n := range runner.SinkNames() {
-		p, _ := runner.LookupSink(n)
-		if p.Config != nil {
-			add(p.Config())
+	for _, k := range runner.AllKinds() {
+		if k.Config != nil {
+			add(k.Config())
 		}
 	}
 	return known

@@ -131,3 +131,23 @@ func TestNumbersAreReadAsWritten(t *testing.T) {
 		t.Fatalf("PORT=18080: config %v, err %v", c, err)
 	}
 }
+
+func TestEverySlotIsReadFromItsVariable(t *testing.T) {
+	t.Setenv("MV_SINK", "blackhole")
+	t.Setenv("MV_FALLBACK_SINK", "log")
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[runner.Role]string{runner.RoleSource: "generator", runner.RoleTransformer: "none", runner.RoleUDF: "none",
+		runner.RoleSink: "blackhole", runner.RoleFallbackSink: "log", runner.RoleOnSuccessSink: "none"}
+	for _, slot := range runner.Slots {
+		if got := c.Kind(slot); got != want[slot.Role] {
+			t.Errorf("%s: kind %q, want %q", slot.Var, got, want[slot.Role])
+		}
+		_, chosen := c.Settings[slot.Role]
+		if chosen != (want[slot.Role] != config.None) {
+			t.Errorf("%s: settings present %v for kind %q", slot.Var, chosen, want[slot.Role])
+		}
+	}
+}

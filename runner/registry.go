@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sort"
 	"sync"
 
@@ -122,29 +123,147 @@ var (
 	sinks        registry[Sink]
 )
 
-// RegisterSource makes a source kind selectable with MV_SOURCE. Call it from init.
-func RegisterSource(p Plugin[Source]) { sources.register("source", p) }
+var validatorType = reflect.TypeFor[Validator]()
 
-// RegisterTransformer makes a transformer kind selectable with MV_TRANSFORMER. Call it from init.
-func RegisterTransformer(p Plugin[Transformer]) { transformers.register("transformer", p) }
+// typed turns a constructor taking its own settings type into a Plugin.
+// It panics at init, not at the first start of a runner, when C is not a
+// struct or has a Validate method the runner would not call (a signature
+// other than Validator's).
+func typed[T, C any](kind, name string, build func(context.Context, Env, *C) (T, error)) Plugin[T] {
+	ct := reflect.TypeFor[C]()
+	if ct.Kind() != reflect.Struct {
+		panic(fmt.Sprintf("runner: %s %q: settings type %s is not a struct", kind, name, ct))
+	}
+	pt := reflect.PointerTo(ct)
+	if m, ok := pt.MethodByName("Validate"); ok && !pt.Implements(validatorType) {
+		panic(fmt.Sprintf("runner: %s %q: %s.Validate has type %s; the runner calls only Validate(runner.Role) error", kind, name, ct, m.Type))
+	}
+	p := Plugin[T]{Name: name}
+	if ct.NumField() > 0 {
+		p.Config = func() any { return new(C) }
+	}
+	p.New = func(ctx context.Context, env Env, cfg any) (T, error) {
+		var zero T
+		c, ok := cfg.(*C)
+		switch {
+		case cfg == nil && p.Config == nil:
+			c = new(C)
+		case !ok:
+			return zero, fmt.Errorf("runner: %s %q was given settings of type %T; want *%s", kind, name, cfg, ct)
+		}
+		v, err := build(ctx, env, c)
+		if err != nil {
+			// A typed nil in the interface would pass callers' nil checks.
+			return zero, err
+		}
+		return v, nil
+	}
+	return p
+}
 
-// RegisterSink makes a sink kind selectable with MV_SINK and MV_FALLBACK_SINK. Call it from init.
-func RegisterSink(p Plugin[Sink]) { sinks.register("sink", p) }
+// RegisterSource makes a source kind selectable with MV_SOURCE. Call it
+// from init. C is the kind's settings struct (envconfig tags with full
+// variable names, `default` and `desc`; struct{} for none); the runner reads
+// it once, runs its Validate if it is a Validator, and hands it to build.
+func RegisterSource[C any](name string, build func(ctx context.Context, env Env, cfg *C) (Source, error)) {
+	sources.register("source", typed("source", name, build))
+}
 
-// LookupSource finds a registered source kind.
-func LookupSource(name string) (Plugin[Source], bool) { return sources.lookup(name) }
+// RegisterTransformer makes a transformer kind selectable with
+// MV_TRANSFORMER or MV_UDF. Call it from init; C as for RegisterSource.
+func RegisterTransformer[C any](name string, build func(ctx context.Context, env Env, cfg *C) (Transformer, error)) {
+	transformers.register("transformer", typed("transformer", name, build))
+}
 
-// LookupTransformer finds a registered transformer kind.
-func LookupTransformer(name string) (Plugin[Transformer], bool) { return transformers.lookup(name) }
+// RegisterSink makes a sink kind selectable with MV_SINK, MV_FALLBACK_SINK
+// and MV_ON_SUCCESS_SINK. Call it from init; C as for RegisterSource.
+func RegisterSink[C any](name string, build func(ctx context.Context, env Env, cfg *C) (Sink, error)) {
+	sinks.register("sink", typed("sink", name, build))
+}
 
-// LookupSink finds a registered sink kind.
-func LookupSink(name string) (Plugin[Sink], bool) { return sinks.lookup(name) }
+// Slot is one place in the pipeline that an adapter fills, and the
+// variable that picks its kind. The runner's settings, start-up and help all
+// walk Slots, so a place is described once.
+type Slot struct {
+	Role Role
+	// Var is the variable naming the kind (MV_SOURCE, ...).
+	Var string
+	// Title is how logs and errors name the place ("fallback sink").
+	Title string
+	// Optional places may be "none".
+	Optional bool
+}
 
-// SourceNames lists the registered source kinds, sorted.
-func SourceNames() []string { return sources.names() }
+// Slots lists the pipeline's places in Numaflow's order: source, source
+// transformer, map UDF, then the sink tiers.
+var Slots = []Slot{
+	{RoleSource, "MV_SOURCE", "source", false},
+	{RoleTransformer, "MV_TRANSFORMER", "transformer", true},
+	{RoleUDF, "MV_UDF", "map UDF", true},
+	{RoleSink, "MV_SINK", "sink", false},
+	{RoleFallbackSink, "MV_FALLBACK_SINK", "fallback sink", true},
+	{RoleOnSuccessSink, "MV_ON_SUCCESS_SINK", "onSuccess sink", true},
+}
 
-// TransformerNames lists the registered transformer kinds, sorted.
-func TransformerNames() []string { return transformers.names() }
+// Kind is a registered adapter kind seen from start-up, whatever its role:
+// the runner reads its settings and builds it without knowing its type.
+type Kind struct {
+	// Category is source, transformer or sink.
+	Category string
+	Name     string
+	Config   func() any
+	New      func(ctx context.Context, env Env, cfg any) (any, error)
+}
 
-// SinkNames lists the registered sink kinds, sorted.
-func SinkNames() []string { return sinks.names() }
+func erase[T any](category string, p Plugin[T], ok bool) (Kind, bool) {
+	if !ok {
+		return Kind{}, false
+	}
+	return Kind{Category: category, Name: p.Name, Config: p.Config, New: func(ctx context.Context, env Env, cfg any) (any, error) {
+		v, err := p.New(ctx, env, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
+	}}, true
+}
+
+// LookupKind finds the kind name among the adapters that can fill role.
+func LookupKind(role Role, name string) (Kind, bool) {
+	switch role {
+	case RoleSource:
+		p, ok := sources.lookup(name)
+		return erase("source", p, ok)
+	case RoleTransformer, RoleUDF:
+		p, ok := transformers.lookup(name)
+		return erase("transformer", p, ok)
+	default:
+		p, ok := sinks.lookup(name)
+		return erase("sink", p, ok)
+	}
+}
+
+// KindNames lists, sorted, the kinds that can fill role.
+func KindNames(role Role) []string {
+	switch role {
+	case RoleSource:
+		return sources.names()
+	case RoleTransformer, RoleUDF:
+		return transformers.names()
+	default:
+		return sinks.names()
+	}
+}
+
+// AllKinds lists every registered kind once, sources first, for help texts
+// and for the list of known variables.
+func AllKinds() []Kind {
+	var out []Kind
+	for _, role := range []Role{RoleSource, RoleTransformer, RoleSink} {
+		for _, n := range KindNames(role) {
+			k, _ := LookupKind(role, n)
+			out = append(out, k)
+		}
+	}
+	return out
+}

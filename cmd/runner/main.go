@@ -220,87 +220,72 @@ func serve(log *zap.SugaredLogger, srv *http.Server, ln net.Listener, name strin
 	}
 }
 
-type built struct {
-	source      runner.Source
-	transformer runner.Transformer
-	udf         runner.Transformer
-	sink        runner.Sink
-	fallback    runner.Sink
-	onSuccess   runner.Sink
+// built holds the adapters by the place they fill; a place set to none has
+// no entry.
+type built map[runner.Role]any
+
+func (b built) source() runner.Source { s, _ := b[runner.RoleSource].(runner.Source); return s }
+func (b built) sink(role runner.Role) runner.Sink {
+	s, _ := b[role].(runner.Sink)
+	return s
+}
+func (b built) transformer(role runner.Role) runner.Transformer {
+	t, _ := b[role].(runner.Transformer)
+	return t
 }
 
 // pipeline is the engine's view of what was built: the chain of stages in
 // Numaflow's order (source transformer, then map UDF) and the sink tiers.
-func (b *built) pipeline(cfg *config.Config) runner.Pipeline {
-	p := runner.Pipeline{Source: b.source, Sink: b.sink, Fallback: b.fallback, OnSuccess: b.onSuccess, Bypass: cfg.Bypass}
-	if b.transformer != nil {
-		p.Stages = append(p.Stages, runner.Stage{Kind: cfg.Transformer, Role: runner.StageTransformer, Transformer: b.transformer})
-	}
-	if b.udf != nil {
-		p.Stages = append(p.Stages, runner.Stage{Kind: cfg.UDF, Role: runner.StageUDF, Transformer: b.udf})
+func (b built) pipeline(cfg *config.Config) runner.Pipeline {
+	p := runner.Pipeline{Source: b.source(), Sink: b.sink(runner.RoleSink), Fallback: b.sink(runner.RoleFallbackSink),
+		OnSuccess: b.sink(runner.RoleOnSuccessSink), Bypass: cfg.Bypass}
+	for _, st := range []struct {
+		role runner.Role
+		as   runner.StageRole
+		kind string
+	}{{runner.RoleTransformer, runner.StageTransformer, cfg.Transformer}, {runner.RoleUDF, runner.StageUDF, cfg.UDF}} {
+		if t := b.transformer(st.role); t != nil {
+			p.Stages = append(p.Stages, runner.Stage{Kind: st.kind, Role: st.as, Transformer: t})
+		}
 	}
 	p.Kinds.Source, p.Kinds.Sink = cfg.Source, cfg.Sink
-	if b.fallback != nil {
+	if p.Fallback != nil {
 		p.Kinds.Fallback = cfg.FallbackSink
 	}
-	if b.onSuccess != nil {
+	if p.OnSuccess != nil {
 		p.Kinds.OnSuccess = cfg.OnSuccessSink
 	}
 	return p
 }
 
-func (b *built) close() {
+func (b built) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	for _, c := range []interface{ Close(context.Context) error }{b.source, b.transformer, b.udf, b.sink, b.fallback, b.onSuccess} {
-		if c != nil {
+	for _, slot := range runner.Slots {
+		if c, ok := b[slot.Role].(interface{ Close(context.Context) error }); ok {
 			c.Close(ctx)
 		}
 	}
 }
 
-// build constructs the chosen adapters; config.Load has checked that every
-// chosen kind is registered.
-func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner.Env) (b *built, err error) {
-	all := &built{}
-	b = all
-	// On an error b is nil; close what was built so far through all.
-	defer func() {
+// build constructs the chosen adapters in the order of runner.Slots;
+// config.Load has checked that every chosen kind is registered and read
+// its settings.
+func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner.Env) (built, error) {
+	b := built{}
+	for _, slot := range runner.Slots {
+		settings, chosen := cfg.Settings[slot.Role]
+		if !chosen {
+			continue
+		}
+		kind := cfg.Kind(slot)
+		k, _ := runner.LookupKind(slot.Role, kind)
+		a, err := k.New(ctx, env(slot.Role), settings)
 		if err != nil {
-			all.close()
+			b.close()
+			return nil, fmt.Errorf("%s %s: %w", slot.Title, kind, err)
 		}
-	}()
-	src, _ := runner.LookupSource(cfg.Source)
-	if b.source, err = src.New(ctx, env(runner.RoleSource), cfg.SourceConfig); err != nil {
-		return nil, fmt.Errorf("source %s: %w", cfg.Source, err)
-	}
-	if cfg.Transformer != config.None {
-		tr, _ := runner.LookupTransformer(cfg.Transformer)
-		if b.transformer, err = tr.New(ctx, env(runner.RoleTransformer), cfg.TransformerConfig); err != nil {
-			return nil, fmt.Errorf("transformer %s: %w", cfg.Transformer, err)
-		}
-	}
-	if cfg.UDF != config.None {
-		udf, _ := runner.LookupTransformer(cfg.UDF)
-		if b.udf, err = udf.New(ctx, env(runner.RoleUDF), cfg.UDFConfig); err != nil {
-			return nil, fmt.Errorf("map UDF %s: %w", cfg.UDF, err)
-		}
-	}
-	sink, _ := runner.LookupSink(cfg.Sink)
-	if b.sink, err = sink.New(ctx, env(runner.RoleSink), cfg.SinkConfig); err != nil {
-		return nil, fmt.Errorf("sink %s: %w", cfg.Sink, err)
-	}
-	if cfg.FallbackSink != config.None {
-		fb, _ := runner.LookupSink(cfg.FallbackSink)
-		if b.fallback, err = fb.New(ctx, env(runner.RoleFallbackSink), cfg.FallbackConfig); err != nil {
-			return nil, fmt.Errorf("fallback sink %s: %w", cfg.FallbackSink, err)
-		}
-	}
-	if cfg.OnSuccessSink != config.None {
-		ons, _ := runner.LookupSink(cfg.OnSuccessSink)
-		if b.onSuccess, err = ons.New(ctx, env(runner.RoleOnSuccessSink), cfg.OnSuccessConfig); err != nil {
-			return nil, fmt.Errorf("onSuccess sink %s: %w", cfg.OnSuccessSink, err)
-		}
+		b[slot.Role] = a
 	}
 	return b, nil
 }

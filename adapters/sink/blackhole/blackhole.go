@@ -9,11 +9,8 @@ import (
 )
 
 func init() {
-	runner.RegisterSink(runner.Plugin[runner.Sink]{
-		Name: "blackhole",
-		New: func(context.Context, runner.Env, any) (runner.Sink, error) {
-			return Sink{}, nil
-		},
+	runner.RegisterSink("blackhole", func(_ context.Context, _ runner.Env, _ *struct{}) (runner.Sink, error) {
+		return Sink{}, nil
 	})
 }
 

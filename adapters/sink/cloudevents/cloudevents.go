@@ -122,12 +122,8 @@ func parseOverrides(v string) (map[string]string, error) {
 }
 
 func init() {
-	runner.RegisterSink(runner.Plugin[runner.Sink]{
-		Name:   "cloudevents",
-		Config: func() any { return &Config{} },
-		New: func(_ context.Context, env runner.Env, cfg any) (runner.Sink, error) {
-			return New(*cfg.(*Config), env.Role, env.Name, env.Logger)
-		},
+	runner.RegisterSink("cloudevents", func(_ context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		return New(*cfg, env.Role, env.Name, env.Logger)
 	})
 }
 

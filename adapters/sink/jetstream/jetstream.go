@@ -122,17 +122,9 @@ func firstSet(values ...string) string {
 }
 
 func init() {
-	runner.RegisterSink(runner.Plugin[runner.Sink]{
-		Name:   "jetstream",
-		Config: func() any { return &Config{} },
-		New: func(_ context.Context, env runner.Env, cfg any) (runner.Sink, error) {
-			name := fmt.Sprintf("monovertex %s/%d %s", env.Name, env.Replica, env.Role)
-			s, err := New(*cfg.(*Config), env.Role, name, env.Logger)
-			if err != nil {
-				return nil, err // a nil interface, not a nil *Sink
-			}
-			return s, nil
-		},
+	runner.RegisterSink("jetstream", func(_ context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		name := fmt.Sprintf("monovertex %s/%d %s", env.Name, env.Replica, env.Role)
+		return New(*cfg, env.Role, name, env.Logger)
 	})
 }
 

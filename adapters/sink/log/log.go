@@ -41,13 +41,9 @@ func (c *Config) Validate(runner.Role) error {
 }
 
 func init() {
-	runner.RegisterSink(runner.Plugin[runner.Sink]{
-		Name:   "log",
-		Config: func() any { return &Config{} },
-		New: func(_ context.Context, env runner.Env, cfg any) (runner.Sink, error) {
-			catchSIGPIPE()
-			return New(os.Stdout, cfg.(*Config).MaxValue, string(env.Role)), nil
-		},
+	runner.RegisterSink("log", func(_ context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		catchSIGPIPE()
+		return New(os.Stdout, cfg.MaxValue, string(env.Role)), nil
 	})
 }
 

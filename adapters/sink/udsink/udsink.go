@@ -54,16 +54,8 @@ func (c *Config) Validate(role runner.Role) error {
 }
 
 func init() {
-	runner.RegisterSink(runner.Plugin[runner.Sink]{
-		Name:   "udsink",
-		Config: func() any { return &Config{} },
-		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Sink, error) {
-			s, err := New(ctx, *cfg.(*Config), env.Role, env.Logger)
-			if err != nil {
-				return nil, err // an untyped nil, so callers' nil checks hold
-			}
-			return s, nil
-		},
+	runner.RegisterSink("udsink", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		return New(ctx, *cfg, env.Role, env.Logger)
 	})
 }
 

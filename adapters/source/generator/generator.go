@@ -49,12 +49,8 @@ func (c *Config) Validate(runner.Role) error {
 }
 
 func init() {
-	runner.RegisterSource(runner.Plugin[runner.Source]{
-		Name:   "generator",
-		Config: func() any { return &Config{} },
-		New: func(_ context.Context, env runner.Env, cfg any) (runner.Source, error) {
-			return New(*cfg.(*Config), env.Replica), nil
-		},
+	runner.RegisterSource("generator", func(_ context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		return New(*cfg, env.Replica), nil
 	})
 }
 

@@ -135,12 +135,8 @@ func validToken(token string) bool {
 }
 
 func init() {
-	runner.RegisterSource(runner.Plugin[runner.Source]{
-		Name:   "http",
-		Config: func() any { return &Config{} },
-		New: func(_ context.Context, env runner.Env, cfg any) (runner.Source, error) {
-			return New(*cfg.(*Config), env)
-		},
+	runner.RegisterSource("http", func(_ context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		return New(*cfg, env)
 	})
 }
 

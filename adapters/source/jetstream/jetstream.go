@@ -169,17 +169,9 @@ func CheckURLs(list string) error {
 }
 
 func init() {
-	runner.RegisterSource(runner.Plugin[runner.Source]{
-		Name:   "jetstream",
-		Config: func() any { return &Config{} },
-		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Source, error) {
-			name := fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica)
-			s, err := New(ctx, *cfg.(*Config), name, env.Logger)
-			if err != nil {
-				return nil, err // a nil interface, not a nil *Source
-			}
-			return s, nil
-		},
+	runner.RegisterSource("jetstream", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		name := fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica)
+		return New(ctx, *cfg, name, env.Logger)
 	})
 }
 

@@ -33,16 +33,8 @@ type Config struct {
 }
 
 func init() {
-	runner.RegisterSource(runner.Plugin[runner.Source]{
-		Name:   "udsource",
-		Config: func() any { return &Config{} },
-		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Source, error) {
-			s, err := New(ctx, cfg.(*Config).Settings, env.Logger)
-			if err != nil {
-				return nil, err // an untyped nil, so callers' nil checks hold
-			}
-			return s, nil
-		},
+	runner.RegisterSource("udsource", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		return New(ctx, cfg.Settings, env.Logger)
 	})
 }
 

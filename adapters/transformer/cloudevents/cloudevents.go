@@ -128,12 +128,8 @@ func (c *Config) Validate(runner.Role) error {
 }
 
 func init() {
-	runner.RegisterTransformer(runner.Plugin[runner.Transformer]{
-		Name:   "cloudevents",
-		Config: func() any { return &Config{} },
-		New: func(_ context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
-			return New(*cfg.(*Config), env.Name, env.Logger)
-		},
+	runner.RegisterTransformer("cloudevents", func(_ context.Context, env runner.Env, cfg *Config) (runner.Transformer, error) {
+		return New(*cfg, env.Name, env.Logger)
 	})
 }
 

@@ -43,19 +43,15 @@ type Config struct {
 }
 
 func init() {
-	runner.RegisterTransformer(runner.Plugin[runner.Transformer]{
-		Name:   "udtransformer",
-		Config: func() any { return &Config{} },
-		New: func(ctx context.Context, env runner.Env, cfg any) (runner.Transformer, error) {
-			t, err := New(ctx, cfg.(*Config).Settings, env.Logger)
-			if t != nil {
-				t.SetConcurrency(env.Concurrency)
-			}
-			if err != nil {
-				return nil, err // an untyped nil, so callers' nil checks hold
-			}
-			return t, nil
-		},
+	runner.RegisterTransformer("udtransformer", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Transformer, error) {
+		t, err := New(ctx, cfg.Settings, env.Logger)
+		if t != nil {
+			t.SetConcurrency(env.Concurrency)
+		}
+		if err != nil {
+			return nil, err // an untyped nil, so callers' nil checks hold
+		}
+		return t, nil
 	})
 }
 
