@@ -621,3 +621,38 @@ func TestReadyOnlyWhileRunning(t *testing.T) {
 		t.Fatalf("after Run: %v, want not ready (stopped)", err)
 	}
 }
+
+// An Unavailable per-message failure (the peer away) must neither spend the
+// retry steps nor reach MV_ON_FAILURE: with 1 step and fallback on failure,
+// a sink away for 6 rounds still gets every message, and the fallback sink
+// gets none. A plain failure in the same setting goes to the fallback.
+func TestUnavailableSpendsNoRetrySteps(t *testing.T) {
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		switch {
+		case m.ID == "m-7" && attempt < 3:
+			return runner.WriteResult{Status: runner.WriteFailed, Err: errors.New("rejected")}
+		case attempt < 6:
+			return runner.WriteResult{Status: runner.WriteFailed, Err: runner.Unavailable(errors.New("connection refused"))}
+		}
+		return runner.WriteResult{Status: runner.WriteOK}
+	})
+	tr := runnertest.NewTransformer(func(m *runner.Message, attempt int) runner.TransformResult {
+		if attempt < 4 {
+			return runner.TransformResult{Err: runner.Unavailable(errors.New("function away"))}
+		}
+		return runner.TransformResult{Outputs: []*runner.Message{m}}
+	})
+	fb := runnertest.NewSink(nil)
+	src := runnertest.NewSource(runnertest.Messages(20))
+	e := run(t, runner.Options{BatchSize: 10, Retry: runner.RetryPolicy{Interval: time.Millisecond, Steps: 1, Factor: 1},
+		OnFailure: runner.OnFailureFallback}, src, tr, sink, fb)
+	if w, f, a := len(sink.WrittenIDs()), fb.WrittenIDs(), len(src.Acked()); w != 19 || len(f) != 1 || f[0] != "m-7" || a != 20 {
+		t.Fatalf("written %d, fallback %v, acked %d; want 19, [m-7] (a plain failure past its step), 20", w, f, a)
+	}
+	if got := tr.Attempts("m-3"); got != 4 {
+		t.Fatalf("transformer attempts of m-3 = %d, want 4 (3 unavailable, then the answer)", got)
+	}
+	if st := e.Status().Totals; st.FallbackWritten != 1 || st.Dropped != 0 {
+		t.Fatalf("fallback written %d, dropped %d; want 1 and 0", st.FallbackWritten, st.Dropped)
+	}
+}

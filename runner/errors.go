@@ -43,3 +43,30 @@ func IsFatal(err error) bool {
 	var f *fatalError
 	return errors.As(err, &f)
 }
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// Unavailable marks an error that says the peer is away (the connection was
+// refused or lost, a sidecar is restarting) and nothing about the message.
+// The engine retries such a message on its own schedule, 10ms doubling to
+// 1s, the one it uses for a call that failed as a whole: it spends none of
+// the MV_RETRY_* steps and never reaches MV_ON_FAILURE, because sending a
+// message to the fallback sink for an outage of the primary would move the
+// whole stream there. An adapter marks per-message errors with it; a whole
+// call's error is treated this way already.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err}
+}
+
+// IsUnavailable reports whether err, or an error it wraps, was marked
+// Unavailable.
+func IsUnavailable(err error) bool {
+	var u *unavailableError
+	return errors.As(err, &u)
+}

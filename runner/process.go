@@ -226,6 +226,22 @@ func (b *batch) callBackoff(ctx context.Context, round int) error {
 	return nil
 }
 
+// backoff waits before the next round of a stage or tier. When every
+// message left failed only because its peer is away (Unavailable), it waits
+// on the call schedule and spends no retry step; otherwise it waits on
+// MV_RETRY_* and the round counts.
+func (b *batch) backoff(ctx context.Context, peerAway bool, round, calls *int) error {
+	if peerAway {
+		err := b.callBackoff(ctx, *calls)
+		*calls++
+		return err
+	}
+	*calls = 0
+	err := b.retryBackoff(ctx, *round)
+	*round++
+	return err
+}
+
 // retryBackoff waits before retrying the messages of a round that failed.
 func (b *batch) retryBackoff(ctx context.Context, round int) error {
 	if !sleep(ctx, b.e.opts.Retry.Delay(round)) {
@@ -273,8 +289,8 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 			calls++
 			continue
 		}
-		calls = 0
 		var again []output
+		away := 0
 		for j, r := range results {
 			o := pending[j]
 			in := &b.inputs[o.parent]
@@ -285,6 +301,11 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 			case r.Err != nil:
 				e.count(st.nErr, st.errors, 1)
 				e.recordError(fmt.Errorf("%s: message %s: %w", st.name, o.msg.ID, r.Err))
+				if IsUnavailable(r.Err) {
+					away++
+					again = append(again, o)
+					continue
+				}
 				if !b.exhausted(round, r.Err) {
 					again = append(again, o)
 					continue
@@ -332,10 +353,12 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 		}
 		pending = again
 		if len(pending) > 0 {
-			if err := b.retryBackoff(ctx, round); err != nil {
+			if len(pending) == away {
+				e.log.Warnw(st.name+" unavailable, retrying", "messages", away)
+			}
+			if err := b.backoff(ctx, len(pending) == away, &round, &calls); err != nil {
 				return nil, err
 			}
-			round++
 		}
 	}
 	return next, nil
@@ -430,9 +453,8 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 			calls++
 			continue
 		}
-		calls = 0
 		var again []output
-		written := 0
+		written, away := 0, 0
 		for j, r := range results {
 			o := outs[j]
 			switch r.Status {
@@ -444,6 +466,12 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 				e.count(t.nErr, t.errors, 1)
 				if r.Err == nil {
 					r.Err = fmt.Errorf("%s reported failure for message %s", t.name, o.msg.ID)
+				}
+				if IsUnavailable(r.Err) {
+					e.recordError(fmt.Errorf("%s: message %s: %w", t.name, o.msg.ID, r.Err))
+					away++
+					again = append(again, o)
+					continue
 				}
 			case WriteNack:
 				// Numaflow hands a nacked message back to the source with
@@ -470,10 +498,12 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 		}
 		outs = again
 		if len(outs) > 0 {
-			if err := b.retryBackoff(ctx, round); err != nil {
+			if len(outs) == away {
+				e.log.Warnw(t.name+" unavailable, retrying", "messages", away)
+			}
+			if err := b.backoff(ctx, len(outs) == away, &round, &calls); err != nil {
 				return err
 			}
-			round++
 		}
 	}
 	return nil

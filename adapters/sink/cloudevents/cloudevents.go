@@ -6,10 +6,10 @@
 // Delivery follows Knative's rules: only a 2xx answer is success (a reply
 // event in it is ignored); 5xx, 404, 408, 409, 429, timeouts and connection
 // errors are retried with the retry strategy; other 4xx and 3xx are
-// permanent failures that MV_ON_FAILURE decides at once. When no message of
-// a batch could even connect, Write fails as a whole ("sink unreachable"):
-// the engine retries the batch without spending the messages' retry steps,
-// so a broker restart does not send everything to the fallback sink.
+// permanent failures that MV_ON_FAILURE decides at once. A message that
+// could not even connect fails as runner.Unavailable: the engine retries it
+// without spending its retry steps, so a broker restart does not send
+// everything to the fallback sink.
 //
 // A message answered permanently is not posted again within
 // cemap.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
@@ -28,7 +28,6 @@ import (
 	"io"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -171,9 +170,6 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 // returns one result per message.
 func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
 	results := make([]runner.WriteResult, len(msgs))
-	unreachable := make([]bool, len(msgs))
-	var firstErr error
-	var mu sync.Mutex
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.ID
@@ -189,26 +185,18 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 		if runner.IsPermanent(err) {
 			s.floor.Mark(msgs[i].ID)
 		}
-		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
-		unreachable[i] = cemap.IsUnreachable(err)
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
+		if cemap.IsUnreachable(err) {
+			// The sink is away, which says nothing about the message: the
+			// engine retries it without spending MV_RETRY_* steps.
+			err = runner.Unavailable(err)
 		}
-		mu.Unlock()
+		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
 	})
 	for i := started; i < len(msgs); i++ {
 		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("cloudevents sink: message %q not sent: %w", msgs[i].ID, ctx.Err())}
 	}
 	if started == 0 && len(msgs) > 0 {
 		return nil, fmt.Errorf("cloudevents sink: write of %d messages cut short: %w", len(msgs), ctx.Err())
-	}
-	all := len(msgs) > 0
-	for _, u := range unreachable {
-		all = all && u
-	}
-	if all {
-		return nil, fmt.Errorf("cloudevents sink: %s unreachable, retrying the batch of %d: %w", s.client.URL(), len(msgs), firstErr)
 	}
 	return results, nil
 }

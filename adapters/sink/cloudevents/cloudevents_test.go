@@ -204,7 +204,7 @@ func TestOverridesAndAttributesArrive(t *testing.T) {
 	}
 }
 
-func TestUnreachableSinkFailsTheWholeCallThenRecovers(t *testing.T) {
+func TestUnreachableSinkFailsEachMessageAsUnavailableThenRecovers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -213,8 +213,14 @@ func TestUnreachableSinkFailsTheWholeCallThenRecovers(t *testing.T) {
 	ln.Close()
 	s := newSink(t, runner.RoleSink, "http://"+addr, nil)
 	msgs := []*runner.Message{{ID: "u1", Value: []byte("x")}, {ID: "u2", Value: []byte("y")}}
-	if _, err := s.Write(context.Background(), msgs); err == nil || !cemap.IsUnreachable(err) {
-		t.Fatalf("want an unreachable whole-call error, got %v", err)
+	res, err := s.Write(context.Background(), msgs)
+	if err != nil || len(res) != 2 {
+		t.Fatalf("want one result per message, got %v, %v", res, err)
+	}
+	for i, r := range res {
+		if r.Status != runner.WriteFailed || !runner.IsUnavailable(r.Err) || !cemap.IsUnreachable(r.Err) {
+			t.Fatalf("message %d: %+v; want a failure marked unavailable that wraps the dial error", i, r)
+		}
 	}
 	// The sink comes up on the same address: the retried batch goes through.
 	ln, err = net.Listen("tcp", addr)
@@ -230,7 +236,7 @@ func TestUnreachableSinkFailsTheWholeCallThenRecovers(t *testing.T) {
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
-	res, err := s.Write(context.Background(), msgs)
+	res, err = s.Write(context.Background(), msgs)
 	if err != nil || res[0].Status != runner.WriteOK || res[1].Status != runner.WriteOK || got.Load() != 2 {
 		t.Fatalf("after recovery: %v %v, %d received", res, err, got.Load())
 	}

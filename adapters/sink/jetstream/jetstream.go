@@ -128,10 +128,6 @@ func init() {
 	})
 }
 
-// disconnectedWait is how long Write waits for a lost connection to come
-// back before it fails the call.
-const disconnectedWait = time.Second
-
 // Sink publishes messages to one subject and waits for the stream's acks.
 type Sink struct {
 	subject string
@@ -177,13 +173,11 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	// While disconnected, give the reconnect a moment before failing the
-	// call, so the engine's retries of it do not spin.
-	if err := natsjs.WaitConnected(ctx, s.nc, disconnectedWait); err != nil {
-		return nil, fmt.Errorf("jetstream sink: publish %d messages to %s: %w", len(msgs), s.subject, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	// While disconnected, publishes would sit in the client's reconnect
+	// buffer until their ack timeout; fail the call as unavailable instead,
+	// and the engine paces its retries until the client is back.
+	if !s.nc.IsConnected() {
+		return nil, runner.Unavailable(fmt.Errorf("jetstream sink: publish %d messages to %s: not connected to NATS (%s), the client is reconnecting", len(msgs), s.subject, s.nc.Status()))
 	}
 	results := make([]runner.WriteResult, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))

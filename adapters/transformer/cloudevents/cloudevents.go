@@ -31,10 +31,9 @@
 // MV_ON_FAILURE=retry it is retried at most once a second, and with
 // fallback or drop it is posted once.
 //
-// When every call of a batch fails to connect, Transform fails as a whole
-// ("function unreachable"): the engine waits and retries the batch without
-// spending the messages' retry steps, so a function that is down does not
-// push everything to MV_ON_FAILURE.
+// A call that fails to connect fails its message as runner.Unavailable: the
+// engine retries it without spending its retry steps, so a function that is
+// down does not push everything to MV_ON_FAILURE.
 package cloudevents
 
 import (
@@ -181,27 +180,17 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 // at a time, and returns one result per message in input order.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	results := make([]runner.TransformResult, len(msgs))
-	errs := make([]error, len(msgs)) // transport errors, to tell "function away" apart
 	if err := t.floor.Wait(ctx, ids(msgs)); err != nil {
 		return nil, fmt.Errorf("cloudevents transformer: waiting out the retry floor of messages answered permanently: %w", err)
 	}
 	started := cemap.Each(ctx, t.slots, len(msgs), func(i int) {
-		results[i], errs[i] = t.call(ctx, msgs[i])
+		results[i] = t.call(ctx, msgs[i])
 		if runner.IsPermanent(results[i].Err) {
 			t.floor.Mark(msgs[i].ID)
 		}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cloudevents transformer: %d of %d calls cut short: %w", len(msgs)-started, len(msgs), err)
-	}
-	unreachable := 0
-	for _, err := range errs {
-		if cemap.IsUnreachable(err) {
-			unreachable++
-		}
-	}
-	if len(msgs) > 0 && unreachable == len(msgs) {
-		return nil, fmt.Errorf("cloudevents transformer: function unreachable, check MV_TRANSFORMER_URL and that the function runs: %w", errs[0])
 	}
 	return results, nil
 }
@@ -215,21 +204,27 @@ func ids(msgs []*runner.Message) []string {
 }
 
 // call transforms one message; the error is the transport error, if any.
-func (t *Transformer) call(ctx context.Context, m *runner.Message) (runner.TransformResult, error) {
+func (t *Transformer) call(ctx context.Context, m *runner.Message) runner.TransformResult {
 	ev, err := t.mapper.ToEvent(m)
 	if err != nil {
-		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err))}, nil
+		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err))}
 	}
 	resp, err := t.client.Post(ctx, &ev, true)
 	if err != nil {
+		err = fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err)
 		var te *cemap.TransportError
-		if errors.As(err, &te) {
-			return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err)}, err
+		switch {
+		case cemap.IsUnreachable(err):
+			// The function is away (check MV_TRANSFORMER_URL and that it
+			// runs); the engine retries without spending MV_RETRY_* steps.
+			err = runner.Unavailable(err)
+		case !errors.As(err, &te):
+			err = runner.Permanent(err)
 		}
-		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err))}, nil
+		return runner.TransformResult{Err: err}
 	}
 	defer resp.Lease.Release()
-	return t.result(ctx, m, resp), nil
+	return t.result(ctx, m, resp)
 }
 
 // result turns the function's answer into the message's outputs.

@@ -240,7 +240,7 @@ func TestOversizeReplyIsPermanent(t *testing.T) {
 	}
 }
 
-func TestUnreachableFunctionFailsTheWholeCall(t *testing.T) {
+func TestUnreachableFunctionFailsEachMessageAsUnavailable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -249,12 +249,14 @@ func TestUnreachableFunctionFailsTheWholeCall(t *testing.T) {
 	ln.Close()
 	tr := newTransformer(t, url, nil)
 	res, err := tr.Transform(context.Background(), []*runner.Message{{ID: "a", Value: []byte("x")}, {ID: "b", Value: []byte("y")}})
-	if err == nil || !strings.Contains(err.Error(), "unreachable") {
-		t.Fatalf("want a whole-call error, got %v (results %v)", err, res)
+	if err != nil || len(res) != 2 {
+		t.Fatalf("want one result per message, got %v (results %v)", err, res)
 	}
-	var te *cemap.TransportError
-	if !errors.As(err, &te) {
-		t.Fatalf("error does not wrap the transport error: %v", err)
+	for i, r := range res {
+		var te *cemap.TransportError
+		if !runner.IsUnavailable(r.Err) || runner.IsPermanent(r.Err) || !errors.As(r.Err, &te) {
+			t.Fatalf("message %d: %v; want an unavailable (not permanent) error wrapping the transport error", i, r.Err)
+		}
 	}
 }
 
