@@ -171,3 +171,6 @@ func TablePaths() []string {
 	}
 	return out
 }
+
+// TablePathExpansions returns the concrete paths one table path stands for.
+func TablePathExpansions(path string) []string { return expand(path) }
