@@ -381,3 +381,27 @@ func TestREADMEHasTheExplainTable(t *testing.T) {
 		t.Fatal(`README.md has no "## Coming from Numaflow" section`)
 	}
 }
+
+// TestDeployExampleIsCurrent: deploy/from-numaflow/knative.yaml (which the
+// offline ko proof resolves, validates and starts) is what mvctl writes
+// today for the corpus manifest it names.
+func TestDeployExampleIsCurrent(t *testing.T) {
+	const src = "testdata/corpus/udsource-transformer-udsink.yaml"
+	var out, errs bytes.Buffer
+	if code := run([]string{"convert", "-f", src}, nil, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	b, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "deploy/from-numaflow/knative.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			body = append(body, l)
+		}
+	}
+	if strings.Join(body, "") != out.String() {
+		t.Fatalf("deploy/from-numaflow/knative.yaml differs from `mvctl convert -f cmd/mvctl/%s`; regenerate it (see its header)", src)
+	}
+}
