@@ -15,7 +15,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/monovertex/monovertex/internal/mvconvert"
+	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -64,7 +67,10 @@ func envMap(t *testing.T, c corev1.Container) map[string]string {
 	return env
 }
 
-func deploy(t *testing.T, file string) *deployed {
+// deploy starts a corpus manifest; addresses maps runner variables that
+// name a server's address (which the manifest has as a cluster DNS name) to
+// the local server's, and only variables mvctl wrote may be mapped.
+func deploy(t *testing.T, file string, addresses ...string) *deployed {
 	t.Helper()
 	res := convertCorpus(t, file)
 	pod := res.Service.Spec.Template.Spec.PodSpec
@@ -93,6 +99,12 @@ func deploy(t *testing.T, file string) *deployed {
 	d.env = envMap(t, pod.Containers[0])
 	d.env["MV_UDS_DIR"] = uds
 	d.env["MV_CONFIG_DIR"] = cfg
+	for i := 0; i+1 < len(addresses); i += 2 {
+		if _, ok := d.env[addresses[i]]; !ok {
+			t.Fatalf("mvctl wrote no %s to point at the local server", addresses[i])
+		}
+		d.env[addresses[i]] = addresses[i+1]
+	}
 	d.runner = testutil.StartRunner(t, d.env)
 	d.runner.WaitReady(90 * time.Second)
 	return d
@@ -325,5 +337,41 @@ func TestCorpusRunsUDFWithBypass(t *testing.T) {
 	t.Logf("runner: read %d acked %d written %d fallback %d dropped %d", tot.Read, tot.Acked, tot.Written, tot.FallbackWritten, tot.Dropped)
 	if tot.Acked != total {
 		t.Fatalf("acked %d, want %d", tot.Acked, total)
+	}
+}
+
+// TestCorpusRunsJetStreamToLog: the consumer mvctl names is created with
+// its filter, every published message is printed once by the log sink,
+// and the consumer has nothing pending or unacked at the end.
+func TestCorpusRunsJetStreamToLog(t *testing.T) {
+	skipShort(t)
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "orders", Subjects: []string{"orders.>"}})
+	const n = 1000
+	ctx := t.Context()
+	for i := 0; i < n; i++ {
+		if _, err := js.Publish(ctx, "orders.eu", []byte(fmt.Sprintf("order-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := deploy(t, "testdata/corpus/jetstream-log.yaml", "MV_JETSTREAM_URL", srv.URL())
+	if d.env["MV_JETSTREAM_CONSUMER"] != "orders-log" || d.env["MV_JETSTREAM_FILTER_SUBJECT"] != "orders.>" {
+		t.Fatalf("emitted env %v", d.env)
+	}
+	d.waitAcked(n, 60*time.Second)
+	tot := d.stop()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(d.runner.Stdout.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if i := strings.Index(sc.Text(), `value="order-`); i >= 0 {
+			seen[strings.Fields(sc.Text()[i:])[0]] = true
+		}
+	}
+	pending, ackPending := natstest.ConsumerState(t, js, "orders", "orders-log")
+	t.Logf("published %d; read %d acked %d written %d; %d distinct log lines; consumer pending %d ack-pending %d", n, tot.Read, tot.Acked, tot.Written, len(seen), pending, ackPending)
+	if len(seen) != n || tot.Acked != n || pending != 0 || ackPending != 0 {
+		t.Fatalf("%d distinct messages printed, %d acked, consumer pending %d ack-pending %d; want %d, %d, 0, 0", len(seen), tot.Acked, pending, ackPending, n, n)
 	}
 }
