@@ -233,6 +233,7 @@ var negativeCases = []struct {
 	{"resource claims", base + "  resourceClaims:\n    - name: gpu\n", "spec.resourceClaims"},
 	{"reserved sidecar name", base + "  sidecars:\n    - name: runner\n      image: img\n", "spec.sidecars[0].name"},
 	{"an MV_ variable mvctl sets", base + "  containerTemplate:\n    env:\n      - name: MV_SOURCE\n        value: http\n", "spec.containerTemplate.env[0].name"},
+	{"a name Knative cannot take", strings.Replace(base, "name: neg", "name: Bad_Name", 1), "metadata.name"},
 	{"a Numaflow Pipeline", "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: Pipeline\nmetadata:\n  name: p\nspec: {}\n", "kind"},
 }
 

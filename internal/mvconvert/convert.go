@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	nf "github.com/monovertex/monovertex/internal/numaflowapi"
@@ -179,6 +180,9 @@ func (c *converter) convert() {
 	mv := c.mv
 	if mv.Name == "" {
 		c.fail("metadata.name", "required: it names the Knative Service, its ConfigMap and the mvtx_name metric label")
+	}
+	if errs := validation.IsDNS1035Label(mv.Name); len(errs) > 0 {
+		c.fail("metadata.name", "%q: %s (Numaflow and Knative both require it)", mv.Name, strings.Join(errs, "; "))
 	}
 	c.metadata()
 	spec := &mv.Spec
