@@ -406,3 +406,81 @@ func TestDeployExampleIsCurrent(t *testing.T) {
 		t.Fatalf("deploy/from-numaflow/knative.yaml differs from `mvctl convert -f cmd/mvctl/%s`; regenerate it (see its header)", src)
 	}
 }
+
+// TestEnvironmentContract checks the variables mvctl writes for the
+// runner's rate limiter, scaling signals and Kafka adapters by name and
+// value, and that a variable Kubernetes expands ($(NATS_USER)) is defined
+// before the one that uses it.
+func TestEnvironmentContract(t *testing.T) {
+	envOf := func(file string, index int) ([]string, map[string]string, map[string]string) {
+		t.Helper()
+		fh, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fh.Close()
+		docs, err := mvconvert.ReadDocuments(fh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := mvconvert.Convert(docs[index].MonoVertex, mvconvert.Options{Scaler: scalerFor(file)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		vals, secrets := map[string]string{}, map[string]string{}
+		for _, e := range res.Service.Spec.Template.Spec.Containers[0].Env {
+			order = append(order, e.Name)
+			vals[e.Name] = e.Value
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				secrets[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+			}
+		}
+		return order, vals, secrets
+	}
+	check := func(what string, got map[string]string, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q", what, k, got[k], v)
+			}
+		}
+	}
+	order, env, secrets := envOf("testdata/corpus/jetstream-hpa.yaml", 0)
+	check("orders", env, map[string]string{
+		"MV_RATE_LIMIT_MAX": "2000", "MV_RATE_LIMIT_MIN": "100", "MV_RATE_LIMIT_RAMP_UP": "30s",
+		"MV_RATE_LIMIT_STORE": "memory", "MV_RATE_LIMIT_MODE": "onlyIfUsed", "MV_RATE_LIMIT_THRESHOLD_PERCENT": "60",
+		"MV_SCALE_UP_COOLDOWN_SECONDS": "60", "MV_SCALE_DOWN_COOLDOWN_SECONDS": "120",
+		"MV_SCALE_REPLICAS_PER_UP": "3", "MV_SCALE_REPLICAS_PER_DOWN": "1",
+		"MV_MIN_SCALE": "1", "MV_MAX_SCALE": "20", "MV_ON_FAILURE": "drop", "MV_FALLBACK_SINK": "blackhole",
+		"MV_JETSTREAM_URL": "nats://$(NATS_USER):$(NATS_PASSWORD)@nats.nats.svc:4222",
+		"MV_JETSTREAM_DELIVER_POLICY": "new", "MV_JETSTREAM_FILTER_SUBJECT": "orders.eu",
+	})
+	check("orders secrets", secrets, map[string]string{"NATS_USER": "nats-auth/user", "NATS_PASSWORD": "nats-auth/password"})
+	pos := map[string]int{}
+	for i, n := range order {
+		pos[n] = i
+	}
+	if pos["NATS_USER"] > pos["MV_JETSTREAM_URL"] || pos["NATS_PASSWORD"] > pos["MV_JETSTREAM_URL"] {
+		t.Errorf("env order %v: Kubernetes expands $(VAR) only from variables defined before", order)
+	}
+	_, env, _ = envOf("testdata/corpus/jetstream-hpa.yaml", 1)
+	check("orders-audit", env, map[string]string{
+		"MV_JETSTREAM_URL":      "nats://$(NATS_TOKEN)@nats-0.nats.svc:4222,nats://$(NATS_TOKEN)@nats-1.nats.svc:4222",
+		"MV_JETSTREAM_CONSUMER": "numaflow-orders-audit-orders",
+	})
+	_, env, secrets = envOf("testdata/corpus/kafka-keda.yaml", 0)
+	check("kafka-relay", env, map[string]string{
+		"MV_SOURCE": "kafka", "MV_KAFKA_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_TOPIC": "events",
+		"MV_KAFKA_GROUP": "relay", "MV_KAFKA_START_OFFSET": "earliest", "MV_KAFKA_TLS": "true",
+		"MV_KAFKA_TLS_CA_FILE": "/etc/monovertex/kafka/ca/ca.pem", "MV_KAFKA_TLS_CERT_FILE": "/etc/monovertex/kafka/cert/cert.pem",
+		"MV_KAFKA_TLS_KEY_FILE": "/etc/monovertex/kafka/key/key.pem", "MV_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
+		"MV_SINK": "kafka", "MV_KAFKA_SINK_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_SINK_TOPIC": "events-out",
+		"MV_ON_SUCCESS_SINK": "kafka", "MV_ON_SUCCESS_KAFKA_TOPIC": "events-audit", "MV_FALLBACK_SINK": "log",
+		"MV_RATE_LIMIT_STORE": "redis", "MV_RATE_LIMIT_REDIS_URL": "redis://redis.redis.svc:6379/2",
+		"MV_RATE_LIMIT_MODE": "goBackN", "MV_RATE_LIMIT_COOLDOWN": "10s", "MV_RATE_LIMIT_RAMP_DOWN_PERCENT": "20",
+		"MV_RATE_LIMIT_THRESHOLD_PERCENT": "50", "MV_RATE_LIMIT_RESUMED_RAMP_UP": "true", "MV_RATE_LIMIT_TTL": "3m0s",
+		"MV_SCALE_REPLICAS_PER_UP": "4", "MV_SCALE_REPLICAS_PER_DOWN": "4", "MV_MIN_SCALE": "1", "MV_MAX_SCALE": "30",
+	})
+	check("kafka-relay secrets", secrets, map[string]string{"MV_KAFKA_SASL_USER": "kafka-user/user", "MV_KAFKA_SASL_PASSWORD": "kafka-user/password"})
+}

@@ -56,6 +56,15 @@ func prune(v any, top bool) any {
 			}
 			x[k] = prune(e, false)
 		}
+		// A probe's port 0 is "the serving port" to Knative; leave it out
+		// as a hand-written manifest would.
+		for _, k := range []string{"httpGet", "tcpSocket"} {
+			if h, ok := x[k].(map[string]any); ok {
+				if p, ok := h["port"].(float64); ok && p == 0 {
+					delete(h, "port")
+				}
+			}
+		}
 		if top {
 			delete(x, "status")
 		}
