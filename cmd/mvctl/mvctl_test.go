@@ -453,7 +453,7 @@ func TestEnvironmentContract(t *testing.T) {
 		"MV_SCALE_UP_COOLDOWN_SECONDS": "60", "MV_SCALE_DOWN_COOLDOWN_SECONDS": "120",
 		"MV_SCALE_REPLICAS_PER_UP": "3", "MV_SCALE_REPLICAS_PER_DOWN": "1",
 		"MV_MIN_SCALE": "1", "MV_MAX_SCALE": "20", "MV_ON_FAILURE": "drop", "MV_FALLBACK_SINK": "blackhole",
-		"MV_JETSTREAM_URL": "nats://$(NATS_USER):$(NATS_PASSWORD)@nats.nats.svc:4222",
+		"MV_JETSTREAM_URL":            "nats://$(NATS_USER):$(NATS_PASSWORD)@nats.nats.svc:4222",
 		"MV_JETSTREAM_DELIVER_POLICY": "new", "MV_JETSTREAM_FILTER_SUBJECT": "orders.eu",
 	})
 	check("orders secrets", secrets, map[string]string{"NATS_USER": "nats-auth/user", "NATS_PASSWORD": "nats-auth/password"})
