@@ -143,6 +143,8 @@ func decodeDocument(index int, chunk []byte) (Document, error) {
 	}
 	group, _, _ := strings.Cut(doc.APIVersion, "/")
 	switch {
+	case doc.Kind == "" || doc.APIVersion == "":
+		return doc, &DocumentError{Doc: doc, Err: refuse("kind", "a Kubernetes object needs apiVersion and kind (numaflow.numaproj.io/v1alpha1, MonoVertex)")}
 	case doc.Kind == numaflowapi.Kind && doc.APIVersion == numaflowapi.APIVersion:
 	case group == numaflowapi.Group && doc.Kind == numaflowapi.Kind:
 		return doc, &DocumentError{Doc: doc, Err: refuse("apiVersion", "%q: mvctl reads %s MonoVertex objects", doc.APIVersion, numaflowapi.APIVersion)}

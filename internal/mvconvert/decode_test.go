@@ -23,6 +23,7 @@ func TestStrictDecodingNamesTheExactPath(t *testing.T) {
 		{"list expected", head + "  tolerations: {key: a}\n", "spec.tolerations: want a list, got an object"},
 		{"unknown top-level field", head + "extra: 1\n", "extra: unknown field"},
 		{"metadata field", strings.Replace(head, "  name: x\n", "  name: x\n  labelz: {}\n", 1), `metadata.labelz: unknown field (did you mean "labels"?)`},
+		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", "kind: a Kubernetes object needs apiVersion and kind"},
 		{"duplicate key", head + "  replicas: 1\n  replicas: 2\n", "not valid YAML"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
