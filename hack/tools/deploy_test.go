@@ -159,6 +159,24 @@ func TestDeployPath(t *testing.T) {
 		checkStampedCommit(t, src, startHead, string(out))
 	})
 
+	// mvctl, the MonoVertex converter, is a program users run, not a
+	// deployed image, but ko builds it like the rest (ko build ./cmd/mvctl).
+	t.Run("mvctl image", func(t *testing.T) {
+		out := run(t, src, env, ko, "build", "--platform=linux/"+runtime.GOARCH, "./cmd/mvctl")
+		ref := strings.TrimSpace(string(out))
+		bin, err := extractFile(pullImage(t, ref), "/ko-app/mvctl", t.TempDir())
+		if err != nil {
+			t.Fatalf("take mvctl out of %s: %v", ref, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		table, err := exec.CommandContext(ctx, bin, "explain").CombinedOutput()
+		if err != nil || !bytes.Contains(table, []byte("| `spec.source` |")) {
+			t.Fatalf("mvctl explain from its image: %v\n%s", err, table)
+		}
+		t.Logf("ko build ./cmd/mvctl: %s; its explain prints %d lines", ref, bytes.Count(table, []byte("\n")))
+	})
+
 	t.Run("runner accepts each example's settings", func(t *testing.T) {
 		for _, s := range settings {
 			checkSettingsAccepted(t, bin, s)

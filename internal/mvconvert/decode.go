@@ -1,0 +1,436 @@
+// Package mvconvert turns Numaflow MonoVertex manifests into the Knative
+// manifests that run them on the monovertex runner: strict decoding that
+// names the exact path of a bad field, the field-by-field conversion, the
+// table of how each field maps (mvctl explain), and Knative's own
+// defaulting and validation of the result.
+package mvconvert
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/monovertex/monovertex/internal/numaflowapi"
+)
+
+// FieldError is a field that cannot be carried over: Path names it exactly
+// as it sits in the manifest (spec.sink.retryStrategy.backoff.steps,
+// spec.sidecars[1].ports), Reason says why and what to do instead.
+type FieldError struct {
+	Path   string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Path == "" {
+		return e.Reason
+	}
+	return e.Path + ": " + e.Reason
+}
+
+// refuse returns a *FieldError; fmt-style arguments format the reason.
+func refuse(path, format string, args ...any) *FieldError {
+	return &FieldError{Path: path, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Document is one YAML document of the input.
+type Document struct {
+	// Index counts documents from 1 in their file.
+	Index int
+	// APIVersion, Kind and Name identify it.
+	APIVersion, Kind, Name string
+	// MonoVertex is the decoded object when Kind is MonoVertex.
+	MonoVertex *numaflowapi.MonoVertex
+	// Raw is the document as JSON (for objects passed through unchanged).
+	Raw []byte
+}
+
+// Describe names the document for messages: `document 2 (MonoVertex "x")`.
+func (d Document) Describe() string {
+	if d.Name != "" {
+		return fmt.Sprintf("document %d (%s %q)", d.Index, d.Kind, d.Name)
+	}
+	if d.Kind != "" {
+		return fmt.Sprintf("document %d (%s)", d.Index, d.Kind)
+	}
+	return fmt.Sprintf("document %d", d.Index)
+}
+
+// DocumentError is a *FieldError in one document of the input.
+type DocumentError struct {
+	Doc Document
+	Err *FieldError
+}
+
+func (e *DocumentError) Error() string { return e.Doc.Describe() + ": " + e.Err.Error() }
+
+// ReadDocuments splits a multi-document YAML (or JSON) stream and decodes
+// each MonoVertex strictly: an unknown field or a value of the wrong type is
+// a *DocumentError naming the field's path. Empty documents are skipped.
+func ReadDocuments(r io.Reader) ([]Document, error) {
+	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	var docs []Document
+	for index := 1; ; index++ {
+		chunk, err := yr.Read()
+		if err == io.EOF {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, fmt.Errorf("document %d: %w", index, err)
+		}
+		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
+			index--
+			continue
+		}
+		doc, err := decodeDocument(index, chunk)
+		if err != nil {
+			return docs, err
+		}
+		docs = append(docs, doc)
+	}
+}
+
+// stripComments drops full-line YAML comments, so a document of comments
+// only counts as empty.
+func stripComments(b []byte) []byte {
+	var out []byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			out = append(out, l...)
+			out = append(out, '\n')
+		}
+	}
+	return out
+}
+
+func decodeDocument(index int, chunk []byte) (Document, error) {
+	doc := Document{Index: index}
+	js, err := yaml.YAMLToJSONStrict(chunk)
+	if err != nil {
+		return doc, &DocumentError{Doc: doc, Err: refuse("", "not valid YAML: %v", err)}
+	}
+	var tree any
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&tree); err != nil {
+		return doc, &DocumentError{Doc: doc, Err: refuse("", "not valid YAML: %v", err)}
+	}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return doc, &DocumentError{Doc: doc, Err: refuse("", "want a Kubernetes object, got %s", describe(tree))}
+	}
+	doc.Raw = js
+	doc.APIVersion, _ = obj["apiVersion"].(string)
+	doc.Kind, _ = obj["kind"].(string)
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		doc.Name, _ = md["name"].(string)
+	}
+	group, _, _ := strings.Cut(doc.APIVersion, "/")
+	switch {
+	case doc.Kind == "" || doc.APIVersion == "":
+		return doc, &DocumentError{Doc: doc, Err: refuse("kind", "a Kubernetes object needs apiVersion and kind (numaflow.numaproj.io/v1alpha1, MonoVertex)")}
+	case doc.Kind == numaflowapi.Kind && doc.APIVersion == numaflowapi.APIVersion:
+	case group == numaflowapi.Group && doc.Kind == numaflowapi.Kind:
+		return doc, &DocumentError{Doc: doc, Err: refuse("apiVersion", "%q: mvctl reads %s MonoVertex objects", doc.APIVersion, numaflowapi.APIVersion)}
+	case group == numaflowapi.Group:
+		return doc, &DocumentError{Doc: doc, Err: refuse("kind", "%s: only a MonoVertex converts to a runner (a Pipeline's vertices talk through Numaflow's inter-step buffer, which the runner does not have)", doc.Kind)}
+	default:
+		return doc, nil // passed through unchanged by the caller
+	}
+	if ferr := checkTree(tree, reflect.TypeOf(numaflowapi.MonoVertex{}), ""); ferr != nil {
+		return doc, &DocumentError{Doc: doc, Err: ferr}
+	}
+	var mv numaflowapi.MonoVertex
+	if err := json.Unmarshal(js, &mv); err != nil {
+		// checkTree accepted it, so this is a gap in checkTree.
+		return doc, &DocumentError{Doc: doc, Err: refuse("", "%v", err)}
+	}
+	doc.MonoVertex = &mv
+	return doc, nil
+}
+
+var (
+	unmarshalerType = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	durationType    = reflect.TypeOf(metav1.Duration{})
+	quantityType    = reflect.TypeOf(resource.Quantity{})
+	intOrStringType = reflect.TypeOf(intstr.IntOrString{})
+)
+
+// checkTree checks a decoded JSON value against the Go type it will be
+// decoded into, the way Kubernetes' strict decoding does, but naming the
+// exact path of the first problem: unknown fields (JSON names match
+// exactly, as in Kubernetes), values of the wrong type, numbers out of
+// range. Keys are visited in sorted order, so the error is deterministic.
+func checkTree(v any, t reflect.Type, path string) *FieldError {
+	if v == nil {
+		return nil // null is "not set", as in Kubernetes
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t {
+	case durationType:
+		s, ok := v.(string)
+		if !ok {
+			return refuse(path, "want a duration such as \"1s\" or \"1m30s\", got %s", describe(v))
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			return refuse(path, "want a duration such as \"1s\" or \"1m30s\", got %q", s)
+		}
+		return nil
+	case quantityType:
+		s := ""
+		switch x := v.(type) {
+		case string:
+			s = x
+		case json.Number:
+			s = x.String()
+		default:
+			return refuse(path, "want a quantity such as \"500m\" or \"128Mi\", got %s", describe(v))
+		}
+		if _, err := resource.ParseQuantity(s); err != nil {
+			return refuse(path, "want a quantity such as \"500m\" or \"128Mi\", got %q", s)
+		}
+		return nil
+	case intOrStringType:
+		switch x := v.(type) {
+		case string:
+			return nil
+		case json.Number:
+			if _, err := strconv.ParseInt(x.String(), 10, 32); err == nil {
+				return nil
+			}
+		}
+		return refuse(path, "want a whole number or a string such as \"25%%\", got %s", describe(v))
+	}
+	if t.Kind() != reflect.Interface && reflect.PointerTo(t).Implements(unmarshalerType) {
+		b, _ := json.Marshal(v)
+		if err := json.Unmarshal(b, reflect.New(t).Interface()); err != nil {
+			return refuse(path, "%v", err)
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return nil
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return refuse(path, "want an object, got %s", describe(v))
+		}
+		fields := fieldsOf(t)
+		for _, k := range sortedKeys(m) {
+			f, ok := fields[k]
+			if !ok {
+				return refuse(join(path, k), "unknown field%s", suggest(k, fields))
+			}
+			if err := checkTree(m[k], f, join(path, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return refuse(path, "want an object, got %s", describe(v))
+		}
+		for _, k := range sortedKeys(m) {
+			if err := checkTree(m[k], t.Elem(), fmt.Sprintf("%s[%q]", path, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			if _, ok := v.(string); !ok {
+				return refuse(path, "want base64 text, got %s", describe(v))
+			}
+			return nil
+		}
+		l, ok := v.([]any)
+		if !ok {
+			return refuse(path, "want a list, got %s", describe(v))
+		}
+		for i, x := range l {
+			if err := checkTree(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return refuse(path, "want a string, got %s", describe(v))
+		}
+		return nil
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return refuse(path, "want true or false, got %s", describe(v))
+		}
+		return nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := v.(json.Number)
+		bits := t.Bits()
+		lo, hi := int64(-1)<<(bits-1), int64(1)<<(bits-1)-1
+		if ok {
+			if i, err := strconv.ParseInt(n.String(), 10, bits); err == nil && i >= lo && i <= hi {
+				return nil
+			}
+		}
+		return refuse(path, "want a whole number from %d to %d, got %s", lo, hi, describe(v))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := v.(json.Number)
+		bits := t.Bits()
+		hi := uint64(math.MaxUint64) >> (64 - bits)
+		if ok {
+			if _, err := strconv.ParseUint(n.String(), 10, bits); err == nil {
+				return nil
+			}
+		}
+		return refuse(path, "want a whole number from 0 to %d, got %s", hi, describe(v))
+	case reflect.Float32, reflect.Float64:
+		if n, ok := v.(json.Number); ok {
+			if _, err := n.Float64(); err == nil {
+				return nil
+			}
+		}
+		return refuse(path, "want a number, got %s", describe(v))
+	}
+	return refuse(path, "mvctl cannot check a field of Go type %s", t)
+}
+
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// fieldsOf returns the JSON field names of a struct type and their types,
+// with inline (embedded) structs flattened as encoding/json does.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			et := f.Type
+			for et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				for k, v := range fieldsOf(et) {
+					out[k] = v
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	fieldCache.Store(t, out)
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// suggest names the known field closest to an unknown one, when one is
+// close enough to be a typo.
+func suggest(name string, fields map[string]reflect.Type) string {
+	best, bestD := "", 1<<30
+	for _, k := range sortedKeys(fields) {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" && bestD <= 1+len(name)/4 {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// describe names a decoded JSON value for an error message.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 40 {
+			x = x[:40] + "..."
+		}
+		return strconv.Quote(x)
+	case json.Number:
+		return x.String()
+	case bool:
+		return strconv.FormatBool(x)
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// IsFieldError reports whether err is a refusal of the input (exit status
+// 2), as opposed to an I/O failure.
+func IsFieldError(err error) bool {
+	var de *DocumentError
+	var fe *FieldError
+	return errors.As(err, &de) || errors.As(err, &fe)
+}

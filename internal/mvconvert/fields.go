@@ -1,0 +1,176 @@
+package mvconvert
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// What happens to a field.
+const (
+	Mapped  = "mapped"  // carried over
+	Flag    = "flag"    // carried over, with a warning naming a Knative feature flag
+	Warns   = "warning" // dropped or changed on purpose, with one warning line
+	Refused = "refused" // exit 2, one line naming the path and why
+)
+
+// Row is one line of the field table: what a MonoVertex field (or a whole
+// subtree) becomes. Paths may start with a placeholder (see Placeholders).
+type Row struct {
+	Paths   []string
+	Status  string
+	Becomes string
+}
+
+// Placeholders stand for paths that repeat in the table.
+var Placeholders = []struct {
+	Name  string
+	Means []string
+}{
+	{"<container>", []string{"spec.source.udsource.container", "spec.source.transformer.container", "spec.udf.container",
+		"spec.sink.udsink.container", "spec.sink.fallback.udsink.container", "spec.sink.onSuccess.udsink.container"}},
+	{"<sink>", []string{"spec.sink", "spec.sink.fallback", "spec.sink.onSuccess"}},
+}
+
+// Table is the field table mvctl explain prints and README's "Coming from
+// Numaflow" repeats.
+var Table = []Row{
+	{[]string{"apiVersion", "kind"}, Mapped, "`numaflow.numaproj.io/v1alpha1` `MonoVertex` is converted; other Numaflow kinds exit 2; other objects in the input are passed through unchanged (with a warning)"},
+	{[]string{"metadata.name"}, Mapped, "the Knative Service's name, `<name>-config` for the ConfigMap, `MV_NAME` (the `mvtx_name` metric label)"},
+	{[]string{"metadata.namespace"}, Mapped, "the namespace of every object"},
+	{[]string{"metadata.labels", "metadata.annotations"}, Mapped, "the Service's and the ConfigMap's labels; the Service's annotations (kubectl's last-applied-configuration is dropped)"},
+	{[]string{"metadata.generateName", "metadata.uid", "metadata.resourceVersion", "metadata.generation", "metadata.creationTimestamp", "metadata.deletionTimestamp", "metadata.deletionGracePeriodSeconds", "metadata.managedFields", "metadata.selfLink", "metadata.ownerReferences", "metadata.finalizers", "status"}, Warns, "dropped: they belong to the MonoVertex object in the API server"},
+	{[]string{"spec.replicas"}, Mapped, "`autoscaling.knative.dev/initial-scale` (clamped to min..max, as Numaflow does); with `scale.disabled` min-scale = max-scale = replicas; `0` pauses the runner instead (warning: a Knative Service keeps a pod)"},
+	{[]string{"spec.source"}, Mapped, "exactly one source kind, else exit 2"},
+	{[]string{"spec.source.generator"}, Mapped, "`MV_SOURCE=generator`"},
+	{[]string{"spec.source.generator.rpu", "spec.source.generator.duration", "spec.source.generator.msgSize", "spec.source.generator.keyCount", "spec.source.generator.value"}, Mapped, "`MV_GENERATOR_RPU`, `_DURATION`, `_MSG_SIZE`, `_KEY_COUNT`, `_VALUE`"},
+	{[]string{"spec.source.generator.jitter"}, Warns, "dropped: the runner's generator stamps each message with the time it made it"},
+	{[]string{"spec.source.generator.valueBlob"}, Refused, "the runner's generator cannot send a fixed payload"},
+	{[]string{"spec.source.http"}, Mapped, "`MV_SOURCE=http`: POST to the Service's cluster-local URL (`/` or `/vertices/<name>`)"},
+	{[]string{"spec.source.http.auth.token"}, Mapped, "`MV_HTTP_AUTH_TOKEN` from the secret (`secretKeyRef`)"},
+	{[]string{"spec.source.http.service"}, Mapped, "the Knative Service is always reachable in the cluster (label `networking.knative.dev/visibility: cluster-local`)"},
+	{[]string{"spec.source.http.ports"}, Warns, "dropped: Knative routes to the runner's `$PORT` (8080) and terminates TLS at its ingress"},
+	{[]string{"spec.source.jetstream"}, Mapped, "`MV_SOURCE=jetstream`"},
+	{[]string{"spec.source.jetstream.url", "spec.source.jetstream.stream", "spec.source.jetstream.consumer"}, Mapped, "`MV_JETSTREAM_URL`, `_STREAM`, `_CONSUMER` (default `numaflow-<name>-<stream>`)"},
+	{[]string{"spec.source.jetstream.deliver_policy"}, Mapped, "`MV_JETSTREAM_DELIVER_POLICY` (`all`, `new`; others exit 2)"},
+	{[]string{"spec.source.jetstream.filter_subjects"}, Mapped, "`MV_JETSTREAM_FILTER_SUBJECT` (one subject; more exit 2)"},
+	{[]string{"spec.source.jetstream.auth.basic", "spec.source.jetstream.auth.token"}, Warns, "secrets into `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN`, expanded into `MV_JETSTREAM_URL` by Kubernetes (warning: they must be URL-safe)"},
+	{[]string{"spec.source.jetstream.auth.nkey"}, Refused, "the runner's client takes a user, a token or a credentials file"},
+	{[]string{"spec.source.jetstream.tls"}, Refused, "the runner's JetStream client has no TLS settings"},
+	{[]string{"spec.source.kafka"}, Mapped, "`MV_SOURCE=kafka`, `MV_KAFKA_START_OFFSET=earliest` (Numaflow's `auto.offset.reset`)"},
+	{[]string{"spec.source.kafka.brokers", "spec.source.kafka.topic", "spec.source.kafka.consumerGroup"}, Mapped, "`MV_KAFKA_BROKERS`, `MV_KAFKA_TOPIC`, `MV_KAFKA_GROUP` (default: the name)"},
+	{[]string{"spec.source.kafka.tls", "<sink>.kafka.tls"}, Mapped, "`MV_KAFKA_TLS`, `_TLS_SKIP_VERIFY`; each secret mounted under `/etc/monovertex/kafka/` for `MV_KAFKA_TLS_CA_FILE`, `_CERT_FILE`, `_KEY_FILE` (one setting shared by every Kafka part, else exit 2)"},
+	{[]string{"spec.source.kafka.sasl", "<sink>.kafka.sasl"}, Mapped, "`MV_KAFKA_SASL_MECHANISM` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`), `MV_KAFKA_SASL_USER`/`_PASSWORD` from the secrets; `handshake` needs nothing (the client always handshakes)"},
+	{[]string{"spec.source.kafka.sasl.gssapi", "spec.source.kafka.sasl.oauth", "<sink>.kafka.sasl.gssapi", "<sink>.kafka.sasl.oauth"}, Refused, "the runner's Kafka client supports PLAIN and SCRAM"},
+	{[]string{"spec.source.kafka.config", "<sink>.kafka.config"}, Refused, "client settings have no equivalent in the runner's Kafka client"},
+	{[]string{"spec.source.kafka.kafkaVersion"}, Warns, "dropped: the client negotiates the protocol version"},
+	{[]string{"spec.source.udsource"}, Mapped, "`MV_SOURCE=udsource`; the container as sidecar `udsource` (with `NUMAFLOW_READ_BATCH_SIZE`, `NUMAFLOW_READ_TIMEOUT_MS`, as Numaflow sets them)"},
+	{[]string{"spec.source.transformer"}, Mapped, "`MV_TRANSFORMER=udtransformer`; the container as sidecar `transformer`"},
+	{[]string{"spec.source.transformer.retryStrategy", "spec.udf.retryStrategy"}, Warns, "not carried when it differs from `spec.sink.retryStrategy`: the runner retries every stage with that one; `onFailure: fallback` exits 2 (Numaflow refuses it too)"},
+	{[]string{"spec.source.nats", "spec.source.pulsar", "spec.source.sqs", "spec.source.serving"}, Refused, "no such source in the runner: use jetstream or a user-defined source (serving belongs to a ServingPipeline)"},
+	{[]string{"spec.udf"}, Mapped, "`MV_UDF=udmap` (map, batch map or map stream, as the container's server-info says); the container as sidecar `udf`"},
+	{[]string{"spec.udf.groupBy"}, Refused, "reduce needs Numaflow's windows and buffer; Numaflow refuses it in a MonoVertex too"},
+	{[]string{"<container>.image", "<container>.command", "<container>.args", "<container>.env", "<container>.envFrom", "<container>.volumeMounts", "<container>.resources", "<container>.securityContext", "<container>.imagePullPolicy"}, Mapped, "the sidecar's, with the socket `emptyDir` at `/var/run/numaflow` and `NUMAFLOW_UD_CONTAINER_TYPE` as Numaflow sets it; env from the downward API adds a flag warning (`kubernetes.podspec-fieldref`)"},
+	{[]string{"<container>.readinessProbe", "<container>.livenessProbe"}, Warns, "dropped: no probes on Knative sidecars; the runner's `/healthz` answers 503 while a container is away"},
+	{[]string{"<container>.ports"}, Warns, "dropped: Knative allows one port per pod"},
+	{[]string{"spec.sink"}, Mapped, "exactly one sink kind per tier, else exit 2"},
+	{[]string{"<sink>.log", "<sink>.blackhole", "<sink>.udsink", "<sink>.kafka"}, Mapped, "`MV_SINK`, `MV_FALLBACK_SINK`, `MV_ON_SUCCESS_SINK` = `log`, `blackhole`, `udsink` (sidecars `udsink`, `fb-udsink`, `ons-udsink`) or `kafka`"},
+	{[]string{"<sink>.kafka.brokers", "<sink>.kafka.topic"}, Mapped, "`MV_KAFKA_SINK_BROKERS` (one cluster for every Kafka sink); `MV_KAFKA_SINK_TOPIC`, `MV_FALLBACK_KAFKA_TOPIC`, `MV_ON_SUCCESS_KAFKA_TOPIC`"},
+	{[]string{"<sink>.kafka.setKey"}, Warns, "the runner's Kafka sink chooses the record key itself"},
+	{[]string{"<sink>.serve", "<sink>.sqs", "<sink>.pulsar"}, Refused, "no such sink in the runner: use a user-defined sink (serve belongs to a ServingPipeline)"},
+	{[]string{"spec.sink.fallback", "spec.sink.onSuccess"}, Mapped, "the fallback and onSuccess tiers, as `spec.sink`"},
+	{[]string{"spec.sink.retryStrategy.backoff.interval", "spec.sink.retryStrategy.backoff.steps", "spec.sink.retryStrategy.backoff.factor", "spec.sink.retryStrategy.backoff.cap", "spec.sink.retryStrategy.backoff.jitter"}, Mapped, "`MV_RETRY_INTERVAL`, `_STEPS`, `_FACTOR`, `_CAP`, `_JITTER` (Numaflow's checks: steps >= 1, factor >= 1, cap >= interval, 0 <= jitter < 1)"},
+	{[]string{"spec.sink.retryStrategy.onFailure"}, Mapped, "`MV_ON_FAILURE` (`fallback` needs `spec.sink.fallback`)"},
+	{[]string{"spec.limits.readBatchSize", "spec.limits.readTimeout", "spec.limits.concurrency"}, Mapped, "`MV_READ_BATCH_SIZE`, `MV_READ_TIMEOUT`, `MV_CONCURRENCY`"},
+	{[]string{"spec.limits.rateLimit.max", "spec.limits.rateLimit.min", "spec.limits.rateLimit.rampUpDuration"}, Mapped, "`MV_RATE_LIMIT_MAX`, `_MIN` (min > max exits 2), `_RAMP_UP`"},
+	{[]string{"spec.limits.rateLimit.modes"}, Mapped, "`MV_RATE_LIMIT_MODE` = `scheduled`, `relaxed`, `onlyIfUsed`, `goBackN`; `thresholdPercentage` -> `MV_RATE_LIMIT_THRESHOLD_PERCENT`, `coolDownPeriod` -> `_COOLDOWN`, `rampDownPercentage` -> `_RAMP_DOWN_PERCENT`"},
+	{[]string{"spec.limits.rateLimit.resumedRampUp", "spec.limits.rateLimit.ttl"}, Mapped, "`MV_RATE_LIMIT_RESUMED_RAMP_UP`, `MV_RATE_LIMIT_TTL`"},
+	{[]string{"spec.limits.rateLimit.store.inMemoryStore"}, Mapped, "`MV_RATE_LIMIT_STORE=memory` (per replica)"},
+	{[]string{"spec.limits.rateLimit.store.redisStore.mode", "spec.limits.rateLimit.store.redisStore.url", "spec.limits.rateLimit.store.redisStore.db"}, Mapped, "mode `single`: `MV_RATE_LIMIT_STORE=redis`, `MV_RATE_LIMIT_REDIS_URL` (db as the URL's path)"},
+	{[]string{"spec.limits.rateLimit.store.redisStore.sentinel"}, Refused, "Redis Sentinel is not supported; use mode single with the primary's URL"},
+	{[]string{"spec.scale.disabled"}, Mapped, "a fixed count: min-scale = max-scale = `spec.replicas`, Knative's default autoscaler, no metric"},
+	{[]string{"spec.scale.min", "spec.scale.max"}, Mapped, "`autoscaling.knative.dev/min-scale`, `max-scale` and `MV_MIN_SCALE`, `MV_MAX_SCALE` (defaults 1 and Numaflow's 50; min 0 is raised to 1 with a warning: a pull worker at zero pods reads nothing)"},
+	{[]string{"spec.scale.lookbackSeconds"}, Mapped, "`MV_LOOKBACK_SECONDS` (capped at 600, as Numaflow does)"},
+	{[]string{"spec.scale.targetProcessingSeconds"}, Mapped, "`autoscaling.knative.dev/target`, `MV_SCALE_TARGET_SECONDS` and the KEDA threshold (default 20)"},
+	{[]string{"spec.scale.scaleUpCooldownSeconds", "spec.scale.scaleDownCooldownSeconds", "spec.scale.replicasPerScaleUp", "spec.scale.replicasPerScaleDown", "spec.scale.replicasPerScale"}, Mapped, "`MV_SCALE_UP_COOLDOWN_SECONDS`, `_DOWN_COOLDOWN_SECONDS`, `MV_SCALE_REPLICAS_PER_UP`, `_PER_DOWN`; KEDA: the HPA `behavior` (a Pods policy of N replicas per cooldown each way, scale-down stabilization = its cooldown; Numaflow's defaults 90s and 2); HPA class: one `autoscaling.knative.dev/window` (warning)"},
+	{[]string{"spec.scale.cron"}, Mapped, "KEDA: a `cron` trigger per schedule raising the floor to `min` in the window (`max` is not carried: warning); HPA class: exit 2"},
+	{[]string{"spec.scale.zeroReplicaSleepSeconds", "spec.scale.targetBufferAvailability"}, Warns, "dropped: the Service never scales to zero; buffer availability is for a pipeline's vertices"},
+	{[]string{"spec.lifecycle.desiredPhase"}, Mapped, "`Paused` -> the ConfigMap's `paused: \"true\"` (the runner stays up and reads nothing), `Running` -> `\"false\"`"},
+	{[]string{"spec.bypass"}, Mapped, "`MV_BYPASS_SINK`, `MV_BYPASS_FALLBACK`, `MV_BYPASS_ON_SUCCESS` as `operator:tag,tag`"},
+	{[]string{"spec.streaming"}, Mapped, "`MV_STREAMING`"},
+	{[]string{"spec.containerTemplate"}, Mapped, "the runner container (Numaflow's main container): resources, imagePullPolicy, securityContext, env (an `MV_` variable mvctl sets exits 2), envFrom, and the probes' timings"},
+	{[]string{"spec.volumes", "spec.imagePullSecrets", "spec.serviceAccountName", "spec.metadata"}, Mapped, "the pod's; `spec.metadata` labels and annotations on the revision template; PVC, hostPath, CSI, ephemeral and image volumes add a flag warning"},
+	{[]string{"spec.initContainers"}, Flag, "the pod's init containers (`kubernetes.podspec-init-containers`)"},
+	{[]string{"spec.sidecars"}, Mapped, "extra containers; their ports and probes are dropped with a warning (one port per pod, no sidecar probes)"},
+	{[]string{"spec.nodeSelector", "spec.tolerations", "spec.affinity", "spec.securityContext", "spec.priorityClassName", "spec.runtimeClassName", "spec.dnsPolicy", "spec.dnsConfig"}, Flag, "the pod's, each with a warning naming its flag: `kubernetes.podspec-nodeselector`, `-tolerations`, `-affinity`, `-securitycontext`, `-priorityclassname`, `-runtimeclassname`, `-dnspolicy`, `-dnsconfig`"},
+	{[]string{"spec.automountServiceAccountToken"}, Mapped, "`false` is carried; `true` (Kubernetes' default) is dropped with a warning"},
+	{[]string{"spec.priority"}, Warns, "dropped: Knative does not allow it; it follows from priorityClassName"},
+	{[]string{"spec.resourceClaims"}, Refused, "a Knative Service cannot claim dynamic resources"},
+	{[]string{"spec.daemonTemplate"}, Warns, "dropped: there is no daemon; the runner serves `/status` and the metrics itself, and the Knative autoscaler (HPA class or KEDA) replaces the daemon's scaling"},
+	{[]string{"spec.updateStrategy.type"}, Mapped, "`RollingUpdate` is Knative's revision rollout: new pods ready before the old revision is retired; `--rollout-duration` sets `serving.knative.dev/rollout-duration`"},
+	{[]string{"spec.updateStrategy.rollingUpdate.maxUnavailable"}, Warns, "dropped: a Knative rollout keeps every replica available"},
+}
+
+// WriteTable writes the field table as Markdown.
+func WriteTable(w io.Writer) {
+	fmt.Fprintln(w, "`<container>` is each user-defined container: "+codeList(Placeholders[0].Means)+"; `<sink>` is "+codeList(Placeholders[1].Means)+".")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| field | | becomes |")
+	fmt.Fprintln(w, "|---|---|---|")
+	for _, r := range Table {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", codeList(r.Paths), r.Status, r.Becomes)
+	}
+}
+
+func codeList(paths []string) string {
+	q := make([]string, len(paths))
+	for i, p := range paths {
+		q[i] = "`" + p + "`"
+	}
+	return strings.Join(q, ", ")
+}
+
+// expand returns the concrete paths a table path stands for.
+func expand(path string) []string {
+	for _, p := range Placeholders {
+		if rest, ok := strings.CutPrefix(path, p.Name); ok {
+			var out []string
+			for _, m := range p.Means {
+				out = append(out, m+rest)
+			}
+			return out
+		}
+	}
+	return []string{path}
+}
+
+// RowFor returns the row that accounts for a concrete field path (its own
+// or its nearest ancestor's), or nil.
+func RowFor(path string) *Row {
+	var best *Row
+	bestLen := -1
+	for i := range Table {
+		for _, tp := range Table[i].Paths {
+			for _, p := range expand(tp) {
+				if (path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[")) && len(p) > bestLen {
+					best, bestLen = &Table[i], len(p)
+				}
+			}
+		}
+	}
+	return best
+}
+
+// TablePaths returns every concrete path the table names.
+func TablePaths() []string {
+	var out []string
+	for _, r := range Table {
+		for _, tp := range r.Paths {
+			out = append(out, expand(tp)...)
+		}
+	}
+	return out
+}
+
+// TablePathExpansions returns the concrete paths one table path stands for.
+func TablePathExpansions(path string) []string { return expand(path) }
