@@ -37,7 +37,7 @@ func TestSinkContractHoldsInBatchMode(t *testing.T) {
 		t.Fatalf("/status: mode %q, chain %v, bypass %+v", st.Mode, st.Chain, st.Bypass)
 	}
 	t.Logf("chain: %s", strings.Join(st.Chain, " -> "))
-	p.stopRunner()
+	p.StopRunner()
 }
 
 func TestSinkContractHoldsInStreamingMode(t *testing.T) {
@@ -47,7 +47,7 @@ func TestSinkContractHoldsInStreamingMode(t *testing.T) {
 	if st := p.status(); st.Mode != "streaming" {
 		t.Fatalf("status mode %q, want streaming", st.Mode)
 	}
-	p.stopRunner()
+	p.StopRunner()
 }
 
 func TestAKilledContainerIsWaitedForAndNothingIsLost(t *testing.T) {
@@ -64,7 +64,7 @@ func TestAKilledContainerIsWaitedForAndNothingIsLost(t *testing.T) {
 			p := newPipeline(t, setup{total: 8_000, streaming: c.streaming, concurrency: 400, mapMode: c.mapMode})
 			p.startAll()
 			p.waitForAcked(p.s.total/4, 90*time.Second)
-			pid := p.runner.Cmd.Process.Pid
+			pid := p.Runner.Cmd.Process.Pid
 			var restart func()
 			switch victim {
 			case "sink":
@@ -80,7 +80,7 @@ func TestAKilledContainerIsWaitedForAndNothingIsLost(t *testing.T) {
 			killed := time.Now()
 			away := false
 			for time.Since(killed) < 5*time.Second && !away {
-				away = readyz(p.runner) == http.StatusServiceUnavailable
+				away = p.Runner.Readyz() == http.StatusServiceUnavailable
 				time.Sleep(50 * time.Millisecond)
 			}
 			time.Sleep(time.Second)
@@ -90,13 +90,13 @@ func TestAKilledContainerIsWaitedForAndNothingIsLost(t *testing.T) {
 			restart()
 			p.verify(120*time.Second, false)
 			t.Logf("all %d ids final %v after the %s restarted", p.s.total, time.Since(restarted).Round(time.Millisecond), victim)
-			if p.runner.Exited() || p.runner.Cmd.Process.Pid != pid {
+			if p.Runner.Exited() || p.Runner.Cmd.Process.Pid != pid {
 				t.Fatalf("the runner did not finish the run in the same process")
 			}
-			if !strings.Contains(p.runner.Stderr.String(), "reconnected") {
+			if !strings.Contains(p.Runner.Stderr.String(), "reconnected") {
 				t.Errorf("no reconnect logged by the runner")
 			}
-			p.stopRunner()
+			p.StopRunner()
 		})
 	}
 }
@@ -107,5 +107,5 @@ func TestConcurrentSinkStreamsOnlyWhenAskedFor(t *testing.T) {
 	fig := p.verify(120*time.Second, true)
 	t.Logf("MV_UDSINK_STREAMS=3 with unlocked sinks: at most %d (sink), %d (fallback), %d (onSuccess) overlapping handler calls",
 		fig.overlap[fileSink], fig.overlap[fileFallback], fig.overlap[fileOnSuccess])
-	p.stopRunner()
+	p.StopRunner()
 }

@@ -1,10 +1,11 @@
 package contract_test
 
 import (
-	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // The example programs' rules, as the tests configure them (see the
@@ -53,12 +54,6 @@ const (
 )
 
 var outFiles = []string{fileSink, fileFallback, fileOnSuccess}
-
-// parentID is the message ID udsource gives the example source's id n: the
-// offset in base64, a dash, the partition.
-func parentID(n int) string {
-	return base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0"
-}
 
 // want is one line an output file must hold.
 type want struct {
@@ -141,14 +136,14 @@ func newModel(total int, sinkCondition bool) *model {
 		}
 		// The transformer's outputs: id suffix and keys.
 		type tout struct{ id, keys string }
-		touts := []tout{{parentID(n), "even"}}
+		touts := []tout{{testutil.ExampleSourceID(n), "even"}}
 		if n%2 == 1 {
 			touts[0].keys = "odd"
 		}
 		if n%tFanoutEvery == 1 {
 			touts = nil
 			for k := 0; k < tFanout; k++ {
-				touts = append(touts, tout{parentID(n) + "-" + strconv.Itoa(k), "fan" + strconv.Itoa(k)})
+				touts = append(touts, tout{testutil.ExampleSourceID(n) + "-" + strconv.Itoa(k), "fan" + strconv.Itoa(k)})
 			}
 		}
 		if n%mDropEvery == 1 {

@@ -25,13 +25,13 @@ type figures struct {
 // nacked. After a kill, every output must be present at least once in the
 // right file and nowhere else, and duplicates are counted.
 func (p *pipeline) verify(timeout time.Duration, exact bool) figures {
-	t := p.t
+	t := p.T
 	t.Helper()
 	total := p.s.total
 	p.waitForAcked(total, timeout)
 	testutil.WaitFor(t, 30*time.Second, "the runner to count every ack and the source's pending to reach 0", func() bool {
 		p.alive()
-		st, err := p.runner.Status()
+		st, err := p.Runner.Status()
 		return err == nil && st.Totals.Acked >= int64(total) && st.Pending == 0
 	})
 	p.checkNothingAckedEarly()
@@ -85,23 +85,23 @@ func (p *pipeline) verify(timeout time.Duration, exact bool) figures {
 		wantIDs := p.model.files[file]
 		seen := map[string]int{}
 		var dupIDs []string
-		for _, l := range p.readOutput(file) {
-			w, ok := wantIDs[l.id]
+		for _, l := range p.ReadSinkLines(file) {
+			w, ok := wantIDs[l.ID]
 			if !ok {
-				t.Fatalf("%s has output %s (n=%d, keys %q), which the rules do not send there", file, l.id, l.n, l.keys)
+				t.Fatalf("%s has output %s (n=%d, keys %q), which the rules do not send there", file, l.ID, l.N, l.Keys)
 			}
-			if l.n != w.n || l.size != w.size || l.keys != w.keys || l.eventMS != w.eventMS || l.ok != w.ok {
+			if l.N != w.n || l.Size != w.size || l.Keys != w.keys || l.EventMS != w.eventMS || l.WellMade != w.ok {
 				t.Fatalf("%s: output %s has n=%d size=%d keys=%q event=%d well-made=%v; want n=%d size=%d keys=%q event=%d well-made=%v",
-					file, l.id, l.n, l.size, l.keys, l.eventMS, l.ok, w.n, w.size, w.keys, w.eventMS, w.ok)
+					file, l.ID, l.N, l.Size, l.Keys, l.EventMS, l.WellMade, w.n, w.size, w.keys, w.eventMS, w.ok)
 			}
-			seen[l.id]++
-			if seen[l.id] == 2 {
-				dupIDs = append(dupIDs, fmt.Sprintf("%s(n=%d)", l.id, l.n))
+			seen[l.ID]++
+			if seen[l.ID] == 2 {
+				dupIDs = append(dupIDs, fmt.Sprintf("%s(n=%d)", l.ID, l.N))
 			}
-			if seen[l.id] > 1 {
+			if seen[l.ID] > 1 {
 				fig.dups[file]++
-				if exact && !nacked[l.n] {
-					t.Fatalf("%s holds output %s (n=%d) %d times, but its input was never nacked: a duplicate without a cause", file, l.id, l.n, seen[l.id])
+				if exact && !nacked[l.N] {
+					t.Fatalf("%s holds output %s (n=%d) %d times, but its input was never nacked: a duplicate without a cause", file, l.ID, l.N, seen[l.ID])
 				}
 			}
 			fig.lines[file]++

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/internal/procstat"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -134,22 +135,22 @@ func TestCEHugeReplyIsCutAtTheLimitAndGoesToFallback(t *testing.T) {
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
 	time.Sleep(500 * time.Millisecond)
-	idle, err := vmRSS(p.Cmd.Process.Pid)
+	idle, err := procstat.RSS(p.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sampler := sampleRSS(p.Cmd.Process.Pid, 10*time.Millisecond)
 	start := time.Now()
-	f.publishAll(n, 64)
-	f.waitSettled(n, 180*time.Second)
+	f.PublishAll(n, 64)
+	f.WaitSettled(n, 180*time.Second)
 	took := time.Since(start)
 	top := peak(sampler.finish())
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
 	wrong := 0
 	for _, id := range inputIDs(n) {
 		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-		if poison(seq) != tl.fallback[id] {
+		if poison(seq) != tl.Fallback[id] {
 			wrong++
 		}
 	}
@@ -164,7 +165,7 @@ func TestCEHugeReplyIsCutAtTheLimitAndGoesToFallback(t *testing.T) {
 	}
 	st, _ := p.Status()
 	t.Logf("%d messages in %v: %d in the fallback stream (the %d answered with 100 MB), %d in the output; %d calls for them; RSS idle %d MiB, peak %d MiB (bound %d MiB); runner read %d acked %d transformer errors %d",
-		n, took.Round(time.Millisecond), len(tl.fallback), len(poisoned), len(tl.out), calls, idle/mebi, top/mebi, bound/mebi, st.Totals.Read, st.Totals.Acked, st.Totals.TransformerErrors)
+		n, took.Round(time.Millisecond), len(tl.Fallback), len(poisoned), len(tl.Out), calls, idle/mebi, top/mebi, bound/mebi, st.Totals.Read, st.Totals.Acked, st.Totals.TransformerErrors)
 	if wrong > 0 {
 		t.Fatalf("%d messages in the wrong stream: the fallback stream must hold exactly the %d answered with 100 MB", wrong, len(poisoned))
 	}
@@ -177,9 +178,9 @@ func TestCEHugeReplyIsCutAtTheLimitAndGoesToFallback(t *testing.T) {
 	noRaces(t, p)
 	report(t, result{
 		Scenario: "CloudEvents function answers 1 in 4 messages with 100 MB streamed; MV_TRANSFORMER_MAX_REPLY=8 MiB, _REPLY_BUDGET=32 MiB, MV_ON_FAILURE=fallback",
-		Messages: n, Lost: tl.lost, Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish), Recovery: "-",
+		Messages: n, Lost: tl.Lost, Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: "-",
 		Notes: fmt.Sprintf("fallback = exactly the %d oversized (%d calls for them); RSS idle %d MiB, peak %d MiB (+%d MiB; bound +%d MiB)",
-			len(tl.fallback), calls, idle/mebi, top/mebi, (top-idle)/mebi, (bound-idle)/mebi),
+			len(tl.Fallback), calls, idle/mebi, top/mebi, (top-idle)/mebi, (bound-idle)/mebi),
 	})
 }
 
@@ -209,12 +210,12 @@ func TestCERedirectIsTriedOnce(t *testing.T) {
 			env["MV_FALLBACK_SINK"] = "jetstream"
 			p := testutil.StartRunner(t, env)
 			p.WaitReady(60 * time.Second)
-			f.publishAll(n, 64)
+			f.PublishAll(n, 64)
 			if peer == "function" {
-				f.waitSettled(n, 120*time.Second)
+				f.WaitSettled(n, 120*time.Second)
 			} else {
 				testutil.WaitFor(t, 120*time.Second, "every message answered or in the fallback stream", func() bool {
-					return int(f.streamMsgs(fbStream)) >= n/2 && f.idle()
+					return int(f.StreamMsgs(fbStream)) >= n/2 && f.Idle()
 				})
 			}
 			poisoned, healthy := fn.callsOf(n)
@@ -242,9 +243,9 @@ func TestCERedirectIsTriedOnce(t *testing.T) {
 			}
 			lost := 0
 			if peer == "function" {
-				tl := f.count(n, true)
-				tl.mustBeComplete(t)
-				lost = tl.lost
+				tl := f.Count(n, true)
+				tl.MustBeComplete(t)
+				lost = tl.Lost
 			} else {
 				for id, c := range healthy {
 					if c == 0 {
@@ -271,7 +272,7 @@ func TestCERedirectIsTriedOnce(t *testing.T) {
 func natsIDs(t *testing.T, f *jsFixture, stream string) map[string]bool {
 	t.Helper()
 	ids := map[string]bool{}
-	for _, m := range natstest.ReadAll(t, f.js, stream) {
+	for _, m := range natstest.ReadAll(t, f.JS, stream) {
 		ids[m.Headers().Get(nats.MsgIdHdr)] = true
 	}
 	return ids
@@ -292,7 +293,7 @@ func TestCERedirectWithRetryIsNotSpun(t *testing.T) {
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
-	f.publishAll(n, 64)
+	f.PublishAll(n, 64)
 	testutil.WaitFor(t, 30*time.Second, "every message tried", func() bool {
 		poisoned, _ := fn.callsOf(n)
 		for _, c := range poisoned {
@@ -311,12 +312,12 @@ func TestCERedirectWithRetryIsNotSpun(t *testing.T) {
 	code, took := sigterm(t, p, 30*time.Second)
 	read, acked := lastTotals(t, p)
 	t.Logf("%d messages answered 301 with MV_ON_FAILURE=retry: %d calls in %v (%.0f/s, at most %d allowed); SIGTERM exit %d after %v; read %d acked %d; output %d",
-		n, calls, watch, rate, limit, code, took.Round(time.Millisecond), read, acked, f.streamMsgs(outStream))
+		n, calls, watch, rate, limit, code, took.Round(time.Millisecond), read, acked, f.StreamMsgs(outStream))
 	if calls > limit {
 		t.Fatalf("%d calls in %v for %d messages: retried faster than once a second", calls, watch, n)
 	}
-	if acked != 0 || f.streamMsgs(outStream) != 0 {
-		t.Fatalf("acked %d, output holds %d: a message answered 301 must stay unacked with MV_ON_FAILURE=retry", acked, f.streamMsgs(outStream))
+	if acked != 0 || f.StreamMsgs(outStream) != 0 {
+		t.Fatalf("acked %d, output holds %d: a message answered 301 must stay unacked with MV_ON_FAILURE=retry", acked, f.StreamMsgs(outStream))
 	}
 	exitNote := checkShutdown(t, code, took, 3*time.Second, "function answering 301")
 	noRaces(t, p)

@@ -195,7 +195,7 @@ func TestSigtermDuringSinkOutage(t *testing.T) {
 	r := startReceiver(t)
 	env := ceSinkEnv(f, r.URL)
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
-	f.publishAll(n/2, 64)
+	f.PublishAll(n/2, 64)
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 200 })
@@ -210,7 +210,7 @@ func TestSigtermDuringSinkOutage(t *testing.T) {
 	}
 	exitNote := checkShutdown(t, code, took, 3*time.Second, "CloudEvents sink gone")
 	r.setMode("ok")
-	f.publish(context.Background(), n/2, n, 1000, 64, 0)
+	f.Publish(context.Background(), n/2, n, 1000, 64, 0)
 	restarted := time.Now()
 	p2 := testutil.StartRunner(t, env)
 	p2.WaitReady(60 * time.Second)

@@ -126,7 +126,7 @@ func firstAttemptFaults(seq, attempt int) string {
 }
 
 func transformerEnv(f *jsFixture, url string) map[string]string {
-	env := f.env()
+	env := f.Env("faults")
 	env["MV_TRANSFORMER"] = "cloudevents"
 	env["MV_TRANSFORMER_URL"] = url
 	env["MV_TRANSFORMER_TIMEOUT"] = "500ms"
@@ -150,22 +150,22 @@ func TestTransformerFaultsWithRetry(t *testing.T) {
 	published := f.pace(ctx, n, 64, 4*time.Second)
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
-	testutil.WaitFor(t, 60*time.Second, "a quarter written", func() bool { return f.streamMsgs(outStream) >= uint64(n/4) })
+	testutil.WaitFor(t, 60*time.Second, "a quarter written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/4) })
 	fn.setStorm(true)
 	time.Sleep(time.Second)
 	fn.setStorm(false)
 	stormEnd := time.Now()
-	before := f.streamMsgs(outStream)
-	testutil.WaitFor(t, 30*time.Second, "output growing after the storm", func() bool { return f.streamMsgs(outStream) > before })
+	before := f.StreamMsgs(outStream)
+	testutil.WaitFor(t, 30*time.Second, "output growing after the storm", func() bool { return f.StreamMsgs(outStream) > before })
 	recovered := time.Since(stormEnd)
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	f.waitSettled(n, 120*time.Second)
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
-	if len(tl.fallback) > 0 {
-		t.Fatalf("%d messages in the fallback stream without a fallback sink", len(tl.fallback))
+	f.WaitSettled(n, 120*time.Second)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
+	if len(tl.Fallback) > 0 {
+		t.Fatalf("%d messages in the fallback stream without a fallback sink", len(tl.Fallback))
 	}
 	st, _ := p.Status()
 	t.Logf("function: %s; runner: read %d acked %d written %d transformer errors %d", fn.stats(), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.TransformerErrors)
@@ -174,8 +174,8 @@ func TestTransformerFaultsWithRetry(t *testing.T) {
 	}
 	noRaces(t, p)
 	report(t, result{
-		Scenario: "CloudEvents function: timeout, 503 x2, garbage, reset per message + 1s storm of 500s, retry", Messages: n, Lost: tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish), Recovery: round(recovered),
+		Scenario: "CloudEvents function: timeout, 503 x2, garbage, reset per message + 1s storm of 500s, retry", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: round(recovered),
 		Notes: "recovery: storm end to output growing",
 	})
 }
@@ -200,16 +200,16 @@ func TestTransformerFaultsWithFallback(t *testing.T) {
 	// fault waits for the client to give up, so a longer limit only slows
 	// those messages down.
 	env["MV_TRANSFORMER_TIMEOUT"] = "2s"
-	f.publishAll(n, 64)
+	f.PublishAll(n, 64)
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
-	f.waitSettled(n, 120*time.Second)
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
+	f.WaitSettled(n, 120*time.Second)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
 	wrong := 0
 	for _, id := range inputIDs(n) {
 		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-		if poison(seq) != tl.fallback[id] {
+		if poison(seq) != tl.Fallback[id] {
 			wrong++
 		}
 	}
@@ -226,15 +226,15 @@ func TestTransformerFaultsWithFallback(t *testing.T) {
 	fn.mu.Unlock()
 	st, _ := p.Status()
 	t.Logf("fallback stream holds exactly the %d messages answered with garbage; function: %s; runner: read %d acked %d written %d fallback %d",
-		len(tl.fallback), fn.stats(), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.FallbackWritten)
+		len(tl.Fallback), fn.stats(), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.FallbackWritten)
 	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
 		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 	}
 	noRaces(t, p)
 	report(t, result{
-		Scenario: "CloudEvents function: timeout, 503 x2, garbage, reset per message, MV_ON_FAILURE=fallback, 3 steps", Messages: n, Lost: tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish), Recovery: "-",
-		Notes: fmt.Sprintf("fallback = exactly the %d answered with garbage", len(tl.fallback)),
+		Scenario: "CloudEvents function: timeout, 503 x2, garbage, reset per message, MV_ON_FAILURE=fallback, 3 steps", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: "-",
+		Notes: fmt.Sprintf("fallback = exactly the %d answered with garbage", len(tl.Fallback)),
 	})
 }
 
@@ -247,16 +247,16 @@ func TestSigtermDuringTransformerStorm(t *testing.T) {
 	fn := startFunction(t, firstAttemptFaults)
 	env := transformerEnv(f, fn.URL)
 	env["MV_SHUTDOWN_TIMEOUT"] = "8s"
-	f.publishAll(n, 64)
+	f.PublishAll(n, 64)
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
-	testutil.WaitFor(t, 60*time.Second, "a quarter written", func() bool { return f.streamMsgs(outStream) >= uint64(n/4) })
+	testutil.WaitFor(t, 60*time.Second, "a quarter written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/4) })
 	fn.setStorm(true)
 	time.AfterFunc(1500*time.Millisecond, func() { fn.setStorm(false) })
 	time.Sleep(300 * time.Millisecond)
 	code, took := sigterm(t, p, 30*time.Second)
 	read, acked := lastTotals(t, p)
-	t.Logf("SIGTERM during the storm: exit %d after %v; read %d acked %d; output holds %d", code, took.Round(time.Millisecond), read, acked, f.streamMsgs(outStream))
+	t.Logf("SIGTERM during the storm: exit %d after %v; read %d acked %d; output holds %d", code, took.Round(time.Millisecond), read, acked, f.StreamMsgs(outStream))
 	if code != 0 || took > 8*time.Second+3*time.Second {
 		t.Fatalf("exit %d after %v; want 0 within MV_SHUTDOWN_TIMEOUT=8s", code, took)
 	}
@@ -266,17 +266,17 @@ func TestSigtermDuringTransformerStorm(t *testing.T) {
 	restarted := time.Now()
 	p2 := testutil.StartRunner(t, env)
 	p2.WaitReady(60 * time.Second)
-	f.waitSettled(n, 120*time.Second)
+	f.WaitSettled(n, 120*time.Second)
 	recovered := time.Since(restarted)
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
 	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
 		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
 	}
 	noRaces(t, p, p2)
 	report(t, result{
-		Scenario: "SIGTERM during a storm of 500s from the function, then restart", Messages: n, Lost: tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish), Recovery: round(recovered),
+		Scenario: "SIGTERM during a storm of 500s from the function, then restart", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: round(recovered),
 		Notes: fmt.Sprintf("exit 0 after %s, in-flight drained; restart to all written", round(took)),
 	})
 }

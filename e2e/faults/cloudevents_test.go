@@ -190,22 +190,22 @@ func countIDs(n int, sets ...map[string]int) idCount {
 // waitReceived waits until the receivers together hold n distinct events
 // and the consumer is idle.
 func (f *jsFixture) waitReceived(n int, timeout time.Duration, rs ...*receiver) {
-	f.t.Helper()
+	f.T.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		got := 0
 		for _, r := range rs {
 			got += r.distinct()
 		}
-		if got >= n && f.idle() {
+		if got >= n && f.Idle() {
 			return
 		}
 		if time.Now().After(deadline) {
-			info, _ := f.consumerInfo()
+			info, _ := f.ConsumerInfo()
 			if info != nil {
-				f.t.Fatalf("after %v the receivers hold %d of %d events; consumer: %d pending, %d unacked", timeout, got, n, info.NumPending, info.NumAckPending)
+				f.T.Fatalf("after %v the receivers hold %d of %d events; consumer: %d pending, %d unacked", timeout, got, n, info.NumPending, info.NumAckPending)
 			}
-			f.t.Fatalf("after %v the receivers hold %d of %d events", timeout, got, n)
+			f.T.Fatalf("after %v the receivers hold %d of %d events", timeout, got, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -216,7 +216,7 @@ func (f *jsFixture) pace(ctx context.Context, n, size int, d time.Duration) chan
 	done := make(chan error, 1)
 	tick := d / time.Duration(max(n/100, 1))
 	go func() {
-		err := f.publish(ctx, 0, n, 100, size, tick)
+		err := f.Publish(ctx, 0, n, 100, size, tick)
 		if errors.Is(err, context.Canceled) {
 			err = nil
 		}
@@ -238,7 +238,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 }
 
 func ceSinkEnv(f *jsFixture, url string) map[string]string {
-	env := f.env()
+	env := f.Env("faults")
 	env["MV_SINK"] = "cloudevents"
 	env["K_SINK"] = url
 	env["MV_READ_BATCH_SIZE"] = "100"

@@ -15,6 +15,8 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/info"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // serveUDS serves a gRPC service on dir/socket with a valid server-info
@@ -165,7 +167,7 @@ func TestSinkThatBreaksTheProtocolIsAnErrorNotAnAck(t *testing.T) {
 			}
 			stderr := p.runner.Stderr.String()
 			if !strings.Contains(stderr, "protocol error") {
-				t.Fatalf("the runner never said the container broke the protocol:\n%s", tail(stderr, 3000))
+				t.Fatalf("the runner never said the container broke the protocol:\n%s", testutil.Tail(stderr, 3000))
 			}
 			t.Logf("%d batches, the first 5 broken; runner: read %d acked %d written %d sink errors %d; %d ids written more than once",
 				batches, st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.SinkErrors, dups)
@@ -279,7 +281,7 @@ func TestTransformerThatBreaksTheProtocolIsAnErrorNotAnAck(t *testing.T) {
 				stderr := p.runner.Stderr.String()
 				i := strings.Index(stderr, "MV_UDF_CALL_TIMEOUT")
 				if i < 0 {
-					t.Fatalf("the runner never said which answers were missing:\n%s", tail(stderr, 3000))
+					t.Fatalf("the runner never said which answers were missing:\n%s", testutil.Tail(stderr, 3000))
 				}
 				t.Logf("reported as: ...%.300s", stderr[max(0, i-200):])
 			}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/internal/procstat"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -95,7 +97,7 @@ func sendValid(url, auth, prefix string, n, size, workers int) (int, []string) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(value(i, size)))
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(natstest.Value(i, size)))
 				req.Header.Set("X-Numaflow-Id", prefix+strconv.Itoa(i))
 				if auth != "" {
 					req.Header.Set("Authorization", auth)
@@ -156,7 +158,7 @@ func TestHTTPHostileLengthsKeepMemoryBounded(t *testing.T) {
 			p.WaitReady(60 * time.Second)
 			pid := p.Cmd.Process.Pid
 			time.Sleep(500 * time.Millisecond)
-			idle, err := vmRSS(pid)
+			idle, err := procstat.RSS(pid)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +294,7 @@ func TestHTTPInflightBudgetAnswers503ThenTakesTheRetries(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for attempt := 0; attempt < 30; attempt++ {
-				req, _ := http.NewRequest(http.MethodPost, p.PortURL+"/", bytes.NewReader(value(i, size)))
+				req, _ := http.NewRequest(http.MethodPost, p.PortURL+"/", bytes.NewReader(natstest.Value(i, size)))
 				req.Header.Set("Authorization", "Bearer "+token)
 				req.Header.Set("X-Numaflow-Id", "retried-"+strconv.Itoa(i))
 				resp, err := c.Do(req)

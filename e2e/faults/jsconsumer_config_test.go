@@ -19,7 +19,7 @@ func TestJetStreamSettingsThatCannotWorkExitTwo(t *testing.T) {
 	f := newJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := f.js.CreateOrUpdateConsumer(ctx, inStream, jetstream.ConsumerConfig{Durable: "ackall", AckPolicy: jetstream.AckAllPolicy}); err != nil {
+	if _, err := f.JS.CreateOrUpdateConsumer(ctx, inStream, jetstream.ConsumerConfig{Durable: "ackall", AckPolicy: jetstream.AckAllPolicy}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -35,7 +35,7 @@ func TestJetStreamSettingsThatCannotWorkExitTwo(t *testing.T) {
 		{"server down", "MV_JETSTREAM_URL", "nats://127.0.0.1:1", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := f.env()
+			env := f.Env("faults")
 			env[tc.variable] = tc.value
 			p := testutil.StartRunner(t, env)
 			code := p.Wait(30 * time.Second)

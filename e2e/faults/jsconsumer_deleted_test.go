@@ -13,11 +13,11 @@ import (
 )
 
 func (f *jsFixture) deleteConsumer() {
-	f.t.Helper()
+	f.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := f.js.DeleteConsumer(ctx, inStream, consumer); err != nil {
-		f.t.Fatalf("delete consumer: %v", err)
+	if err := f.JS.DeleteConsumer(ctx, inStream, consumer); err != nil {
+		f.T.Fatalf("delete consumer: %v", err)
 	}
 }
 
@@ -39,36 +39,36 @@ func readyzCode(p *testutil.Process) int {
 func TestJetStreamConsumerDeletedMidRun(t *testing.T) {
 	n := pick(20_000, 100_000)
 	f := newJS(t)
-	f.publishAll(n/2, 64)
-	p := testutil.StartRunner(t, f.env())
+	f.PublishAll(n/2, 64)
+	p := testutil.StartRunner(t, f.Env("faults"))
 	p.WaitReady(60 * time.Second)
 	var recoveries []time.Duration
 	for k, at := range []int{n / 8, n / 3} {
-		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d written", at), func() bool { return f.streamMsgs(outStream) >= uint64(at) })
+		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d written", at), func() bool { return f.StreamMsgs(outStream) >= uint64(at) })
 		f.deleteConsumer()
 		deleted := time.Now()
-		outAt := f.streamMsgs(outStream)
+		outAt := f.StreamMsgs(outStream)
 		if k == 0 {
-			if err := f.publish(context.Background(), n/2, n, 1000, 64, 0); err != nil {
+			if err := f.Publish(context.Background(), n/2, n, 1000, 64, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
-		testutil.WaitFor(t, 60*time.Second, "the output to grow after the consumer was deleted", func() bool { return f.streamMsgs(outStream) > outAt })
+		testutil.WaitFor(t, 60*time.Second, "the output to grow after the consumer was deleted", func() bool { return f.StreamMsgs(outStream) > outAt })
 		recoveries = append(recoveries, time.Since(deleted))
 	}
-	f.waitSettled(n, 180*time.Second)
+	f.WaitSettled(n, 180*time.Second)
 	if code := readyzCode(p); code != 200 {
 		t.Fatalf("/readyz %d after the consumer came back", code)
 	}
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
 	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
 		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 	}
 	noRaces(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := f.js.Consumer(ctx, inStream, consumer)
+	c, err := f.JS.Consumer(ctx, inStream, consumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func TestJetStreamConsumerDeletedMidRun(t *testing.T) {
 	}
 	t.Logf("recovery after each delete: %v", recoveries)
 	report(t, result{
-		Scenario: "JetStream consumer deleted mid-run x2 (runner-created), half the input published while gone", Messages: n, Lost: tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish),
+		Scenario: "JetStream consumer deleted mid-run x2 (runner-created), half the input published while gone", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish),
 		Recovery:   fmt.Sprintf("%s, %s", round(recoveries[0]), round(recoveries[1])),
 		Notes:      "created again with the same settings from the ack floor; delete to output growing again",
 	})
@@ -96,15 +96,15 @@ func TestJetStreamForeignConsumerDeletedExitsOne(t *testing.T) {
 	owned := jetstream.ConsumerConfig{Durable: consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second, MaxAckPending: 20000}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := f.js.CreateOrUpdateConsumer(ctx, inStream, owned); err != nil {
+	if _, err := f.JS.CreateOrUpdateConsumer(ctx, inStream, owned); err != nil {
 		t.Fatal(err)
 	}
-	f.publishAll(n, 64)
-	env := f.env()
+	f.PublishAll(n, 64)
+	env := f.Env("faults")
 	env["MV_JETSTREAM_CONSUMER_TIMEOUT"] = "3s"
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
-	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.streamMsgs(outStream) >= uint64(n/5) })
+	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/5) })
 	f.deleteConsumer()
 	deleted := time.Now()
 	testutil.WaitFor(t, 10*time.Second, "/readyz to report the consumer missing", func() bool { return readyzCode(p) == 503 || p.Exited() })
@@ -119,21 +119,21 @@ func TestJetStreamForeignConsumerDeletedExitsOne(t *testing.T) {
 	}
 	// The owner creates it again, from the start: the output stream
 	// de-duplicates what is delivered twice.
-	if _, err := f.js.CreateOrUpdateConsumer(ctx, inStream, owned); err != nil {
+	if _, err := f.JS.CreateOrUpdateConsumer(ctx, inStream, owned); err != nil {
 		t.Fatal(err)
 	}
 	p2 := testutil.StartRunner(t, env)
 	p2.WaitReady(60 * time.Second)
-	f.waitSettled(n, 120*time.Second)
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
+	f.WaitSettled(n, 120*time.Second)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
 	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
 		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
 	}
 	noRaces(t, p, p2)
 	report(t, result{
-		Scenario: "JetStream consumer of another owner deleted mid-run", Messages: n, Lost: tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish),
+		Scenario: "JetStream consumer of another owner deleted mid-run", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish),
 		Recovery:   fmt.Sprintf("not ready after %s, exit %d after %s", round(notReady), code, round(took)),
 		Notes:      "MV_JETSTREAM_CONSUMER_TIMEOUT=3s; owner re-creates it, a new runner delivers the rest",
 	})

@@ -39,18 +39,18 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 	// A backlog first, then the rest spread over about the time the kills
 	// take, so every kill hits a runner with work in flight.
 	backlog := n / 10
-	f.publish(ctx, 0, backlog, 1000, 64, 0)
+	f.Publish(ctx, 0, backlog, 1000, 64, 0)
 	batches := (n - backlog) / 500
 	tick := time.Duration(int64(time.Duration(kills)*2500*time.Millisecond) / int64(max(batches, 1)))
 	published := make(chan error, 1)
 	var publishedAll atomic.Bool
 	go func() {
-		err := f.publish(ctx, backlog, n, 500, 64, tick)
+		err := f.Publish(ctx, backlog, n, 500, 64, tick)
 		publishedAll.Store(true)
 		published <- err
 	}()
 
-	env := f.env()
+	env := f.Env("faults")
 	var recoveries []time.Duration
 	var inFlightAtKill []int64
 	var killedAt time.Time
@@ -64,10 +64,10 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 			// (on a slow machine the kills can outlast the publisher, and
 			// then there may be nothing left to move).
 			testutil.WaitFor(t, 60*time.Second, "the output to grow after the restart", func() bool {
-				out := f.streamMsgs(outStream)
+				out := f.StreamMsgs(outStream)
 				return out > outAtKill || (publishedAll.Load() && out >= uint64(n))
 			})
-			if f.streamMsgs(outStream) > outAtKill {
+			if f.StreamMsgs(outStream) > outAtKill {
 				recoveries = append(recoveries, time.Since(killedAt))
 			}
 		}
@@ -76,9 +76,9 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 			if err := <-published; err != nil {
 				t.Fatal(err)
 			}
-			f.waitSettled(n, 180*time.Second)
+			f.WaitSettled(n, 180*time.Second)
 			if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-				t.Fatalf("last runner exited %d after SIGTERM (%v), want 0:\n%s", code, took, tail(p.Stderr.String(), 4000))
+				t.Fatalf("last runner exited %d after SIGTERM (%v), want 0:\n%s", code, took, testutil.Tail(p.Stderr.String(), 4000))
 			}
 			noRaces(t, p)
 			break
@@ -87,13 +87,13 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 		read, acked, _ := totals(p)
 		p.Kill()
 		killedAt = time.Now()
-		outAtKill = f.streamMsgs(outStream)
+		outAtKill = f.StreamMsgs(outStream)
 		inFlightAtKill = append(inFlightAtKill, read-acked)
 		t.Logf("kill %d at %v: %d messages in the output, about %d read and unacked", k+1, time.Since(start).Round(time.Millisecond), outAtKill, read-acked)
 	}
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
-	redelivered := f.redeliveries(n)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
+	redelivered := f.Redeliveries(n)
 	var worst, sum time.Duration
 	for _, r := range recoveries {
 		worst = max(worst, r)
@@ -104,14 +104,14 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 	}
 	t.Logf("recovery (kill to output growing again, runner start included): mean %v, worst %v; in flight at each kill: %v",
 		round(sum/time.Duration(len(recoveries))), round(worst), inFlightAtKill)
-	if tl.duplicatePublish < 0 || tl.publishes < n {
-		t.Fatalf("the subscriber saw %d publishes for %d messages: it missed some, the duplicate count would be wrong", tl.publishes, n)
+	if tl.DuplicatePublish < 0 || tl.Publishes < n {
+		t.Fatalf("the subscriber saw %d publishes for %d messages: it missed some, the duplicate count would be wrong", tl.Publishes, n)
 	}
 	report(t, result{
 		Scenario:   fmt.Sprintf("runner kill -9 x%d, JetStream -> JetStream", kills),
 		Messages:   n,
-		Lost:       tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d redelivered, %d published twice", redelivered, tl.duplicatePublish),
+		Lost:       tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d redelivered, %d published twice", redelivered, tl.DuplicatePublish),
 		Recovery:   fmt.Sprintf("mean %s, worst %s", round(sum/time.Duration(len(recoveries))), round(worst)),
 		Notes:      "kill to output growing again, restart included; ack wait 3s",
 	})
@@ -125,36 +125,36 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 func TestSigtermDuringJetStreamOutage(t *testing.T) {
 	n := pick(20_000, 100_000)
 	f := newJS(t)
-	f.publishAll(n/2, 64)
-	env := f.env()
+	f.PublishAll(n/2, 64)
+	env := f.Env("faults")
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)
-	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.streamMsgs(outStream) >= uint64(n/5) })
-	f.srv.Shutdown()
+	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/5) })
+	f.Srv.Shutdown()
 	time.Sleep(500 * time.Millisecond)
 	code, took := sigterm(t, p, 30*time.Second)
 	read, acked := lastTotals(t, p)
 	t.Logf("SIGTERM with the server down: exit %d after %v; read %d acked %d", code, took.Round(time.Millisecond), read, acked)
 	exitNote := checkShutdown(t, code, took, 3*time.Second, "nats-server down")
-	f.srv.Restart(t)
-	if err := f.publish(context.Background(), n/2, n, 1000, 64, 0); err != nil {
+	f.Srv.Restart(t)
+	if err := f.Publish(context.Background(), n/2, n, 1000, 64, 0); err != nil {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
 	p2 := testutil.StartRunner(t, env)
 	p2.WaitReady(60 * time.Second)
-	f.waitSettled(n, 120*time.Second)
+	f.WaitSettled(n, 120*time.Second)
 	recovered := time.Since(restarted)
-	tl := f.count(n, true)
-	tl.mustBeComplete(t)
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
 	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
 		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
 	}
 	noRaces(t, p, p2)
 	report(t, result{
-		Scenario: "SIGTERM while the nats-server is down, then server and runner restart", Messages: n, Lost: tl.lost,
-		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.duplicatePublish), Recovery: round(recovered),
+		Scenario: "SIGTERM while the nats-server is down, then server and runner restart", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: round(recovered),
 		Notes: exitNote + "; restart to all written",
 	})
 }

@@ -42,7 +42,7 @@ func TestLogSinkOnAFullDiskRecovers(t *testing.T) {
 	n := pick(5_000, 50_000)
 	dir := mountTmpfs(t, "64k")
 	f := newJS(t)
-	f.publishAll(n, 64)
+	f.PublishAll(n, 64)
 	out, err := os.Create(filepath.Join(dir, "stdout.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestLogSinkOnAFullDiskRecovers(t *testing.T) {
 	for _, id := range logLineIDs(t, string(b)) {
 		onDisk[id] = true
 	}
-	info, err := f.consumerInfo()
+	info, err := f.ConsumerInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestLogSinkOnAFullDiskRecovers(t *testing.T) {
 		t.Fatalf("grow the tmpfs: %v: %s", err, out)
 	}
 	freed := time.Now()
-	testutil.WaitFor(t, 120*time.Second, "every message acked after space was freed", f.idle)
+	testutil.WaitFor(t, 120*time.Second, "every message acked after space was freed", f.Idle)
 	recovered := time.Since(freed)
 	if code, body := r.readyz(); code != 200 {
 		t.Fatalf("/readyz %d %q after the disk has room again", code, body)

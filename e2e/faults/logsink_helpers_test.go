@@ -62,7 +62,7 @@ func startRunnerWithStdout(t *testing.T, env map[string]string, stdout *os.File)
 			<-r.done
 		}
 		if t.Failed() {
-			t.Logf("runner stderr (tail):\n%s", tail(r.stderr.String(), 4000))
+			t.Logf("runner stderr (tail):\n%s", testutil.Tail(r.stderr.String(), 4000))
 		}
 	})
 	return r
@@ -74,7 +74,7 @@ func (r *stdoutRunner) wait(t *testing.T, d time.Duration) int {
 	case <-r.done:
 		return r.code
 	case <-time.After(d):
-		t.Fatalf("runner still running after %v:\n%s", d, tail(r.stderr.String(), 3000))
+		t.Fatalf("runner still running after %v:\n%s", d, testutil.Tail(r.stderr.String(), 3000))
 		return -1
 	}
 }
@@ -94,7 +94,7 @@ func (r *stdoutRunner) readyz() (int, string) {
 // logEnv is the fixture's environment with the log sink in place of the
 // JetStream sink.
 func (f *jsFixture) logEnv() map[string]string {
-	env := f.env()
+	env := f.Env("faults")
 	env["MV_SINK"] = "log"
 	for _, k := range []string{"MV_JETSTREAM_SUBJECT", "MV_FALLBACK_JETSTREAM_SUBJECT", "MV_JETSTREAM_PUBLISH_MAX_PENDING"} {
 		delete(env, k)
@@ -136,12 +136,12 @@ func logLineIDs(t *testing.T, out string) []string {
 // stopped: what it delivers is exactly what was never acked. It waits
 // until those plus have cover all n input messages, or fails.
 func (f *jsFixture) unackedIDs(n int, have map[string]bool, timeout time.Duration) map[string]bool {
-	f.t.Helper()
+	f.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	c, err := f.js.Consumer(ctx, inStream, consumer)
+	c, err := f.JS.Consumer(ctx, inStream, consumer)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	got := map[string]bool{}
 	covered := func() bool {
@@ -157,13 +157,13 @@ func (f *jsFixture) unackedIDs(n int, have map[string]bool, timeout time.Duratio
 	for ctx.Err() == nil {
 		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(500*time.Millisecond))
 		if err != nil {
-			f.t.Fatal(err)
+			f.T.Fatal(err)
 		}
 		k := 0
 		for m := range batch.Messages() {
 			meta, err := m.Metadata()
 			if err != nil {
-				f.t.Fatal(err)
+				f.T.Fatal(err)
 			}
 			got[inStream+":"+strconv.FormatUint(meta.Sequence.Stream, 10)] = true
 			m.Ack()
@@ -178,6 +178,6 @@ func (f *jsFixture) unackedIDs(n int, have map[string]bool, timeout time.Duratio
 			return got
 		}
 	}
-	f.t.Fatalf("the consumer did not hand back every message that is not in the output within %v", timeout)
+	f.T.Fatalf("the consumer did not hand back every message that is not in the output within %v", timeout)
 	return nil
 }

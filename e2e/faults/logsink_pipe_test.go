@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // TestLogSinkIntoAClosedPipe is `runner | head -1`: the log sink's reader
@@ -22,7 +24,7 @@ import (
 func TestLogSinkIntoAClosedPipe(t *testing.T) {
 	n := pick(20_000, 100_000)
 	f := newJS(t)
-	f.publishAll(n, 32)
+	f.PublishAll(n, 32)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestLogSinkIntoAClosedPipe(t *testing.T) {
 		t.Fatalf("runner exited %d after its output pipe closed, want 0 or 1", code)
 	}
 	if !strings.Contains(stderr, "broken pipe") {
-		t.Errorf("the runner's log does not say why it stopped (broken pipe):\n%s", tail(stderr, 2000))
+		t.Errorf("the runner's log does not say why it stopped (broken pipe):\n%s", testutil.Tail(stderr, 2000))
 	}
 	stop := lastTotalsFrom(t, stderr)
 	written := map[string]bool{}
@@ -98,7 +100,7 @@ func lastTotalsFrom(t *testing.T, stderr string) stopCounts {
 		fmt.Sscanf(l[strings.Index(l, `"read":`):], `"read":%d,"acked":%d`, &read, &acked)
 	}
 	if read < 0 {
-		t.Fatalf("no \"runner stopped\" line with totals in:\n%s", tail(stderr, 3000))
+		t.Fatalf("no \"runner stopped\" line with totals in:\n%s", testutil.Tail(stderr, 3000))
 	}
 	return stopCounts{read, acked}
 }

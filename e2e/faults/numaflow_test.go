@@ -132,7 +132,7 @@ func (p *udPipeline) waitAcked(n int, timeout time.Duration) {
 	p.t.Helper()
 	testutil.WaitFor(p.t, timeout, fmt.Sprintf("%d ids acked", n), func() bool {
 		if p.runner != nil && p.runner.Exited() {
-			p.t.Fatalf("runner exited with %d:\n%s", p.runner.ExitCode(), tail(p.runner.Stderr.String(), 4000))
+			p.t.Fatalf("runner exited with %d:\n%s", p.runner.ExitCode(), testutil.Tail(p.runner.Stderr.String(), 4000))
 		}
 		return len(p.acked()) >= n
 	})

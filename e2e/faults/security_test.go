@@ -111,7 +111,7 @@ func TestHTTPSourceRejectsBadTokensAndNeverShowsTheToken(t *testing.T) {
 		{"configuration error", bad.Stderr.String() + bad.Stdout.String()},
 	} {
 		if strings.Contains(c.text, token) {
-			t.Errorf("the token appears in the %s:\n%s", c.where, tail(c.text, 2000))
+			t.Errorf("the token appears in the %s:\n%s", c.where, testutil.Tail(c.text, 2000))
 		}
 	}
 	t.Logf("10 bad Authorization headers answered 401, the right one 200; token absent from logs, sink output, /status, /metrics, answers and the exit-2 line %q",

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monovertex/monovertex/internal/procstat"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -26,7 +27,7 @@ func sampleRSS(pid int, every time.Duration) *rssSampler {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if v, err := vmRSS(pid); err == nil {
+			if v, err := procstat.RSS(pid); err == nil {
 				s.mu.Lock()
 				s.samples = append(s.samples, v)
 				s.mu.Unlock()
@@ -108,12 +109,12 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	f := newJS(t)
 	r := startReceiver(t)
 	r.delay = slowRule(r)
-	f.publishAll(n, slowPayload)
+	f.PublishAll(n, slowPayload)
 	bound := int64(slowBatch * slowPayload * slowInflight)
 
 	p := testutil.StartRunner(t, slowSinkEnv(f, r.URL))
 	p.WaitReady(60 * time.Second)
-	base, err := vmRSS(p.Cmd.Process.Pid)
+	base, err := procstat.RSS(p.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestSigtermDuringSlowSink(t *testing.T) {
 	f := newJS(t)
 	r := startReceiver(t)
 	r.delay = slowRule(r)
-	f.publishAll(n, 1024)
+	f.PublishAll(n, 1024)
 	env := slowSinkEnv(f, r.URL)
 	p := testutil.StartRunner(t, env)
 	p.WaitReady(60 * time.Second)

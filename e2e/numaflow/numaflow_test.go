@@ -8,16 +8,12 @@
 package numaflow_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,12 +32,6 @@ const (
 
 var eventBase = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// parentID is the message ID udsource gives the example source's id n:
-// the offset in base64, a dash, the partition.
-func parentID(n int) string {
-	return base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0"
-}
-
 // expected returns the output IDs the sink and the fallback sink must hold
 // for ids 0..total-1, each mapped to its n.
 func expected(total int) (sink, fallback map[string]int) {
@@ -56,117 +46,32 @@ func expected(total int) (sink, fallback map[string]int) {
 		}
 		if n%fanoutEvery == 1 {
 			for k := 0; k < fanout; k++ {
-				target[parentID(n)+"-"+strconv.Itoa(k)] = n
+				target[testutil.ExampleSourceID(n)+"-"+strconv.Itoa(k)] = n
 			}
 			continue
 		}
-		target[parentID(n)] = n
+		target[testutil.ExampleSourceID(n)] = n
 	}
 	return sink, fallback
 }
 
-// line is one line of an example-udsink output file.
-type line struct {
-	id       string
-	n        int
-	size     int
-	keys     string
-	eventMS  int64
-	wellMade bool
-}
-
-// readOutput parses an output file; a line cut short by a kill is skipped.
-func readOutput(t *testing.T, path string) []line {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []line
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), "\t")
-		if len(f) != 6 {
-			continue
-		}
-		n, err1 := strconv.Atoi(f[1])
-		size, err2 := strconv.Atoi(f[2])
-		et, err3 := strconv.ParseInt(f[4], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		out = append(out, line{id: f[0], n: n, size: size, keys: f[3], eventMS: et, wellMade: f[5] == "ok"})
-	}
-	return out
-}
-
-// readAcked returns the ids in the example source's state file.
-func readAcked(t *testing.T, path string) map[int]bool {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return map[int]bool{}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	acked := map[int]bool{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if n, err := strconv.Atoi(l); err == nil {
-			acked[n] = true
-		}
-	}
-	return acked
-}
-
 // pipeline is one set of processes sharing a socket directory.
 type pipeline struct {
-	t     *testing.T
-	dir   string // sockets and server-info files
-	work  string // state and output files
+	*testutil.Examples
 	total int
 	size  int
 
 	runnerEnv                           map[string]string
 	source, transformer, sink, fallback *testutil.Process
-	runner                              *testutil.Process
-	all                                 []*testutil.Process // every process started, for the race check
-}
-
-// track remembers a started process and returns it.
-func (p *pipeline) track(proc *testutil.Process) *testutil.Process {
-	p.all = append(p.all, proc)
-	return proc
-}
-
-// checkNoRaces fails the test if any process (built with -race when the
-// tests run with it) reported a data race.
-func (p *pipeline) checkNoRaces() {
-	for _, proc := range p.all {
-		if strings.Contains(proc.Stderr.String(), "WARNING: DATA RACE") {
-			p.t.Errorf("%s reported a data race:\n%s", proc.Name, tailOf(proc.Stderr.String()))
-		}
-	}
 }
 
 func newPipeline(t *testing.T, total, size int) *pipeline {
-	dir, err := os.MkdirTemp("", "mvnf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &pipeline{t: t, dir: dir, work: t.TempDir(), total: total, size: size}
-	t.Cleanup(p.checkNoRaces)
+	p := &pipeline{Examples: testutil.NewExamples(t, "mvnf"), total: total, size: size}
 	p.runnerEnv = map[string]string{
 		"MV_SOURCE":                "udsource",
 		"MV_TRANSFORMER":           "udtransformer",
 		"MV_SINK":                  "udsink",
 		"MV_FALLBACK_SINK":         "udsink",
-		"MV_UDS_DIR":               dir,
 		"MV_READ_BATCH_SIZE":       "500",
 		"MV_READ_TIMEOUT":          "100ms",
 		"MV_PENDING_INTERVAL":      "200ms",
@@ -177,31 +82,29 @@ func newPipeline(t *testing.T, total, size int) *pipeline {
 	return p
 }
 
-func (p *pipeline) file(name string) string { return filepath.Join(p.work, name) }
-
 func (p *pipeline) startSource() {
-	p.source = p.track(testutil.Start(p.t, "example-udsource", testutil.Build(p.t, "./cmd/example-udsource"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_TOTAL": strconv.Itoa(p.total), "EXAMPLE_MSG_SIZE": strconv.Itoa(p.size),
-		"EXAMPLE_STATE_FILE": p.file("acked"),
-	}))
+	p.source = p.Start("example-udsource", "./cmd/example-udsource", map[string]string{
+		"EXAMPLE_TOTAL": strconv.Itoa(p.total), "EXAMPLE_MSG_SIZE": strconv.Itoa(p.size),
+		"EXAMPLE_STATE_FILE": p.File("acked"),
+	})
 }
 
 func (p *pipeline) startTransformer() {
-	p.transformer = p.track(testutil.Start(p.t, "example-udtransformer", testutil.Build(p.t, "./cmd/example-udtransformer"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_NACK_EVERY": strconv.Itoa(nackEvery),
-	}))
+	p.transformer = p.Start("example-udtransformer", "./cmd/example-udtransformer", map[string]string{
+		"EXAMPLE_NACK_EVERY": strconv.Itoa(nackEvery),
+	})
 }
 
 func (p *pipeline) startSink() {
-	p.sink = p.track(testutil.Start(p.t, "example-udsink", testutil.Build(p.t, "./cmd/example-udsink"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_OUT_FILE": p.file("sink.out"),
-	}))
+	p.sink = p.Start("example-udsink", "./cmd/example-udsink", map[string]string{
+		"EXAMPLE_OUT_FILE": p.File("sink.out"),
+	})
 }
 
 func (p *pipeline) startFallback() {
-	p.fallback = p.track(testutil.Start(p.t, "example-udsink-fallback", testutil.Build(p.t, "./cmd/example-udsink"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_OUT_FILE": p.file("fallback.out"), "EXAMPLE_SINK_MODE": "fallback",
-	}))
+	p.fallback = p.Start("example-udsink-fallback", "./cmd/example-udsink", map[string]string{
+		"EXAMPLE_OUT_FILE": p.File("fallback.out"), "EXAMPLE_SINK_MODE": "fallback",
+	})
 }
 
 func (p *pipeline) startAll() {
@@ -212,14 +115,11 @@ func (p *pipeline) startAll() {
 	p.startRunner()
 }
 
-func (p *pipeline) startRunner() {
-	p.runner = p.track(testutil.StartRunner(p.t, p.runnerEnv))
-	p.runner.WaitReady(90 * time.Second)
-}
+func (p *pipeline) startRunner() { p.StartRunner(p.runnerEnv) }
 
 // acked returns the runner's count of acked input messages.
 func (p *pipeline) ackedByRunner() int64 {
-	st, err := p.runner.Status()
+	st, err := p.Runner.Status()
 	if err != nil {
 		return -1
 	}
@@ -228,39 +128,30 @@ func (p *pipeline) ackedByRunner() int64 {
 
 // waitForProgress waits until the source's state file holds at least n ids.
 func (p *pipeline) waitForAcked(n int, timeout time.Duration) {
-	p.t.Helper()
-	testutil.WaitFor(p.t, timeout, fmt.Sprintf("%d ids acked", n), func() bool {
-		if p.runner != nil && p.runner.Exited() {
-			p.t.Fatalf("runner exited with %d:\n%s", p.runner.ExitCode(), tailOf(p.runner.Stderr.String()))
-		}
-		return len(readAcked(p.t, p.file("acked"))) >= n
+	p.T.Helper()
+	testutil.WaitFor(p.T, timeout, fmt.Sprintf("%d ids acked", n), func() bool {
+		p.RunnerAlive()
+		return len(p.ReadAcked("acked")) >= n
 	})
-}
-
-func tailOf(s string) string {
-	if len(s) > 6000 {
-		return "..." + s[len(s)-6000:]
-	}
-	return s
 }
 
 // checkNothingUnwrittenAcked checks, at this moment, that every acked id
 // has all its outputs in the output files (or was dropped). The acks are
 // read first: anything acked by then was written before.
 func (p *pipeline) checkNothingUnwrittenAcked() int {
-	p.t.Helper()
-	acked := readAcked(p.t, p.file("acked"))
+	p.T.Helper()
+	acked := p.ReadAcked("acked")
 	have := map[string]bool{}
 	for _, f := range []string{"sink.out", "fallback.out"} {
-		for _, l := range readOutput(p.t, p.file(f)) {
-			have[l.id] = true
+		for _, l := range p.ReadSinkLines(f) {
+			have[l.ID] = true
 		}
 	}
 	wantSink, wantFallback := expected(p.total)
 	for _, want := range []map[string]int{wantSink, wantFallback} {
 		for id, n := range want {
 			if acked[n] && !have[id] {
-				p.t.Fatalf("id %d was acked but its output %s was never written", n, id)
+				p.T.Fatalf("id %d was acked but its output %s was never written", n, id)
 			}
 		}
 	}
@@ -270,10 +161,10 @@ func (p *pipeline) checkNothingUnwrittenAcked() int {
 // verify waits until every id is acked and pending is 0, then checks the
 // output files against the rules exactly.
 func (p *pipeline) verify(timeout time.Duration) {
-	p.t.Helper()
+	p.T.Helper()
 	p.waitForAcked(p.total, timeout)
-	testutil.WaitFor(p.t, 30*time.Second, "the source's pending to reach 0", func() bool {
-		st, err := p.runner.Status()
+	testutil.WaitFor(p.T, 30*time.Second, "the source's pending to reach 0", func() bool {
+		st, err := p.Runner.Status()
 		return err == nil && st.Pending == 0
 	})
 	wantSink, wantFallback := expected(p.total)
@@ -283,15 +174,15 @@ func (p *pipeline) verify(timeout time.Duration) {
 		want map[string]int
 	}{{"sink.out", wantSink}, {"fallback.out", wantFallback}} {
 		got := map[string]bool{}
-		for _, l := range readOutput(p.t, p.file(c.file)) {
-			n, ok := c.want[l.id]
+		for _, l := range p.ReadSinkLines(c.file) {
+			n, ok := c.want[l.ID]
 			if !ok {
-				p.t.Fatalf("%s has id %s (n=%d), which the rules do not send there", c.file, l.id, l.n)
+				p.T.Fatalf("%s has id %s (n=%d), which the rules do not send there", c.file, l.ID, l.N)
 			}
-			if got[l.id] {
+			if got[l.ID] {
 				dups++
 			}
-			got[l.id] = true
+			got[l.ID] = true
 			p.checkLine(l, n)
 		}
 		if len(got) != len(c.want) {
@@ -301,21 +192,21 @@ func (p *pipeline) verify(timeout time.Duration) {
 					missing++
 				}
 			}
-			p.t.Fatalf("%s has %d distinct ids, the rules want %d (%d missing)", c.file, len(got), len(c.want), missing)
+			p.T.Fatalf("%s has %d distinct ids, the rules want %d (%d missing)", c.file, len(got), len(c.want), missing)
 		}
-		p.t.Logf("%s: %d distinct ids, as the rules say", c.file, len(got))
+		p.T.Logf("%s: %d distinct ids, as the rules say", c.file, len(got))
 	}
-	st, err := p.runner.Status()
+	st, err := p.Runner.Status()
 	if err != nil {
-		p.t.Fatal(err)
+		p.T.Fatal(err)
 	}
-	p.t.Logf("runner totals: read %d acked %d nacked %d written %d fallback %d dropped %d sink errors %d; %d duplicate lines (allowed)",
+	p.T.Logf("runner totals: read %d acked %d nacked %d written %d fallback %d dropped %d sink errors %d; %d duplicate lines (allowed)",
 		st.Totals.Read, st.Totals.Acked, st.Totals.Nacked, st.Totals.Written, st.Totals.FallbackWritten, st.Totals.Dropped, st.Totals.SinkErrors, dups)
 }
 
 // checkLine checks one written message against the source and transformer rules.
-func (p *pipeline) checkLine(l line, n int) {
-	p.t.Helper()
+func (p *pipeline) checkLine(l testutil.SinkLine, n int) {
+	p.T.Helper()
 	wantSize := len(strconv.Itoa(n))
 	if p.size > wantSize+1 {
 		wantSize = p.size
@@ -323,34 +214,15 @@ func (p *pipeline) checkLine(l line, n int) {
 	wantKeys := "even"
 	switch {
 	case n%fanoutEvery == 1:
-		wantKeys = "fan" + l.id[strings.LastIndexByte(l.id, '-')+1:]
+		wantKeys = "fan" + l.ID[strings.LastIndexByte(l.ID, '-')+1:]
 	case n%2 == 1:
 		wantKeys = "odd"
 	}
 	wantET := eventBase.Add(time.Duration(n)*time.Millisecond + time.Hour).UnixMilli()
-	if l.n != n || l.size != wantSize || !l.wellMade || l.keys != wantKeys || l.eventMS != wantET {
-		p.t.Fatalf("output %s: n=%d size=%d well-made=%v keys=%q event=%d; want n=%d size=%d well-made keys=%q event=%d",
-			l.id, l.n, l.size, l.wellMade, l.keys, l.eventMS, n, wantSize, wantKeys, wantET)
+	if l.N != n || l.Size != wantSize || !l.WellMade || l.Keys != wantKeys || l.EventMS != wantET {
+		p.T.Fatalf("output %s: n=%d size=%d well-made=%v keys=%q event=%d; want n=%d size=%d well-made keys=%q event=%d",
+			l.ID, l.N, l.Size, l.WellMade, l.Keys, l.EventMS, n, wantSize, wantKeys, wantET)
 	}
-}
-
-// stopRunner sends SIGTERM and expects a clean exit.
-func (p *pipeline) stopRunner() {
-	p.t.Helper()
-	p.runner.Signal(syscall.SIGTERM)
-	if code := p.runner.Wait(30 * time.Second); code != 0 {
-		p.t.Fatalf("runner exit code %d after SIGTERM:\n%s", code, tailOf(p.runner.Stderr.String()))
-	}
-}
-
-func readyz(p *testutil.Process) int {
-	c := http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get(p.AdminURL + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 func TestEveryMessageIsAckedExactlyWhenFinal(t *testing.T) {
@@ -359,12 +231,12 @@ func TestEveryMessageIsAckedExactlyWhenFinal(t *testing.T) {
 	p.startAll()
 	p.verify(150 * time.Second)
 	p.checkNothingUnwrittenAcked()
-	st, _ := p.runner.Status()
+	st, _ := p.Runner.Status()
 	// Nacks from the transformer went back to the source and were read again.
 	if st.Totals.Nacked < int64(total/nackEvery) {
 		t.Fatalf("runner nacked %d messages, want at least the %d the transformer nacks", st.Totals.Nacked, total/nackEvery)
 	}
-	p.stopRunner()
+	p.StopRunner()
 }
 
 func TestAContainerKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
@@ -374,7 +246,7 @@ func TestAContainerKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 			p := newPipeline(t, total, 0)
 			p.startAll()
 			p.waitForAcked(total/4, 90*time.Second)
-			pid := p.runner.Cmd.Process.Pid
+			pid := p.Runner.Cmd.Process.Pid
 			var restart func()
 			switch victim {
 			case "sink":
@@ -387,14 +259,14 @@ func TestAContainerKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 				p.source.Kill()
 				restart = p.startSource
 			}
-			testutil.WaitFor(t, 10*time.Second, "/readyz to report the container away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+			testutil.WaitFor(t, 10*time.Second, "/readyz to report the container away", func() bool { return p.Runner.Readyz() == http.StatusServiceUnavailable })
 			p.checkNothingUnwrittenAcked()
 			// While the container is away the runner stops reading: the
 			// batches it holds fill the in-flight slots.
 			time.Sleep(2 * time.Second)
-			st1, err1 := p.runner.Status()
+			st1, err1 := p.Runner.Status()
 			time.Sleep(time.Second)
-			st2, err2 := p.runner.Status()
+			st2, err2 := p.Runner.Status()
 			if err1 != nil || err2 != nil || st1.Totals.Read != st2.Totals.Read {
 				t.Fatalf("the runner kept reading while the %s was away: %d then %d (%v %v)", victim, st1.Totals.Read, st2.Totals.Read, err1, err2)
 			}
@@ -403,16 +275,16 @@ func TestAContainerKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 			restart()
 			p.verify(120 * time.Second)
 			t.Logf("all %d ids final %v after the %s restarted", total, time.Since(restarted).Round(time.Millisecond), victim)
-			if p.runner.Exited() || p.runner.Cmd.Process.Pid != pid {
+			if p.Runner.Exited() || p.Runner.Cmd.Process.Pid != pid {
 				t.Fatalf("the runner restarted")
 			}
-			if !strings.Contains(p.runner.Stderr.String(), "reconnected to Numaflow container") {
+			if !strings.Contains(p.Runner.Stderr.String(), "reconnected to Numaflow container") {
 				t.Fatalf("no reconnect logged")
 			}
-			if readyz(p.runner) != http.StatusOK {
+			if p.Runner.Readyz() != http.StatusOK {
 				t.Fatalf("not ready after the %s came back", victim)
 			}
-			p.stopRunner()
+			p.StopRunner()
 		})
 	}
 }
@@ -425,14 +297,14 @@ func TestASinkThatNeverComesBackStopsTheRunnerAndNothingIsLost(t *testing.T) {
 	p.waitForAcked(total/4, 90*time.Second)
 	p.sink.Kill()
 	start := time.Now()
-	code := p.runner.Wait(60 * time.Second)
+	code := p.Runner.Wait(60 * time.Second)
 	if code == 0 {
 		t.Fatalf("runner exited 0 after losing its sink for good")
 	}
 	if took := time.Since(start); took < 3*time.Second {
 		t.Fatalf("runner gave up after %v, before MV_UDF_RECONNECT_TIMEOUT=3s", took)
 	}
-	lines := strings.Split(strings.TrimRight(p.runner.Stderr.String(), "\n"), "\n")
+	lines := strings.Split(strings.TrimRight(p.Runner.Stderr.String(), "\n"), "\n")
 	if last := lines[len(lines)-1]; !strings.Contains(last, "MV_UDF_RECONNECT_TIMEOUT") || !strings.Contains(last, "sink.sock") {
 		t.Fatalf("the last line does not say which container stayed away past MV_UDF_RECONNECT_TIMEOUT: %q", last)
 	} else {
@@ -446,7 +318,7 @@ func TestASinkThatNeverComesBackStopsTheRunnerAndNothingIsLost(t *testing.T) {
 	p.startSink()
 	p.startRunner()
 	p.verify(120 * time.Second)
-	p.stopRunner()
+	p.StopRunner()
 }
 
 func TestLargePayloadsFlowThrough(t *testing.T) {
@@ -455,12 +327,12 @@ func TestLargePayloadsFlowThrough(t *testing.T) {
 	p.runnerEnv["MV_READ_BATCH_SIZE"] = "8"
 	p.startAll()
 	p.verify(120 * time.Second)
-	for _, l := range readOutput(t, p.file("sink.out")) {
-		if l.size != 1<<20 {
-			t.Fatalf("output %s has %d bytes, want 1 MiB", l.id, l.size)
+	for _, l := range p.ReadSinkLines("sink.out") {
+		if l.Size != 1<<20 {
+			t.Fatalf("output %s has %d bytes, want 1 MiB", l.ID, l.Size)
 		}
 	}
-	p.stopRunner()
+	p.StopRunner()
 }
 
 func TestIncompatibleServerInfoExitsTwo(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/internal/procstat"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -98,24 +98,14 @@ func (c *cluster) scaleTo(n int) {
 	}
 }
 
-var backlogRE = regexp.MustCompile(`(?m)^monovtx_backlog_seconds\{[^}]*\} (\S+)$`)
-
 // podMetric reads one pod's monovtx_backlog_seconds; ok is false when the
 // pod does not report it (unknown).
 func podMetric(r *replica) (float64, bool) {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(r.p.AdminURL + "/metrics")
+	fams, err := procstat.Scrape(r.p.AdminURL + "/metrics")
 	if err != nil {
 		return 0, false
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := backlogRE.FindSubmatch(b)
-	if m == nil {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	return v, err == nil
+	return procstat.Value(fams, "monovtx_backlog_seconds", nil)
 }
 
 // hpa is one step of the HPA's algorithm for a Pods metric with an

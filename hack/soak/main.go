@@ -22,7 +22,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +40,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/procstat"
 )
 
 type options struct {
@@ -142,11 +143,11 @@ func run(o options) (bool, error) {
 		time.Sleep(min(o.every, o.duration-time.Since(start)))
 		s := sample{At: time.Since(start)}
 		var err error
-		if s.RSS, err = vmRSS(soak.pid()); err != nil {
+		if s.RSS, err = procstat.RSS(soak.pid()); err != nil {
 			return false, fmt.Errorf("runner gone: %w", err)
 		}
 		s.Goroutines = soak.metric("go_goroutines")
-		s.OpenFiles = openFiles(soak.pid())
+		s.OpenFiles = procstat.OpenFiles(soak.pid())
 		_, acked, _ := soak.totals()
 		now := time.Now()
 		s.Rate = float64(acked-prevAcked) / now.Sub(prevAt).Seconds()
@@ -283,28 +284,6 @@ func mean(s []sample, get func(sample) float64) float64 {
 	return t / float64(len(s))
 }
 
-func vmRSS(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
-}
-
-func openFiles(pid int) int {
-	entries, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
-	if err != nil {
-		return -1
-	}
-	return len(entries)
-}
-
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -415,22 +394,7 @@ func (r *proc) totals() (read, acked, written int64) {
 }
 
 // metric reads an unlabelled metric from /metrics.
-func (r *proc) metric(name string) float64 {
-	resp, err := http.Get(r.admin + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == name {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			return v
-		}
-	}
-	return -1
-}
+func (r *proc) metric(name string) float64 { return procstat.Metric(r.admin+"/metrics", name, nil) }
 
 // stopLine is the runner's "runner stopped" log line.
 type stopLine struct {
