@@ -77,6 +77,7 @@ func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.Clien
 	if err != nil {
 		cancel()
 		if ctx.Err() == nil {
+			conn.report(err)
 			conn.Fail(gen, err)
 		}
 		return nil, fmt.Errorf("open %s stream: %w", p.Name, err)
@@ -192,6 +193,7 @@ func (s *Stream[Req, Resp]) Reset(err error) {
 // It returns err.
 func (s *Stream[Req, Resp]) Break(err error) error {
 	s.Reset(err)
+	s.conn.report(err)
 	s.conn.Fail(s.gen, err)
 	return err
 }

@@ -62,6 +62,7 @@ func init() {
 			if err != nil {
 				return nil, err // an untyped nil, so callers' nil checks hold
 			}
+			s.ReportErrorsTo(env.Errors, env.Role)
 			return s, nil
 		},
 	})
@@ -569,3 +570,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.cancel()
 	return s.conn.Close()
 }
+
+// ReportErrorsTo makes the adapter report its container's runtime errors
+// (broken streams, failed calls, handler panics) to r as errors of stage.
+func (s *Sink) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) { s.conn.ReportTo(r, stage) }

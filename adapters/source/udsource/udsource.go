@@ -41,6 +41,7 @@ func init() {
 			if err != nil {
 				return nil, err // an untyped nil, so callers' nil checks hold
 			}
+			s.ReportErrorsTo(env.Errors, env.Role)
 			return s, nil
 		},
 	})
@@ -470,3 +471,7 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 		}
 	}
 }
+
+// ReportErrorsTo makes the adapter report its container's runtime errors
+// (broken streams, failed calls, handler panics) to r as errors of stage.
+func (s *Source) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) { s.conn.ReportTo(r, stage) }
