@@ -53,6 +53,23 @@ function fill(list, items, empty) {
   list.replaceChildren(...(items.length ? items : [empty]));
 }
 
+// fillFrom rebuilds a list only when its data changed, so an opened
+// <details> or the keyboard focus inside it survives the 2 s refresh.
+const shown = new WeakMap();
+function fillFrom(list, data, build, empty) {
+  const key = JSON.stringify(data);
+  if (shown.get(list) === key) return;
+  shown.set(list, key);
+  fill(list, data.map(build), empty);
+}
+
+// niceCeil rounds a chart's top up to 1, 2 or 5 times a power of ten.
+function niceCeil(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
 function containerErrors(st) {
   return (st.errors || []).flatMap((r) => r.containerErrors || []);
 }
@@ -67,7 +84,7 @@ function render(st) {
   setField("build.version", st.build.version);
   setField("build.commit", st.build.commit);
   setField("build.go_version", st.build.go_version);
-  fill($("#chain"), (st.chain || []).map((c) => el("li", {}, c)), el("li", {}, "–"));
+  fillFrom($("#chain"), st.chain || [], (c) => el("li", {}, c), el("li", {}, "–"));
 
   setField("processing_rate.1m", fmtMaybe(st.processing_rate["1m"], 1));
   setField("pending", fmtMaybe(st.pending));
@@ -83,20 +100,20 @@ function render(st) {
       el("td", { class: "num" }, fmtMicros(l.p50_us)), el("td", { class: "num" }, fmtMicros(l.p99_us)))),
     el("tr", {}, el("td", { colspan: "4", class: "empty" }, "no timings yet")));
 
-  fill($("#adapters"), (st.adapters || []).map((a) => {
+  fillFrom($("#adapters"), st.adapters || [], (a) => {
     const cls = !a.checked ? "unknown" : a.ready ? "ok" : "bad";
     const word = !a.checked ? "no check" : a.ready ? "ready" : "not ready";
     const li = el("li", {}, el("span", { class: "dot " + cls, "aria-hidden": "true" }, a.ready ? "● " : "✕ "),
       a.name + " — ", el("strong", {}, word));
     if (a.error) li.append(el("div", { class: "small error-text" }, a.error));
     return li;
-  }), el("li", { class: "empty" }, "no adapters"));
+  }, el("li", { class: "empty" }, "no adapters"));
 
   const crit = Object.entries(st.critical_errors || {}).sort();
-  fill($("#critical"), crit.map(([reason, n]) => el("li", {}, el("code", {}, reason), " ", el("strong", { "data-reason": reason }, fmtInt(n)))),
+  fillFrom($("#critical"), crit, ([reason, n]) => el("li", {}, el("code", {}, reason), " ", el("strong", { "data-reason": reason }, fmtInt(n))),
     el("li", { class: "empty" }, "none"));
 
-  fill($("#errors"), cerrs.map((e) => {
+  fillFrom($("#errors"), cerrs, (e) => {
     const msg = el("td", {}, e.message);
     if (e.details) {
       const d = el("details", {}, el("summary", {}, "details"), el("pre", {}, e.details));
@@ -106,10 +123,10 @@ function render(st) {
       el("td", {}, el("time", { datetime: e.timestamp }, fmtTime(e.timestamp))),
       el("td", { class: "mono" }, e.container), el("td", {}, e.stage || ""), el("td", {}, e.code),
       el("td", { class: "num" }, fmtInt(e.count)), msg);
-  }), el("tr", {}, el("td", { colspan: "6", class: "empty" }, "no container errors")));
+  }, el("tr", {}, el("td", { colspan: "6", class: "empty" }, "no container errors")));
 
-  fill($("#recent"), (st.recent_errors || []).slice(0, 10).map((e) =>
-    el("li", {}, el("time", { datetime: e.timestamp }, fmtTime(e.timestamp)), " ×" + e.count + " " + e.message)),
+  fillFrom($("#recent"), (st.recent_errors || []).slice(0, 10), (e) =>
+    el("li", {}, el("time", { datetime: e.timestamp }, fmtTime(e.timestamp)), " ×" + e.count + " " + e.message),
     el("li", { class: "empty" }, "none"));
 }
 
@@ -126,8 +143,11 @@ function renderChart(h) {
   const samples = (h.samples || []).slice(1); // the first has no rate
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none" });
   const now = samples.length ? samples[samples.length - 1].t : Date.now();
-  const t0 = now - 15 * 60 * 1000;
-  const maxY = Math.max(1, ...samples.map((s) => Math.max(s.ack_rate, s.read_rate)));
+  // The last 15 minutes, or less while the runner is younger (at least 1m).
+  const span = Math.min(15 * 60000, Math.max(60000, samples.length ? now - samples[0].t : 0));
+  const t0 = now - span;
+  const peak = Math.max(0, ...samples.map((s) => Math.max(s.ack_rate, s.read_rate)));
+  const maxY = niceCeil(Math.max(1, peak));
   const x = (t) => L + ((t - t0) / (now - t0)) * (W - L - R);
   const y = (v) => T + (1 - v / maxY) * (H - T - B);
   root.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
@@ -137,9 +157,10 @@ function renderChart(h) {
     t.textContent = v >= 100 ? Math.round(v).toLocaleString("en-US") : v.toFixed(1);
     root.append(t);
   }
-  for (const m of [15, 10, 5, 0]) {
-    const t = svg("text", { x: x(now - m * 60000), y: H - 6, "text-anchor": m === 15 ? "start" : m === 0 ? "end" : "middle" });
-    t.textContent = m ? "-" + m + "m" : "now";
+  for (const f of [1, 0.75, 0.5, 0.25, 0]) {
+    const ago = Math.round((span * f) / 1000);
+    const t = svg("text", { x: x(now - span * f), y: H - 6, "text-anchor": f === 1 ? "start" : f === 0 ? "end" : "middle" });
+    t.textContent = ago === 0 ? "now" : ago % 60 === 0 ? "-" + ago / 60 + "m" : ago > 90 ? "-" + (ago / 60).toFixed(1) + "m" : "-" + ago + "s";
     root.append(t);
   }
   const path = (key) => samples.map((s, i) => (i ? "L" : "M") + x(s.t).toFixed(1) + " " + y(s[key]).toFixed(1)).join(" ");
@@ -149,7 +170,7 @@ function renderChart(h) {
   }
   box.replaceChildren(root);
   const last = samples[samples.length - 1];
-  const summary = last ? `now ${last.ack_rate.toFixed(1)} acked/s, peak ${maxY.toFixed(1)}/s over ${samples.length} samples`
+  const summary = last ? `now ${last.ack_rate.toFixed(1)} acked/s, peak ${peak.toFixed(1)}/s over ${samples.length} samples`
     : "collecting samples";
   $("#chart-summary").textContent = summary;
   box.setAttribute("aria-label", "Processing rate over the last 15 minutes: " + summary);
