@@ -32,7 +32,8 @@ type ContainerError struct {
 	Container string `json:"container"`
 	// Timestamp is when it was last seen.
 	Timestamp time.Time `json:"timestamp"`
-	// Code is the gRPC status code's name (Internal, Unavailable, ...).
+	// Code is the gRPC status code as numaflow-core words it ("Internal
+	// error", "The service is currently unavailable", ...).
 	Code string `json:"code"`
 	// Message is the gRPC status message (an SDK's UDF_EXECUTION_ERROR(...) text).
 	Message string `json:"message"`

@@ -370,7 +370,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.recordError(err)
 			// As numaflow-core does when its forwarder fails: the runner's
 			// own container ("numa"), counted as mvtx_runtime_error.
-			e.cerrs.ReportContainerError(ContainerError{Container: "numa", Code: "Internal",
+			e.cerrs.ReportContainerError(ContainerError{Container: "numa", Code: "Internal error",
 				Message: "Error occurred while running MonoVertex", Details: err.Error(), Reason: ReasonMonoVertexRuntime})
 			e.log.Errorw("fatal error, stopping", zap.Error(err))
 			cancelRead()

@@ -148,10 +148,10 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 		return false
 	})
-	if injected.Code != "Internal" || injected.Stage != "transformer" || injected.Count < 1 ||
+	if injected.Code != "Internal error" || injected.Stage != "transformer" || injected.Count < 1 ||
 		!strings.Contains(injected.Message, fmt.Sprintf("EXAMPLE_PANIC_AT=%d reached", panicAt)) ||
 		!strings.Contains(injected.Details, "panic") || !strings.Contains(injected.Details, "main.(*transformer).Transform") {
-		t.Fatalf("the injected panic in /status errors is %+v; want code Internal, stage transformer, the panic's message and its stack in details", injected)
+		t.Fatalf("the injected panic in /status errors is %+v; want code \"Internal error\" (numaflow-core's wording), stage transformer, the panic's message and its stack in details", injected)
 	}
 	before, _ := p.Status()
 	testutil.WaitFor(t, 60*time.Second, "messages flowing through the restarted transformer", func() bool {

@@ -37,7 +37,7 @@ func (c *Conn) report(err error) {
 }
 
 // ContainerError is err as Numaflow's errors API shows it: the gRPC status
-// code's name, its message, and as details the google.rpc.DebugInfo the
+// code as numaflow-core words it, its message, and as details the google.rpc.DebugInfo the
 // numaflow-go SDK servers attach to a handler panic (its stack), as
 // numaflow-core's runtime errors do. An error that is not a gRPC status
 // (the container closed the stream, a call timed out) is Unknown, or
@@ -49,7 +49,7 @@ func ContainerError(err error) runner.ContainerError {
 		if errors.Is(err, context.DeadlineExceeded) {
 			code = codes.DeadlineExceeded
 		}
-		return runner.ContainerError{Code: code.String(), Message: err.Error()}
+		return runner.ContainerError{Code: codeText(code), Message: err.Error()}
 	}
 	var details []string
 	for _, d := range st.Details() {
@@ -62,5 +62,35 @@ func ContainerError(err error) runner.ContainerError {
 			}
 		}
 	}
-	return runner.ContainerError{Code: st.Code().String(), Message: st.Message(), Details: strings.Join(details, "\n")}
+	return runner.ContainerError{Code: codeText(st.Code()), Message: st.Message(), Details: strings.Join(details, "\n")}
+}
+
+// codeText is a gRPC code as numaflow-core writes it into its runtime
+// errors: tonic's Code description ("Internal error"), so the errors read
+// the same as in Numaflow's UI.
+func codeText(c codes.Code) string {
+	if t, ok := tonicCodeText[c]; ok {
+		return t
+	}
+	return c.String()
+}
+
+var tonicCodeText = map[codes.Code]string{
+	codes.OK:                 "The operation completed successfully",
+	codes.Canceled:           "The operation was cancelled",
+	codes.Unknown:            "Unknown error",
+	codes.InvalidArgument:    "Client specified an invalid argument",
+	codes.DeadlineExceeded:   "Deadline expired before operation could complete",
+	codes.NotFound:           "Some requested entity was not found",
+	codes.AlreadyExists:      "Some entity that we attempted to create already exists",
+	codes.PermissionDenied:   "The caller does not have permission to execute the specified operation",
+	codes.ResourceExhausted:  "Some resource has been exhausted",
+	codes.FailedPrecondition: "The system is not in a state required for the operation's execution",
+	codes.Aborted:            "The operation was aborted",
+	codes.OutOfRange:         "Operation was attempted past the valid range",
+	codes.Unimplemented:      "Operation is not implemented or not supported",
+	codes.Internal:           "Internal error",
+	codes.Unavailable:        "The service is currently unavailable",
+	codes.DataLoss:           "Unrecoverable data loss or corruption",
+	codes.Unauthenticated:    "The request does not have valid authentication credentials",
 }

@@ -23,12 +23,12 @@ func TestContainerErrorKeepsTheSDKPanicStack(t *testing.T) {
 		err  error
 		want runner.ContainerError
 	}{
-		{"panic status", st.Err(), runner.ContainerError{Code: "Internal", Message: "UDF_EXECUTION_ERROR(udsink): boom", Details: "goroutine 7 [running]:\nmain.handler()"}},
-		{"wrapped panic status", fmt.Errorf("udsink: SinkFn: %w", st.Err()), runner.ContainerError{Code: "Internal",
+		{"panic status", st.Err(), runner.ContainerError{Code: "Internal error", Message: "UDF_EXECUTION_ERROR(udsink): boom", Details: "goroutine 7 [running]:\nmain.handler()"}},
+		{"wrapped panic status", fmt.Errorf("udsink: SinkFn: %w", st.Err()), runner.ContainerError{Code: "Internal error",
 			Message: "udsink: SinkFn: rpc error: code = Internal desc = UDF_EXECUTION_ERROR(udsink): boom", Details: "goroutine 7 [running]:\nmain.handler()"}},
-		{"plain status", status.Error(codes.Unavailable, "connection reset"), runner.ContainerError{Code: "Unavailable", Message: "connection reset"}},
-		{"closed stream", ErrContainerClosedStream, runner.ContainerError{Code: "Unknown", Message: "the container closed the stream"}},
-		{"timeout", fmt.Errorf("no answer: %w", context.DeadlineExceeded), runner.ContainerError{Code: "DeadlineExceeded", Message: "no answer: context deadline exceeded"}},
+		{"plain status", status.Error(codes.Unavailable, "connection reset"), runner.ContainerError{Code: "The service is currently unavailable", Message: "connection reset"}},
+		{"closed stream", ErrContainerClosedStream, runner.ContainerError{Code: "Unknown error", Message: "the container closed the stream"}},
+		{"timeout", fmt.Errorf("no answer: %w", context.DeadlineExceeded), runner.ContainerError{Code: "Deadline expired before operation could complete", Message: "no answer: context deadline exceeded"}},
 	} {
 		if got := ContainerError(tc.err); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
@@ -48,7 +48,7 @@ func TestConnReportsUnderTheNumaflowContainerName(t *testing.T) {
 	c.report(status.Error(codes.Internal, "UDF_EXECUTION_ERROR(fb-udsink): boom"))
 	c.report(context.Canceled)                          // the runner's own cancel
 	c.report(status.Error(codes.Canceled, "cancelled")) // likewise
-	want := runner.ContainerError{Container: "fb-udsink", Stage: "fallback-sink", Code: "Internal", Message: "UDF_EXECUTION_ERROR(fb-udsink): boom",
+	want := runner.ContainerError{Container: "fb-udsink", Stage: "fallback-sink", Code: "Internal error", Message: "UDF_EXECUTION_ERROR(fb-udsink): boom",
 		Reason: runner.ReasonSinkRuntime}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("reports %+v, want only %+v", got, want)
