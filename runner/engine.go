@@ -92,6 +92,10 @@ type Options struct {
 	Logger *zap.SugaredLogger
 	// Registerer receives the engine's metrics; nil keeps them private.
 	Registerer prometheus.Registerer
+	// ContainerErrors is the ring the adapters report their containers'
+	// runtime errors to (through Env.Errors, built before the engine);
+	// nil makes the engine its own.
+	ContainerErrors *ContainerErrors
 }
 
 func (o *Options) setDefaults() {
@@ -213,6 +217,11 @@ type Engine struct {
 	pending       atomic.Int64
 	lastErr       atomic.Pointer[errorRecord]
 	state         atomic.Value // string
+	started       time.Time
+	hist          history
+	// cerrs are the containers' runtime errors (/status errors), recent
+	// the engine's own, both bounded.
+	cerrs, recent *ContainerErrors
 
 	pauseMu sync.Mutex
 	paused  bool
@@ -261,6 +270,10 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
 		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()),
+		started: time.Now(), cerrs: opts.ContainerErrors, recent: NewContainerErrors(),
+	}
+	if e.cerrs == nil {
+		e.cerrs = NewContainerErrors()
 	}
 	for i, st := range p.Stages {
 		if st.Transformer == nil {
@@ -282,8 +295,12 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	if opts.Streaming {
 		e.tokens = make(chan struct{}, opts.Concurrency)
 	}
-	if err := opts.Registerer.Register(newScalingCollector(e, prometheus.Labels{LabelName: opts.Name, LabelReplica: strconv.Itoa(opts.Replica)})); err != nil {
+	labels := prometheus.Labels{LabelName: opts.Name, LabelReplica: strconv.Itoa(opts.Replica)}
+	if err := opts.Registerer.Register(newScalingCollector(e, labels)); err != nil {
 		return nil, fmt.Errorf("runner: register scaling metrics: %w", err)
+	}
+	if err := opts.Registerer.Register(newCriticalCollector(e.cerrs, labels)); err != nil {
+		return nil, fmt.Errorf("runner: register critical error metric: %w", err)
 	}
 	e.pending.Store(-1)
 	m.PendingRaw.Set(-1)
@@ -351,6 +368,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		fatalOnce.Do(func() {
 			fatalErr = err
 			e.recordError(err)
+			// As numaflow-core does when its forwarder fails: the runner's
+			// own container ("numa"), counted as mvtx_runtime_error.
+			e.cerrs.ReportContainerError(ContainerError{Container: "numa", Code: "Internal error",
+				Message: "Error occurred while running MonoVertex", Details: err.Error(), Reason: ReasonMonoVertexRuntime})
 			e.log.Errorw("fatal error, stopping", zap.Error(err))
 			cancelRead()
 			cancelWork(err)
@@ -359,6 +380,10 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); e.pollPending(readCtx) }()
+	histCtx, stopHist := context.WithCancel(context.Background())
+	histDone := make(chan struct{})
+	go func() { defer close(histDone); e.sampleHistory(histCtx) }()
+	defer func() { stopHist(); <-histDone }()
 
 	e.state.Store("running")
 	var wg sync.WaitGroup
@@ -580,7 +605,11 @@ func (e *Engine) countRead(msgs []*Message) {
 
 func (e *Engine) recordError(err error) {
 	e.lastErr.Store(&errorRecord{At: time.Now(), Error: err.Error()})
+	e.recent.ReportContainerError(ContainerError{Container: "numa", Message: err.Error()})
 }
+
+// ContainerErrors is the ring of the containers' runtime errors.
+func (e *Engine) ContainerErrors() *ContainerErrors { return e.cerrs }
 
 func (e *Engine) pollPending(ctx context.Context) {
 	pr, ok := e.src.(PendingReader)

@@ -43,6 +43,15 @@ type Metrics struct {
 	FallbackSinkTime        prometheus.Observer
 	OnSuccessSinkTime       prometheus.Observer
 	UDFTime                 prometheus.Observer
+
+	// histograms are the timing histograms above by metric name, in the
+	// order of a message's way through the pipeline, for the status page.
+	histograms []namedHistogram
+}
+
+type namedHistogram struct {
+	name string
+	h    prometheus.Histogram
 }
 
 // microsecondBuckets spans 100µs to 10 minutes, the range between a cheap
@@ -64,9 +73,11 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		collectors = append(collectors, g)
 		return g
 	}
+	var hists []namedHistogram
 	histogram := func(n, help string) prometheus.Observer {
 		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: n, Help: help, ConstLabels: labels, Buckets: microsecondBuckets})
 		collectors = append(collectors, h)
+		hists = append(hists, namedHistogram{n, h})
 		return h
 	}
 	m := &Metrics{
@@ -98,6 +109,7 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		SinkTime:                histogram("monovtx_sink_time", "Time of one sink write call, in microseconds."),
 		FallbackSinkTime:        histogram("monovtx_fallback_sink_time", "Time of one fallback sink write call, in microseconds."),
 	}
+	m.histograms = sortHistograms(hists)
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			return nil, err

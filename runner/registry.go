@@ -47,6 +47,10 @@ type Env struct {
 	// container at once (MV_CONCURRENCY, else MV_READ_BATCH_SIZE), which is
 	// what numaflow-core gives a transformer or a unary or stream map UDF.
 	Concurrency int
+	// Errors takes the runtime errors of the containers the adapter talks
+	// to (Numaflow sidecars); the engine shows them on /status and the
+	// status page. It may be nil (adapters built outside the runner).
+	Errors ErrorReporter
 }
 
 // Plugin describes one adapter kind that configuration can select, the way

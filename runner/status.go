@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
+	"strconv"
+	"sync"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/version"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,6 +36,43 @@ type Status struct {
 	Pending   int64        `json:"pending"`
 	Scaling   ScaleSignals `json:"scaling"`
 	LastError *errorRecord `json:"last_error,omitempty"`
+
+	// Time is when this snapshot was taken; Started when the engine was built.
+	Time    time.Time `json:"time"`
+	Started time.Time `json:"started"`
+	Build   BuildInfo `json:"build"`
+	// Errors are the containers' runtime errors in the shape of Numaflow's
+	// GetMonoVertexErrors (one entry per replica; this replica only, and
+	// none while there are no errors).
+	Errors []ReplicaErrors `json:"errors"`
+	// CriticalErrors is monovtx_critical_error_total by reason.
+	CriticalErrors map[string]int64 `json:"critical_errors"`
+	// RecentErrors are the engine's own recent errors (failed reads,
+	// writes, acks), counted by message, the most recent first.
+	RecentErrors []ContainerError `json:"recent_errors"`
+	// Latency has p50 and p99 of every timing histogram since start.
+	Latency []StageLatency `json:"latency"`
+	// Adapters is each adapter's readiness, in pipeline order; /status
+	// fills it, Engine.Status leaves it out (it asks the containers).
+	Adapters []AdapterStatus `json:"adapters,omitempty"`
+}
+
+// BuildInfo is the running binary's version, as build_info exports it.
+type BuildInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"go_version"`
+}
+
+// AdapterStatus is one adapter's readiness.
+type AdapterStatus struct {
+	// Name is the adapter's place and kind, as in Chain.
+	Name string `json:"name"`
+	// Ready is false when its Ready check failed; Error says why.
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+	// Checked is false for adapters that cannot tell (no Ready method).
+	Checked bool `json:"checked"`
 }
 
 // BypassStatus shows the bypass conditions in their MV_BYPASS_* form.
@@ -70,6 +112,9 @@ type Totals struct {
 	// it has conditions and they matched none.
 	Bypassed      int64 `json:"bypassed"`
 	BypassDropped int64 `json:"bypass_dropped"`
+	// Errors is the sum of the error counts above (transformer, map UDF,
+	// sink, fallback, onSuccess and ack errors).
+	Errors int64 `json:"errors"`
 }
 
 // Status returns a snapshot of the engine's state.
@@ -89,7 +134,7 @@ func (e *Engine) Status() Status {
 	if !e.bypass.empty() {
 		bypass = &BypassStatus{Sink: e.bypass.Sink.String(), Fallback: e.bypass.Fallback.String(), OnSuccess: e.bypass.OnSuccess.String()}
 	}
-	return Status{
+	st := Status{
 		Name: e.opts.Name, Replica: e.opts.Replica, State: state, Paused: paused,
 		Totals: Totals{
 			Read: t.read.Load(), ReadBytes: t.readBytes.Load(), Acked: t.acked.Load(), Nacked: t.nacked.Load(),
@@ -113,7 +158,51 @@ func (e *Engine) Status() Status {
 		Pending:   e.pending.Load(),
 		Scaling:   e.ScaleSignals(),
 		LastError: e.lastErr.Load(),
+		Time:      now, Started: e.started,
+		Build:          BuildInfo{Version: version.Version, Commit: version.Commit, GoVersion: runtime.Version()},
+		Errors:         e.replicaErrors(),
+		CriticalErrors: e.cerrs.Critical(),
+		RecentErrors:   e.recent.List(),
+		Latency:        e.Latencies(),
 	}
+	tt := &st.Totals
+	tt.Errors = tt.TransformerErrors + tt.UDFErrors + tt.SinkErrors + tt.FallbackErrors + tt.OnSuccessErrors + tt.AckErrors
+	return st
+}
+
+// replicaErrors is this replica's entry of Numaflow's errors response,
+// named as Numaflow's daemon names replicas (<name>-mv-<index>).
+func (e *Engine) replicaErrors() []ReplicaErrors {
+	list := e.cerrs.List()
+	if len(list) == 0 {
+		return []ReplicaErrors{}
+	}
+	return []ReplicaErrors{{Replica: e.opts.Name + "-mv-" + strconv.Itoa(e.opts.Replica), ContainerErrors: list}}
+}
+
+// Readiness asks every adapter that can tell whether it is ready, at once
+// (a Numaflow adapter asks its container), within ctx.
+func (e *Engine) Readiness(ctx context.Context) []AdapterStatus {
+	all := e.adapters()
+	out := make([]AdapterStatus, len(all))
+	var wg sync.WaitGroup
+	for i, a := range all {
+		out[i] = AdapterStatus{Name: a.name, Ready: true}
+		r, ok := a.v.(Readier)
+		if !ok {
+			continue
+		}
+		out[i].Checked = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.Ready(ctx); err != nil {
+				out[i].Ready, out[i].Error = false, err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // AdminHandler serves /metrics from gatherer, /livez, /readyz (ready only
@@ -134,12 +223,17 @@ func (e *Engine) AdminHandler(gatherer prometheus.Gatherer, withPProf bool) http
 		}
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(e.Status())
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		st := e.Status()
+		st.Adapters = e.Readiness(ctx)
+		writeJSON(w, st)
 	})
+	mux.HandleFunc("/status/history", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, e.History())
+	})
+	mux.Handle("/", statusPage())
 	if withPProf {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -148,6 +242,14 @@ func (e *Engine) AdminHandler(gatherer prometheus.Gatherer, withPProf bool) http
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
 }
 
 // Chain lists the adapters in pipeline order, as /status shows them.

@@ -16,15 +16,22 @@
 // the source's. Values without a number follow the conformance suite's
 // reference behaviour: "drop" is dropped, "fanout" becomes three copies,
 // anything else passes. The socket is sourcetransform.sock in MV_UDS_DIR.
+//
+// EXAMPLE_PANIC_AT=k (default 0: never) makes the handler panic on the
+// k-th message this process transforms, as a user's bug would: the SDK
+// answers the stream with its UDF_EXECUTION_ERROR status carrying the
+// stack, and stops the server, so the process exits non-zero.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
@@ -39,6 +46,7 @@ func main() {
 		fanout:      envInt("EXAMPLE_FANOUT", 3),
 		nackEvery:   envInt("EXAMPLE_NACK_EVERY", 0),
 		nackDelayMS: uint64(envInt("EXAMPLE_NACK_DELAY_MS", 0)),
+		panicAt:     int64(envInt("EXAMPLE_PANIC_AT", 0)),
 		seen:        map[int]bool{},
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -76,6 +84,8 @@ func envInt(name string, def int) int {
 type transformer struct {
 	dropEvery, fanoutEvery, fanout, nackEvery int
 	nackDelayMS                               uint64
+	panicAt                                   int64
+	handled                                   atomic.Int64
 
 	mu   sync.Mutex
 	seen map[int]bool // numbers nacked once already
@@ -92,6 +102,9 @@ func number(v []byte) (int, bool) {
 }
 
 func (t *transformer) Transform(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
+	if k := t.handled.Add(1); t.panicAt > 0 && k == t.panicAt {
+		panic(fmt.Sprintf("example-udtransformer: EXAMPLE_PANIC_AT=%d reached", t.panicAt))
+	}
 	out := sourcetransformer.MessagesBuilder()
 	v := d.Value()
 	n, ok := number(v)

@@ -99,9 +99,12 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 		return exitConfig, err
 	}
 
+	// The adapters are built before the engine, so the ring their
+	// containers' runtime errors go to is made here and handed to both.
+	containerErrors := runner.NewContainerErrors()
 	env := func(role runner.Role) runner.Env {
 		return runner.Env{Name: cfg.Name, Replica: cfg.Replica, Role: role, Logger: log.Named(string(role)), Mux: portMux, Metrics: reg,
-			Concurrency: cfg.StageConcurrency()}
+			Concurrency: cfg.StageConcurrency(), Errors: containerErrors}
 	}
 	adapters, err := build(ctx, cfg, env)
 	if err != nil {
@@ -121,6 +124,7 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	opts := cfg.RunnerOptions()
 	opts.Logger = log
 	opts.Registerer = reg
+	opts.ContainerErrors = containerErrors
 	eng, err := runner.NewPipeline(opts, adapters.pipeline(cfg))
 	if err != nil {
 		adapters.close()

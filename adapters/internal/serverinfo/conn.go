@@ -67,6 +67,8 @@ type Conn struct {
 	back      chan struct{} // closed when a reconnect attempt ends
 	fatal     error
 	closed    bool
+	reporter  runner.ErrorReporter
+	stage     string
 }
 
 // Connect waits (up to Settings.StartupTimeout) for the container's

@@ -9,6 +9,8 @@ import (
 
 	"github.com/numaproj/numaflow-go/pkg/info"
 	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/runner"
 )
 
 // MapMode is how a Numaflow map UDF container serves MapFn: one request at a
@@ -38,7 +40,7 @@ func MapEndpoint(dir string, mode MapMode) Endpoint {
 	case StreamMap:
 		sock = "mapstream.sock"
 	}
-	return Endpoint{Name: "map UDF", Container: info.Mapper,
+	return Endpoint{Name: "map UDF", Container: info.Mapper, Numaflow: "udf", Reason: runner.ReasonMapRuntime,
 		Socket: filepath.Join(dir, sock), InfoFile: MapInfoFile(dir)}
 }
 

@@ -52,17 +52,23 @@ type Endpoint struct {
 	Socket string
 	// InfoFile is the path of its server-info file.
 	InfoFile string
+	// Numaflow is the container's name in a Numaflow MonoVertex pod
+	// (udsource, transformer, udf, udsink, fb-udsink, ons-udsink), which
+	// its runtime errors are reported under, as numaflow-core does.
+	Numaflow string
+	// Reason is the monovtx_critical_error_total reason its runtime errors count under.
+	Reason string
 }
 
 // SourceEndpoint is the user-defined source container in dir.
 func SourceEndpoint(dir string) Endpoint {
-	return Endpoint{Name: "source", Container: info.Sourcer,
+	return Endpoint{Name: "source", Container: info.Sourcer, Numaflow: "udsource", Reason: runner.ReasonSourceRuntime,
 		Socket: filepath.Join(dir, "source.sock"), InfoFile: filepath.Join(dir, "sourcer-server-info")}
 }
 
 // TransformerEndpoint is the source-transformer container in dir.
 func TransformerEndpoint(dir string) Endpoint {
-	return Endpoint{Name: "transformer", Container: info.Sourcetransformer,
+	return Endpoint{Name: "transformer", Container: info.Sourcetransformer, Numaflow: "transformer", Reason: runner.ReasonTransformerRuntime,
 		Socket: filepath.Join(dir, "sourcetransform.sock"), InfoFile: filepath.Join(dir, "sourcetransformer-server-info")}
 }
 
@@ -70,7 +76,7 @@ func TransformerEndpoint(dir string) Endpoint {
 // serves it when NUMAFLOW_UD_CONTAINER_TYPE=ons-udsink). numaflow-go has no
 // container type of its own for it, so its versions are checked as a sink's.
 func OnSuccessSinkEndpoint(dir string) Endpoint {
-	return Endpoint{Name: "onSuccess sink", Container: info.Sinker,
+	return Endpoint{Name: "onSuccess sink", Container: info.Sinker, Numaflow: "ons-udsink", Reason: runner.ReasonSinkRuntime,
 		Socket: filepath.Join(dir, "ons-sink.sock"), InfoFile: filepath.Join(dir, "ons-sinker-server-info")}
 }
 
@@ -90,10 +96,10 @@ func SinkEndpointFor(dir string, role runner.Role) Endpoint {
 // or with fallback set the fallback sink.
 func SinkEndpoint(dir string, fallback bool) Endpoint {
 	if fallback {
-		return Endpoint{Name: "fallback sink", Container: info.Fbsinker,
+		return Endpoint{Name: "fallback sink", Container: info.Fbsinker, Numaflow: "fb-udsink", Reason: runner.ReasonSinkRuntime,
 			Socket: filepath.Join(dir, "fb-sink.sock"), InfoFile: filepath.Join(dir, "fb-sinker-server-info")}
 	}
-	return Endpoint{Name: "sink", Container: info.Sinker,
+	return Endpoint{Name: "sink", Container: info.Sinker, Numaflow: "udsink", Reason: runner.ReasonSinkRuntime,
 		Socket: filepath.Join(dir, "sink.sock"), InfoFile: filepath.Join(dir, "sinker-server-info")}
 }
 

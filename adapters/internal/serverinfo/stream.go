@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 )
@@ -43,6 +45,9 @@ type Stream[Req, Resp any] struct {
 	cancel context.CancelFunc
 
 	sendMu sync.Mutex
+	// receiving is set once Receive runs, which is then the one to learn
+	// why the container ended the stream.
+	receiving atomic.Bool
 
 	mu   sync.Mutex
 	err  error
@@ -77,6 +82,7 @@ func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.Clien
 	if err != nil {
 		cancel()
 		if ctx.Err() == nil {
+			conn.report(err)
 			conn.Fail(gen, err)
 		}
 		return nil, fmt.Errorf("open %s stream: %w", p.Name, err)
@@ -88,11 +94,41 @@ func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.Clien
 func (s *Stream[Req, Resp]) Gen() uint64 { return s.gen }
 
 // Send sends one request; concurrent sends go out one after the other. A
-// stream the container ended is ErrContainerClosedStream.
+// stream the container ended is ErrContainerClosedStream, or the status
+// it ended it with (a handler panic's) when the receive loop learns it soon.
 func (s *Stream[Req, Resp]) Send(req *Req) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	return closedByContainer(s.c.Send(req))
+	err := s.c.Send(req)
+	if errors.Is(err, io.EOF) {
+		return s.endedWith()
+	}
+	return err
+}
+
+// statusWait bounds how long a send that found the stream ended waits for
+// the receive loop to read the status the container ended it with.
+const statusWait = time.Second
+
+// endedWith is why the container ended the stream. gRPC's Send answers
+// only io.EOF then, and the status (a numaflow-go handler panic's
+// UDF_EXECUTION_ERROR with its stack) comes to Recv: wait briefly for the
+// receive loop to fail the stream with it, so the runtime error reported
+// is the container's, not just "closed".
+func (s *Stream[Req, Resp]) endedWith() error {
+	if !s.receiving.Load() {
+		return ErrContainerClosedStream
+	}
+	t := time.NewTimer(statusWait)
+	defer t.Stop()
+	select {
+	case <-s.dead:
+		if err := s.Err(); err != nil {
+			return err
+		}
+	case <-t.C:
+	}
+	return ErrContainerClosedStream
 }
 
 // CloseSend ends the sending side, which the SDK servers read as the end
@@ -142,6 +178,7 @@ func (s *Stream[Req, Resp]) RecvWithin(ctx context.Context) (*Resp, error) {
 // returns an error; then it fails the stream with that error and returns
 // it. It is the stream's receive loop: run it in its own goroutine.
 func (s *Stream[Req, Resp]) Receive(handle func(resp *Resp) error) error {
+	s.receiving.Store(true)
 	for {
 		resp, err := s.Recv()
 		if err == nil {
@@ -192,6 +229,7 @@ func (s *Stream[Req, Resp]) Reset(err error) {
 // It returns err.
 func (s *Stream[Req, Resp]) Break(err error) error {
 	s.Reset(err)
+	s.conn.report(err)
 	s.conn.Fail(s.gen, err)
 	return err
 }

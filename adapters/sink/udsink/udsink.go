@@ -55,7 +55,12 @@ func (c *Config) Validate(role runner.Role) error {
 
 func init() {
 	runner.RegisterSink("udsink", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
-		return New(ctx, *cfg, env.Role, env.Logger)
+		s, err := New(ctx, *cfg, env.Role, env.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.ReportErrorsTo(env.Errors, env.Role)
+		return s, nil
 	})
 }
 
@@ -561,3 +566,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	s.cancel()
 	return s.conn.Close()
 }
+
+// ReportErrorsTo makes the adapter report its container's runtime errors
+// (broken streams, failed calls, handler panics) to r as errors of stage.
+func (s *Sink) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) { s.conn.ReportTo(r, stage) }

@@ -907,3 +907,51 @@ func TestNoResultsWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 		t.Fatalf("write after the reset: %+v, %v", res, err)
 	}
 }
+
+// panicky is a sink handler with a bug: it panics on the value "panic".
+type panicky struct{}
+
+func (panicky) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses {
+	res := sinker.ResponsesBuilder()
+	for d := range ch {
+		if string(d.Value()) == "panic" {
+			panic("panicky sink: cannot write " + d.ID())
+		}
+		res = res.Append(sinker.ResponseOK(d.ID()))
+	}
+	return res
+}
+
+type reports struct {
+	mu   sync.Mutex
+	errs []runner.ContainerError
+}
+
+func (r *reports) ReportContainerError(e runner.ContainerError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, e)
+}
+
+func TestHandlerPanicIsReportedWithItsStack(t *testing.T) {
+	dir := udftest.Dir(t)
+	serveSink(t, serverinfo.SinkEndpoint(dir, true), panicky{})
+	s := newSink(t, udftest.Settings(dir), runner.RoleFallbackSink)
+	defer closeSink(t, s)
+	var got reports
+	s.ReportErrorsTo(&got, runner.RoleFallbackSink)
+	if _, err := s.Write(context.Background(), msgs("a", "panic")); err == nil {
+		t.Fatal("a write whose handler panicked succeeded")
+	}
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	if len(got.errs) == 0 {
+		t.Fatal("the panic was not reported")
+	}
+	e := got.errs[0]
+	if e.Container != "fb-udsink" || e.Stage != "fallback-sink" || e.Code != "Internal error" || e.Reason != runner.ReasonSinkRuntime ||
+		!strings.Contains(e.Message, "UDF_EXECUTION_ERROR") || !strings.Contains(e.Message, "panicky sink: cannot write") ||
+		!strings.Contains(e.Details, "panicky.Sink") {
+		t.Fatalf("reported %+v; want the fb-udsink container's Internal error with the panic message and its stack", e)
+	}
+}

@@ -34,7 +34,12 @@ type Config struct {
 
 func init() {
 	runner.RegisterSource("udsource", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
-		return New(ctx, cfg.Settings, env.Logger)
+		s, err := New(ctx, cfg.Settings, env.Logger)
+		if err != nil {
+			return nil, err
+		}
+		s.ReportErrorsTo(env.Errors, env.Role)
+		return s, nil
 	})
 }
 
@@ -462,3 +467,7 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 		}
 	}
 }
+
+// ReportErrorsTo makes the adapter report its container's runtime errors
+// (broken streams, failed calls, handler panics) to r as errors of stage.
+func (s *Source) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) { s.conn.ReportTo(r, stage) }

@@ -352,3 +352,46 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 		t.Fatalf("pending while gone: %d, %v", p, perr)
 	}
 }
+
+// panickyStore's Read handler has a bug: it panics.
+type panickyStore struct{ *store }
+
+func (panickyStore) Read(context.Context, sourcer.ReadRequest, chan<- sourcer.Message) {
+	panic("panicky source: cannot read")
+}
+
+type reports struct {
+	mu   sync.Mutex
+	errs []runner.ContainerError
+}
+
+func (r *reports) ReportContainerError(e runner.ContainerError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, e)
+}
+
+func TestReadHandlerPanicIsReportedWithItsStack(t *testing.T) {
+	dir := udftest.Dir(t)
+	udftest.Start(t, serverinfo.SourceEndpoint(dir), func(s *grpc.Server) {
+		sourcepb.RegisterSourceServer(s, &sourcer.Service{Source: panickyStore{newStore(0)}})
+	})
+	src := newSource(t, udftest.Settings(dir))
+	defer src.Close(context.Background())
+	var got reports
+	src.ReportErrorsTo(&got, runner.RoleSource)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := src.Read(ctx, 10, time.Second); err == nil {
+		t.Fatal("a read whose handler panicked succeeded")
+	}
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	for _, e := range got.errs {
+		if e.Container == "udsource" && e.Stage == "source" && e.Code == "Internal error" && e.Reason == runner.ReasonSourceRuntime &&
+			strings.Contains(e.Message, "panicky source: cannot read") && strings.Contains(e.Details, "panickyStore.Read") {
+			return
+		}
+	}
+	t.Fatalf("reported %+v; want the udsource container's Internal error with the panic message and its stack", got.errs)
+}

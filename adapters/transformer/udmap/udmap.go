@@ -67,8 +67,9 @@ func init() {
 			t.SetConcurrency(env.Concurrency)
 		}
 		if err != nil {
-			return nil, err // an untyped nil, so callers' nil checks hold
+			return nil, err
 		}
+		t.ReportErrorsTo(env.Errors, env.Role)
 		return t, nil
 	})
 }
@@ -362,4 +363,10 @@ func (t *Transformer) Close(context.Context) error {
 	}
 	t.cancel()
 	return t.conn.Close()
+}
+
+// ReportErrorsTo makes the adapter report its container's runtime errors
+// (broken streams, failed calls, handler panics) to r as errors of stage.
+func (t *Transformer) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) {
+	t.conn.ReportTo(r, stage)
 }
