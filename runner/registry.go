@@ -51,6 +51,9 @@ type Env struct {
 	// to (Numaflow sidecars); the engine shows them on /status and the
 	// status page. It may be nil (adapters built outside the runner).
 	Errors ErrorReporter
+	// Connection takes the adapter's reports of its connection to its
+	// peer (monovtx_connection_*); never nil.
+	Connection Connection
 }
 
 // Plugin describes one adapter kind that configuration can select, the way

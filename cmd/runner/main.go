@@ -102,9 +102,15 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	// The adapters are built before the engine, so the ring their
 	// containers' runtime errors go to is made here and handed to both.
 	containerErrors := runner.NewContainerErrors()
+	conns, err := runner.NewConnections(reg, cfg.Name, cfg.Replica)
+	if err != nil {
+		portLn.Close()
+		adminLn.Close()
+		return exitFailed, fmt.Errorf("connection metrics: %w", err)
+	}
 	env := func(role runner.Role) runner.Env {
 		return runner.Env{Name: cfg.Name, Replica: cfg.Replica, Role: role, Logger: log.Named(string(role)), Mux: portMux, Metrics: reg,
-			Concurrency: cfg.StageConcurrency(), Errors: containerErrors}
+			Concurrency: cfg.StageConcurrency(), Errors: containerErrors, Connection: conns.For(role)}
 	}
 	adapters, err := build(ctx, cfg, env)
 	if err != nil {

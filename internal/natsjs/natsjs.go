@@ -105,6 +105,9 @@ type ConnOptions struct {
 	ReconnectWait time.Duration
 	// Logger receives connection state changes; nil discards them.
 	Logger *zap.SugaredLogger
+	// Connection takes the same changes for the monovtx_connection_*
+	// metrics; nil reports nothing.
+	Connection runner.Connection
 }
 
 // Connect dials the server. The connection reconnects for ever on its own:
@@ -115,15 +118,24 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
+	conn := o.Connection
+	if conn == nil {
+		conn = runner.NoConnection
+	}
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(o.ReconnectWait),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			conn.Lost(err)
 			log.Warnw("disconnected from NATS, reconnecting", "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			conn.Up()
 			log.Infow("reconnected to NATS", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			conn.Failed(err)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
@@ -138,8 +150,10 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
+		conn.Failed(err)
 		return nil, fmt.Errorf("connect to NATS at %s: %w (check the URL and that the server is up)", redact(o.URL), err)
 	}
+	conn.Up()
 	return nc, nil
 }
 

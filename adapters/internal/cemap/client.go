@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/monovertex/monovertex/runner"
 )
 
 // Client posts events to one URL over kept-alive connections. The CloudEvents
@@ -47,6 +49,11 @@ type ClientOptions struct {
 	Budget *Budget
 	// Header is added to every request (such as Prefer: reply).
 	Header http.Header
+	// Connection takes every dial's outcome for the monovtx_connection_*
+	// metrics (an HTTP peer's connections are pooled, so up and failed are
+	// what a client can tell; a pooled connection's loss is not); nil
+	// reports nothing.
+	Connection runner.Connection
 }
 
 // NewClient builds a Client with a transport tuned for many small calls to
@@ -59,9 +66,21 @@ func NewClient(o ClientOptions) *Client {
 		o.MaxReply = 64 << 20
 	}
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	dial := dialer.DialContext
+	if conn := o.Connection; conn != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				conn.Failed(err)
+			} else {
+				conn.Up()
+			}
+			return c, err
+		}
+	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          o.Concurrency * 2,
 		MaxIdleConnsPerHost:   o.Concurrency,
 		IdleConnTimeout:       90 * time.Second,

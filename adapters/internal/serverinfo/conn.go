@@ -90,6 +90,7 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 		return nil, fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err)
 	}
 	c.cc, c.file, c.gen = cc, id, 1
+	c.set.connection().Up()
 	go c.watch(cc, c.gen)
 	c.log.Infow("connected to Numaflow container", "after", time.Since(start).Round(time.Millisecond).String())
 	return c, nil
@@ -158,6 +159,7 @@ func (c *Conn) Fail(gen uint64, err error) {
 		return
 	}
 	c.down, c.downSince, c.lastErr = true, time.Now(), err
+	c.set.connection().Lost(err)
 	c.back = make(chan struct{})
 	deadline := c.downSince.Add(c.set.ReconnectTimeout)
 	c.mu.Unlock()
@@ -184,6 +186,7 @@ func (c *Conn) reconnect(deadline time.Time) {
 		c.log.Errorw("giving up on the Numaflow container", zap.Error(c.fatal))
 		return
 	}
+	c.set.connection().Up()
 	old := c.cc
 	fresh := id != c.file
 	c.cc, c.file, c.down = cc, id, false
@@ -274,6 +277,7 @@ func (c *Conn) wait(ctx context.Context, deadline time.Time) (*grpc.ClientConn, 
 		if err == nil {
 			return cc, id, nil
 		}
+		c.set.connection().Failed(err)
 		if IsIncompatible(err) {
 			return nil, id, err
 		}

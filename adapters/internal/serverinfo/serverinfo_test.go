@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,5 +207,55 @@ func TestSettingsValidate(t *testing.T) {
 		if err := s.Validate(runner.RoleSink); !errors.As(err, &ce) || ce.Var != c.variable {
 			t.Errorf("%s: got %v, want a ConfigError naming it", c.variable, err)
 		}
+	}
+}
+
+// connCounts records a Conn's connection reports.
+type connCounts struct {
+	mu               sync.Mutex
+	up, failed, lost int
+}
+
+func (c *connCounts) Up()          { c.mu.Lock(); c.up++; c.mu.Unlock() }
+func (c *connCounts) Failed(error) { c.mu.Lock(); c.failed++; c.mu.Unlock() }
+func (c *connCounts) Lost(error)   { c.mu.Lock(); c.lost++; c.mu.Unlock() }
+func (c *connCounts) get() (up, failed, lost int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.up, c.failed, c.lost
+}
+
+// A container that is late, then restarted: the connection reports failed
+// attempts while it is not there, up when it is, and one loss however many
+// streams report the break.
+func TestConnReportsItsConnectionState(t *testing.T) {
+	dir := udftest.Dir(t)
+	ep := serverinfo.SinkEndpoint(dir, false)
+	started := make(chan *udftest.Server, 1)
+	time.AfterFunc(400*time.Millisecond, func() { started <- serveSink(t, ep) })
+	counts := &connCounts{}
+	set := udftest.Settings(dir)
+	set.Connection = counts
+	c, err := serverinfo.Connect(context.Background(), ep, set, nil, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := <-started
+	up, failed, lost := counts.get()
+	if up != 1 || failed < 1 || lost != 0 {
+		t.Fatalf("after a late start: up %d failed %d lost %d; want 1, at least 1, 0", up, failed, lost)
+	}
+	_, gen, _ := c.Get(context.Background())
+	srv.Kill()
+	c.Fail(gen, errors.New("stream broke"))
+	c.Fail(gen, errors.New("another stream broke"))
+	time.AfterFunc(300*time.Millisecond, srv.Restart)
+	if _, _, err := c.Get(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	up2, failed2, lost2 := counts.get()
+	if up2 != 2 || lost2 != 1 || failed2 <= failed {
+		t.Fatalf("after a restart: up %d failed %d (was %d) lost %d; want 2, more, 1", up2, failed2, failed, lost2)
 	}
 }

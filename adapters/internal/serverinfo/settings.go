@@ -21,6 +21,16 @@ type Settings struct {
 	ReconnectTimeout time.Duration `envconfig:"MV_UDF_RECONNECT_TIMEOUT" default:"60s" desc:"how long a crashed Numaflow container may stay away before the runner exits non-zero"`
 	StartupTimeout   time.Duration `envconfig:"MV_UDF_STARTUP_TIMEOUT" default:"2m" desc:"how long to wait at start for a Numaflow container's server-info file and socket"`
 	CallTimeout      time.Duration `envconfig:"MV_UDF_CALL_TIMEOUT" default:"60s" desc:"longest wait for a transformer's or sink's answers to one batch; then the stream is reset and the batch retried"`
+	// Connection takes the reports of the connection's state (set from
+	// runner.Env, not from the environment); nil reports nothing.
+	Connection runner.Connection `ignored:"true"`
+}
+
+func (s *Settings) connection() runner.Connection {
+	if s.Connection == nil {
+		return runner.NoConnection
+	}
+	return s.Connection
 }
 
 // Validate checks the values that parse but cannot be used.

@@ -47,6 +47,9 @@ type Config struct {
 	Timeout      time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
 	H2C          bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cemap.Config
+	// Connection takes the client's dial outcomes (set from runner.Env,
+	// not from the environment).
+	Connection runner.Connection `ignored:"true"`
 }
 
 // target returns the URL and the variable it comes from for a role.
@@ -122,6 +125,7 @@ func parseOverrides(v string) (map[string]string, error) {
 
 func init() {
 	runner.RegisterSink("cloudevents", func(_ context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		cfg.Connection = env.Connection
 		return New(*cfg, env.Role, env.Name, env.Logger)
 	})
 }
@@ -156,7 +160,7 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	target, _ := cfg.target(role)
 	return &Sink{
 		client: cemap.NewClient(cemap.ClientOptions{
-			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C,
+			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
 		}),
 		mapper:    mapper,
 		overrides: ov,

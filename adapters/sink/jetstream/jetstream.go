@@ -44,6 +44,9 @@ type Config struct {
 	PublishTimeout   time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
 	MaxPending       int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
 	ReconnectWait    time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	// Connection takes the connection's state changes (set from
+	// runner.Env, not from the environment).
+	Connection runner.Connection `ignored:"true"`
 }
 
 // Validate checks the values that parse but cannot be used in role.
@@ -123,6 +126,7 @@ func firstSet(values ...string) string {
 
 func init() {
 	runner.RegisterSink("jetstream", func(_ context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		cfg.Connection = env.Connection
 		name := fmt.Sprintf("monovertex %s/%d %s", env.Name, env.Replica, env.Role)
 		return New(*cfg, env.Role, name, env.Logger)
 	})
@@ -146,7 +150,7 @@ var (
 // reconnecting.
 func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) (*Sink, error) {
 	url, subject := cfg.target(role)
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log})
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,7 @@ func (c *Config) Validate(role runner.Role) error {
 
 func init() {
 	runner.RegisterSink("udsink", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		cfg.Settings.Connection = env.Connection
 		s, err := New(ctx, *cfg, env.Role, env.Logger)
 		if err != nil {
 			return nil, err

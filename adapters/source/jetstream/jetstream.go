@@ -50,6 +50,9 @@ type Config struct {
 	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 	APITimeout    time.Duration `envconfig:"MV_JETSTREAM_API_TIMEOUT" default:"5s" desc:"timeout of JetStream API calls and ack confirmations"`
 	MissingWait   time.Duration `envconfig:"MV_JETSTREAM_CONSUMER_TIMEOUT" default:"60s" desc:"how long a deleted consumer the runner did not create may stay away before the runner exits 1 (0: at once); one the runner created is created again at once"`
+	// Connection takes the connection's state changes (set from
+	// runner.Env, not from the environment).
+	Connection runner.Connection `ignored:"true"`
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -170,6 +173,7 @@ func CheckURLs(list string) error {
 
 func init() {
 	runner.RegisterSource("jetstream", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		cfg.Connection = env.Connection
 		name := fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica)
 		return New(ctx, *cfg, name, env.Logger)
 	})
@@ -246,7 +250,7 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log})
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
 	}

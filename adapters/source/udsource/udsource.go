@@ -34,6 +34,7 @@ type Config struct {
 
 func init() {
 	runner.RegisterSource("udsource", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		cfg.Settings.Connection = env.Connection
 		s, err := New(ctx, cfg.Settings, env.Logger)
 		if err != nil {
 			return nil, err

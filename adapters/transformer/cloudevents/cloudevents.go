@@ -62,6 +62,9 @@ type Config struct {
 	ReplyBudget int64         `envconfig:"MV_TRANSFORMER_REPLY_BUDGET" default:"268435456" desc:"bytes that replies being read and decoded may hold at once, shared by all calls (each decoded event counts 1 KiB more); reading waits while it is spent. At least 2 x MV_TRANSFORMER_MAX_REPLY + MV_TRANSFORMER_MAX_REPLY_EVENTS KiB + 1, at most 64 GiB"`
 	MaxEvents   int           `envconfig:"MV_TRANSFORMER_MAX_REPLY_EVENTS" default:"10000" desc:"most events one reply may fan out to (at most 1000000); a larger batch is a permanent failure"`
 	cemap.Config
+	// Connection takes the client's dial outcomes (set from runner.Env,
+	// not from the environment).
+	Connection runner.Connection `ignored:"true"`
 }
 
 // Defaults of the settings that a zero value leaves unset, and the bounds
@@ -128,6 +131,7 @@ func (c *Config) Validate(runner.Role) error {
 
 func init() {
 	runner.RegisterTransformer("cloudevents", func(_ context.Context, env runner.Env, cfg *Config) (runner.Transformer, error) {
+		cfg.Connection = env.Connection
 		return New(*cfg, env.Name, env.Logger)
 	})
 }
@@ -165,7 +169,7 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 		client: cemap.NewClient(cemap.ClientOptions{
 			URL: cfg.URL, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency,
 			H2C: cfg.H2C, MaxReply: cfg.MaxReply, Budget: budget,
-			Header: http.Header{"Prefer": {"reply"}},
+			Header: http.Header{"Prefer": {"reply"}}, Connection: cfg.Connection,
 		}),
 		mapper:    mapper,
 		budget:    budget,

@@ -62,6 +62,7 @@ type Config struct {
 
 func init() {
 	runner.RegisterTransformer("udmap", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Transformer, error) {
+		cfg.Settings.Connection = env.Connection
 		t, err := New(ctx, cfg.Settings, env.Logger)
 		if t != nil {
 			t.SetConcurrency(env.Concurrency)

@@ -1,0 +1,109 @@
+package runner
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Connection is where an adapter reports the state of its connection to
+// its peer (a Numaflow container, a NATS server, a CloudEvents endpoint),
+// the way Benthos' inputs and outputs do: the runner turns the reports
+// into the monovtx_connection_* metrics, so a dashboard shows a peer that
+// flaps or stays away without reading logs. Adapters that cannot tell
+// (an HTTP peer never holds a connection the client could lose) report
+// what they can.
+type Connection interface {
+	// Up reports a connection established (again).
+	Up()
+	// Failed reports an attempt to connect that failed.
+	Failed(err error)
+	// Lost reports an established connection that broke.
+	Lost(err error)
+}
+
+// NoConnection is the Connection of an Env built without metrics (tests).
+var NoConnection Connection = noConnection{}
+
+type noConnection struct{}
+
+func (noConnection) Up()          {}
+func (noConnection) Failed(error) {}
+func (noConnection) Lost(error)   {}
+
+// Connections holds the monovtx_connection_* metrics, one set of series
+// per adapter role.
+type Connections struct {
+	up, failed, lost *prometheus.CounterVec
+	connected        *prometheus.GaugeVec
+}
+
+// NewConnections registers the connection metrics. They are made before
+// the engine, because the adapters that report to them connect first.
+func NewConnections(reg prometheus.Registerer, name string, replica int) (*Connections, error) {
+	labels := prometheus.Labels{LabelName: name, LabelReplica: strconv.Itoa(replica)}
+	vec := func(n, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: n, Help: help, ConstLabels: labels}, []string{"role"})
+	}
+	c := &Connections{
+		up:     vec("monovtx_connection_up_total", "Connections to an adapter's peer established, by adapter role (Benthos' connection_up)."),
+		failed: vec("monovtx_connection_failed_total", "Attempts to connect to an adapter's peer that failed, by adapter role (Benthos' connection_failed)."),
+		lost:   vec("monovtx_connection_lost_total", "Established connections to an adapter's peer that broke, by adapter role (Benthos' connection_lost)."),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "monovtx_connected", ConstLabels: labels,
+			Help: "1 while an adapter's connection to its peer is up, 0 while it is away; absent for adapters that hold none."}, []string{"role"}),
+	}
+	for _, col := range []prometheus.Collector{c.up, c.failed, c.lost, c.connected} {
+		if err := reg.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// For is the Connection an adapter in role reports to.
+func (c *Connections) For(role Role) Connection {
+	if c == nil {
+		return NoConnection
+	}
+	r := string(role)
+	return &connection{up: c.up.WithLabelValues(r), failed: c.failed.WithLabelValues(r), lost: c.lost.WithLabelValues(r),
+		connected: c.connected.WithLabelValues(r)}
+}
+
+type connection struct {
+	mu                 sync.Mutex
+	up, failed, lost   prometheus.Counter
+	connected          prometheus.Gauge
+	isUp, everReported bool
+}
+
+func (c *connection) Up() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.up.Inc()
+	c.connected.Set(1)
+	c.isUp, c.everReported = true, true
+}
+
+func (c *connection) Failed(error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failed.Inc()
+	if !c.isUp {
+		c.connected.Set(0)
+	}
+	c.everReported = true
+}
+
+func (c *connection) Lost(error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// A report of a loss for a connection already down (two streams
+	// breaking on the same restart) counts once.
+	if c.isUp || !c.everReported {
+		c.lost.Inc()
+	}
+	c.connected.Set(0)
+	c.isUp, c.everReported = false, true
+}
