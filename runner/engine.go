@@ -412,8 +412,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.closeAll(closeBy)
 	if l := e.opts.RateLimiter; l != nil {
 		// Leaving the shared pool lets the other replicas take this one's
-		// share at once instead of after the TTL.
-		ctx, cancel := context.WithDeadline(context.Background(), closeBy.Add(time.Second))
+		// share at once instead of after the TTL; past the shutdown budget
+		// the TTL has to do.
+		ctx, cancel := context.WithDeadline(context.Background(), closeBy)
 		if err := l.Close(ctx); err != nil {
 			e.log.Warnw("rate limiter close failed", zap.Error(err))
 		}
