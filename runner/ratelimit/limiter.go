@@ -105,7 +105,7 @@ type Limiter struct {
 	pool    *pool
 
 	known, desired atomic.Int64 // pool sizes: agreed, and reported next
-	limit          atomic.Int64 // this replica's share in messages per second
+	filled         atomic.Int64 // the whole pool of the current second, in read calls
 	lastWait       atomic.Int64 // unix nanoseconds of the last wait for a token
 	storeDown      atomic.Bool
 
@@ -154,7 +154,7 @@ func New(cfg Config) (*Limiter, error) {
 	limit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "monovtx_rate_limit_messages_per_second", ConstLabels: cfg.Labels,
 		Help: "This replica's current rate limit: its share of this second's token pool times MV_READ_BATCH_SIZE.",
-	}, func() float64 { return float64(l.limit.Load()) })
+	}, func() float64 { return float64(l.limitPerSecond()) })
 	replicas := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "monovtx_rate_limit_replicas", ConstLabels: cfg.Labels,
 		Help: "Replicas sharing the rate limit, as they last agreed in the store (1 without a shared store).",
@@ -167,9 +167,15 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Store == nil {
 		l.pool = newPool(cfg.Bounds, cfg.Bounds.Min, l.clock.Now().Unix())
 		l.started = true
-		l.limit.Store(int64(cfg.Bounds.Min * cfg.BatchSize))
+		l.filled.Store(int64(cfg.Bounds.Min))
 	}
 	return l, nil
+}
+
+// limitPerSecond is this replica's share of the current second's pool, in
+// messages: as the replicas divide the pool when they take from it.
+func (l *Limiter) limitPerSecond() int {
+	return int(l.filled.Load()) / max(int(l.known.Load()), 1) * l.cfg.BatchSize
 }
 
 // Acquire blocks until one read call is allowed, and reports false if ctx
@@ -182,9 +188,9 @@ func (l *Limiter) Acquire(ctx context.Context) bool {
 	var waitedFrom time.Time
 	for {
 		now := l.clock.Now()
-		got, share := l.pool.take(1, now.Unix(), int(l.known.Load()))
-		if share >= 0 {
-			l.limit.Store(int64(share * l.cfg.BatchSize))
+		got, filled := l.pool.take(1, now.Unix(), int(l.known.Load()))
+		if filled >= 0 {
+			l.filled.Store(int64(filled))
 		}
 		if got > 0 {
 			if !waitedFrom.IsZero() {
@@ -239,7 +245,7 @@ func (l *Limiter) start(ctx context.Context) bool {
 		burst = min(max(int(prev), l.cfg.Bounds.Min), l.cfg.Bounds.Max)
 	}
 	l.pool = newPool(l.cfg.Bounds, burst, l.clock.Now().Unix())
-	l.limit.Store(int64(burst / int(l.known.Load()) * l.cfg.BatchSize))
+	l.filled.Store(int64(burst))
 	syncCtx, cancel := context.WithCancel(context.Background())
 	l.stopSync, l.syncDone = cancel, make(chan struct{})
 	go l.heartbeat(syncCtx)
@@ -351,7 +357,7 @@ func (l *Limiter) storeUp() {
 
 // Status reports the limiter's state for /status and the scaling signals.
 func (l *Limiter) Status() Status {
-	s := Status{Store: "memory", Replicas: int(l.known.Load()), LimitPerSecond: int(l.limit.Load())}
+	s := Status{Store: "memory", Replicas: int(l.known.Load()), LimitPerSecond: l.limitPerSecond()}
 	if l.cfg.Store != nil {
 		s.Store = "redis"
 	}

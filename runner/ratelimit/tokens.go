@@ -86,27 +86,27 @@ func newPool(b Bounds, burst int, start int64) *pool {
 
 // take gives this replica up to n tokens of the second epoch, with
 // replicas sharing the pool; 0 means the share of this second is spent.
-// share is the replica's part of the pool when this call refilled it for
-// a new second, and -1 otherwise.
-func (p *pool) take(n int, epoch int64, replicas int) (got, share int) {
+// filled is the whole pool when this call refilled it for a new second,
+// and -1 otherwise.
+func (p *pool) take(n int, epoch int64, replicas int) (got, filled int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if replicas < 1 {
 		replicas = 1
 	}
-	share = -1
+	filled = -1
 	if p.lastEpoch < epoch {
 		p.tokens = p.refill(epoch)
 		p.lastEpoch = epoch
-		share = p.tokens / replicas
+		filled = p.tokens
 	}
 	per := p.tokens / replicas
 	if per == 0 {
-		return 0, share
+		return 0, filled
 	}
 	got = min(n, per)
 	p.tokens -= got * replicas
-	return got, share
+	return got, filled
 }
 
 // size is the pool's current size, which a deregistering replica leaves
