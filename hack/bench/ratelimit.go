@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -112,19 +113,19 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 	// window runs from the middle of one second to the middle of another:
 	// a whole number of refills, none cut in two.
 	window := max(5*time.Second, h.duration.Round(time.Second))
-	read := func() (int64, time.Time, error) {
-		var total int64
+	read := func() ([]int64, time.Time, error) {
+		var each []int64
 		for _, a := range admins {
 			s, err := snapshot(ctx, a)
 			if err != nil {
-				return 0, time.Time{}, err
+				return nil, time.Time{}, err
 			}
 			if s.status.State != "running" {
-				return 0, time.Time{}, fmt.Errorf("a runner is %q, not running", s.status.State)
+				return nil, time.Time{}, fmt.Errorf("a runner is %q, not running", s.status.State)
 			}
-			total += s.status.Totals["read"]
+			each = append(each, s.status.Totals["read"])
 		}
-		return total, time.Now(), nil
+		return each, time.Now(), nil
 	}
 	if !sleepCtx(ctx, untilHalfSecond()) {
 		return r, ctx.Err()
@@ -142,9 +143,15 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 		return r, err
 	}
 	secs := t1.Sub(t0).Round(time.Second).Seconds()
-	r.rate = float64(n1-n0) / secs
+	var total int64
+	var split []string
+	for i := range n1 {
+		total += n1[i] - n0[i]
+		split = append(split, fmt.Sprintf("%.0f", float64(n1[i]-n0[i])/secs))
+	}
+	r.rate = float64(total) / secs
 	if limited {
-		r.notes = append(r.notes, fmt.Sprintf("window %.0fs from mid-second to mid-second, %d runner(s)", secs, n))
+		r.notes = append(r.notes, fmt.Sprintf("window %.0fs from mid-second to mid-second; msgs/s per runner: %s", secs, strings.Join(split, " + ")))
 	}
 	return r, nil
 }
