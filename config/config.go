@@ -46,20 +46,26 @@ type Core struct {
 	// read a nested field's bare name (STEPS for MV_RETRY_STEPS) from the
 	// environment, where any other program's variable could set it.
 	Retry
-	OnFailure       string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
-	ShutdownTimeout time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
-	AdminPort       int           `envconfig:"MV_ADMIN_PORT" default:"2469" desc:"port of /metrics, /livez, /readyz, /status"`
-	Port            int           `envconfig:"PORT" default:"8080" desc:"Knative's serving port: /healthz, and the http source"`
-	PendingInterval time.Duration `envconfig:"MV_PENDING_INTERVAL" default:"5s" desc:"how often the source's pending count is read"`
-	LookbackSeconds int           `envconfig:"MV_LOOKBACK_SECONDS" default:"120" desc:"window of the processing rate used for scaling (at most 900)"`
-	ScaleTarget     float64       `envconfig:"MV_SCALE_TARGET_SECONDS" default:"20" desc:"backlog drain time the scaling signals aim at (Numaflow's targetProcessingSeconds)"`
-	MinScale        int           `envconfig:"MV_MIN_SCALE" default:"1" desc:"lower bound of monovtx_desired_replicas; keep equal to autoscaling.knative.dev/min-scale"`
-	MaxScale        int           `envconfig:"MV_MAX_SCALE" default:"0" desc:"upper bound of monovtx_desired_replicas, 0 for none; keep equal to autoscaling.knative.dev/max-scale"`
-	LogLevel        string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	PProf           bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
-	ConfigDir       string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
-	ConfigPoll      time.Duration `envconfig:"MV_CONFIG_POLL" default:"1s" desc:"how often MV_CONFIG_DIR is read"`
-	Strict          bool          `envconfig:"MV_STRICT" default:"true" desc:"an MV_ variable the runner does not know (a typo) exits 2; false only warns"`
+	// RateLimit is embedded for the same reason as Retry.
+	RateLimit
+	OnFailure         string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
+	ShutdownTimeout   time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
+	AdminPort         int           `envconfig:"MV_ADMIN_PORT" default:"2469" desc:"port of /metrics, /livez, /readyz, /status"`
+	Port              int           `envconfig:"PORT" default:"8080" desc:"Knative's serving port: /healthz, and the http source"`
+	PendingInterval   time.Duration `envconfig:"MV_PENDING_INTERVAL" default:"5s" desc:"how often the source's pending count is read"`
+	LookbackSeconds   int           `envconfig:"MV_LOOKBACK_SECONDS" default:"120" desc:"window of the processing rate used for scaling (at most 900)"`
+	ScaleTarget       float64       `envconfig:"MV_SCALE_TARGET_SECONDS" default:"20" desc:"backlog drain time the scaling signals aim at (Numaflow's targetProcessingSeconds)"`
+	MinScale          int           `envconfig:"MV_MIN_SCALE" default:"1" desc:"lower bound of monovtx_desired_replicas; keep equal to autoscaling.knative.dev/min-scale"`
+	MaxScale          int           `envconfig:"MV_MAX_SCALE" default:"0" desc:"upper bound of monovtx_desired_replicas, 0 for none; keep equal to autoscaling.knative.dev/max-scale"`
+	ScaleUpCooldown   int           `envconfig:"MV_SCALE_UP_COOLDOWN_SECONDS" default:"90" desc:"seconds after a change of monovtx_desired_replicas before it may rise again (Numaflow's scale.scaleUpCooldownSeconds)"`
+	ScaleDownCooldown int           `envconfig:"MV_SCALE_DOWN_COOLDOWN_SECONDS" default:"90" desc:"seconds after a change of monovtx_desired_replicas before it may fall again (scale.scaleDownCooldownSeconds)"`
+	ReplicasPerUp     int           `envconfig:"MV_SCALE_REPLICAS_PER_UP" default:"2" desc:"most replicas one rise of monovtx_desired_replicas adds (scale.replicasPerScaleUp)"`
+	ReplicasPerDown   int           `envconfig:"MV_SCALE_REPLICAS_PER_DOWN" default:"2" desc:"most replicas one fall of monovtx_desired_replicas removes (scale.replicasPerScaleDown)"`
+	LogLevel          string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	PProf             bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
+	ConfigDir         string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
+	ConfigPoll        time.Duration `envconfig:"MV_CONFIG_POLL" default:"1s" desc:"how often MV_CONFIG_DIR is read"`
+	Strict            bool          `envconfig:"MV_STRICT" default:"true" desc:"an MV_ variable the runner does not know (a typo) exits 2; false only warns"`
 }
 
 // Retry holds the sink and transformer retry strategy.
@@ -69,6 +75,21 @@ type Retry struct {
 	Factor   float64       `envconfig:"MV_RETRY_FACTOR" default:"1.0" desc:"backoff multiplier per retry (1 keeps the interval)"`
 	Cap      time.Duration `envconfig:"MV_RETRY_CAP" default:"0" desc:"longest wait between retries, 0 for no cap"`
 	Jitter   float64       `envconfig:"MV_RETRY_JITTER" default:"0" desc:"random extra fraction of each wait, 0 to 1"`
+}
+
+// RateLimit holds Numaflow's limits.rateLimit: the read rate limit.
+type RateLimit struct {
+	Max             int           `envconfig:"MV_RATE_LIMIT_MAX" default:"0" desc:"most messages read per second (Numaflow's limits.rateLimit.max), counted as Numaflow does: read calls per second times MV_READ_BATCH_SIZE; shared by all replicas with MV_RATE_LIMIT_STORE=redis, per replica otherwise; 0 for no limit"`
+	Min             int           `envconfig:"MV_RATE_LIMIT_MIN" default:"1" desc:"messages per second at the start of the ramp-up (rateLimit.min)"`
+	RampUp          time.Duration `envconfig:"MV_RATE_LIMIT_RAMP_UP" default:"1s" desc:"time to ramp from MV_RATE_LIMIT_MIN to MV_RATE_LIMIT_MAX (rateLimit.rampUpDuration)"`
+	Mode            string        `envconfig:"MV_RATE_LIMIT_MODE" default:"relaxed" desc:"ramp-up mode (rateLimit.modes): scheduled, relaxed, onlyIfUsed or goBackN"`
+	Threshold       int           `envconfig:"MV_RATE_LIMIT_THRESHOLD_PERCENT" default:"50" desc:"onlyIfUsed and goBackN: percent of the last second's tokens that must be used before the limit grows"`
+	Cooldown        time.Duration `envconfig:"MV_RATE_LIMIT_COOLDOWN" default:"5s" desc:"goBackN: a gap between reads longer than this shrinks the limit"`
+	RampDownPercent int           `envconfig:"MV_RATE_LIMIT_RAMP_DOWN_PERCENT" default:"50" desc:"goBackN: percent of the ramp-up slope the limit shrinks by per second of a gap"`
+	ResumedRampUp   bool          `envconfig:"MV_RATE_LIMIT_RESUMED_RAMP_UP" default:"false" desc:"a replica back within MV_RATE_LIMIT_TTL starts where it left off instead of at the minimum (rateLimit.resumedRampUp; needs the redis store)"`
+	TTL             time.Duration `envconfig:"MV_RATE_LIMIT_TTL" default:"180s" desc:"a replica silent this long leaves the shared pool; also the resumed ramp-up's window (rateLimit.ttl)"`
+	Store           string        `envconfig:"MV_RATE_LIMIT_STORE" default:"memory" desc:"memory (each replica has the whole limit) or redis (the replicas share it; rateLimit.store.redisStore)"`
+	RedisURL        string        `envconfig:"MV_RATE_LIMIT_REDIS_URL" desc:"the redis store's server in single mode: redis://host:6379/0 or rediss://..."`
 }
 
 // Config is everything the runner reads from the environment.
@@ -258,6 +279,17 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_CONFIG_POLL", Value: c.ConfigPoll.String(), Reason: "must be a positive duration"}
 	case c.LookbackSeconds < 1 || c.LookbackSeconds > 900:
 		return &runner.ConfigError{Var: "MV_LOOKBACK_SECONDS", Value: itoa(c.LookbackSeconds), Reason: "must be between 1 and 900"}
+	case c.ScaleUpCooldown < 0:
+		return &runner.ConfigError{Var: "MV_SCALE_UP_COOLDOWN_SECONDS", Value: itoa(c.ScaleUpCooldown), Reason: "must be 0 or more seconds"}
+	case c.ScaleDownCooldown < 0:
+		return &runner.ConfigError{Var: "MV_SCALE_DOWN_COOLDOWN_SECONDS", Value: itoa(c.ScaleDownCooldown), Reason: "must be 0 or more seconds"}
+	case c.ReplicasPerUp < 1:
+		return &runner.ConfigError{Var: "MV_SCALE_REPLICAS_PER_UP", Value: itoa(c.ReplicasPerUp), Reason: "must be 1 or more"}
+	case c.ReplicasPerDown < 1:
+		return &runner.ConfigError{Var: "MV_SCALE_REPLICAS_PER_DOWN", Value: itoa(c.ReplicasPerDown), Reason: "must be 1 or more"}
+	}
+	if err := c.RateLimit.validate(); err != nil {
+		return err
 	}
 	switch runner.OnFailure(c.OnFailure) {
 	case runner.OnFailureRetry, runner.OnFailureFallback, runner.OnFailureDrop:
@@ -330,7 +362,12 @@ func (c *Config) RunnerOptions() runner.Options {
 		ShutdownTimeout: c.ShutdownTimeout,
 		PendingInterval: c.PendingInterval,
 		Lookback:        time.Duration(c.LookbackSeconds) * time.Second,
-		Scaling:         runner.Scaling{TargetSeconds: c.ScaleTarget, Min: c.MinScale, Max: c.MaxScale},
+		Scaling: runner.Scaling{
+			TargetSeconds: c.ScaleTarget, Min: c.MinScale, Max: c.MaxScale,
+			UpCooldown:   time.Duration(c.ScaleUpCooldown) * time.Second,
+			DownCooldown: time.Duration(c.ScaleDownCooldown) * time.Second,
+			PerUp:        c.ReplicasPerUp, PerDown: c.ReplicasPerDown,
+		},
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/runner/ratelimit"
 )
 
 // OnFailure is what happens to a message whose retries are spent (MV_ON_FAILURE).
@@ -88,6 +90,9 @@ type Options struct {
 	Lookback time.Duration
 	// Scaling bounds and targets the replica recommendation.
 	Scaling Scaling
+	// RateLimiter gates the source's read calls (Numaflow's
+	// limits.rateLimit); nil reads without a limit. Run closes it.
+	RateLimiter *ratelimit.Limiter
 	// Logger receives the engine's logs; nil discards them.
 	Logger *zap.SugaredLogger
 	// Registerer receives the engine's metrics; nil keeps them private.
@@ -226,6 +231,8 @@ type Engine struct {
 	pauseMu sync.Mutex
 	paused  bool
 	resume  chan struct{}
+
+	scaleGov scaleGovernor
 }
 
 type counters struct {
@@ -428,6 +435,16 @@ func (e *Engine) Run(ctx context.Context) error {
 		runErr = fatalErr
 	}
 	e.closeAll(closeBy)
+	if l := e.opts.RateLimiter; l != nil {
+		// Leaving the shared pool lets the other replicas take this one's
+		// share at once instead of after the TTL; past the shutdown budget
+		// the TTL has to do.
+		ctx, cancel := context.WithDeadline(context.Background(), closeBy)
+		if err := l.Close(ctx); err != nil {
+			e.log.Warnw("rate limiter close failed", zap.Error(err))
+		}
+		cancel()
+	}
 	e.state.Store("stopped")
 	return runErr
 }
@@ -547,6 +564,13 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		}
 		want := e.acquire(ctx, e.opts.BatchSize)
 		if want == 0 {
+			<-slots
+			return nil
+		}
+		// Numaflow's limit for a MonoVertex counts read calls: one token
+		// per read of up to a batch, taken once a read may start.
+		if l := e.opts.RateLimiter; l != nil && !l.Acquire(ctx) {
+			e.release(want)
 			<-slots
 			return nil
 		}

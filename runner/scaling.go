@@ -25,6 +25,64 @@ type Scaling struct {
 	TargetSeconds float64
 	// Min and Max mirror Knative's min-scale and max-scale; Max 0 is unbounded.
 	Min, Max int
+	// UpCooldown and DownCooldown are how long after a change of the
+	// recommendation it may not rise, or fall, again (Numaflow's
+	// scaleUpCooldownSeconds and scaleDownCooldownSeconds).
+	UpCooldown, DownCooldown time.Duration
+	// PerUp and PerDown are the most replicas one change adds or removes
+	// (replicasPerScaleUp, replicasPerScaleDown); 0 is no limit.
+	PerUp, PerDown int
+}
+
+// scaleGovernor moves the recommendation the way Numaflow's autoscaler
+// moves a MonoVertex's replicas (pkg/reconciler/monovertex/scaling):
+// towards the formula's value by at most PerUp or PerDown per step, and not
+// within the cooldown after the last step. The recommendation stands for
+// the replica count, as if the autoscaler followed it.
+type scaleGovernor struct {
+	mu      sync.Mutex
+	set     bool
+	current int
+	changed time.Time
+}
+
+// next returns the recommendation at now for the formula's value want;
+// holdUp keeps it from rising (reading is held at a shared rate limit,
+// where more replicas read no more).
+func (g *scaleGovernor) next(want int, now time.Time, sc Scaling, holdUp bool) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if want < 0 {
+		return -1
+	}
+	if !g.set {
+		g.set, g.current, g.changed = true, want, now
+		return want
+	}
+	since := now.Sub(g.changed)
+	next := g.current
+	switch {
+	case want > g.current:
+		if holdUp || since < sc.UpCooldown {
+			return g.current
+		}
+		next = want
+		if sc.PerUp > 0 {
+			next = min(want, g.current+sc.PerUp)
+		}
+	case want < g.current:
+		if since < sc.DownCooldown {
+			return g.current
+		}
+		next = want
+		if sc.PerDown > 0 {
+			next = max(want, g.current-sc.PerDown)
+		}
+	default:
+		return g.current
+	}
+	g.current, g.changed = next, now
+	return next
 }
 
 // ScaleSignals are the scaling inputs and the recommendation, as /status
@@ -40,8 +98,9 @@ type ScaleSignals struct {
 	// BacklogSeconds is Pending / GroupRate: how long the backlog takes to
 	// drain at the current total rate; -1 when unknown.
 	BacklogSeconds float64 `json:"backlog_seconds"`
-	// DesiredReplicas is Numaflow's formula, clamped to the bounds; -1 means
-	// no recommendation (pending unknown, or no rate measured yet).
+	// DesiredReplicas is Numaflow's formula, clamped to the bounds and
+	// moved by the step limits and cooldowns; -1 means no recommendation
+	// (pending unknown, or no rate measured yet).
 	DesiredReplicas int `json:"desired_replicas"`
 }
 
@@ -97,7 +156,12 @@ func (e *Engine) ScaleSignals() ScaleSignals {
 	} else if s.Pending == 0 {
 		s.BacklogSeconds = 0
 	}
-	s.DesiredReplicas = desiredReplicas(s.Pending, s.Rate, e.opts.Scaling)
+	holdUp := false
+	if l := e.opts.RateLimiter; l != nil {
+		st := l.Status()
+		holdUp = st.Store != "memory" && st.Throttled
+	}
+	s.DesiredReplicas = e.scaleGov.next(desiredReplicas(s.Pending, s.Rate, e.opts.Scaling), time.Now(), e.opts.Scaling, holdUp)
 	return s
 }
 

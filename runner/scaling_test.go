@@ -49,3 +49,35 @@ func TestGroupProgressRateSpansTheLookback(t *testing.T) {
 		t.Fatalf("oldest sample %v before the newest, want exactly the 120s lookback", start.Add(300*time.Second).Sub(first))
 	}
 }
+
+// The recommendation moves as Numaflow's autoscaler moves a MonoVertex
+// (pkg/reconciler/monovertex/scaling: scaleUp, scaleDown): at most
+// PerUp/PerDown replicas per step, none within the cooldown of the last.
+func TestScaleGovernorStepsAndCooldowns(t *testing.T) {
+	sc := Scaling{UpCooldown: 60 * time.Second, DownCooldown: 30 * time.Second, PerUp: 2, PerDown: 1}
+	t0 := time.Unix(1_700_000_000, 0)
+	var g scaleGovernor
+	for i, step := range []struct {
+		at           time.Duration
+		holdUp       bool
+		formula, got int
+	}{
+		{at: 0, formula: 3, got: 3},                  // first recommendation: the formula
+		{at: 10 * time.Second, formula: 10, got: 3},  // up within the cooldown: held
+		{at: 60 * time.Second, formula: 10, got: 5},  // up by at most 2
+		{at: 100 * time.Second, formula: 10, got: 5}, // 40s later: still cooling down
+		{at: 120 * time.Second, formula: 10, got: 7},
+		{at: 140 * time.Second, formula: 2, got: 7}, // down cooldown is 30s
+		{at: 150 * time.Second, formula: 2, got: 6}, // down by at most 1
+		{at: 170 * time.Second, formula: 2, got: 6},
+		{at: 180 * time.Second, formula: 2, got: 5},
+		{at: 180 * time.Second, formula: -1, got: -1},             // unknown: no recommendation
+		{at: 400 * time.Second, formula: 9, got: 5, holdUp: true}, // at a shared rate limit: no rise
+		{at: 401 * time.Second, formula: 9, got: 7},
+		{at: 402 * time.Second, formula: 7, got: 7},
+	} {
+		if got := g.next(step.formula, t0.Add(step.at), sc, step.holdUp); got != step.got {
+			t.Fatalf("step %d at %s: formula %d -> %d, want %d", i, step.at, step.formula, got, step.got)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/monovertex/monovertex/runner/ratelimit"
 )
 
 // Status is the engine's state as /status reports it.
@@ -33,9 +35,11 @@ type Status struct {
 	// Rate is acked input messages per second over each window.
 	Rate map[string]float64 `json:"processing_rate"`
 	// Pending is the source's last reported pending count; -1 is unknown.
-	Pending   int64        `json:"pending"`
-	Scaling   ScaleSignals `json:"scaling"`
-	LastError *errorRecord `json:"last_error,omitempty"`
+	Pending int64        `json:"pending"`
+	Scaling ScaleSignals `json:"scaling"`
+	// RateLimit is the read rate limiter's state, absent without one.
+	RateLimit *ratelimit.Status `json:"rate_limit,omitempty"`
+	LastError *errorRecord      `json:"last_error,omitempty"`
 
 	// Time is when this snapshot was taken; Started when the engine was built.
 	Time    time.Time `json:"time"`
@@ -134,8 +138,14 @@ func (e *Engine) Status() Status {
 	if !e.bypass.empty() {
 		bypass = &BypassStatus{Sink: e.bypass.Sink.String(), Fallback: e.bypass.Fallback.String(), OnSuccess: e.bypass.OnSuccess.String()}
 	}
+	var rl *ratelimit.Status
+	if e.opts.RateLimiter != nil {
+		rls := e.opts.RateLimiter.Status()
+		rl = &rls
+	}
 	st := Status{
-		Name: e.opts.Name, Replica: e.opts.Replica, State: state, Paused: paused,
+		RateLimit: rl,
+		Name:      e.opts.Name, Replica: e.opts.Replica, State: state, Paused: paused,
 		Totals: Totals{
 			Read: t.read.Load(), ReadBytes: t.readBytes.Load(), Acked: t.acked.Load(), Nacked: t.nacked.Load(),
 			Written: t.written.Load(), FallbackWritten: t.fallbackWritten.Load(), Dropped: t.dropped.Load(),

@@ -131,6 +131,21 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	opts.Logger = log
 	opts.Registerer = reg
 	opts.ContainerErrors = containerErrors
+	if opts.RateLimiter, err = cfg.NewRateLimiter(reg, labels, log.Named("ratelimit")); err != nil {
+		adapters.close()
+		portLn.Close()
+		adminLn.Close()
+		return exitConfig, err
+	}
+	if opts.RateLimiter != nil {
+		maxCalls, minCalls := cfg.ReadCallsPerSecond()
+		log.Infow("read rate limit", "max_read_calls_per_second", maxCalls, "min_read_calls_per_second", minCalls,
+			"max_messages_per_second", maxCalls*cfg.ReadBatchSize, "store", cfg.RateLimit.Store, "mode", cfg.RateLimit.Mode)
+		if cfg.RateLimit.Max%cfg.ReadBatchSize != 0 {
+			log.Warnw("MV_RATE_LIMIT_MAX is not a multiple of MV_READ_BATCH_SIZE; as in Numaflow the limit counts read calls, so up to max_read_calls_per_second x MV_READ_BATCH_SIZE messages are read per second",
+				"MV_RATE_LIMIT_MAX", cfg.RateLimit.Max, "MV_READ_BATCH_SIZE", cfg.ReadBatchSize, "effective_max", maxCalls*cfg.ReadBatchSize)
+		}
+	}
 	eng, err := runner.NewPipeline(opts, adapters.pipeline(cfg))
 	if err != nil {
 		adapters.close()

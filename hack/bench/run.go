@@ -218,7 +218,7 @@ func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, ext
 func generatorEnv(size int) map[string]string {
 	return map[string]string{
 		"MV_SOURCE":             "generator",
-		"MV_GENERATOR_RPU":      "1000000000",
+		"MV_GENERATOR_RPU":      "10000000", // the generator's most
 		"MV_GENERATOR_DURATION": "1s",
 		"MV_GENERATOR_MSG_SIZE": strconv.Itoa(size),
 	}

@@ -87,7 +87,7 @@ const (
 )
 
 func catalogue() []*family {
-	return []*family{
+	return append([]*family{
 		{
 			name: "generator->blackhole", sizes: []int{KiB, 64 * KiB, MiB},
 			needs: []string{"MV_SOURCE=generator", "MV_SINK=blackhole"},
@@ -132,7 +132,7 @@ func catalogue() []*family {
 			what:  "raw Unix-socket byte pump, one writer and one reader: the physical limit for large payloads",
 			sides: (*harness).sidesPump,
 		},
-	}
+	}, rateLimitFamilies()...)
 }
 
 func selectScenarios(fams []*family, filter *regexp.Regexp) []scenario {
@@ -177,8 +177,13 @@ type record struct {
 	SequentialMsgsPerSec *float64 `json:"sequential_baseline_msgs_per_sec"`
 	RatioToSequential    *float64 `json:"ratio_to_sequential_baseline"`
 	PeakRSSMB            *float64 `json:"peak_rss_mb"` // MiB, VmHWM of the runner
-	P50MS                *float64 `json:"p50_ms"`
-	P99MS                *float64 `json:"p99_ms"`
+	// The rate limit scenarios: MV_RATE_LIMIT_MAX, the read rate over it,
+	// and how many runner processes shared it.
+	RateLimitMsgsPerSec *float64 `json:"rate_limit_msgs_per_sec,omitempty"`
+	RatioToLimit        *float64 `json:"ratio_to_limit,omitempty"`
+	Replicas            int      `json:"replicas,omitempty"`
+	P50MS               *float64 `json:"p50_ms"`
+	P99MS               *float64 `json:"p99_ms"`
 
 	// Context for reading the figures.
 	BatchSize       int      `json:"batch_size,omitempty"`
@@ -309,6 +314,10 @@ func fillRecord(rec *record, results map[string][]sideResult) {
 			rec.CPURatioToSequential = num(*rec.CPUUsPerMiB / *rec.SequentialCPUUsPerMiB)
 		}
 	}
+	if rec.MsgsPerSec != nil && rec.RateLimitMsgsPerSec != nil {
+		rec.RatioToLimit = num(*rec.MsgsPerSec / *rec.RateLimitMsgsPerSec)
+		rec.Notes = append(rec.Notes, fmt.Sprintf("read rate / MV_RATE_LIMIT_MAX = %.0f / %.0f = %.3f", *rec.MsgsPerSec, *rec.RateLimitMsgsPerSec, *rec.RatioToLimit))
+	}
 	rec.Targets = targets(rec)
 }
 
@@ -401,6 +410,10 @@ func targets(r *record) []target {
 	case "generator->cloudevents->blackhole":
 		ratio("x baseline", r.RatioToBaseline, 0.8)
 		ratio("x peer", r.RatioToPeer, 1.2)
+	case "ratelimit-memory-x1", "ratelimit-redis-x3":
+		if r.RatioToLimit != nil {
+			out = append(out, target{"read/max in 0.9..1.1", *r.RatioToLimit >= 0.9 && *r.RatioToLimit <= 1.1})
+		}
 	}
 	if r.PayloadBytes == MiB && r.PeakRSSMB != nil && r.RSSBoundMB != nil {
 		out = append(out, target{fmt.Sprintf("RSS <= %.0f MiB", *r.RSSBoundMB), *r.PeakRSSMB <= *r.RSSBoundMB})
