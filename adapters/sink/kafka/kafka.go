@@ -41,6 +41,7 @@ type Config struct {
 	OnSuccessTopic   string        `envconfig:"MV_ON_SUCCESS_KAFKA_TOPIC" desc:"topic the onSuccess sink produces to"`
 	SetKey           bool          `envconfig:"MV_KAFKA_SINK_SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions"`
 	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
+	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
 	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a record may wait for the brokers' ack, retries included, before it counts as failed and the runner retries it"`
 	kafkaconn.Auth
 }
@@ -104,6 +105,7 @@ func init() {
 type Sink struct {
 	topic     string
 	setKey    bool
+	idHeader  string
 	cl        *kgo.Client
 	closeOnce sync.Once
 }
@@ -142,7 +144,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		cl.Close()
 		return nil, err
 	}
-	return &Sink{topic: topic, setKey: cfg.SetKey, cl: cl}, nil
+	return &Sink{topic: topic, setKey: cfg.SetKey, idHeader: cfg.IDHeader, cl: cl}, nil
 }
 
 // Write produces every message and waits for each record's ack. A record
@@ -181,15 +183,20 @@ func (s *Sink) record(m *runner.Message) *kgo.Record {
 	if s.setKey && len(m.Keys) > 0 {
 		rec.Key = []byte(strings.Join(m.Keys, ":"))
 	}
-	if len(m.Headers) > 0 {
+	if len(m.Headers) > 0 || s.idHeader != "" {
 		names := make([]string, 0, len(m.Headers))
 		for k := range m.Headers {
-			names = append(names, k)
+			if k != s.idHeader || s.idHeader == "" {
+				names = append(names, k)
+			}
 		}
 		sort.Strings(names)
-		rec.Headers = make([]kgo.RecordHeader, len(names))
-		for i, k := range names {
-			rec.Headers[i] = kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])}
+		rec.Headers = make([]kgo.RecordHeader, 0, len(names)+1)
+		for _, k := range names {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+		}
+		if s.idHeader != "" {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: s.idHeader, Value: []byte(m.ID)})
 		}
 	}
 	return rec
