@@ -42,7 +42,7 @@ type Config struct {
 	SetKey           bool          `envconfig:"MV_KAFKA_SINK_SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions"`
 	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
 	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
-	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a record may wait for the brokers' ack, retries included, before it counts as failed and the runner retries it"`
+	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
 	kafkaconn.Auth
 }
 
@@ -106,6 +106,7 @@ type Sink struct {
 	topic     string
 	setKey    bool
 	idHeader  string
+	timeout   time.Duration
 	cl        *kgo.Client
 	closeOnce sync.Once
 }
@@ -132,7 +133,6 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // with idempotence, which is kgo's default
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
-		kgo.RecordDeliveryTimeout(cfg.ProduceTimeout),
 		kgo.ProducerLinger(0),
 		kgo.WithLogger(kafkaconn.Logger(log)),
 	)
@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		cl.Close()
 		return nil, err
 	}
-	return &Sink{topic: topic, setKey: cfg.SetKey, idHeader: cfg.IDHeader, cl: cl}, nil
+	return &Sink{topic: topic, setKey: cfg.SetKey, idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
 }
 
 // Write produces every message and waits for each record's ack. A record
@@ -155,19 +155,49 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Not kgo.RecordDeliveryTimeout: the client measures it from the
+	// record's timestamp, which here is the event time and may be old.
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	results := make([]runner.WriteResult, len(msgs))
-	var wg sync.WaitGroup
-	wg.Add(len(msgs))
+	// A record already sent to a broker that went away is retried by the
+	// client until a broker acks it, past any context: the write stops
+	// waiting at the deadline and reports it failed (the runner retries;
+	// a late ack only makes a duplicate).
+	var mu sync.Mutex
+	waiting, left, returned := make([]bool, len(msgs)), len(msgs), false
+	all := make(chan struct{})
+	for i := range waiting {
+		waiting[i] = true
+	}
 	for i, m := range msgs {
-		rec := s.record(m)
-		s.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		s.cl.Produce(ctx, s.record(m), func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if returned {
+				return
+			}
 			if err != nil {
 				results[i] = failed(m, s.topic, err)
 			}
-			wg.Done()
+			waiting[i] = false
+			if left--; left == 0 {
+				close(all)
+			}
 		})
 	}
-	wg.Wait()
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	for i, w := range waiting {
+		if w {
+			results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("kafka sink: produce %s to %s: no ack within %v (MV_KAFKA_PRODUCE_TIMEOUT): %w", msgs[i].ID, s.topic, s.timeout, ctx.Err())}
+		}
+	}
 	return results, nil
 }
 
