@@ -8,6 +8,7 @@ package kafkatest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/monovertex/monovertex/internal/testutil"
@@ -162,6 +164,9 @@ func Committed(t testing.TB, cl *kgo.Client, group, topic string) map[int32]int6
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	resp, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{}
+	}
 	if err != nil {
 		t.Fatalf("committed offsets of %s: %v", group, err)
 	}

@@ -609,6 +609,9 @@ func (s *Source) lagNow(ctx context.Context) (lagInfo, error) {
 		return lagInfo{}, fmt.Errorf("kafka source: start offsets of %s: %w", s.cfg.Topic, err)
 	}
 	committed, err := s.adm.FetchOffsets(ctx, s.cfg.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		err = nil // nothing committed yet
+	}
 	if err != nil {
 		return lagInfo{}, fmt.Errorf("kafka source: committed offsets of group %s: %w", s.cfg.Group, err)
 	}
