@@ -154,3 +154,69 @@ func TestHundredThousandAcrossSixPartitions(t *testing.T) {
 	dups := countOutput(t, c, n)
 	t.Logf("%d records in %v; %d duplicates; %d commits checked", n, took.Round(time.Millisecond), dups, commits)
 }
+
+// Three runners in one group while records keep arriving: a second and a
+// third join (rebalances), one is killed with SIGKILL mid-stream (its
+// partitions move after the session timeout). Nothing is lost; the
+// duplicates (records the killed runner wrote but had not committed) are
+// counted and reported.
+func TestRebalancesJoinAndKill(t *testing.T) {
+	const n = 60_000
+	c := kafkatest.Start(t, 1, map[string]int{"in": 6, "out": 6})
+	cl := c.Client(kgo.ProducerLinger(5 * time.Millisecond))
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; i < n; i += 2000 {
+			kafkatest.Produce(t, cl, "in", values(i, i+2000), func(j int) []byte { return key(i + j) })
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	env := func(name string) map[string]string {
+		e := runnerEnv(c, name)
+		e["MV_READ_BATCH_SIZE"] = "100" // smaller batches: more commits, more in flight at each rebalance
+		return e
+	}
+	a := testutil.StartRunner(t, env("a"))
+	a.Name = "runner a"
+	b := testutil.StartRunner(t, env("b"))
+	b.Name = "runner b"
+	testutil.WaitFor(t, 60*time.Second, "10,000 committed", func() bool { return committedTotal(t, cl) >= 10_000 })
+	x := testutil.StartRunner(t, env("c"))
+	x.Name = "runner c"
+	testutil.WaitFor(t, 60*time.Second, "25,000 committed", func() bool { return committedTotal(t, cl) >= 25_000 })
+	b.Kill()
+	t.Logf("killed runner b at %d committed", committedTotal(t, cl))
+	<-produced
+	waitCommittedToEnd(t, cl, 150*time.Second)
+	stop(t, a)
+	stop(t, x)
+	noFailedCheck(t, a, b, x)
+	commits := checkCommits(t, a) + checkCommits(t, x)
+	dups := countOutput(t, c, n)
+	t.Logf("%d records, 3 runners, one joined and one killed: 0 lost, %d duplicates; %d commits of the survivors checked", n, dups, commits)
+}
+
+// The broker is stopped and started again (same ports, same data
+// directory) mid-run; the runner rides it out and nothing is lost.
+func TestBrokerRestart(t *testing.T) {
+	const n = 30_000
+	c := kafkatest.Start(t, 1, map[string]int{"in": 6, "out": 6})
+	cl := c.Client(kgo.ProducerLinger(5 * time.Millisecond))
+	kafkatest.Produce(t, cl, "in", values(0, n), key)
+	env := runnerEnv(c, "restart")
+	env["MV_READ_BATCH_SIZE"] = "100"
+	r := testutil.StartRunner(t, env)
+	testutil.WaitFor(t, 60*time.Second, "3,000 committed", func() bool { return committedTotal(t, cl) >= 3_000 })
+	at := committedTotal(t, cl)
+	c.Stop()
+	time.Sleep(time.Second)
+	c.Restart()
+	t.Logf("broker restarted at %d committed", at)
+	waitCommittedToEnd(t, cl, 150*time.Second)
+	stop(t, r)
+	noFailedCheck(t, r)
+	commits := checkCommits(t, r)
+	dups := countOutput(t, c, n)
+	t.Logf("%d records across a broker restart: 0 lost, %d duplicates; %d commits checked", n, dups, commits)
+}
