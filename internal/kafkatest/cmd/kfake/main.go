@@ -29,6 +29,7 @@ func main() {
 	dataDir := flag.String("data-dir", "", "directory the cluster's state is kept in across restarts (empty: memory only)")
 	syncWrites := flag.Bool("sync", false, "fsync every produced batch")
 	minSession := flag.Duration("min-session-timeout", time.Second, "smallest group session timeout the brokers accept")
+	retention := flag.Duration("retention-every", 0, "apply the topics' retention.bytes and retention.ms this often (0: never; kfake keeps every record otherwise)")
 	flag.Parse()
 
 	var portList []int
@@ -81,6 +82,19 @@ func main() {
 	fmt.Println("ready")
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	<-sigs
+	if *retention > 0 {
+		t := time.NewTicker(*retention)
+		defer t.Stop()
+		for loop := true; loop; {
+			select {
+			case <-t.C:
+				c.ApplyRetention()
+			case <-sigs:
+				loop = false
+			}
+		}
+	} else {
+		<-sigs
+	}
 	c.Close()
 }
