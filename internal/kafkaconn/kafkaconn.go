@@ -160,21 +160,32 @@ func ValidTopic(s string) bool {
 }
 
 // CheckTopic asks the brokers for the topic's end offsets: it fails if no
-// broker answers, and names the variable if the topic does not exist.
+// broker answers, and names the variable if the topic does not exist. A
+// topic reported missing is asked for again for a few seconds first: a
+// topic created a moment ago may not be in every broker's metadata yet.
 func CheckTopic(ctx context.Context, adm *kadm.Client, topic, variable string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
+	for attempt := 0; ; attempt++ {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		missing := errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(ends[topic]) == 0)
+		if !missing {
+			if err != nil {
+				return fmt.Errorf("kafka: list offsets of topic %q (are the brokers reachable, and SASL/TLS set as they expect?): %w", topic, err)
+			}
+			return nil
+		}
+		if attempt == 10 || ctx.Err() != nil {
+			return &runner.ConfigError{Var: variable, Value: topic, Reason: "the topic does not exist on the brokers: create it or name an existing one"}
+		}
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(ends[topic]) == 0) {
-		return &runner.ConfigError{Var: variable, Value: topic, Reason: "the topic does not exist on the brokers: create it or name an existing one"}
-	}
-	if err != nil {
-		return fmt.Errorf("kafka: list offsets of topic %q (are the brokers reachable, and SASL/TLS set as they expect?): %w", topic, err)
-	}
-	return nil
 }
 
 // Logger passes the client's warnings and errors to the runner's log.
