@@ -141,6 +141,11 @@ type Source struct {
 
 	lagMu sync.Mutex
 	lag   lagInfo
+
+	// revoking and released, when set (tests), are told when a revoke or
+	// loss begins and how it ended.
+	revoking func(parts []int32)
+	released func(parts []int32, revoked bool, waited time.Duration, unfinished int)
 }
 
 type lagInfo struct {
@@ -517,6 +522,9 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 		return
 	}
 	start := time.Now()
+	if s.revoking != nil && commit {
+		s.revoking(parts)
+	}
 	deadline := start.Add(s.cfg.RevokeTimeout)
 	timer := time.AfterFunc(s.cfg.RevokeTimeout, func() {
 		s.mu.Lock()
@@ -571,8 +579,12 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 		}
 		cancel()
 	}
+	waited := time.Since(start)
 	s.log.Infow("partitions "+how, "topic", s.cfg.Topic, "partitions", parts, "committed", len(offsets),
-		"unfinished", unfinished, "waited", time.Since(start).Round(time.Millisecond).String())
+		"unfinished", unfinished, "waited", waited.Round(time.Millisecond).String())
+	if s.released != nil {
+		s.released(parts, commit, waited, unfinished)
+	}
 }
 
 // inflight counts the records of parts handed to the engine and not yet

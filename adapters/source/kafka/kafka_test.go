@@ -240,3 +240,144 @@ func testutilWait(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// owned returns the partitions s tracks now.
+func owned(s *Source) []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int32
+	for p := range s.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// A second member joins while the first holds one record of each
+// partition in flight. The revoke of the partition that moves waits for
+// that record: acked within MV_KAFKA_REVOKE_TIMEOUT, it is committed and
+// the new owner starts after it; not acked in time, the commit stops
+// before it and the new owner reads it (and everything after) again, and
+// the old owner's late ack changes nothing.
+func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		revoke         time.Duration
+		ackAfter       time.Duration // after the revoke began
+		wantAgain      int           // records of the moved partition the new owner reads
+		wantUnfinished int
+	}{
+		{"acked within the bound", 10 * time.Second, 500 * time.Millisecond, 0, 0},
+		{"not acked within the bound", 500 * time.Millisecond, 2 * time.Second, 5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkatest.Start(t, 1, map[string]int{"rv": 2})
+			cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			ctx := context.Background()
+			for p := int32(0); p < 2; p++ {
+				for i := 0; i < 10; i++ {
+					if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "rv", Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, i))}).FirstErr(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			cfg := testConfig(c.Brokers(), "rv")
+			cfg.RevokeTimeout = tc.revoke
+			a := newSource(t, cfg)
+			got := readAll(t, a, 20)
+			var held, rest []*runner.Message
+			for _, m := range got {
+				if strings.HasSuffix(m.ID, ":5") {
+					held = append(held, m)
+				} else {
+					rest = append(rest, m)
+				}
+			}
+			if len(held) != 2 {
+				t.Fatalf("held %v", ids(held))
+			}
+			_ = a.Ack(ctx, rest)
+			type release struct {
+				waited     time.Duration
+				unfinished int
+			}
+			releases := make(chan release, 8)
+			var once sync.Once
+			// The first revoke begins once this fires: ack after ackAfter.
+			a.mu.Lock()
+			parts := len(a.parts)
+			a.mu.Unlock()
+			if parts != 2 {
+				t.Fatalf("a tracks %d partitions, want 2", parts)
+			}
+			a.released = func(_ []int32, revoked bool, waited time.Duration, unfinished int) {
+				if revoked {
+					releases <- release{waited, unfinished}
+				}
+			}
+			startAck := func() {
+				once.Do(func() {
+					go func() {
+						time.Sleep(tc.ackAfter)
+						_ = a.Ack(ctx, held)
+					}()
+				})
+			}
+			a.revoking = func([]int32) { startAck() }
+			b := newSource(t, cfg)
+			// b must poll to take part; the revoke runs in a's client meanwhile.
+			var again []*runner.Message
+			deadline := time.Now().Add(30 * time.Second)
+			for len(owned(a)) != 1 || time.Since(deadline) < -25*time.Second {
+				if time.Now().After(deadline) {
+					t.Fatalf("no rebalance: a owns %v", owned(a))
+				}
+				msgs, _ := b.Read(ctx, 20, 200*time.Millisecond)
+				again = append(again, msgs...)
+			}
+			var r release
+			select {
+			case r = <-releases:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no revoke reported")
+			}
+			if r.unfinished != tc.wantUnfinished {
+				t.Fatalf("revoke left %d records unfinished, want %d", r.unfinished, tc.wantUnfinished)
+			}
+			if tc.wantUnfinished == 0 && r.waited < tc.ackAfter/2 {
+				t.Fatalf("revoke waited %v; the held record was acked %v after it began", r.waited, tc.ackAfter)
+			}
+			if tc.wantUnfinished > 0 && r.waited < tc.revoke {
+				t.Fatalf("revoke gave up after %v, before its bound %v", r.waited, tc.revoke)
+			}
+			for time.Now().Before(deadline) && len(again) < tc.wantAgain {
+				msgs, _ := b.Read(ctx, 20, 200*time.Millisecond)
+				again = append(again, msgs...)
+			}
+			// Nothing more arrives.
+			msgs, _ := b.Read(ctx, 20, time.Second)
+			again = append(again, msgs...)
+			moved := int32(1 - owned(a)[0])
+			for _, m := range again {
+				if !strings.HasPrefix(m.ID, fmt.Sprintf("rv:%d:", moved)) {
+					t.Fatalf("b read %s, not of the moved partition %d", m.ID, moved)
+				}
+			}
+			if len(again) != tc.wantAgain {
+				t.Fatalf("b read %v from the moved partition %d, want %d records", ids(again), moved, tc.wantAgain)
+			}
+			if tc.wantAgain > 0 && again[0].ID != fmt.Sprintf("rv:%d:5", moved) {
+				t.Fatalf("b starts at %s, want the unfinished rv:%d:5", again[0].ID, moved)
+			}
+			_ = b.Ack(ctx, again)
+			testutilWait(t, 20*time.Second, func() bool {
+				cm := kafkatest.Committed(t, cl, cfg.Group, "rv")
+				return cm[0] == 10 && cm[1] == 10
+			})
+			for _, s := range []*Source{a, b} {
+				if _, violations, first := s.check.summary(); violations != 0 {
+					t.Fatalf("commit check: %v", first)
+				}
+			}
+		})
+	}
+}
