@@ -142,8 +142,8 @@ type Source struct {
 	lagMu sync.Mutex
 	lag   lagInfo
 
-	// revoking and released, when set (tests), are told when a revoke or
-	// loss begins and how it ended.
+	// revoking and released, when set (tests, under mu), are told when a
+	// revoke or loss begins and how it ended.
 	revoking func(parts []int32)
 	released func(parts []int32, revoked bool, waited time.Duration, unfinished int)
 }
@@ -522,8 +522,11 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 		return
 	}
 	start := time.Now()
-	if s.revoking != nil && commit {
-		s.revoking(parts)
+	s.mu.Lock()
+	revoking, released := s.revoking, s.released
+	s.mu.Unlock()
+	if revoking != nil && commit {
+		revoking(parts)
 	}
 	deadline := start.Add(s.cfg.RevokeTimeout)
 	timer := time.AfterFunc(s.cfg.RevokeTimeout, func() {
@@ -582,8 +585,8 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 	waited := time.Since(start)
 	s.log.Infow("partitions "+how, "topic", s.cfg.Topic, "partitions", parts, "committed", len(offsets),
 		"unfinished", unfinished, "waited", waited.Round(time.Millisecond).String())
-	if s.released != nil {
-		s.released(parts, commit, waited, unfinished)
+	if released != nil {
+		released(parts, commit, waited, unfinished)
 	}
 }
 

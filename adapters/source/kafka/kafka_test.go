@@ -309,6 +309,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 			if parts != 2 {
 				t.Fatalf("a tracks %d partitions, want 2", parts)
 			}
+			a.mu.Lock()
 			a.released = func(_ []int32, revoked bool, waited time.Duration, unfinished int) {
 				if revoked {
 					releases <- release{waited, unfinished}
@@ -323,6 +324,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 				})
 			}
 			a.revoking = func([]int32) { startAck() }
+			a.mu.Unlock()
 			b := newSource(t, cfg)
 			// b must poll to take part; the revoke runs in a's client meanwhile.
 			var again []*runner.Message
