@@ -141,6 +141,9 @@ type Source struct {
 
 	lagMu sync.Mutex
 	lag   lagInfo
+	// lagErr is the last lag query's failure, nil after a success: the
+	// brokers' reachability as Ready reports it.
+	lagErr atomic.Pointer[error]
 
 	// revoking and released, when set (tests, under mu), are told when a
 	// revoke or loss begins and how it ended.
@@ -613,6 +616,30 @@ func (s *Source) lagNow(ctx context.Context) (lagInfo, error) {
 	if time.Since(s.lag.at) < lagValidFor {
 		return s.lag, nil
 	}
+	li, err := s.queryLag(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.lagErr.Store(&err)
+		}
+		return li, err
+	}
+	s.lagErr.Store(nil)
+	s.lag = li
+	return li, nil
+}
+
+// Ready reports whether the last lag query (every MV_PENDING_INTERVAL)
+// reached the brokers.
+func (s *Source) Ready(context.Context) error {
+	if p := s.lagErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+var _ runner.Readier = (*Source)(nil)
+
+func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ends, err := s.adm.ListEndOffsets(ctx, s.cfg.Topic)
@@ -657,7 +684,6 @@ func (s *Source) lagNow(ctx context.Context) (lagInfo, error) {
 		return lagInfo{}, fmt.Errorf("kafka source: offsets of %s: %w", s.cfg.Topic, perr)
 	}
 	li.at = time.Now()
-	s.lag = li
 	return li, nil
 }
 

@@ -1,6 +1,12 @@
 package kafka
 
-import "testing"
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/monovertex/monovertex/runner"
+)
 
 func TestTrackerCommitsOnlyTheAckedPrefix(t *testing.T) {
 	tr := newPartTracker()
@@ -75,5 +81,42 @@ func TestCommitCheckCatchesACommitBeyondUnacked(t *testing.T) {
 	}
 	if commits, violations, _ := c.summary(); commits != 3 || violations != 1 {
 		t.Fatalf("summary %d commits, %d violations; want 3, 1", commits, violations)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := testConfig("k:9092", "t")
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = " " }, "MV_KAFKA_BROKERS"},
+		{"broker without port", func(c *Config) { c.Brokers = "kafka" }, "MV_KAFKA_BROKERS"},
+		{"port out of range", func(c *Config) { c.Brokers = "k:9092,k:70000" }, "MV_KAFKA_BROKERS"},
+		{"no topic", func(c *Config) { c.Topic = "" }, "MV_KAFKA_TOPIC"},
+		{"topic with a slash", func(c *Config) { c.Topic = "a/b" }, "MV_KAFKA_TOPIC"},
+		{"no group", func(c *Config) { c.Group = "" }, "MV_KAFKA_GROUP"},
+		{"start offset", func(c *Config) { c.StartOffset = "newest" }, "MV_KAFKA_START_OFFSET"},
+		{"commit interval", func(c *Config) { c.CommitInterval = 0 }, "MV_KAFKA_COMMIT_INTERVAL"},
+		{"session timeout", func(c *Config) { c.SessionTimeout = 10 * time.Millisecond }, "MV_KAFKA_SESSION_TIMEOUT"},
+		{"max held", func(c *Config) { c.MaxHeld = 0 }, "MV_KAFKA_MAX_HELD"},
+		{"sasl without user", func(c *Config) { c.SASLMechanism = "SCRAM-SHA-512" }, "MV_KAFKA_SASL_USER"},
+		{"user without sasl", func(c *Config) { c.SASLUser = "u" }, "MV_KAFKA_SASL_MECHANISM"},
+		{"key without cert", func(c *Config) { c.TLSKeyFile = "/k" }, "MV_KAFKA_TLS_CERT_FILE"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.mutate(&c)
+			err := c.Validate(runner.RoleSource)
+			var ce *runner.ConfigError
+			if !errors.As(err, &ce) || ce.Var != tc.want {
+				t.Fatalf("Validate: %v, want a ConfigError naming %s", err, tc.want)
+			}
+		})
+	}
+	if err := ok.Validate(runner.RoleSource); err != nil {
+		t.Fatalf("valid settings: %v", err)
 	}
 }
