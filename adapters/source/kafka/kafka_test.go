@@ -383,3 +383,44 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 		})
 	}
 }
+
+// Past MV_KAFKA_MAX_HELD records held behind an unacked one, reading the
+// partition pauses, and resumes once acks bring it below half of that.
+func TestMaxHeldPausesThePartition(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"held": 1})
+	cl := c.Client()
+	values := make([][]byte, 20)
+	for i := range values {
+		values[i] = []byte(fmt.Sprint(i))
+	}
+	kafkatest.Produce(t, cl, "held", values, nil)
+	cfg := testConfig(c.Brokers(), "held")
+	cfg.MaxHeld = 5
+	s := newSource(t, cfg)
+	ctx := context.Background()
+	var got []*runner.Message
+	for deadline := time.Now().Add(20 * time.Second); len(got) <= cfg.MaxHeld; {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d", len(got))
+		}
+		msgs, _ := s.Read(ctx, 3, 200*time.Millisecond)
+		got = append(got, msgs...)
+	}
+	paused := len(got)
+	for i := 0; i < 5; i++ {
+		msgs, _ := s.Read(ctx, 3, 200*time.Millisecond)
+		got = append(got, msgs...)
+	}
+	if len(got) != paused {
+		t.Fatalf("read %d more records while %d were held (max %d)", len(got)-paused, paused, cfg.MaxHeld)
+	}
+	_ = s.Ack(ctx, got)
+	for deadline := time.Now().Add(20 * time.Second); len(got) < 20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d of 20 after the acks", len(got))
+		}
+		msgs, _ := s.Read(ctx, 3, 200*time.Millisecond)
+		_ = s.Ack(ctx, msgs)
+		got = append(got, msgs...)
+	}
+}
