@@ -40,6 +40,7 @@ type harness struct {
 	runnerBin      string
 	peerBin        string // benchpeer
 	benthosBin     string
+	kfakeBin       string                     // the main module's internal/kafkatest/cmd/kfake
 	kinds          map[string]map[string]bool // MV_SOURCE -> {generator: true}
 	kindsLine      string
 
@@ -239,8 +240,10 @@ func (h *harness) build(ctx context.Context) error {
 	h.runnerBin = filepath.Join(h.bin, "runner")
 	h.peerBin = filepath.Join(h.bin, "benchpeer")
 	h.benthosBin = filepath.Join(h.bin, "benthos")
+	h.kfakeBin = filepath.Join(h.bin, "kfake")
 	steps := []struct{ dir, out, pkg string }{
 		{h.repo, h.runnerBin, "./cmd/runner"},
+		{h.repo, h.kfakeBin, "./internal/kafkatest/cmd/kfake"},
 		{h.benchDir, h.peerBin, "./cmd/benchpeer"},
 		{h.benchDir, h.benthosBin, "./cmd/benthos"},
 	}

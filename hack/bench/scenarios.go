@@ -128,6 +128,13 @@ func catalogue() []*family {
 			sides:    (*harness).sidesHTTPSource,
 		},
 		{
+			name: "kafka->kafka", sizes: []int{KiB, 64 * KiB},
+			needs:    []string{"MV_SOURCE=kafka", "MV_SINK=kafka"},
+			baseline: "bare franz-go loop (poll a batch, produce it, wait for the acks, commit)",
+			what:     "a Kafka topic of 6 partitions into another on one kfake cluster (a separate process), in one consumer group",
+			sides:    (*harness).sidesKafka,
+		},
+		{
 			name: "uds-pump", sizes: []int{KiB, 64 * KiB, MiB},
 			what:  "raw Unix-socket byte pump, one writer and one reader: the physical limit for large payloads",
 			sides: (*harness).sidesPump,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -222,6 +224,11 @@ func checkSettingsAccepted(t *testing.T, bin string, s runnerSettings) {
 	if strings.HasPrefix(s.owner, "ContainerSource/") && s.env["K_SINK"] == "" {
 		env = append(env, "K_SINK=http://127.0.0.1:"+freePort(t)) // what the ContainerSource injects
 	}
+	if s.env["MV_KAFKA_BROKERS"] != "" {
+		// The cluster's Kafka, stood in for by kfake with the example's
+		// topics: the Kafka adapters check their topics at start.
+		env = append(env, "MV_KAFKA_BROKERS="+kafkaStandIn(t, s.env))
+	}
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, io.Discard, &stderr
@@ -394,4 +401,56 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+var kfakeBuild struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// kafkaStandIn starts kfake (the main module's internal/kafkatest/cmd/kfake,
+// franz-go's in-memory Kafka) on a free port with the topics env names,
+// and returns its address; it stops when the test ends.
+func kafkaStandIn(t *testing.T, env map[string]string) string {
+	t.Helper()
+	kfakeBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "kfake")
+		if err != nil {
+			kfakeBuild.err = err
+			return
+		}
+		kfakeBuild.path = filepath.Join(dir, "kfake")
+		cmd := exec.Command("go", "build", "-o", kfakeBuild.path, "./internal/kafkatest/cmd/kfake")
+		cmd.Dir = repoRoot(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			kfakeBuild.err = fmt.Errorf("go build kfake: %v\n%s", err, out)
+		}
+	})
+	if kfakeBuild.err != nil {
+		t.Fatal(kfakeBuild.err)
+	}
+	var topics []string
+	for _, v := range []string{"MV_KAFKA_TOPIC", "MV_KAFKA_SINK_TOPIC", "MV_FALLBACK_KAFKA_TOPIC", "MV_ON_SUCCESS_KAFKA_TOPIC"} {
+		if env[v] != "" {
+			topics = append(topics, env[v]+":6")
+		}
+	}
+	port := freePort(t)
+	cmd := exec.Command(kfakeBuild.path, "-ports", port, "-topics", strings.Join(topics, ","))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + port
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kfake does not listen on %s", addr)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -411,6 +412,12 @@ func TestScalingWiring(t *testing.T) {
 				t.Errorf("%s: scales on %s with target %q but MV_SCALE_TARGET_SECONDS is %s: keep them equal",
 					what, metric, ann[autoscaling.TargetAnnotationKey], target)
 			}
+			if so, ok := ann["autoscaling.knative.dev/scaled-object-override"]; ok {
+				// A ScaledObject given whole to Knative's autoscaler-keda
+				// extension: its kafka trigger must watch what the runner reads.
+				checkKafkaScaledObject(t, what, so, env)
+				continue
+			}
 			if q, ok := ann["autoscaling.knative.dev/prometheus-query"]; ok {
 				// KEDA, through Knative's autoscaler-keda extension.
 				if !strings.Contains(q, `mvtx_name="`+env["MV_NAME"]+`"`) {
@@ -454,4 +461,39 @@ func readFileYAML(root, rel string) (map[string]any, error) {
 		return nil, fmt.Errorf("%s: %w", rel, err)
 	}
 	return out, nil
+}
+
+// checkKafkaScaledObject checks a scaled-object-override annotation: JSON
+// with a kafka trigger whose brokers, group and topic are the runner's
+// MV_KAFKA_* settings, and a positive lagThreshold.
+func checkKafkaScaledObject(t *testing.T, what, raw string, env map[string]string) {
+	t.Helper()
+	var so struct {
+		Spec struct {
+			Triggers []struct {
+				Type     string            `json:"type"`
+				Metadata map[string]string `json:"metadata"`
+			} `json:"triggers"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(raw), &so); err != nil {
+		t.Errorf("%s: scaled-object-override is not JSON: %v", what, err)
+		return
+	}
+	if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "kafka" {
+		t.Errorf("%s: scaled-object-override: want one kafka trigger, got %+v", what, so.Spec.Triggers)
+		return
+	}
+	md := so.Spec.Triggers[0].Metadata
+	for key, v := range map[string]string{"bootstrapServers": "MV_KAFKA_BROKERS", "consumerGroup": "MV_KAFKA_GROUP", "topic": "MV_KAFKA_TOPIC"} {
+		if md[key] == "" || md[key] != env[v] {
+			t.Errorf("%s: kafka trigger %s=%q but %s=%q: keep them equal", what, key, md[key], v, env[v])
+		}
+	}
+	if n, err := strconv.Atoi(md["lagThreshold"]); err != nil || n < 1 {
+		t.Errorf("%s: kafka trigger lagThreshold=%q: want a positive whole number", what, md["lagThreshold"])
+	}
+	if p := md["offsetResetPolicy"]; p != "" && env["MV_KAFKA_START_OFFSET"] != "" && p != env["MV_KAFKA_START_OFFSET"] {
+		t.Errorf("%s: kafka trigger offsetResetPolicy=%q but MV_KAFKA_START_OFFSET=%q", what, p, env["MV_KAFKA_START_OFFSET"])
+	}
 }

@@ -40,6 +40,8 @@ var commands = map[string]command{
 	"ce-baseline":     {"bare sdk-go CloudEvents client posting events at a fixed concurrency", runCEBaseline},
 	"http-server":     {"bare net/http server that reads each POST body and answers 200", runHTTPServer},
 	"pump":            {"raw Unix-socket byte pump: one writer, one reader, fixed-size chunks", runPump},
+	"kafka-load":      {"create Kafka topics and fill the input with fixed-size records", runKafkaLoad},
+	"kafka-baseline":  {"bare franz-go loop: poll a batch, produce it, wait for the acks, commit, repeat", runKafkaBaseline},
 }
 
 func main() {

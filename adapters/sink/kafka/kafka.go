@@ -1,0 +1,255 @@
+// Package kafka is a sink producing to a Kafka topic (MV_SINK=kafka, and
+// as MV_FALLBACK_SINK or MV_ON_SUCCESS_SINK), with github.com/twmb/franz-go.
+//
+// The producer is idempotent and waits for all in-sync replicas (acks=all),
+// so a message counts as written only once the brokers stored it, and the
+// client's own retries of a batch are not stored twice. The message's keys,
+// joined with ":" as Numaflow's Kafka sink joins them, become the record
+// key, so partitioning follows them; the headers become record headers and
+// the event time the record timestamp.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/internal/kafkaconn"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Config holds the Kafka sink's settings. The fallback and onSuccess sinks
+// read MV_FALLBACK_KAFKA_* and MV_ON_SUCCESS_KAFKA_*, whose brokers default
+// to the sink's.
+type Config struct {
+	Brokers          string        `envconfig:"MV_KAFKA_BROKERS" desc:"comma-separated bootstrap brokers, e.g. kafka-0:9092,kafka-1:9092"`
+	SinkBrokers      string        `envconfig:"MV_KAFKA_SINK_BROKERS" desc:"brokers of the sink when they differ from the source's; defaults to MV_KAFKA_BROKERS"`
+	Topic            string        `envconfig:"MV_KAFKA_SINK_TOPIC" desc:"topic the sink produces to (must exist)"`
+	FallbackBrokers  string        `envconfig:"MV_FALLBACK_KAFKA_BROKERS" desc:"brokers of the fallback sink; defaults to the sink's"`
+	FallbackTopic    string        `envconfig:"MV_FALLBACK_KAFKA_TOPIC" desc:"topic the fallback sink produces to"`
+	OnSuccessBrokers string        `envconfig:"MV_ON_SUCCESS_KAFKA_BROKERS" desc:"brokers of the onSuccess sink; defaults to the sink's"`
+	OnSuccessTopic   string        `envconfig:"MV_ON_SUCCESS_KAFKA_TOPIC" desc:"topic the onSuccess sink produces to"`
+	SetKey           bool          `envconfig:"MV_KAFKA_SINK_SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions"`
+	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
+	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
+	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
+	kafkaconn.Auth
+}
+
+// target returns the brokers, topic and the variables they come from for role.
+func (c *Config) target(role runner.Role) (brokers, brokersVar, topic, topicVar string) {
+	brokers, brokersVar = c.Brokers, "MV_KAFKA_BROKERS"
+	if c.SinkBrokers != "" {
+		brokers, brokersVar = c.SinkBrokers, "MV_KAFKA_SINK_BROKERS"
+	}
+	switch role {
+	case runner.RoleFallbackSink:
+		if c.FallbackBrokers != "" {
+			brokers, brokersVar = c.FallbackBrokers, "MV_FALLBACK_KAFKA_BROKERS"
+		}
+		return brokers, brokersVar, c.FallbackTopic, "MV_FALLBACK_KAFKA_TOPIC"
+	case runner.RoleOnSuccessSink:
+		if c.OnSuccessBrokers != "" {
+			brokers, brokersVar = c.OnSuccessBrokers, "MV_ON_SUCCESS_KAFKA_BROKERS"
+		}
+		return brokers, brokersVar, c.OnSuccessTopic, "MV_ON_SUCCESS_KAFKA_TOPIC"
+	}
+	return brokers, brokersVar, c.Topic, "MV_KAFKA_SINK_TOPIC"
+}
+
+// Validate checks the values that parse but cannot be used in role.
+func (c *Config) Validate(role runner.Role) error {
+	brokers, brokersVar, topic, topicVar := c.target(role)
+	if strings.TrimSpace(brokers) == "" {
+		return &runner.ConfigError{Var: brokersVar, Value: brokers, Reason: "is required for the kafka sink, e.g. kafka:9092"}
+	}
+	if _, err := kafkaconn.Brokers(brokersVar, brokers); err != nil {
+		return err
+	}
+	switch {
+	case !kafkaconn.ValidTopic(topic):
+		return &runner.ConfigError{Var: topicVar, Value: topic, Reason: "must name a topic: 1 to 249 of a-z A-Z 0-9 . _ -"}
+	case c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30:
+		return &runner.ConfigError{Var: "MV_KAFKA_MAX_MESSAGE_BYTES", Value: strconv.Itoa(c.MaxMessageBytes), Reason: "must be between 1024 and 1073741824"}
+	case c.ProduceTimeout < time.Second:
+		return &runner.ConfigError{Var: "MV_KAFKA_PRODUCE_TIMEOUT", Value: c.ProduceTimeout.String(), Reason: "must be at least 1s"}
+	}
+	return c.Auth.Validate()
+}
+
+func init() {
+	runner.RegisterSink("kafka", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
+		return New(ctx, *cfg, env.Role, fmt.Sprintf("monovertex-%s-%d-%s", env.Name, env.Replica, env.Role), env.Logger)
+	})
+}
+
+// Sink produces messages to one topic.
+type Sink struct {
+	topic     string
+	setKey    bool
+	idHeader  string
+	timeout   time.Duration
+	cl        *kgo.Client
+	closeOnce sync.Once
+}
+
+var _ runner.Sink = (*Sink)(nil)
+
+// New connects and returns a sink for role. A broker must answer now and
+// the topic must exist.
+func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log *zap.SugaredLogger) (*Sink, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	list, brokersVar, topic, topicVar := cfg.target(role)
+	brokers, err := kafkaconn.Brokers(brokersVar, list)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := cfg.Auth.Opts(brokers)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		kgo.ClientID(clientID),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // with idempotence, which is kgo's default
+		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
+		kgo.ProducerLinger(0),
+		kgo.WithLogger(kafkaconn.Logger(log)),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: client: %w", err)
+	}
+	if err := kafkaconn.CheckTopic(ctx, kadm.NewClient(cl), topic, topicVar); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return &Sink{topic: topic, setKey: cfg.SetKey, idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
+}
+
+// Write produces every message and waits for each record's ack. A record
+// the brokers refused or did not ack in time is reported failed, and the
+// runner retries it; one that can never be stored (too large, invalid) is
+// failed permanently, and MV_ON_FAILURE decides.
+func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Not kgo.RecordDeliveryTimeout: the client measures it from the
+	// record's timestamp, which here is the event time and may be old.
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	results := make([]runner.WriteResult, len(msgs))
+	// A record already sent to a broker that went away is retried by the
+	// client until a broker acks it, past any context: the write stops
+	// waiting at the deadline and reports it failed (the runner retries;
+	// a late ack only makes a duplicate).
+	var mu sync.Mutex
+	waiting, left, returned := make([]bool, len(msgs)), len(msgs), false
+	all := make(chan struct{})
+	for i := range waiting {
+		waiting[i] = true
+	}
+	for i, m := range msgs {
+		s.cl.Produce(ctx, s.record(m), func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if returned {
+				return
+			}
+			if err != nil {
+				results[i] = failed(m, s.topic, err)
+			}
+			waiting[i] = false
+			if left--; left == 0 {
+				close(all)
+			}
+		})
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	for i, w := range waiting {
+		if w {
+			results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("kafka sink: produce %s to %s: no ack within %v (MV_KAFKA_PRODUCE_TIMEOUT): %w", msgs[i].ID, s.topic, s.timeout, ctx.Err())}
+		}
+	}
+	return results, nil
+}
+
+func (s *Sink) record(m *runner.Message) *kgo.Record {
+	value := m.Value
+	if value == nil {
+		value = []byte{} // a null value is a tombstone on compacted topics
+	}
+	rec := &kgo.Record{Topic: s.topic, Value: value}
+	if !m.EventTime.IsZero() && m.EventTime.UnixMilli() > 0 {
+		rec.Timestamp = m.EventTime
+	}
+	if s.setKey && len(m.Keys) > 0 {
+		rec.Key = []byte(strings.Join(m.Keys, ":"))
+	}
+	if len(m.Headers) > 0 || s.idHeader != "" {
+		names := make([]string, 0, len(m.Headers))
+		for k := range m.Headers {
+			if k != s.idHeader || s.idHeader == "" {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		rec.Headers = make([]kgo.RecordHeader, 0, len(names)+1)
+		for _, k := range names {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+		}
+		if s.idHeader != "" {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: s.idHeader, Value: []byte(m.ID)})
+		}
+	}
+	return rec
+}
+
+// permanent are the produce errors retrying cannot fix.
+var permanent = []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.InvalidTopicException, kerr.CorruptMessage}
+
+func failed(m *runner.Message, topic string, err error) runner.WriteResult {
+	err = fmt.Errorf("kafka sink: produce %s to %s: %w", m.ID, topic, err)
+	for _, p := range permanent {
+		if errors.Is(err, p) {
+			hint := ""
+			if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+				hint = " (raise MV_KAFKA_MAX_MESSAGE_BYTES and the topic's max.message.bytes, or send smaller messages)"
+			}
+			return runner.WriteResult{Status: runner.WriteFailed, Err: runner.Permanent(fmt.Errorf("%w%s", err, hint))}
+		}
+	}
+	return runner.WriteResult{Status: runner.WriteFailed, Err: err}
+}
+
+// Close waits (bounded by ctx) for records still unacked, then closes the
+// client.
+func (s *Sink) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		if ferr := s.cl.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("kafka sink: %d records unacknowledged at close: %w", s.cl.BufferedProduceRecords(), ferr)
+		}
+		s.cl.Close()
+	})
+	return err
+}

@@ -1,0 +1,194 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/monovertex/monovertex/internal/kafkatest"
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/conformance"
+)
+
+var nonName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+func nameFor(t *testing.T) string {
+	n := nonName.ReplaceAllString(t.Name(), "_")
+	if len(n) > 200 {
+		n = n[len(n)-200:]
+	}
+	return n
+}
+
+func testConfig(brokers, topic string) Config {
+	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id",
+		MaxMessageBytes: 2 << 20, ProduceTimeout: 3 * time.Second}
+}
+
+func newSink(t *testing.T, cfg Config, role runner.Role) *Sink {
+	t.Helper()
+	s, err := New(context.Background(), cfg, role, "test", zaptest.NewLogger(t).Sugar())
+	if err != nil {
+		t.Fatalf("new sink: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	return s
+}
+
+// received maps the topic's records back to messages, as the Kafka source
+// would, with the ID from Mv-Msg-Id.
+func received(t *testing.T, c *kafkatest.Cluster, topic string) []*runner.Message {
+	var out []*runner.Message
+	for _, r := range kafkatest.ReadAll(t, c, topic) {
+		m := &runner.Message{Value: r.Value, EventTime: r.Timestamp, Headers: map[string]string{}}
+		if r.Key != nil {
+			m.Keys = []string{string(r.Key)}
+		}
+		for _, h := range r.Headers {
+			if h.Key == "Mv-Msg-Id" {
+				m.ID = string(h.Value)
+				continue
+			}
+			m.Headers[h.Key] = string(h.Value)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestConformance(t *testing.T) {
+	c := kafkatest.Start(t, 1, nil)
+	admin := kadm.NewClient(c.Client())
+	var mu sync.Mutex
+	created := map[string]bool{}
+	ensure := func(t *testing.T) string {
+		name := nameFor(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if !created[name] {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := admin.CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "ALREADY") {
+				t.Fatalf("create topic: %v", err)
+			}
+			created[name] = true
+		}
+		return name
+	}
+	conformance.RunSink(t, conformance.SinkCase{
+		New:      func(t *testing.T) runner.Sink { return newSink(t, testConfig(c.Brokers(), ensure(t)), runner.RoleSink) },
+		Received: func(t *testing.T) []*runner.Message { return received(t, c, ensure(t)) },
+		Peer:     conformance.Peer{Stop: func(*testing.T) { c.Stop() }, Start: func(*testing.T) { c.Restart() }},
+		Features: conformance.SinkFeatures{
+			Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true, Reconnects: true},
+			KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true,
+		},
+	})
+}
+
+func ptr(s string) *string { return &s }
+
+// A message larger than MV_KAFKA_MAX_MESSAGE_BYTES fails permanently (no
+// retry can fix it) while the others of its batch are written.
+func TestTooLargeIsPermanentAndAlone(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"big": 1})
+	cfg := testConfig(c.Brokers(), "big")
+	cfg.MaxMessageBytes = 4096
+	s := newSink(t, cfg, runner.RoleSink)
+	msgs := []*runner.Message{
+		{ID: "a", Value: []byte("small")},
+		{ID: "b", Value: make([]byte, 8192)},
+		{ID: "c", Value: []byte("small too")},
+	}
+	res, err := s.Write(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != runner.WriteOK || res[2].Status != runner.WriteOK {
+		t.Fatalf("small messages: %v, %v", res[0], res[2])
+	}
+	if res[1].Status != runner.WriteFailed || !runner.IsPermanent(res[1].Err) || !errors.Is(res[1].Err, kerr.MessageTooLarge) {
+		t.Fatalf("8 KiB message with a 4 KiB limit: %v (%v), want a permanent MESSAGE_TOO_LARGE failure", res[1].Status, res[1].Err)
+	}
+	if got := received(t, c, "big"); len(got) != 2 {
+		t.Fatalf("%d records in the topic, want the 2 small ones", len(got))
+	}
+}
+
+// The fallback role writes to MV_FALLBACK_KAFKA_TOPIC, with keys as the
+// record key so that equal keys land in one partition.
+func TestFallbackRoleAndKeyPartitioning(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"t": 1, "t-fb": 4})
+	s := newSink(t, testConfig(c.Brokers(), "t"), runner.RoleFallbackSink)
+	var msgs []*runner.Message
+	for i := 0; i < 40; i++ {
+		msgs = append(msgs, &runner.Message{ID: fmt.Sprint(i), Value: []byte(fmt.Sprint(i)), Keys: []string{fmt.Sprintf("k%d", i%4)}})
+	}
+	res, err := s.Write(context.Background(), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != runner.WriteOK {
+			t.Fatalf("message %d: %v", i, r)
+		}
+	}
+	recs := kafkatest.ReadAll(t, c, "t-fb")
+	if len(recs) != 40 {
+		t.Fatalf("%d records in the fallback topic, want 40", len(recs))
+	}
+	part := map[string]int32{}
+	for _, r := range recs {
+		if p, ok := part[string(r.Key)]; ok && p != r.Partition {
+			t.Fatalf("key %s in partitions %d and %d", r.Key, p, r.Partition)
+		}
+		part[string(r.Key)] = r.Partition
+	}
+	if n := len(kafkatest.ReadAll(t, c, "t")); n != 0 {
+		t.Fatalf("%d records in the primary topic, want 0", n)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := testConfig("k:9092", "t")
+	cases := []struct {
+		name   string
+		mutate func(*Config)
+		role   runner.Role
+		want   string
+	}{
+		{"no brokers", func(c *Config) { c.Brokers = "" }, runner.RoleSink, "MV_KAFKA_BROKERS"},
+		{"sink brokers win", func(c *Config) { c.SinkBrokers = "nope" }, runner.RoleSink, "MV_KAFKA_SINK_BROKERS"},
+		{"bad topic", func(c *Config) { c.Topic = "a b" }, runner.RoleSink, "MV_KAFKA_SINK_TOPIC"},
+		{"no fallback topic", func(c *Config) { c.FallbackTopic = "" }, runner.RoleFallbackSink, "MV_FALLBACK_KAFKA_TOPIC"},
+		{"no onSuccess topic", func(c *Config) {}, runner.RoleOnSuccessSink, "MV_ON_SUCCESS_KAFKA_TOPIC"},
+		{"tiny limit", func(c *Config) { c.MaxMessageBytes = 10 }, runner.RoleSink, "MV_KAFKA_MAX_MESSAGE_BYTES"},
+		{"sasl", func(c *Config) { c.SASLMechanism = "GSSAPI" }, runner.RoleSink, "MV_KAFKA_SASL_MECHANISM"},
+		{"sasl user", func(c *Config) { c.SASLMechanism = "PLAIN" }, runner.RoleSink, "MV_KAFKA_SASL_USER"},
+		{"half a key pair", func(c *Config) { c.TLSCertFile = "/x" }, runner.RoleSink, "MV_KAFKA_TLS_KEY_FILE"},
+		{"missing CA", func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" }, runner.RoleSink, "MV_KAFKA_TLS_CA_FILE"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.mutate(&c)
+			err := c.Validate(tc.role)
+			var ce *runner.ConfigError
+			if !errors.As(err, &ce) || ce.Var != tc.want {
+				t.Fatalf("Validate: %v, want a ConfigError naming %s", err, tc.want)
+			}
+		})
+	}
+	if err := ok.Validate(runner.RoleSink); err != nil {
+		t.Fatalf("valid settings: %v", err)
+	}
+}

@@ -1,0 +1,731 @@
+// Package kafka is a source reading a Kafka topic as a member of a consumer
+// group (MV_SOURCE=kafka), with github.com/twmb/franz-go.
+//
+// Offsets are committed only for what is final: per partition, the end of
+// the longest prefix of acked records, so an ack that arrives out of order
+// waits until the records before it are acked too (Knative's Kafka
+// dispatcher commits the same way). When a rebalance takes a partition away,
+// reading it stops, its records in flight get MV_KAFKA_REVOKE_TIMEOUT to
+// finish, what is final is committed and the rest is left to the new owner.
+// A nacked record is read again by seeking the partition back to it;
+// records after it that are in flight or acked are not handed out twice.
+//
+// Each message's ID is "<topic>:<partition>:<offset>", the same on every
+// redelivery; the record key becomes the one key, the record headers the
+// headers (plus X-NF-Kafka-TopicName, as Numaflow's Kafka source adds),
+// and the record timestamp the event time.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/internal/kafkaconn"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// TopicHeader is the header Numaflow's Kafka source adds with the topic name.
+const TopicHeader = "X-NF-Kafka-TopicName"
+
+// Config holds the Kafka source's settings.
+type Config struct {
+	Brokers        string        `envconfig:"MV_KAFKA_BROKERS" desc:"comma-separated bootstrap brokers, e.g. kafka-0:9092,kafka-1:9092"`
+	Topic          string        `envconfig:"MV_KAFKA_TOPIC" desc:"topic to read (must exist)"`
+	Group          string        `envconfig:"MV_KAFKA_GROUP" desc:"consumer group shared by all replicas; offsets are committed for it"`
+	StartOffset    string        `envconfig:"MV_KAFKA_START_OFFSET" default:"earliest" desc:"where a group without a committed offset starts: earliest or latest (Numaflow's default is earliest)"`
+	CommitInterval time.Duration `envconfig:"MV_KAFKA_COMMIT_INTERVAL" default:"1s" desc:"how often the final offsets are committed"`
+	RevokeTimeout  time.Duration `envconfig:"MV_KAFKA_REVOKE_TIMEOUT" default:"10s" desc:"how long a rebalance waits for the in-flight records of a partition taken away before committing what is final; keep it below the rebalance timeout (60s)"`
+	SessionTimeout time.Duration `envconfig:"MV_KAFKA_SESSION_TIMEOUT" default:"45s" desc:"group session timeout: a replica that stops heartbeating loses its partitions after it"`
+	NackDelay      time.Duration `envconfig:"MV_KAFKA_NACK_DELAY" default:"0s" desc:"delay before a nacked record is read again when the nack asks for none"`
+	MaxHeld        int           `envconfig:"MV_KAFKA_MAX_HELD" default:"100000" desc:"most records of one partition tracked while an unacked record holds its commit back; reading that partition pauses beyond it"`
+	CheckCommits   bool          `envconfig:"MV_KAFKA_CHECK_COMMITS" default:"false" desc:"test hook: check every commit against a separate account of unacked records and stop (exit 1) if one is beyond them"`
+	kafkaconn.Auth
+}
+
+// Validate checks the values that parse but cannot be used.
+func (c *Config) Validate(runner.Role) error {
+	if strings.TrimSpace(c.Brokers) == "" {
+		return &runner.ConfigError{Var: "MV_KAFKA_BROKERS", Value: c.Brokers, Reason: "is required for MV_SOURCE=kafka, e.g. kafka:9092"}
+	}
+	if _, err := kafkaconn.Brokers("MV_KAFKA_BROKERS", c.Brokers); err != nil {
+		return err
+	}
+	switch {
+	case !kafkaconn.ValidTopic(c.Topic):
+		return &runner.ConfigError{Var: "MV_KAFKA_TOPIC", Value: c.Topic, Reason: "must name a topic: 1 to 249 of a-z A-Z 0-9 . _ -"}
+	case strings.TrimSpace(c.Group) == "" || len(c.Group) > 255:
+		return &runner.ConfigError{Var: "MV_KAFKA_GROUP", Value: c.Group, Reason: "must name the consumer group (Numaflow's consumerGroup), 1 to 255 bytes"}
+	case c.StartOffset != "earliest" && c.StartOffset != "latest":
+		return &runner.ConfigError{Var: "MV_KAFKA_START_OFFSET", Value: c.StartOffset, Reason: "must be earliest or latest"}
+	case c.CommitInterval <= 0:
+		return &runner.ConfigError{Var: "MV_KAFKA_COMMIT_INTERVAL", Value: c.CommitInterval.String(), Reason: "must be a positive duration such as 1s"}
+	case c.RevokeTimeout < 0:
+		return &runner.ConfigError{Var: "MV_KAFKA_REVOKE_TIMEOUT", Value: c.RevokeTimeout.String(), Reason: "must be 0 (do not wait) or a positive duration such as 10s"}
+	case c.SessionTimeout < time.Second:
+		return &runner.ConfigError{Var: "MV_KAFKA_SESSION_TIMEOUT", Value: c.SessionTimeout.String(), Reason: "must be at least 1s (brokers allow 6s..300s by default)"}
+	case c.NackDelay < 0:
+		return &runner.ConfigError{Var: "MV_KAFKA_NACK_DELAY", Value: c.NackDelay.String(), Reason: "must be 0 or a positive duration"}
+	case c.MaxHeld < 1:
+		return &runner.ConfigError{Var: "MV_KAFKA_MAX_HELD", Value: strconv.Itoa(c.MaxHeld), Reason: "must be a positive whole number"}
+	}
+	return c.Auth.Validate()
+}
+
+func init() {
+	runner.RegisterSource("kafka", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		return New(ctx, *cfg, fmt.Sprintf("monovertex-%s-%d", env.Name, env.Replica), env.Logger)
+	})
+}
+
+// handle is a message's Offset: the tracker of the partition assignment it
+// was read under, so an ack that arrives after the partition was taken
+// away is ignored rather than counted for a later assignment.
+type handle struct {
+	pt  *partTracker
+	p   int32
+	off int64
+}
+
+// seek is a pending seek back to a nacked record.
+type seek struct {
+	pt  *partTracker
+	off int64
+	due time.Time
+}
+
+// Source reads one topic as a member of a consumer group.
+type Source struct {
+	cfg   Config
+	log   *zap.SugaredLogger
+	cl    *kgo.Client
+	adm   *kadm.Client
+	check *commitCheck
+
+	readMu sync.Mutex // one poll at a time: AllowRebalance ends every poll
+
+	mu      sync.Mutex
+	cond    *sync.Cond // acks and closing wake a rebalance waiting for in-flight records
+	parts   map[int32]*partTracker
+	seeks   map[int32]seek
+	paused  map[int32]bool
+	closing bool
+
+	// commitMu keeps commits in order: a later snapshot is never
+	// overtaken by an earlier one.
+	commitMu sync.Mutex
+	fatal    atomic.Pointer[error]
+
+	stop, done chan struct{}
+	closeOnce  sync.Once
+	closeErr   error
+
+	lagMu sync.Mutex
+	lag   lagInfo
+	// lagErr is the last lag query's failure, nil after a success: the
+	// brokers' reachability as Ready reports it.
+	lagErr atomic.Pointer[error]
+
+	// revoking and released, when set (tests, under mu), are told when a
+	// revoke or loss begins and how it ended.
+	revoking func(parts []int32)
+	released func(parts []int32, revoked bool, waited time.Duration, unfinished int)
+}
+
+type lagInfo struct {
+	at        time.Time
+	lag       int64
+	processed int64
+}
+
+var (
+	_ runner.Source              = (*Source)(nil)
+	_ runner.Nacker              = (*Source)(nil)
+	_ runner.PendingReader       = (*Source)(nil)
+	_ runner.GroupProgressReader = (*Source)(nil)
+)
+
+// New joins the group and returns the source. A broker must answer now and
+// the topic must exist; later outages are ridden out by the client.
+func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	brokers, err := kafkaconn.Brokers("MV_KAFKA_BROKERS", cfg.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := cfg.Auth.Opts(brokers)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{
+		cfg: cfg, log: log,
+		parts: map[int32]*partTracker{}, seeks: map[int32]seek{}, paused: map[int32]bool{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	s.cond = sync.NewCond(&s.mu)
+	if cfg.CheckCommits {
+		s.check = newCommitCheck()
+	}
+	start := kgo.NewOffset().AtStart()
+	if cfg.StartOffset == "latest" {
+		start = kgo.NewOffset().AtEnd()
+	}
+	opts = append(opts,
+		kgo.ClientID(clientID),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(start),
+		kgo.DisableAutoCommit(),
+		// Polls and rebalance callbacks exclude each other, so a record
+		// is registered with its tracker before its partition can be
+		// revoked, and a seek never lands on a partition given away.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			s.release(ctx, cl, m[cfg.Topic], true)
+		}),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			s.release(ctx, cl, m[cfg.Topic], false)
+		}),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
+		kgo.WithLogger(kafkaconn.Logger(log)),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: client: %w", err)
+	}
+	s.cl, s.adm = cl, kadm.NewClient(cl)
+	if err := kafkaconn.CheckTopic(ctx, s.adm, cfg.Topic, "MV_KAFKA_TOPIC"); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// Read polls up to max records, waiting at most timeout for them.
+func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	if p := s.fatal.Load(); p != nil {
+		return nil, runner.Fatal(*p)
+	}
+	if ctx.Err() != nil || max <= 0 {
+		return nil, nil
+	}
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return nil, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	fetches := s.cl.PollRecords(pctx, max)
+	// Every poll blocks rebalances until this; seeks go in before it.
+	defer s.cl.AllowRebalance()
+	if fetches.IsClientClosed() {
+		return nil, nil
+	}
+	var ferr error
+	fetches.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		if ferr == nil {
+			ferr = fmt.Errorf("kafka source: fetch %s[%d]: %w", t, p, err)
+		}
+	})
+	msgs := make([]*runner.Message, 0, fetches.NumRecords())
+	var pause map[string][]int32
+	now := time.Now()
+	s.mu.Lock()
+	fetches.EachRecord(func(r *kgo.Record) {
+		if r.Topic != s.cfg.Topic {
+			return
+		}
+		pt := s.parts[r.Partition]
+		if pt == nil {
+			pt = newPartTracker()
+			s.parts[r.Partition] = pt
+		}
+		if !pt.read(r.Offset, r.LeaderEpoch) {
+			return
+		}
+		if s.check != nil {
+			s.check.delivered(r.Partition, r.Offset)
+		}
+		msgs = append(msgs, s.convert(r, pt, now))
+		if pt.held() > s.cfg.MaxHeld && !s.paused[r.Partition] {
+			s.paused[r.Partition] = true
+			if pause == nil {
+				pause = map[string][]int32{}
+			}
+			pause[s.cfg.Topic] = append(pause[s.cfg.Topic], r.Partition)
+		}
+	})
+	var set map[string]map[int32]kgo.EpochOffset
+	for p, sk := range s.seeks {
+		if s.parts[p] != sk.pt {
+			delete(s.seeks, p)
+			continue
+		}
+		if now.Before(sk.due) {
+			continue
+		}
+		if set == nil {
+			set = map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: {}}
+		}
+		set[s.cfg.Topic][p] = kgo.EpochOffset{Epoch: -1, Offset: sk.off}
+		delete(s.seeks, p)
+	}
+	s.mu.Unlock()
+	if pause != nil {
+		s.cl.PauseFetchPartitions(pause)
+		s.log.Warnw("an unacked record holds back commits: paused reading partitions until it is acked", "topic", s.cfg.Topic, "partitions", pause[s.cfg.Topic], "maxHeld", s.cfg.MaxHeld)
+	}
+	if set != nil {
+		s.cl.SetOffsets(set)
+	}
+	if ferr != nil {
+		if len(msgs) == 0 {
+			return nil, ferr
+		}
+		s.log.Warnw("fetch error", "error", ferr)
+	}
+	return msgs, nil
+}
+
+func (s *Source) convert(r *kgo.Record, pt *partTracker, now time.Time) *runner.Message {
+	m := &runner.Message{
+		ID:        r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10),
+		Value:     r.Value,
+		EventTime: r.Timestamp,
+		Offset:    &handle{pt: pt, p: r.Partition, off: r.Offset},
+		Headers:   make(map[string]string, len(r.Headers)+1),
+	}
+	if m.EventTime.UnixMilli() <= 0 {
+		m.EventTime = now // a record without a timestamp (-1)
+	}
+	if r.Key != nil {
+		m.Keys = []string{string(r.Key)}
+	}
+	for _, h := range r.Headers {
+		m.Headers[h.Key] = string(h.Value)
+	}
+	m.Headers[TopicHeader] = r.Topic
+	return m
+}
+
+// Ack marks the messages final. Their offsets are committed once every
+// record before them in their partition is final too (within
+// MV_KAFKA_COMMIT_INTERVAL, or at a rebalance or shutdown). Acks of
+// messages this replica no longer owns, or never read, are ignored.
+func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
+	var resume map[string][]int32
+	s.mu.Lock()
+	for _, m := range msgs {
+		h, ok := m.Offset.(*handle)
+		if !ok || h == nil || s.parts[h.p] != h.pt {
+			continue
+		}
+		if h.pt.ack(h.off) && s.check != nil {
+			s.check.acked(h.p, h.off)
+		}
+		if s.paused[h.p] && h.pt.held() <= s.cfg.MaxHeld/2 {
+			delete(s.paused, h.p)
+			if resume == nil {
+				resume = map[string][]int32{}
+			}
+			resume[s.cfg.Topic] = append(resume[s.cfg.Topic], h.p)
+		}
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if resume != nil {
+		s.cl.ResumeFetchPartitions(resume)
+	}
+	return nil
+}
+
+// Nack hands messages back: their partitions are read again from the
+// earliest of them after delay (MV_KAFKA_NACK_DELAY when 0), and until
+// they are acked no commit passes them.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
+	if delay <= 0 {
+		delay = s.cfg.NackDelay
+	}
+	due := time.Now().Add(delay)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		h, ok := m.Offset.(*handle)
+		if !ok || h == nil || s.parts[h.p] != h.pt || !h.pt.nack(h.off) {
+			continue
+		}
+		sk, exists := s.seeks[h.p]
+		if !exists || sk.pt != h.pt {
+			s.seeks[h.p] = seek{pt: h.pt, off: h.off, due: due}
+			continue
+		}
+		// One seek per partition: back to the earliest, after the latest delay.
+		sk.off = min(sk.off, h.off)
+		if due.After(sk.due) {
+			sk.due = due
+		}
+		s.seeks[h.p] = sk
+	}
+	s.cond.Broadcast()
+	return nil
+}
+
+// snapshot collects the commit points that moved, runs the commit check on
+// them, and marks them sent. Called with s.mu held.
+func (s *Source) snapshot(parts []int32) (map[int32]kgo.EpochOffset, error) {
+	out := map[int32]kgo.EpochOffset{}
+	visit := func(p int32, pt *partTracker) error {
+		off, epoch, ok := pt.toCommit()
+		if !ok {
+			return nil
+		}
+		if s.check != nil {
+			if err := s.check.check(p, off); err != nil {
+				return err
+			}
+		}
+		out[p] = kgo.EpochOffset{Epoch: epoch, Offset: off}
+		pt.committed = off
+		return nil
+	}
+	if parts == nil {
+		for p, pt := range s.parts {
+			if err := visit(p, pt); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	for _, p := range parts {
+		if pt := s.parts[p]; pt != nil {
+			if err := visit(p, pt); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// commit sends offsets and waits for the coordinator's answer.
+func (s *Source) commit(ctx context.Context, cl *kgo.Client, offsets map[int32]kgo.EpochOffset) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	var cerr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
+						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
+					}
+				}
+			}
+		})
+	if cerr != nil {
+		return fmt.Errorf("kafka source: commit %d partitions of %s for group %s: %w", len(offsets), s.cfg.Topic, s.cfg.Group, cerr)
+	}
+	return nil
+}
+
+// commitAll commits every partition's final offset that moved.
+func (s *Source) commitAll(ctx context.Context) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.mu.Lock()
+	offsets, err := s.snapshot(nil)
+	pts := make(map[int32]*partTracker, len(offsets))
+	for p := range offsets {
+		pts[p] = s.parts[p]
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.failed(err)
+		return err
+	}
+	if err := s.commit(ctx, s.cl, offsets); err != nil {
+		// Send them again next time.
+		s.mu.Lock()
+		for p, pt := range pts {
+			if pt.committed == offsets[p].Offset {
+				pt.committed = -1
+			}
+		}
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (s *Source) failed(err error) {
+	s.fatal.CompareAndSwap(nil, &err)
+	s.log.Errorw("commit check failed", "error", err)
+}
+
+func (s *Source) commitLoop() {
+	defer close(s.done)
+	t := time.NewTicker(s.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), max(10*time.Second, s.cfg.CommitInterval))
+			if err := s.commitAll(ctx); err != nil {
+				s.log.Warnw("commit failed; retried at the next interval", "error", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// release runs when partitions are taken away. For a revoke (commit true)
+// it waits up to MV_KAFKA_REVOKE_TIMEOUT for their records in flight to
+// finish, then commits what is final; the rest is the new owner's to
+// read. Polls cannot run meanwhile (BlockRebalanceOnPoll), so nothing more
+// of these partitions is read. Lost partitions (the session expired) are
+// only forgotten: another member may own them already.
+func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, commit bool) {
+	if len(parts) == 0 {
+		return
+	}
+	start := time.Now()
+	s.mu.Lock()
+	revoking, released := s.revoking, s.released
+	s.mu.Unlock()
+	if revoking != nil && commit {
+		revoking(parts)
+	}
+	deadline := start.Add(s.cfg.RevokeTimeout)
+	timer := time.AfterFunc(s.cfg.RevokeTimeout, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer timer.Stop()
+	s.mu.Lock()
+	for commit && !s.closing && time.Now().Before(deadline) && s.inflight(parts) > 0 {
+		s.cond.Wait()
+	}
+	s.mu.Unlock()
+
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.mu.Lock()
+	var offsets map[int32]kgo.EpochOffset
+	var cerr error
+	if commit {
+		offsets, cerr = s.snapshot(parts)
+	}
+	unfinished := 0
+	var resume []int32
+	for _, p := range parts {
+		if pt := s.parts[p]; pt != nil {
+			unfinished += pt.inflight + pt.nacked
+		}
+		delete(s.parts, p)
+		delete(s.seeks, p)
+		if s.paused[p] {
+			delete(s.paused, p)
+			resume = append(resume, p)
+		}
+		if s.check != nil {
+			s.check.released(p)
+		}
+	}
+	s.mu.Unlock()
+	if resume != nil {
+		cl.ResumeFetchPartitions(map[string][]int32{s.cfg.Topic: resume})
+	}
+	if cerr != nil {
+		s.failed(cerr)
+		return
+	}
+	how := "lost"
+	if commit {
+		how = "revoked"
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := s.commit(cctx, cl, offsets); err != nil {
+			s.log.Warnw("commit at revoke failed; the new owner reads again from the last commit", "error", err)
+		}
+		cancel()
+	}
+	waited := time.Since(start)
+	s.log.Infow("partitions "+how, "topic", s.cfg.Topic, "partitions", parts, "committed", len(offsets),
+		"unfinished", unfinished, "waited", waited.Round(time.Millisecond).String())
+	if released != nil {
+		released(parts, commit, waited, unfinished)
+	}
+}
+
+// inflight counts the records of parts handed to the engine and not yet
+// acked or nacked. Called with s.mu held.
+func (s *Source) inflight(parts []int32) int {
+	n := 0
+	for _, p := range parts {
+		if pt := s.parts[p]; pt != nil {
+			n += pt.inflight
+		}
+	}
+	return n
+}
+
+// lagValidFor is how long one lag query answers Pending and GroupProcessed.
+const lagValidFor = 500 * time.Millisecond
+
+// lagNow returns the group's lag and committed total, querying the
+// brokers unless the last answer is younger than lagValidFor.
+func (s *Source) lagNow(ctx context.Context) (lagInfo, error) {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	if time.Since(s.lag.at) < lagValidFor {
+		return s.lag, nil
+	}
+	li, err := s.queryLag(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.lagErr.Store(&err)
+		}
+		return li, err
+	}
+	s.lagErr.Store(nil)
+	s.lag = li
+	return li, nil
+}
+
+// Ready reports whether the last lag query (every MV_PENDING_INTERVAL)
+// reached the brokers.
+func (s *Source) Ready(context.Context) error {
+	if p := s.lagErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+var _ runner.Readier = (*Source)(nil)
+
+func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ends, err := s.adm.ListEndOffsets(ctx, s.cfg.Topic)
+	if err != nil {
+		return lagInfo{}, fmt.Errorf("kafka source: end offsets of %s: %w", s.cfg.Topic, err)
+	}
+	starts, err := s.adm.ListStartOffsets(ctx, s.cfg.Topic)
+	if err != nil {
+		return lagInfo{}, fmt.Errorf("kafka source: start offsets of %s: %w", s.cfg.Topic, err)
+	}
+	committed, err := s.adm.FetchOffsets(ctx, s.cfg.Group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		err = nil // nothing committed yet
+	}
+	if err != nil {
+		return lagInfo{}, fmt.Errorf("kafka source: committed offsets of group %s: %w", s.cfg.Group, err)
+	}
+	var li lagInfo
+	var perr error
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Topic != s.cfg.Topic {
+			return
+		}
+		if e.Err != nil {
+			perr = e.Err
+			return
+		}
+		start := e.Offset
+		if st, ok := starts.Lookup(e.Topic, e.Partition); ok && st.Err == nil {
+			start = st.Offset
+		}
+		pos := start
+		if c, ok := committed.Lookup(e.Topic, e.Partition); ok && c.Err == nil && c.At >= 0 {
+			pos = max(c.At, start) // records below the log start are gone
+		} else if s.cfg.StartOffset == "latest" {
+			pos = e.Offset // the group will start at the end
+		}
+		li.lag += max(e.Offset-pos, 0)
+		li.processed += pos
+	})
+	if perr != nil {
+		return lagInfo{}, fmt.Errorf("kafka source: offsets of %s: %w", s.cfg.Topic, perr)
+	}
+	li.at = time.Now()
+	return li, nil
+}
+
+// Pending is the whole group's lag: high watermark minus committed offset,
+// summed over the topic's partitions, the same number on every replica
+// (as Numaflow's Kafka source counts it). Records read but not yet
+// committed count as pending, as a JetStream consumer counts its unacked.
+func (s *Source) Pending(ctx context.Context) (int64, error) {
+	li, err := s.lagNow(ctx)
+	if err != nil {
+		return -1, err
+	}
+	return li.lag, nil
+}
+
+// GroupProcessed is the sum of the group's committed offsets: its growth is
+// what every replica together finished, from which the runner derives the
+// group rate behind monovtx_backlog_seconds.
+func (s *Source) GroupProcessed(ctx context.Context) (int64, error) {
+	li, err := s.lagNow(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return li.processed, nil
+}
+
+// Close commits what is final, leaves the group (the revoke that follows
+// commits again and does not wait) and closes the client. Records not
+// final are read again by the group from the last commit.
+func (s *Source) Close(ctx context.Context) error {
+	first := false
+	s.closeOnce.Do(func() {
+		first = true
+		s.mu.Lock()
+		s.closing = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		close(s.stop)
+		<-s.done
+		if err := s.commitAll(ctx); err != nil {
+			s.closeErr = err
+		}
+		s.cl.CloseAllowingRebalance()
+		if s.check != nil {
+			commits, violations, _ := s.check.summary()
+			s.log.Infow("commit check", "commits", commits, "violations", violations)
+		}
+	})
+	if !first {
+		return nil
+	}
+	return s.closeErr
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// runKafkaLoad deletes the topics of an earlier side (their records would
+// hold memory in the in-memory cluster), creates the input and output
+// topics and fills the input with -n records of -size bytes, keyed k0..k63.
+// With -follow it then keeps -in about -n records ahead of -out until
+// stopped, so a consumer never runs dry and the cluster holds about -n
+// records of unread input.
+func runKafkaLoad(ctx context.Context, args []string) error {
+	fs := newFlags("kafka-load")
+	brokers := fs.String("brokers", "", "comma-separated brokers")
+	in := fs.String("in", "", "input topic to create and fill")
+	out := fs.String("out", "", "output topic to create")
+	del := fs.String("delete", "", "comma-separated topics to delete first")
+	partitions := fs.Int("partitions", 6, "partitions of each topic")
+	n := fs.Int("n", 100000, "records to produce")
+	size := fs.Int("size", 1024, "value bytes")
+	follow := fs.Bool("follow", false, "keep -n records more in -in than in -out until stopped")
+	ready := fs.String("ready-file", "", "file created once the first -n records are acked")
+	retention := fs.Int64("retention-bytes", -1, "retention.bytes of each partition of both topics (-1: none)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...), kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedBytes(256<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if *del != "" {
+		if _, err := adm.DeleteTopics(ctx, strings.Split(*del, ",")...); err != nil {
+			return fmt.Errorf("delete topics: %w", err)
+		}
+	}
+	for _, t := range []string{*in, *out} {
+		resp, err := adm.CreateTopic(ctx, int32(*partitions), 1, map[string]*string{
+			"max.message.bytes": ptr(strconv.Itoa(16 << 20)), "retention.bytes": ptr(strconv.FormatInt(*retention, 10))}, t)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	value := make([]byte, *size)
+	for i := range value {
+		value[i] = 'x'
+	}
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	produce := func(count int64) error {
+		for i := range count {
+			cl.Produce(ctx, &kgo.Record{Topic: *in, Key: []byte("k" + strconv.FormatInt(i%64, 10)), Value: value}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			return err
+		}
+		if failed.Load() > 0 {
+			return fmt.Errorf("%d records not produced: %v", failed.Load(), firstErr.Load())
+		}
+		return nil
+	}
+	if err := produce(int64(*n)); err != nil {
+		return err
+	}
+	total := int64(*n)
+	if *ready != "" {
+		if err := os.WriteFile(*ready, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	if !*follow {
+		return printResult(result{Msgs: total})
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return printResult(result{Msgs: total})
+		case <-t.C:
+		}
+		// What was consumed is what reached the output: unlike committed
+		// offsets it does not lag by a commit interval.
+		ends, err := adm.ListEndOffsets(ctx, *in, *out)
+		if err != nil {
+			continue
+		}
+		var lag int64
+		ends.Each(func(e kadm.ListedOffset) {
+			if e.Topic == *in {
+				lag += e.Offset
+			} else {
+				lag -= e.Offset
+			}
+		})
+		if more := int64(*n) - lag; more > int64(*n)/4 {
+			if err := produce(more); err != nil {
+				if ctx.Err() != nil {
+					return printResult(result{Msgs: total})
+				}
+				return err
+			}
+			total += more
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// runKafkaBaseline is the bare franz-go loop the runner's kafka->kafka is
+// measured against: in one consumer group, poll up to -batch records,
+// produce them all (idempotent, acks=all, keys and headers kept), wait for
+// every ack, commit the batch's offsets, repeat. It counts records
+// committed over the window.
+func runKafkaBaseline(ctx context.Context, args []string) error {
+	fs := newFlags("kafka-baseline")
+	brokers := fs.String("brokers", "", "comma-separated brokers")
+	in := fs.String("in", "", "input topic")
+	out := fs.String("out", "", "output topic")
+	group := fs.String("group", "baseline", "consumer group")
+	batch := fs.Int("batch", 500, "records per poll")
+	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
+	duration := fs.Duration("duration", 10*time.Second, "measured time")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...),
+		kgo.ConsumerGroup(*group), kgo.ConsumeTopics(*in), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DefaultProduceTopic(*out), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(16<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var done, doneBytes, failed atomic.Int64
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	loopErr := make(chan error, 1)
+	go func() {
+		for lctx.Err() == nil {
+			fs := cl.PollRecords(lctx, *batch)
+			if lctx.Err() != nil {
+				break
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			outRecs := make([]*kgo.Record, len(recs))
+			var bytes int64
+			for i, r := range recs {
+				outRecs[i] = &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+				bytes += int64(len(r.Value))
+			}
+			if err := cl.ProduceSync(lctx, outRecs...).FirstErr(); err != nil {
+				failed.Add(int64(len(recs)))
+				continue
+			}
+			if err := cl.CommitRecords(lctx, recs...); err != nil && lctx.Err() == nil {
+				loopErr <- fmt.Errorf("commit: %w", err)
+				return
+			}
+			done.Add(int64(len(recs)))
+			doneBytes.Add(bytes)
+		}
+		loopErr <- nil
+	}()
+	r, err := window(ctx, *warmup, *duration, func() (int64, int64) { return done.Load(), doneBytes.Load() })
+	cancel()
+	if lerr := <-loopErr; lerr != nil && err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return err
+	}
+	r.Errors = failed.Load()
+	return printResult(r)
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// kafkaLag is the input kept ahead of each side's consumer group: a feeder
+// fills the input topic with it before the side starts and tops it up
+// while the side runs, so neither side runs dry and the cluster (which
+// keeps records in memory) holds about this much unread input. Retention
+// of 3x that per partition drops what was read.
+const kafkaLag = 64 * MiB
+
+// sidesKafka runs the runner (MV_SOURCE=kafka, MV_SINK=kafka) and the
+// bare franz-go loop against one kfake process, each on fresh topics
+// filled with the same records before it starts.
+func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
+	batch := batchFor(sc.size)
+	runnerRecord(rec, sc, batch, batchLatency)
+	port, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	brokers := "127.0.0.1:" + strconv.Itoa(port)
+	kf, err := h.start("kfake-"+sc.id(), h.kfakeBin, []string{"-ports", strconv.Itoa(port), "-retention-every", "500ms"}, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { kf.stop(10 * time.Second) }
+	if err := waitUntil("kfake to listen", 30*time.Second, kf, func() bool { return dialOK(brokers) }); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	n := kafkaLag / sc.size
+	rec.Notes = append(rec.Notes, fmt.Sprintf("a feeder keeps %d records (%d MiB) of 6 partitions ahead of each side's group", n, kafkaLag/MiB))
+	var seq atomic.Int64
+	var last []string
+	// feed makes fresh topics for one side, fills the input and keeps
+	// topping it up until stopped.
+	feed := func(role string) (in, out, group string, stop func(), err error) {
+		k := seq.Add(1)
+		in, out = fmt.Sprintf("in-%s-%d", role, k), fmt.Sprintf("out-%s-%d", role, k)
+		group = role + "-" + in
+		ready := filepath.Join(h.work, "kafka-ready-"+in)
+		args := []string{"kafka-load", "-brokers", brokers, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size),
+			"-follow", "-ready-file", ready, "-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
+		if len(last) > 0 {
+			args = append(args, "-delete", strings.Join(last, ","))
+		}
+		last = []string{in, out}
+		p, err := h.start("kafka-feed-"+sc.id(), h.peerBin, args, nil, false)
+		if err != nil {
+			return "", "", "", nil, err
+		}
+		stop = func() { p.stop(10 * time.Second) }
+		if err := waitUntil("the input to be filled", 5*time.Minute, p, func() bool { return exists(ready) }); err != nil {
+			stop()
+			return "", "", "", nil, err
+		}
+		return in, out, group, stop, nil
+	}
+	return []side{
+		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
+			in, out, group, stop, err := feed("runner")
+			if err != nil {
+				return nanResult(), err
+			}
+			defer stop()
+			return h.runRunnerSide(ctx, sc, batch, map[string]string{
+				"MV_SOURCE":                  "kafka",
+				"MV_SINK":                    "kafka",
+				"MV_KAFKA_BROKERS":           brokers,
+				"MV_KAFKA_TOPIC":             in,
+				"MV_KAFKA_GROUP":             group,
+				"MV_KAFKA_SINK_TOPIC":        out,
+				"MV_KAFKA_MAX_MESSAGE_BYTES": strconv.Itoa(16 << 20),
+			})
+		}},
+		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
+			in, out, group, stop, err := feed("baseline")
+			if err != nil {
+				return nanResult(), err
+			}
+			defer stop()
+			return h.runPeerMeasure(ctx, sc, "baseline", "kafka-baseline",
+				[]string{"-brokers", brokers, "-in", in, "-out", out, "-group", group, "-batch", strconv.Itoa(batch)})
+		}},
+	}, cleanup, nil
+}

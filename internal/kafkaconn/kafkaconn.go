@@ -1,0 +1,205 @@
+// Package kafkaconn holds the connection settings the Kafka source and sink
+// share (brokers, SASL, TLS) and turns them into franz-go client options.
+package kafkaconn
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Auth is how the runner authenticates to the brokers: Numaflow's
+// spec.source.kafka.sasl and .tls, with files in place of Secret selectors
+// (mount the Secret and name the files).
+type Auth struct {
+	SASLMechanism string `envconfig:"MV_KAFKA_SASL_MECHANISM" desc:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty for none"`
+	SASLUser      string `envconfig:"MV_KAFKA_SASL_USER" desc:"SASL user name"`
+	SASLPassword  string `envconfig:"MV_KAFKA_SASL_PASSWORD" desc:"SASL password"`
+	TLS           bool   `envconfig:"MV_KAFKA_TLS" default:"false" desc:"connect with TLS (implied by any other MV_KAFKA_TLS_* setting)"`
+	TLSCAFile     string `envconfig:"MV_KAFKA_TLS_CA_FILE" desc:"PEM file of the CA that signed the brokers' certificates; empty uses the system roots"`
+	TLSCertFile   string `envconfig:"MV_KAFKA_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_KAFKA_TLS_KEY_FILE)"`
+	TLSKeyFile    string `envconfig:"MV_KAFKA_TLS_KEY_FILE" desc:"PEM private key of MV_KAFKA_TLS_CERT_FILE"`
+	TLSSkipVerify bool   `envconfig:"MV_KAFKA_TLS_SKIP_VERIFY" default:"false" desc:"accept any broker certificate (testing only)"`
+}
+
+// Validate checks the authentication settings.
+func (a *Auth) Validate() error {
+	switch a.SASLMechanism {
+	case "":
+		if a.SASLUser != "" {
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "is required when MV_KAFKA_SASL_USER is set: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"}
+		}
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if a.SASLUser == "" {
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASLUser, Reason: "is required with MV_KAFKA_SASL_MECHANISM=" + a.SASLMechanism}
+		}
+	default:
+		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported)"}
+	}
+	if (a.TLSCertFile == "") != (a.TLSKeyFile == "") {
+		if a.TLSCertFile == "" {
+			return &runner.ConfigError{Var: "MV_KAFKA_TLS_CERT_FILE", Value: "", Reason: "is required with MV_KAFKA_TLS_KEY_FILE"}
+		}
+		return &runner.ConfigError{Var: "MV_KAFKA_TLS_KEY_FILE", Value: "", Reason: "is required with MV_KAFKA_TLS_CERT_FILE"}
+	}
+	for _, f := range []struct{ name, path string }{{"MV_KAFKA_TLS_CA_FILE", a.TLSCAFile}, {"MV_KAFKA_TLS_CERT_FILE", a.TLSCertFile}, {"MV_KAFKA_TLS_KEY_FILE", a.TLSKeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return &runner.ConfigError{Var: f.name, Value: f.path, Reason: "cannot be read: " + errors.Unwrap(err).Error()}
+		}
+	}
+	if _, err := a.tlsConfig(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// tlsConfig builds the TLS configuration, nil when TLS is off.
+func (a *Auth) tlsConfig() (*tls.Config, error) {
+	if !a.TLS && a.TLSCAFile == "" && a.TLSCertFile == "" && !a.TLSSkipVerify {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: a.TLSSkipVerify} //nolint:gosec // the user asked for it
+	if a.TLSCAFile != "" {
+		pem, err := os.ReadFile(a.TLSCAFile)
+		if err != nil {
+			return nil, &runner.ConfigError{Var: "MV_KAFKA_TLS_CA_FILE", Value: a.TLSCAFile, Reason: "cannot be read: " + err.Error()}
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, &runner.ConfigError{Var: "MV_KAFKA_TLS_CA_FILE", Value: a.TLSCAFile, Reason: "holds no PEM certificate"}
+		}
+		cfg.RootCAs = pool
+	}
+	if a.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(a.TLSCertFile, a.TLSKeyFile)
+		if err != nil {
+			return nil, &runner.ConfigError{Var: "MV_KAFKA_TLS_CERT_FILE", Value: a.TLSCertFile, Reason: "with MV_KAFKA_TLS_KEY_FILE is not a usable key pair: " + err.Error()}
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// Opts returns the client options for the brokers and the authentication.
+func (a *Auth) Opts(brokers []string) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	switch a.SASLMechanism {
+	case "PLAIN":
+		opts = append(opts, kgo.SASL(plain.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsMechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(scram.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsSha256Mechanism()))
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(scram.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsSha512Mechanism()))
+	}
+	tc, err := a.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	return opts, nil
+}
+
+// Brokers splits a comma-separated broker list and checks that every entry
+// is host:port, so that a typo is a setting error rather than a broker
+// that seems down.
+func Brokers(variable, list string) ([]string, error) {
+	var out []string
+	for _, b := range strings.Split(list, ",") {
+		b = strings.TrimSpace(b)
+		if b == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(b)
+		if err != nil || host == "" {
+			return nil, &runner.ConfigError{Var: variable, Value: list, Reason: fmt.Sprintf("%q is not host:port, e.g. kafka:9092", b)}
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return nil, &runner.ConfigError{Var: variable, Value: list, Reason: fmt.Sprintf("%q: the port must be between 1 and 65535", b)}
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, &runner.ConfigError{Var: variable, Value: list, Reason: "names no broker, e.g. kafka-0:9092,kafka-1:9092"}
+	}
+	return out, nil
+}
+
+// ValidTopic reports whether s can name a Kafka topic: 1 to 249 of
+// [a-zA-Z0-9._-], and neither "." nor "..".
+func ValidTopic(s string) bool {
+	if s == "" || len(s) > 249 || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '.' || r == '_' || r == '-' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckTopic asks the brokers for the topic's end offsets: it fails if no
+// broker answers, and names the variable if the topic does not exist. A
+// topic reported missing is asked for again for a few seconds first: a
+// topic created a moment ago may not be in every broker's metadata yet.
+func CheckTopic(ctx context.Context, adm *kadm.Client, topic, variable string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		missing := errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(ends[topic]) == 0)
+		if !missing {
+			if err != nil {
+				return fmt.Errorf("kafka: list offsets of topic %q (are the brokers reachable, and SASL/TLS set as they expect?): %w", topic, err)
+			}
+			return nil
+		}
+		if attempt == 10 || ctx.Err() != nil {
+			return &runner.ConfigError{Var: variable, Value: topic, Reason: "the topic does not exist on the brokers: create it or name an existing one"}
+		}
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Logger passes the client's warnings and errors to the runner's log.
+func Logger(log *zap.SugaredLogger) kgo.Logger { return zapLogger{log} }
+
+type zapLogger struct{ log *zap.SugaredLogger }
+
+func (l zapLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l zapLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	switch level {
+	case kgo.LogLevelError:
+		l.log.Errorw("kafka client: "+msg, keyvals...)
+	case kgo.LogLevelWarn:
+		l.log.Warnw("kafka client: "+msg, keyvals...)
+	}
+}
