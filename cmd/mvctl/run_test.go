@@ -2,8 +2,18 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,20 +25,30 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/monovertex/monovertex/internal/kafkatest"
 	"github.com/monovertex/monovertex/internal/mvconvert"
 	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/internal/numaflowapi"
+	"github.com/monovertex/monovertex/internal/redistest"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // deployed is a converted corpus manifest started as local processes: the
 // runner with exactly the environment mvctl wrote into its container, and
 // each sidecar (a ko:// image of this module) as its binary with its
-// container's environment. Only what a pod gets from its volumes and
-// Knative is rewritten to test-local values: MV_UDS_DIR (the socket
-// emptyDir) and MV_CONFIG_DIR (the mounted ConfigMap) point at temporary
-// directories, and PORT and MV_ADMIN_PORT at free ports.
+// container's environment. Only what a pod gets from its volumes, its
+// Secrets and Knative is rewritten to test-local values: MV_UDS_DIR (the
+// socket emptyDir) and MV_CONFIG_DIR (the mounted ConfigMap) point at
+// temporary directories, a mounted Secret's files are written to one and
+// variables naming them point there, secretKeyRef variables take the
+// test's Secret values (then $(VAR) references expand as Kubernetes does),
+// and PORT and MV_ADMIN_PORT are free ports. Server addresses, which the
+// manifest has as cluster DNS names, become the local servers'.
 type deployed struct {
 	t        *testing.T
 	runner   *testutil.Process
@@ -36,8 +56,30 @@ type deployed struct {
 	env      map[string]string
 }
 
+// local says how a corpus manifest is run here.
+type local struct {
+	file string
+	// name picks the MonoVertex of a many-document file; "" wants one.
+	name string
+	// secrets are the Secrets the user would create: name -> key -> value.
+	secrets map[string]map[string]string
+	// hosts rewrites, in the runner's variables, a cluster host:port to the
+	// local server's; each must occur in some variable.
+	hosts map[string]string
+	// addresses are variable, value pairs replacing a whole variable that
+	// names a server; only variables mvctl wrote may be replaced.
+	addresses []string
+}
+
 // convertCorpus converts the one MonoVertex of a corpus file.
 func convertCorpus(t *testing.T, file string) *mvconvert.Result {
+	t.Helper()
+	return convertCorpusDoc(t, file, "")
+}
+
+// convertCorpusDoc converts the MonoVertex named name of a corpus file (""
+// when the file holds exactly one).
+func convertCorpusDoc(t *testing.T, file, name string) *mvconvert.Result {
 	t.Helper()
 	fh, err := os.Open(file)
 	if err != nil {
@@ -45,26 +87,114 @@ func convertCorpus(t *testing.T, file string) *mvconvert.Result {
 	}
 	defer fh.Close()
 	docs, err := mvconvert.ReadDocuments(fh)
-	if err != nil || len(docs) != 1 || docs[0].MonoVertex == nil {
-		t.Fatalf("%s: want one MonoVertex: %v", file, err)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
-	res, err := mvconvert.Convert(docs[0].MonoVertex, mvconvert.Options{Scaler: scalerFor(file), PodMonitor: true})
+	var mv []*numaflowapi.MonoVertex
+	for _, d := range docs {
+		if d.MonoVertex != nil && (name == "" || d.MonoVertex.Name == name) {
+			mv = append(mv, d.MonoVertex)
+		}
+	}
+	if len(mv) != 1 {
+		t.Fatalf("%s: want one MonoVertex named %q, found %d", file, name, len(mv))
+	}
+	res, err := mvconvert.Convert(mv[0], mvconvert.Options{Scaler: scalerFor(file), PodMonitor: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
-func envMap(t *testing.T, c corev1.Container) map[string]string {
+// envMap is a container's environment as Kubernetes gives it: values from
+// secretKeyRef looked up in secrets, then $(VAR) references to variables
+// defined before expanded (unresolvable ones stay as written).
+func envMap(t *testing.T, c corev1.Container, secrets map[string]map[string]string, hosts map[string]string, used map[string]bool) map[string]string {
 	t.Helper()
 	env := map[string]string{}
 	for _, e := range c.Env {
-		if e.ValueFrom != nil {
+		v := e.Value
+		switch {
+		case e.ValueFrom == nil:
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			sv, ok := secrets[ref.Name][ref.Key]
+			if !ok {
+				t.Fatalf("container %s: %s comes from Secret %s key %s, which the test does not create", c.Name, e.Name, ref.Name, ref.Key)
+			}
+			v = sv
+		default:
 			t.Fatalf("container %s: %s comes from %v, which a local run cannot resolve", c.Name, e.Name, e.ValueFrom)
 		}
-		env[e.Name] = e.Value
+		for from, to := range hosts {
+			if strings.Contains(v, from) {
+				v = strings.ReplaceAll(v, from, to)
+				used[from] = true
+			}
+		}
+		env[e.Name] = expandK8s(v, env)
 	}
 	return env
+}
+
+// expandK8s expands $(NAME) from env and $$ to $, as the kubelet does.
+func expandK8s(v string, env map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '$' || i+1 >= len(v) {
+			b.WriteByte(v[i])
+			continue
+		}
+		switch v[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+			continue
+		case '(':
+			if j := strings.IndexByte(v[i:], ')'); j > 0 {
+				if val, ok := env[v[i+2:i+j]]; ok {
+					b.WriteString(val)
+					i += j
+					continue
+				}
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// mountSecrets writes the Secret volumes c mounts into temporary
+// directories and returns mount path -> local directory.
+func mountSecrets(t *testing.T, pod corev1.PodSpec, c corev1.Container, secrets map[string]map[string]string) map[string]string {
+	t.Helper()
+	vols := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		vols[v.Name] = v
+	}
+	out := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		v := vols[m.Name]
+		if v.Secret == nil {
+			continue
+		}
+		data, ok := secrets[v.Secret.SecretName]
+		if !ok {
+			t.Fatalf("container %s mounts Secret %s, which the test does not create", c.Name, v.Secret.SecretName)
+		}
+		dir := t.TempDir()
+		for _, it := range v.Secret.Items {
+			val, ok := data[it.Key]
+			if !ok {
+				t.Fatalf("container %s mounts key %s of Secret %s, which the test does not create", c.Name, it.Key, v.Secret.SecretName)
+			}
+			if err := os.WriteFile(filepath.Join(dir, it.Path), []byte(val), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[m.MountPath] = dir
+	}
+	return out
 }
 
 // deploy starts a corpus manifest; addresses maps runner variables that
@@ -72,7 +202,13 @@ func envMap(t *testing.T, c corev1.Container) map[string]string {
 // the local server's, and only variables mvctl wrote may be mapped.
 func deploy(t *testing.T, file string, addresses ...string) *deployed {
 	t.Helper()
-	res := convertCorpus(t, file)
+	return deployWith(t, local{file: file, addresses: addresses})
+}
+
+// deployWith starts a corpus manifest as l says.
+func deployWith(t *testing.T, l local) *deployed {
+	t.Helper()
+	res := convertCorpusDoc(t, l.file, l.name)
 	pod := res.Service.Spec.Template.Spec.PodSpec
 	uds, err := os.MkdirTemp("", "mvctl") // short: Unix socket paths are limited
 	if err != nil {
@@ -84,26 +220,40 @@ func deploy(t *testing.T, file string, addresses ...string) *deployed {
 		t.Fatal(err)
 	}
 	d := &deployed{t: t, sidecars: map[string]*testutil.Process{}}
+	used := map[string]bool{}
 	for _, c := range pod.Containers[1:] {
 		const prefix = "ko://github.com/monovertex/monovertex/"
 		if !strings.HasPrefix(c.Image, prefix) {
 			t.Fatalf("sidecar %s runs %s, not a program of this module", c.Name, c.Image)
 		}
-		env := envMap(t, c)
+		env := envMap(t, c, l.secrets, nil, used)
 		env["MV_UDS_DIR"] = uds // the example programs read the socket directory from it
 		d.sidecars[c.Name] = testutil.Start(t, c.Name, testutil.Build(t, "./"+strings.TrimPrefix(c.Image, prefix)), env, c.Args...)
 	}
 	if pod.Containers[0].Name != "runner" {
 		t.Fatalf("first container is %s, not the runner", pod.Containers[0].Name)
 	}
-	d.env = envMap(t, pod.Containers[0])
+	d.env = envMap(t, pod.Containers[0], l.secrets, l.hosts, used)
+	for from := range l.hosts {
+		if !used[from] {
+			t.Fatalf("no runner variable names %s to point at the local server", from)
+		}
+	}
+	for mount, dir := range mountSecrets(t, pod, pod.Containers[0], l.secrets) {
+		for k, v := range d.env {
+			if strings.HasPrefix(v, mount+"/") {
+				d.env[k] = dir + strings.TrimPrefix(v, mount)
+			}
+		}
+	}
 	d.env["MV_UDS_DIR"] = uds
 	d.env["MV_CONFIG_DIR"] = cfg
-	for i := 0; i+1 < len(addresses); i += 2 {
-		if _, ok := d.env[addresses[i]]; !ok {
-			t.Fatalf("mvctl wrote no %s to point at the local server", addresses[i])
+	d.env["MV_ADMIN_PORT"] = strconv.Itoa(testutil.FreePort(t))
+	for i := 0; i+1 < len(l.addresses); i += 2 {
+		if _, ok := d.env[l.addresses[i]]; !ok {
+			t.Fatalf("mvctl wrote no %s to point at the local server", l.addresses[i])
 		}
-		d.env[addresses[i]] = addresses[i+1]
+		d.env[l.addresses[i]] = l.addresses[i+1]
 	}
 	d.runner = testutil.StartRunner(t, d.env)
 	d.runner.WaitReady(90 * time.Second)
@@ -373,5 +523,297 @@ func TestCorpusRunsJetStreamToLog(t *testing.T) {
 	t.Logf("published %d; read %d acked %d written %d; %d distinct log lines; consumer pending %d ack-pending %d", n, tot.Read, tot.Acked, tot.Written, len(seen), pending, ackPending)
 	if len(seen) != n || tot.Acked != n || pending != 0 || ackPending != 0 {
 		t.Fatalf("%d distinct messages printed, %d acked, consumer pending %d ack-pending %d; want %d, %d, 0, 0", len(seen), tot.Acked, pending, ackPending, n, n)
+	}
+}
+
+// metricSum is the sum of a metric's samples on the runner's /metrics.
+func metricSum(t *testing.T, p *testutil.Process, name string) (float64, bool) {
+	t.Helper()
+	code, body := testutil.Get(t, p.AdminURL+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics answered %d", code)
+	}
+	sum, found := 0.0, false
+	for _, l := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(l, name); ok && (strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "{")) {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", l, err)
+			}
+			sum, found = sum+v, true
+		}
+	}
+	return sum, found
+}
+
+// checkRateLimiter fails the test unless the runner's rate limiter is on
+// with store, its limit is within the manifest's bounds, and it granted
+// at least the read calls n messages take (each reads at most
+// MV_READ_BATCH_SIZE): counts, not speed.
+func checkRateLimiter(t *testing.T, d *deployed, store string, min, max, n int) {
+	t.Helper()
+	st, err := d.runner.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RateLimit == nil {
+		t.Fatalf("/status has no rate_limit: the runner runs without the manifest's limits.rateLimit")
+	}
+	granted, ok := metricSum(t, d.runner, "monovtx_rate_limit_tokens_granted_total")
+	if !ok {
+		t.Fatal("/metrics has no monovtx_rate_limit_tokens_granted_total")
+	}
+	batch := 500 // config.Runner's default
+	if v, ok := d.env["MV_READ_BATCH_SIZE"]; ok {
+		if batch, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := (n + batch - 1) / batch
+	t.Logf("rate limiter: store %s, %d replica(s), limit %d/s now, %.0f read calls granted (%d messages take at least %d)", st.RateLimit.Store, st.RateLimit.Replicas, st.RateLimit.LimitPerSecond, granted, n, calls)
+	if st.RateLimit.Store != store || st.RateLimit.LimitPerSecond < min || st.RateLimit.LimitPerSecond > max || granted < float64(calls) {
+		t.Fatalf("rate limiter %+v, %.0f read calls granted: want store %s, limit within the manifest's %d..%d, at least %d calls granted", *st.RateLimit, granted, store, min, max, calls)
+	}
+}
+
+// TestCorpusRunsJetStreamHPAWithRateLimit: the "orders" MonoVertex of
+// jetstream-hpa.yaml against a NATS server that requires the user and
+// password of its nats-auth Secret (carried into the URL as $(NATS_USER)
+// and $(NATS_PASSWORD)). Its consumer delivers only new messages of
+// orders.eu: every one published after the runner is up is acked and
+// printed once, none of orders.us is, the consumer ends with nothing
+// pending, and the manifest's rate limiter (memory store, 100..2000/s)
+// granted the reads.
+func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
+	skipShort(t)
+	const user, password = "orders-runner", "pw-0rders"
+	srv := natstest.StartWithUser(t, user, password)
+	_, js := srv.Connect(t)
+	if nc, err := nats.Connect(srv.URL()); err == nil {
+		nc.Close()
+		t.Fatal("the NATS server accepted a client without credentials: it does not require the nats-auth user")
+	}
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "orders", Subjects: []string{"orders.>"}})
+	ctx := t.Context()
+	// Published before the consumer exists: deliver_policy new skips it.
+	if _, err := js.Publish(ctx, "orders.eu", []byte("order-old")); err != nil {
+		t.Fatal(err)
+	}
+	d := deployWith(t, local{
+		file:    "testdata/corpus/jetstream-hpa.yaml",
+		name:    "orders",
+		secrets: map[string]map[string]string{"nats-auth": {"user": user, "password": password}},
+		hosts:   map[string]string{"nats.nats.svc:4222": strings.TrimPrefix(srv.URL(), "nats://")},
+	})
+	for k, want := range map[string]string{"MV_RATE_LIMIT_MAX": "2000", "MV_RATE_LIMIT_MIN": "100", "MV_RATE_LIMIT_RAMP_UP": "30s", "MV_RATE_LIMIT_STORE": "memory", "MV_RATE_LIMIT_MODE": "onlyIfUsed", "MV_JETSTREAM_DELIVER_POLICY": "new", "MV_SCALE_REPLICAS_PER_UP": "3"} {
+		if d.env[k] != want {
+			t.Fatalf("emitted %s=%q, want %q", k, d.env[k], want)
+		}
+	}
+	// Ready means the consumer exists; check, since what is published
+	// before it would not be delivered.
+	if _, err := js.Consumer(ctx, "orders", "orders-runner"); err != nil {
+		t.Fatalf("consumer orders-runner after the runner is ready: %v", err)
+	}
+	const n = 1500 // the ramp from the manifest's min 100/s reads these in a few seconds
+	for i := 0; i < n; i++ {
+		if _, err := js.Publish(ctx, "orders.eu", []byte(fmt.Sprintf("order-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			if _, err := js.Publish(ctx, "orders.us", []byte(fmt.Sprintf("order-us-%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	d.waitAcked(n, 60*time.Second)
+	checkRateLimiter(t, d, "memory", 100, 2000, n)
+	tot := d.stop()
+	seen, lines, other := map[string]bool{}, 0, 0
+	sc := bufio.NewScanner(strings.NewReader(d.runner.Stdout.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		i := strings.Index(sc.Text(), `value="order-`)
+		if i < 0 {
+			continue
+		}
+		v := strings.Fields(sc.Text()[i:])[0]
+		if strings.HasPrefix(v, `value="order-us-`) || v == `value="order-old"` {
+			other++
+			continue
+		}
+		seen[v] = true
+		lines++
+	}
+	pending, ackPending := natstest.ConsumerState(t, js, "orders", "orders-runner")
+	t.Logf("published %d to orders.eu; read %d acked %d written %d; %d log lines, %d distinct, %d not for this consumer; consumer pending %d ack-pending %d", n, tot.Read, tot.Acked, tot.Written, lines, len(seen), other, pending, ackPending)
+	if len(seen) != n || lines != n || other != 0 || tot.Acked != n || tot.Written != n || pending != 0 || ackPending != 0 {
+		t.Fatalf("%d lines (%d distinct), %d of other subjects or older, %d acked, %d written, consumer pending %d ack-pending %d; want %d, %d, 0, %d, %d, 0, 0", lines, len(seen), other, tot.Acked, tot.Written, pending, ackPending, n, n, n, n)
+	}
+}
+
+// pki is a test CA with a broker certificate for 127.0.0.1 and a client
+// certificate, as PEM.
+type pki struct {
+	caPEM, serverCert, serverKey, clientCert, clientKey []byte
+}
+
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	encKey := func(k *ecdsa.PrivateKey) []byte {
+		der, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	now := time.Now()
+	caKey := key()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mvctl test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) ([]byte, []byte) {
+		k := key()
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), encKey(k)
+	}
+	p := pki{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	p.serverCert, p.serverKey = leaf(2, "kfake", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
+	p.clientCert, p.clientKey = leaf(3, "relay", x509.ExtKeyUsageClientAuth, nil)
+	return p
+}
+
+// TestCorpusRunsKafkaToKafka: kafka-keda.yaml as written, against two
+// kfake brokers (a separate process) that speak only TLS, require a client
+// certificate signed by the test CA and SCRAM-SHA-512 as the kafka-user
+// Secret's user, and a redis-server for the shared rate limit. Only the
+// broker and Redis host:ports are rewritten, and the Secrets are the
+// test's (the kafka-tls files mounted where the runner's variables say).
+// Every record of events reaches events-out once with its key, nothing
+// goes to the onSuccess topic (the Kafka sink never answers ON_SUCCESS) or
+// the fallback, and the group's committed offsets reach the end of events.
+func TestCorpusRunsKafkaToKafka(t *testing.T) {
+	skipShort(t)
+	const user, password = "relay", "pw-r3lay"
+	p := newPKI(t)
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"server.crt": p.serverCert, "server.key": p.serverKey, "ca.crt": p.caPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.caPEM)
+	clientCert, err := tls.X509KeyPair(p.clientCert, p.clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := map[string]int{"events": 4, "events-out": 4, "events-audit": 4}
+	k := kafkatest.StartSecure(t, 2, topics, kafkatest.Security{
+		CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
+		SASL: "SCRAM-SHA-512:" + user + ":" + password,
+		ClientOpts: []kgo.Opt{
+			kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{clientCert}}),
+			kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()),
+		},
+	})
+	// The brokers refuse a client without SASL, so the runner's reads
+	// below prove it authenticated with the Secret's SCRAM user.
+	noSASL, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(k.Brokers(), ",")...),
+		kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{clientCert}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingCtx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	if err := noSASL.Ping(pingCtx); err == nil {
+		t.Fatal("kfake answered a client without SASL: it does not require the manifest's SCRAM")
+	}
+	cancel()
+	noSASL.Close()
+	rs := redistest.Start(t)
+	brokers := strings.Split(k.Brokers(), ",")
+	if len(brokers) != 2 {
+		t.Fatalf("kfake brokers %v, want 2", brokers)
+	}
+	const n = 3000
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = []byte(fmt.Sprintf("event-%d", i))
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%d", i%16)) }
+	admin := k.Client()
+	kafkatest.Produce(t, admin, "events", values, key)
+
+	d := deployWith(t, local{
+		file: "testdata/corpus/kafka-keda.yaml",
+		secrets: map[string]map[string]string{
+			"kafka-tls":  {"ca.crt": string(p.caPEM), "tls.crt": string(p.clientCert), "tls.key": string(p.clientKey)},
+			"kafka-user": {"user": user, "password": password},
+		},
+		hosts: map[string]string{"kafka-0.kafka:9093": brokers[0], "kafka-1.kafka:9093": brokers[1], "redis.redis.svc:6379": rs.Addr()},
+	})
+	for k, want := range map[string]string{"MV_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "MV_KAFKA_TLS": "true", "MV_KAFKA_GROUP": "relay", "MV_RATE_LIMIT_STORE": "redis", "MV_RATE_LIMIT_MODE": "goBackN", "MV_RATE_LIMIT_REDIS_URL": "redis://" + rs.Addr() + "/2", "MV_ON_SUCCESS_KAFKA_TOPIC": "events-audit"} {
+		if d.env[k] != want {
+			t.Fatalf("emitted %s=%q, want %q", k, d.env[k], want)
+		}
+	}
+	d.waitAcked(n, 90*time.Second)
+	checkRateLimiter(t, d, "redis", 500, 5000, n)
+	ends := kafkatest.EndOffsets(t, admin, "events")
+	committed := map[int32]int64{}
+	testutil.WaitFor(t, 30*time.Second, "committed offsets of group relay at the end of events", func() bool {
+		committed = kafkatest.Committed(t, admin, "relay", "events")
+		for part, e := range ends {
+			if committed[part] != e {
+				return false
+			}
+		}
+		return true
+	})
+	tot := d.stop()
+	out := kafkatest.ReadAll(t, k, "events-out")
+	audit := kafkatest.ReadAll(t, k, "events-audit")
+	seen, wrongKey := map[string]int{}, 0
+	for _, r := range out {
+		seen[string(r.Value)]++
+		var i int
+		if _, err := fmt.Sscanf(string(r.Value), "event-%d", &i); err != nil || string(r.Key) != string(key(i)) {
+			wrongKey++
+		}
+	}
+	missing, dups := 0, 0
+	for _, v := range values {
+		switch c := seen[string(v)]; {
+		case c == 0:
+			missing++
+		case c > 1:
+			dups += c - 1
+		}
+	}
+	t.Logf("produced %d to events; read %d acked %d written %d fallback %d; events-out holds %d records (%d distinct, %d missing, %d duplicates, %d with a wrong key); events-audit %d; committed %v = end offsets %v",
+		n, tot.Read, tot.Acked, tot.Written, tot.FallbackWritten, len(out), len(seen), missing, dups, wrongKey, len(audit), committed, ends)
+	if len(out) != n || len(seen) != n || missing != 0 || wrongKey != 0 || len(audit) != 0 || tot.Acked != n || tot.Written != n || tot.FallbackWritten != 0 {
+		t.Fatalf("events-out %d records, %d distinct, %d missing, %d wrong keys; events-audit %d; acked %d written %d fallback %d: want %d, %d, 0, 0; 0; %d, %d, 0",
+			len(out), len(seen), missing, wrongKey, len(audit), tot.Acked, tot.Written, tot.FallbackWritten, n, n, n, n)
 	}
 }

@@ -33,18 +33,42 @@ type Cluster struct {
 	ports   []int
 	addrs   []string
 	proc    *testutil.Process
+	sec     Security
+}
+
+// Security is how the brokers make clients authenticate; the zero value
+// is plaintext without SASL.
+type Security struct {
+	// CertFile and KeyFile are the brokers' PEM certificate and key; set,
+	// the brokers speak only TLS.
+	CertFile, KeyFile string
+	// ClientCAFile, set, makes the brokers require a client certificate
+	// signed by this PEM CA.
+	ClientCAFile string
+	// SASL is MECHANISM:USER:PASSWORD of the one user the brokers accept.
+	SASL string
+	// ClientOpts are what the test's own clients (Client, ReadAll) need to
+	// connect: kgo.DialTLSConfig, kgo.SASL.
+	ClientOpts []kgo.Opt
 }
 
 // Start starts a cluster of brokers brokers with the topics (name ->
 // partitions) created, and stops it when the test ends.
 func Start(t testing.TB, brokers int, topics map[string]int) *Cluster {
 	t.Helper()
+	return StartSecure(t, brokers, topics, Security{})
+}
+
+// StartSecure is Start with brokers that require TLS and/or SASL as sec
+// says.
+func StartSecure(t testing.TB, brokers int, topics map[string]int, sec Security) *Cluster {
+	t.Helper()
 	var tl []string
 	for name, n := range topics {
 		tl = append(tl, fmt.Sprintf("%s:%d", name, n))
 	}
 	sort.Strings(tl)
-	c := &Cluster{t: t, bin: testutil.Build(t, "./internal/kafkatest/cmd/kfake"), dataDir: t.TempDir(), topics: strings.Join(tl, ","), ports: make([]int, brokers)}
+	c := &Cluster{t: t, bin: testutil.Build(t, "./internal/kafkatest/cmd/kfake"), dataDir: t.TempDir(), topics: strings.Join(tl, ","), ports: make([]int, brokers), sec: sec}
 	c.start()
 	return c
 }
@@ -58,6 +82,15 @@ func (c *Cluster) start() {
 	args := []string{"-ports", strings.Join(ports, ","), "-data-dir", c.dataDir}
 	if c.topics != "" {
 		args = append(args, "-topics", c.topics)
+	}
+	if c.sec.CertFile != "" {
+		args = append(args, "-tls-cert", c.sec.CertFile, "-tls-key", c.sec.KeyFile)
+	}
+	if c.sec.ClientCAFile != "" {
+		args = append(args, "-tls-client-ca", c.sec.ClientCAFile)
+	}
+	if c.sec.SASL != "" {
+		args = append(args, "-sasl", c.sec.SASL)
 	}
 	c.proc = testutil.Start(c.t, "kfake", c.bin, nil, args...)
 	testutil.WaitFor(c.t, 30*time.Second, "kfake ready", func() bool {
@@ -101,7 +134,7 @@ func (c *Cluster) Restart() {
 // Client returns a client of the cluster, closed when the test ends.
 func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.addrs...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.addrs...)}, c.sec.ClientOpts...), opts...)...)
 	if err != nil {
 		c.t.Fatalf("kafka client: %v", err)
 	}

@@ -28,7 +28,8 @@ import (
 // Server is an in-process nats-server with JetStream. Its methods are safe
 // to call from several goroutines.
 type Server struct {
-	storeDir string
+	storeDir   string
+	user, pass string
 
 	mu   sync.Mutex
 	port int
@@ -40,6 +41,19 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{storeDir: t.TempDir(), port: -1}
+	if err := s.start(); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// StartWithUser is Start with a server that accepts only clients that
+// authenticate as user with password (NATS basic auth), as a secured
+// cluster does; Connect authenticates, URL carries no credentials.
+func StartWithUser(t testing.TB, user, password string) *Server {
+	t.Helper()
+	s := &Server{storeDir: t.TempDir(), port: -1, user: user, pass: password}
 	if err := s.start(); err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -63,6 +77,8 @@ func (s *Server) start() error {
 		NoSigs:     true,
 		// Large enough for the conformance suite's 1 MiB payloads plus headers.
 		MaxPayload: 8 << 20,
+		Username:   s.user,
+		Password:   s.pass,
 	}
 	var lastErr error
 	// The port of a server that was just shut down can take a moment to be
@@ -132,7 +148,11 @@ func (s *Server) Restart(t testing.TB) {
 // JetStream context on it, for setting up streams and checking results.
 func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
+	if s.user != "" {
+		opts = append(opts, nats.UserInfo(s.user, s.pass))
+	}
+	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		t.Fatalf("natstest: connect to %s: %v", s.URL(), err)
 	}

@@ -6,11 +6,18 @@
 //
 //	kfake -ports 0,0,0 -topics in:6,out:6 -data-dir /tmp/k
 //
+// With -tls-cert/-tls-key the brokers speak only TLS (and with
+// -tls-client-ca they require a client certificate signed by it); with
+// -sasl MECHANISM:USER:PASSWORD they require SASL as that one user, so a
+// manifest's TLS and SCRAM settings can be run against it as written.
+//
 // It prints one "addr host:port" line per broker, then "ready". SIGTERM or
 // SIGINT closes the cluster, which writes its state to -data-dir.
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +37,10 @@ func main() {
 	syncWrites := flag.Bool("sync", false, "fsync every produced batch")
 	minSession := flag.Duration("min-session-timeout", time.Second, "smallest group session timeout the brokers accept")
 	retention := flag.Duration("retention-every", 0, "apply the topics' retention.bytes and retention.ms this often (0: never; kfake keeps every record otherwise)")
+	tlsCert := flag.String("tls-cert", "", "PEM server certificate: listen with TLS only (with -tls-key)")
+	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
+	tlsClientCA := flag.String("tls-client-ca", "", "PEM CA: require a client certificate signed by it")
+	saslUser := flag.String("sasl", "", "MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512): require SASL as this user")
 	flag.Parse()
 
 	var portList []int
@@ -45,6 +56,22 @@ func main() {
 		kfake.Ports(portList...),
 		kfake.NumBrokers(len(portList)),
 		kfake.GroupMinSessionTimeout(*minSession),
+	}
+	if *tlsCert != "" {
+		cfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kfake: %v\n", err)
+			os.Exit(2)
+		}
+		opts = append(opts, kfake.TLS(cfg))
+	}
+	if *saslUser != "" {
+		parts := strings.SplitN(*saslUser, ":", 3)
+		if len(parts) != 3 {
+			fmt.Fprintf(os.Stderr, "kfake: invalid -sasl %q, want MECHANISM:USER:PASSWORD\n", *saslUser)
+			os.Exit(2)
+		}
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(parts[0], parts[1], parts[2]))
 	}
 	if *dataDir != "" {
 		opts = append(opts, kfake.DataDir(*dataDir))
@@ -97,4 +124,25 @@ func main() {
 		<-sigs
 	}
 	c.Close()
+}
+
+// serverTLS is the brokers' TLS configuration from PEM files.
+func serverTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-client-ca %s holds no PEM certificate", clientCAFile)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }
