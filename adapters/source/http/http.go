@@ -173,6 +173,9 @@ type Source struct {
 	// budget bounds the body bytes held across all connections
 	// (MV_HTTP_MAX_INFLIGHT_BYTES).
 	budget *cemap.Budget
+	// admissionWait is admissionWait; a field so tests can lengthen it
+	// where a loaded machine would otherwise make them race the clock.
+	admissionWait time.Duration
 
 	mu       sync.Mutex
 	queue    []*entry          // accepted, not yet read
@@ -206,6 +209,8 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 		inflight: map[string]*entry{},
 		wake:     make(chan struct{}, 1),
 		budget:   cemap.NewBudget(cfg.MaxInflight),
+
+		admissionWait: admissionWait,
 	}
 	if cfg.AuthToken != "" {
 		s.auth = []byte("Bearer " + cfg.AuthToken)
@@ -355,7 +360,7 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cemap.L
 		most, size = n, min(n, presizeLimit)
 	}
 	size = min(size, most)
-	admit, cancel := context.WithTimeout(r.Context(), admissionWait)
+	admit, cancel := context.WithTimeout(r.Context(), s.admissionWait)
 	err := lease.Grow(admit, size)
 	cancel()
 	if err != nil {

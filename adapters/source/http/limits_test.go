@@ -206,10 +206,13 @@ func TestABodyWaitingForTheBudgetIsTakenWhenItFrees(t *testing.T) {
 	cfg.MaxBody = 8 << 10
 	cfg.MaxInflight = 8 << 10
 	src, url := start(t, cfg)
+	// The request must still be waiting when the budget frees: give it
+	// far longer than the steps below take on a busy machine.
+	src.admissionWait = 30 * time.Second
 	held := post(url, hdr(HeaderID, "held"), strings.Repeat("h", 8<<10))
 	waitPending(t, src, 1)
 	waiting := post(url, hdr(HeaderID, "waiting"), "w")
-	time.Sleep(admissionWait / 4)
+	time.Sleep(250 * time.Millisecond)
 	_ = src.Ack(context.Background(), readN(t, src, 1))
 	await(t, held)
 	m := readN(t, src, 1)
