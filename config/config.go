@@ -74,6 +74,8 @@ type Retry struct {
 // Config is everything the runner reads from the environment.
 type Config struct {
 	Core
+	// Tracing is the OpenTelemetry settings (OTEL_* variables).
+	Tracing Tracing
 	// The chosen adapters' settings, as their plugins declared them.
 	SourceConfig, TransformerConfig, UDFConfig, SinkConfig, FallbackConfig, OnSuccessConfig any
 	// Bypass holds the parsed MV_BYPASS_* conditions.
@@ -99,6 +101,12 @@ func LoadWarn(warn func(string)) (*Config, error) {
 		return nil, err
 	}
 	if err := c.validateCore(); err != nil {
+		return nil, err
+	}
+	if err := process(&c.Tracing); err != nil {
+		return nil, err
+	}
+	if err := c.Tracing.Validate(); err != nil {
 		return nil, err
 	}
 	if err := checkUnknown(os.Environ(), c.Strict, warn); err != nil {
@@ -370,6 +378,7 @@ func Usage(w io.Writer) {
 		tw.Flush()
 	}
 	section("Runner:", &Core{})
+	section("Tracing (OpenTelemetry's standard variables; see README \"Tracing\"):", &Tracing{})
 	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\n")
 	transformers := strings.Join(append([]string{None}, runner.TransformerNames()...), ", ")
 	optionalSinks := strings.Join(append([]string{None}, runner.SinkNames()...), ", ")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -92,6 +93,9 @@ type Options struct {
 	Logger *zap.SugaredLogger
 	// Registerer receives the engine's metrics; nil keeps them private.
 	Registerer prometheus.Registerer
+	// Tracer, when set, gets a span per batch and per stage of it (see
+	// tracing.go); nil turns tracing off at no cost.
+	Tracer trace.Tracer
 }
 
 func (o *Options) setDefaults() {
@@ -204,6 +208,7 @@ type Engine struct {
 	bypass    Bypass
 	kinds     struct{ Source, Sink, Fallback, OnSuccess string }
 	m         *Metrics
+	tracer    trace.Tracer
 	// tokens bound the messages in flight in streaming mode; nil in batch mode.
 	tokens chan struct{}
 
@@ -260,7 +265,7 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	m.ReadBatchSize.Set(float64(opts.BatchSize))
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
-		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()),
+		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()), tracer: opts.Tracer,
 	}
 	for i, st := range p.Stages {
 		if st.Transformer == nil {
@@ -528,6 +533,10 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		start := time.Now()
 		msgs, err := e.src.Read(ctx, want, e.opts.ReadTimeout)
 		observeSince(e.m.ReadTime, start)
+		var readEnd time.Time
+		if e.tracer != nil {
+			readEnd = time.Now()
+		}
 		if e.tokens != nil && len(msgs) < want {
 			e.release(want - len(msgs))
 		}
@@ -537,7 +546,7 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if err := e.process(workCtx, msgs); err != nil && IsFatal(err) {
+				if err := e.process(workCtx, msgs, start, readEnd); err != nil && IsFatal(err) {
 					onFatal(err)
 				}
 			}()
