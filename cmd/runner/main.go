@@ -118,9 +118,20 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 		return exitFailed, err
 	}
 
+	tracer, stopTracing, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		adapters.close()
+		portLn.Close()
+		adminLn.Close()
+		return exitConfig, err
+	}
+	// Deferred, so the spans of the last batches are sent on every way out.
+	defer stopTracing()
+
 	opts := cfg.RunnerOptions()
 	opts.Logger = log
 	opts.Registerer = reg
+	opts.Tracer = tracer
 	eng, err := runner.NewPipeline(opts, adapters.pipeline(cfg))
 	if err != nil {
 		adapters.close()
