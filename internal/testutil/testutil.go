@@ -183,6 +183,9 @@ func Start(t testing.TB, name, binary string, env map[string]string, args ...str
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		if coverDir() != "" {
+			p.stopForCoverage()
+		}
 		p.Kill()
 		if t.Failed() {
 			t.Logf("%s stderr (tail):\n%s", name, tail(p.Stderr.String(), 4000))
@@ -222,6 +225,22 @@ func StartRunner(t testing.TB, env map[string]string) *Process {
 func (p *Process) Signal(sig os.Signal) {
 	if p.Cmd.Process != nil {
 		_ = p.Cmd.Process.Signal(sig)
+	}
+}
+
+// stopForCoverage asks a process still running at the end of its test to
+// exit (SIGTERM, up to 2s) before it is killed: a binary built with -cover
+// writes its counters only when it exits, and a SIGKILL would lose them.
+func (p *Process) stopForCoverage() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Second):
 	}
 }
 
