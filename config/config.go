@@ -95,6 +95,8 @@ type RateLimit struct {
 // Config is everything the runner reads from the environment.
 type Config struct {
 	Core
+	// Tracing is the OpenTelemetry settings (OTEL_* variables).
+	Tracing Tracing
 	// Settings holds the chosen adapters' settings, as their kinds declared
 	// them, by the place they fill; a place set to none has no entry.
 	Settings map[runner.Role]any
@@ -136,6 +138,12 @@ func LoadWarn(warn func(string)) (*Config, error) {
 		return nil, err
 	}
 	if err := c.validateCore(); err != nil {
+		return nil, err
+	}
+	if err := process(&c.Tracing); err != nil {
+		return nil, err
+	}
+	if err := c.Tracing.Validate(); err != nil {
 		return nil, err
 	}
 	if err := checkUnknown(os.Environ(), c.Strict, warn); err != nil {
@@ -384,6 +392,7 @@ func Usage(w io.Writer) {
 		tw.Flush()
 	}
 	section("Runner:", &Core{})
+	section("Tracing (OpenTelemetry's standard variables; see README \"Tracing\"):", &Tracing{})
 	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
 	for _, slot := range runner.Slots {
 		names := runner.KindNames(slot.Role)

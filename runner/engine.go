@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/runner/ratelimit"
@@ -101,6 +102,9 @@ type Options struct {
 	// runtime errors to (through Env.Errors, built before the engine);
 	// nil makes the engine its own.
 	ContainerErrors *ContainerErrors
+	// Tracer, when set, gets a span per batch and per stage of it (see
+	// tracing.go); nil turns tracing off at no cost.
+	Tracer trace.Tracer
 }
 
 func (o *Options) setDefaults() {
@@ -213,6 +217,7 @@ type Engine struct {
 	bypass    Bypass
 	kinds     struct{ Source, Sink, Fallback, OnSuccess string }
 	m         *Metrics
+	tracer    trace.Tracer
 	// tokens bound the messages in flight in streaming mode; nil in batch mode.
 	tokens chan struct{}
 
@@ -276,7 +281,7 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	m.ReadBatchSize.Set(float64(opts.BatchSize))
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
-		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()),
+		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()), tracer: opts.Tracer,
 		started: time.Now(), cerrs: opts.ContainerErrors, recent: NewContainerErrors(),
 	}
 	if e.cerrs == nil {
@@ -577,6 +582,10 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		start := time.Now()
 		msgs, err := e.src.Read(ctx, want, e.opts.ReadTimeout)
 		observeSince(e.m.ReadTime, start)
+		var readEnd time.Time
+		if e.tracer != nil {
+			readEnd = time.Now()
+		}
 		if e.tokens != nil && len(msgs) < want {
 			e.release(want - len(msgs))
 		}
@@ -586,7 +595,7 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if err := e.process(workCtx, msgs); err != nil && IsFatal(err) {
+				if err := e.process(workCtx, msgs, start, readEnd); err != nil && IsFatal(err) {
 					onFatal(err)
 				}
 			}()

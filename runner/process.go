@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -37,20 +38,30 @@ type batch struct {
 	// written after every round of the tier before them, so a message that
 	// asked for fallback does not wait for its siblings' retries.
 	toFallback, toOnSuccess []output
+	// span is the batch's trace span; nil when tracing is off, which every
+	// tracing step checks first so that it costs nothing then.
+	span trace.Span
 }
 
 // process moves one read batch through the stages and the sink tiers,
 // acking inputs as soon as all their outputs are final and handing back
-// the rest.
-func (e *Engine) process(ctx context.Context, msgs []*Message) error {
+// the rest. The read took from readStart to readEnd (readEnd is set only
+// when tracing is on).
+func (e *Engine) process(ctx context.Context, msgs []*Message, readStart, readEnd time.Time) error {
 	start := time.Now()
 	b := &batch{e: e, inputs: make([]inputState, len(msgs))}
 	for i, m := range msgs {
 		b.inputs[i].msg = m
 	}
+	if e.tracer != nil {
+		ctx, b.span = e.startBatch(ctx, msgs, readStart, readEnd)
+	}
 	err := b.run(ctx)
 	b.handBack(ctx)
 	observeSince(e.m.ProcessingTime, start)
+	if b.span != nil {
+		endSpan(b.span, err)
+	}
 	return err
 }
 
@@ -151,6 +162,19 @@ func (b *batch) ackFinal(ctx context.Context) {
 	}
 	e := b.e
 	defer e.release(len(ready))
+	if b.span != nil {
+		ctx, span := b.startSpan(ctx, "ack", len(ready))
+		attempts, err := b.ack(ctx, ready)
+		endSpan(span, err, attrAttempts.Int(attempts))
+		return
+	}
+	b.ack(ctx, ready)
+}
+
+// ack acks ready, retrying a few times; it returns the calls it made and
+// the last error when it gave up.
+func (b *batch) ack(ctx context.Context, ready []*Message) (int, error) {
+	e := b.e
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		err := e.src.Ack(ctx, ready)
@@ -158,16 +182,16 @@ func (b *batch) ackFinal(ctx context.Context) {
 		if err == nil {
 			e.count(&e.totals.acked, e.m.AckTotal, len(ready))
 			e.rate.add(time.Now(), int64(len(ready)))
-			return
+			return attempt + 1, nil
 		}
 		e.totals.ackErrors.Add(1)
 		e.recordError(fmt.Errorf("source ack: %w", err))
 		if attempt >= 4 || ctx.Err() != nil {
 			e.log.Errorw("ack failed, the source will redeliver these messages", "count", len(ready), zap.Error(err))
-			return
+			return attempt + 1, err
 		}
 		if !sleep(ctx, e.callDelay(attempt)) {
-			return
+			return attempt + 1, err
 		}
 	}
 }
@@ -208,13 +232,19 @@ func (b *batch) handBack(ctx context.Context) {
 	}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	nctx, span := b.startSpan(nctx, "nack", n)
+	var nackErr error
 	for delay, back := range byDelay {
 		start := time.Now()
 		err := nacker.Nack(nctx, back, delay)
 		observeSince(e.m.NackTime, start)
 		if err != nil {
+			nackErr = err
 			e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
 		}
+	}
+	if span != nil {
+		endSpan(span, nackErr)
 	}
 }
 
@@ -261,8 +291,20 @@ func (b *batch) exhausted(round int, err error) bool {
 // nacks mark their input, and failures whose retries are spent go where
 // MV_ON_FAILURE says.
 func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]output, error) {
+	if b.span == nil {
+		next, _, err := b.transformRounds(ctx, st, outs)
+		return next, err
+	}
+	ctx, span := b.startSpan(ctx, st.name, len(outs))
+	next, calls, err := b.transformRounds(ctx, st, outs)
+	endSpan(span, err, attrOutputs.Int(len(next)), attrAttempts.Int(calls))
+	return next, err
+}
+
+// transformRounds is transform without its span; it also returns how many
+// calls it made.
+func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (next []output, attempts int, err error) {
 	e := b.e
-	var next []output
 	pending := outs
 	msgs := make([]*Message, 0, len(pending))
 	for round, calls := 0, 0; len(pending) > 0; {
@@ -271,6 +313,7 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 			msgs = append(msgs, o.msg)
 		}
 		start := time.Now()
+		attempts++
 		results, err := st.t.Transform(ctx, msgs)
 		observeSince(st.time, start)
 		if err == nil && len(results) != len(msgs) {
@@ -278,13 +321,13 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 		}
 		if err != nil {
 			if IsFatal(err) || ctx.Err() != nil {
-				return nil, err
+				return nil, attempts, err
 			}
 			e.count(st.nErr, st.errors, 1)
 			e.recordError(fmt.Errorf("%s: %w", st.name, err))
 			e.log.Warnw(st.name+" call failed, retrying", "messages", len(msgs), zap.Error(err))
 			if err := b.callBackoff(ctx, calls); err != nil {
-				return nil, err
+				return nil, attempts, err
 			}
 			calls++
 			continue
@@ -337,6 +380,8 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 					}
 					if out.Headers == nil {
 						out.Headers = o.msg.Headers
+					} else {
+						carryTrace(out.Headers, o.msg.Headers)
 					}
 					if out.Metadata == nil {
 						out.Metadata = o.msg.Metadata
@@ -357,42 +402,44 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 				e.log.Warnw(st.name+" unavailable, retrying", "messages", away)
 			}
 			if err := b.backoff(ctx, len(pending) == away, &round, &calls); err != nil {
-				return nil, err
+				return nil, attempts, err
 			}
 		}
 	}
-	return next, nil
+	return next, attempts, nil
 }
 
 // tier is one sink level: the primary sink, the fallback sink or the
 // onSuccess sink.
 type tier struct {
-	name    string
-	sink    Sink
-	time    prometheus.Observer
-	written prometheus.Counter
-	errors  prometheus.Counter
-	nWrit   *atomic.Int64
-	nErr    *atomic.Int64
+	name string
+	// spanName is name with the sink's kind, for its trace span.
+	spanName string
+	sink     Sink
+	time     prometheus.Observer
+	written  prometheus.Counter
+	errors   prometheus.Counter
+	nWrit    *atomic.Int64
+	nErr     *atomic.Int64
 	// stamp writes the retry count into Numaflow metadata (MetadataSink).
 	stamp bool
 }
 
-func newTier(name string, s Sink, time prometheus.Observer, written, errors prometheus.Counter, nWrit, nErr *atomic.Int64) tier {
+func newTier(name, kind string, s Sink, time prometheus.Observer, written, errors prometheus.Counter, nWrit, nErr *atomic.Int64) tier {
 	_, stamp := s.(MetadataSink)
-	return tier{name, s, time, written, errors, nWrit, nErr, stamp}
+	return tier{name, adapterName(name, kind), s, time, written, errors, nWrit, nErr, stamp}
 }
 
 func (e *Engine) primaryTier() tier {
-	return newTier("sink", e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors)
+	return newTier("sink", e.kinds.Sink, e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors)
 }
 
 func (e *Engine) fallbackTier() tier {
-	return newTier("fallback sink", e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
+	return newTier("fallback sink", e.kinds.Fallback, e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
 }
 
 func (e *Engine) onSuccessTier() tier {
-	return newTier("onSuccess sink", e.onSuccess, e.m.OnSuccessSinkTime, e.m.OnSuccessSinkWriteTotal, e.m.OnSuccessSinkErrors, &e.totals.onSuccessWritten, &e.totals.onSuccessErrors)
+	return newTier("onSuccess sink", e.kinds.OnSuccess, e.onSuccess, e.m.OnSuccessSinkTime, e.m.OnSuccessSinkWriteTotal, e.m.OnSuccessSinkErrors, &e.totals.onSuccessWritten, &e.totals.onSuccessErrors)
 }
 
 // Numaflow's system metadata group and key that tell a sink how many times
@@ -424,6 +471,19 @@ func stampRetryCount(m *Message, attempt int) {
 // reports whether to offer that output again. afterRound runs after each
 // round, before a retry waits.
 func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(o output, r WriteResult, round int) (again bool, err error), afterRound func(context.Context) error) error {
+	if b.span == nil {
+		_, _, err := b.writeRounds(ctx, t, outs, onResult, afterRound)
+		return err
+	}
+	ctx, span := b.startSpan(ctx, t.spanName, len(outs))
+	written, attempts, err := b.writeRounds(ctx, t, outs, onResult, afterRound)
+	endSpan(span, err, attrWritten.Int(written), attrAttempts.Int(attempts))
+	return err
+}
+
+// writeRounds is write without its span; it also returns how many
+// messages the sink took and how many calls it made.
+func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult func(o output, r WriteResult, round int) (again bool, err error), afterRound func(context.Context) error) (total, attempts int, err error) {
 	e := b.e
 	msgs := make([]*Message, 0, len(outs))
 	for round, calls := 0, 0; len(outs) > 0; {
@@ -435,6 +495,7 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 			msgs = append(msgs, o.msg)
 		}
 		start := time.Now()
+		attempts++
 		results, err := t.sink.Write(ctx, msgs)
 		observeSince(t.time, start)
 		if err == nil && len(results) != len(msgs) {
@@ -442,13 +503,13 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 		}
 		if err != nil {
 			if IsFatal(err) || ctx.Err() != nil {
-				return err
+				return total, attempts, err
 			}
 			e.count(t.nErr, t.errors, len(msgs))
 			e.recordError(fmt.Errorf("%s: %w", t.name, err))
 			e.log.Warnw(t.name+" write failed, retrying", "messages", len(msgs), zap.Error(err))
 			if err := b.callBackoff(ctx, calls); err != nil {
-				return err
+				return total, attempts, err
 			}
 			calls++
 			continue
@@ -483,17 +544,18 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 			}
 			retry, err := onResult(o, r, round)
 			if err != nil {
-				return err
+				return total, attempts, err
 			}
 			if retry {
 				again = append(again, o)
 			}
 		}
 		e.count(t.nWrit, t.written, written)
+		total += written
 		b.ackFinal(ctx)
 		if afterRound != nil {
 			if err := afterRound(ctx); err != nil {
-				return err
+				return total, attempts, err
 			}
 		}
 		outs = again
@@ -502,11 +564,11 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 				e.log.Warnw(t.name+" unavailable, retrying", "messages", away)
 			}
 			if err := b.backoff(ctx, len(outs) == away, &round, &calls); err != nil {
-				return err
+				return total, attempts, err
 			}
 		}
 	}
-	return nil
+	return total, attempts, nil
 }
 
 // drop settles an output on purpose after its retries were spent.

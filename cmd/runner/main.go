@@ -127,6 +127,16 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 		return exitFailed, err
 	}
 
+	tracer, stopTracing, err := startTracing(ctx, cfg, log)
+	if err != nil {
+		adapters.close()
+		portLn.Close()
+		adminLn.Close()
+		return exitConfig, err
+	}
+	// Deferred, so the spans of the last batches are sent on every way out.
+	defer stopTracing()
+
 	opts := cfg.RunnerOptions()
 	opts.Logger = log
 	opts.Registerer = reg
@@ -146,6 +156,7 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 				"MV_RATE_LIMIT_MAX", cfg.RateLimit.Max, "MV_READ_BATCH_SIZE", cfg.ReadBatchSize, "effective_max", maxCalls*cfg.ReadBatchSize)
 		}
 	}
+	opts.Tracer = tracer
 	eng, err := runner.NewPipeline(opts, adapters.pipeline(cfg))
 	if err != nil {
 		adapters.close()

@@ -131,7 +131,7 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		name := strings.Join(keys(tc.env), ",")
 		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {
 			cmd := exec.Command(bin)
-			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT=" + strconv.Itoa(testutil.FreePort(t))}
+			cmd.Env = append(testutil.BaseEnv(), "PORT="+strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT="+strconv.Itoa(testutil.FreePort(t)))
 			for k, v := range tc.env {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}
@@ -174,7 +174,9 @@ func keys(m map[string]string) []string {
 }
 
 func TestHelpListsEveryVariableWithItsDefault(t *testing.T) {
-	out, err := exec.Command(testutil.BuildRunner(t), "--help").CombinedOutput()
+	help := exec.Command(testutil.BuildRunner(t), "--help")
+	help.Env = testutil.BaseEnv()
+	out, err := help.CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v\n%s", err, out)
 	}
@@ -322,7 +324,7 @@ func TestPortInUseExitsTwoWithOneLine(t *testing.T) {
 	defer ln.Close()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	cmd := exec.Command(bin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + port, "MV_ADMIN_PORT=" + strconv.Itoa(testutil.FreePort(t))}
+	cmd.Env = append(testutil.BaseEnv(), "PORT="+port, "MV_ADMIN_PORT="+strconv.Itoa(testutil.FreePort(t)))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err = cmd.Run()

@@ -35,7 +35,7 @@ func startRunnerWithStdout(t *testing.T, env map[string]string, stdout *os.File)
 	admin := strconv.Itoa(testutil.FreePort(t))
 	r := &stdoutRunner{stderr: &testutil.Buffer{}, adminURL: "http://127.0.0.1:" + admin, done: make(chan struct{}), code: -1}
 	r.cmd = exec.Command(bin)
-	r.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "MV_ADMIN_PORT=" + admin, "PORT=" + strconv.Itoa(testutil.FreePort(t))}
+	r.cmd.Env = append(testutil.BaseEnv(), "MV_ADMIN_PORT="+admin, "PORT="+strconv.Itoa(testutil.FreePort(t)))
 	for k, v := range env {
 		r.cmd.Env = append(r.cmd.Env, k+"="+v)
 	}

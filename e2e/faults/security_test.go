@@ -313,8 +313,8 @@ func TestRunnerCreatesNoFiles(t *testing.T) {
 	cwd := t.TempDir()
 	cmd := exec.Command(testutil.BuildRunner(t))
 	cmd.Dir = cwd
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT=" + strconv.Itoa(testutil.FreePort(t)),
-		"MV_GENERATOR_RPU=100", "MV_GENERATOR_TOTAL=100", "MV_SINK=blackhole"}
+	cmd.Env = append(testutil.BaseEnv(), "PORT="+strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT="+strconv.Itoa(testutil.FreePort(t)),
+		"MV_GENERATOR_RPU=100", "MV_GENERATOR_TOTAL=100", "MV_SINK=blackhole")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("runner: %v\n%s", err, out)
 	}

@@ -49,9 +49,33 @@ func ModuleRoot(t testing.TB) string {
 	}
 }
 
+// CoverDirEnv names the variable that turns on coverage of the programs
+// the end-to-end tests start (hack/test.sh sets it): Build then compiles
+// them with -cover over the whole module, and BaseEnv gives each process
+// GOCOVERDIR set to its value, where the processes write their counters on
+// exit for go tool covdata to merge with the unit tests' profile. It is
+// not an MV_ variable so that MV_STRICT, which the config tests run in this
+// process, does not reject it.
+const CoverDirEnv = "MONOVERTEX_COVERDIR"
+
+// coverDir is the directory the started programs write coverage to, or "".
+func coverDir() string { return os.Getenv(CoverDirEnv) }
+
+// BaseEnv is the environment every started program gets before its own
+// settings: PATH and HOME, and GOCOVERDIR when coverage is on (a binary
+// built with -cover warns on stderr when it is missing, which would break
+// the tests that expect one stderr line).
+func BaseEnv() []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if d := coverDir(); d != "" {
+		env = append(env, "GOCOVERDIR="+d)
+	}
+	return env
+}
+
 // Build compiles a main package of this module (such as "./cmd/runner")
-// once per test binary, with -race when the tests run with it, and returns
-// the binary's path.
+// once per test binary, with -race when the tests run with it (and with
+// -cover when CoverDirEnv is set), and returns the binary's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
 	buildMu.Lock()
@@ -70,6 +94,11 @@ func Build(t testing.TB, pkg string) string {
 	args := []string{"build", "-o", out}
 	if raceEnabled {
 		args = append(args, "-race")
+	}
+	if coverDir() != "" {
+		// atomic: the only mode -race allows, and the one the unit tests'
+		// profile uses, so the two merge.
+		args = append(args, "-cover", "-covermode=atomic", "-coverpkg=github.com/monovertex/monovertex/...")
 	}
 	args = append(args, pkg)
 	cmd := exec.Command("go", args...)
@@ -136,7 +165,7 @@ func Start(t testing.TB, name, binary string, env map[string]string, args ...str
 	t.Helper()
 	p := &Process{t: t, Name: name, Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{}), exitCode: -1}
 	p.Cmd = exec.Command(binary, args...)
-	p.Cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	p.Cmd.Env = BaseEnv()
 	for k, v := range env {
 		p.Cmd.Env = append(p.Cmd.Env, k+"="+v)
 	}
@@ -154,6 +183,9 @@ func Start(t testing.TB, name, binary string, env map[string]string, args ...str
 		close(p.done)
 	}()
 	t.Cleanup(func() {
+		if coverDir() != "" {
+			p.stopForCoverage()
+		}
 		p.Kill()
 		if t.Failed() {
 			t.Logf("%s stderr (tail):\n%s", name, tail(p.Stderr.String(), 4000))
@@ -193,6 +225,22 @@ func StartRunner(t testing.TB, env map[string]string) *Process {
 func (p *Process) Signal(sig os.Signal) {
 	if p.Cmd.Process != nil {
 		_ = p.Cmd.Process.Signal(sig)
+	}
+}
+
+// stopForCoverage asks a process still running at the end of its test to
+// exit (SIGTERM, up to 2s) before it is killed: a binary built with -cover
+// writes its counters only when it exits, and a SIGKILL would lose them.
+func (p *Process) stopForCoverage() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Second):
 	}
 }
 

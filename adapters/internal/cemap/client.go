@@ -140,6 +140,7 @@ func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Res
 	if err := WriteRequest(ctx, req, ev, c.mode); err != nil {
 		return nil, err
 	}
+	traceHeaders(req.Header, ev)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, &TransportError{URL: c.url, Err: err}
@@ -236,4 +237,18 @@ func NewStatusError(url string, r *Response) *StatusError {
 func RetryableStatus(code int) bool {
 	return code >= 500 || code == http.StatusNotFound || code == http.StatusRequestTimeout ||
 		code == http.StatusConflict || code == http.StatusTooManyRequests
+}
+
+// traceHeaders sets the W3C traceparent and tracestate headers from the
+// event's distributed-tracing extension, so the receiver's HTTP
+// instrumentation (which reads the headers, not the extension, and sees
+// ce-traceparent only in binary mode) continues the message's trace.
+func traceHeaders(h http.Header, ev *event.Event) {
+	ext := ev.Extensions()
+	if tp, ok := ext[runner.TraceParentHeader].(string); ok && tp != "" {
+		h.Set(runner.TraceParentHeader, tp)
+		if ts, ok := ext[runner.TraceStateHeader].(string); ok && ts != "" {
+			h.Set(runner.TraceStateHeader, ts)
+		}
+	}
 }

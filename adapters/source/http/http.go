@@ -478,6 +478,7 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 			if m.EventTime.IsZero() {
 				m.EventTime = now
 			}
+			requestTrace(m, r.Header)
 			msgs[i] = m
 		}
 		return msgs, nil
@@ -511,6 +512,24 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 		m.Headers[strings.ToLower(name)] = values[0]
 	}
 	return []*runner.Message{m}, nil
+}
+
+// requestTrace gives an event without a distributed-tracing extension the
+// request's W3C traceparent and tracestate headers: the event's own
+// extension says where the event came from and wins, the headers say which
+// call delivered it. (A plain body keeps all its headers, these among them.)
+func requestTrace(m *runner.Message, h http.Header) {
+	if _, ok := m.Headers[runner.TraceParentHeader]; ok {
+		return
+	}
+	tp := h.Get("Traceparent")
+	if tp == "" {
+		return
+	}
+	m.Headers[runner.TraceParentHeader] = tp
+	if ts := h.Get("Tracestate"); ts != "" {
+		m.Headers[runner.TraceStateHeader] = ts
+	}
 }
 
 // binaryAttribute names a required CloudEvents attribute header of the
