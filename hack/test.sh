@@ -42,9 +42,9 @@ bash hack/ko-proof.sh
 echo "== fuzz (${FUZZTIME:=10s} each)"
 # package:target pairs; each runs its seed corpus in the suite above too.
 fuzz_targets=(
-  ./adapters/internal/cemap:FuzzRoundTrip
-  ./adapters/internal/cemap:FuzzReadEvents
-  ./adapters/internal/serverinfo:FuzzServerInfo
+  ./adapters/internal/cewire:FuzzRoundTrip
+  ./adapters/internal/cewire:FuzzReadEvents
+  ./adapters/internal/udconn:FuzzServerInfo
   ./adapters/source/http:FuzzRequest
 )
 for ft in "${fuzz_targets[@]}"; do

@@ -12,7 +12,7 @@
 // everything to the fallback sink.
 //
 // A message answered permanently is not posted again within
-// cemap.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
+// cewire.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
 // redirect with MV_ON_FAILURE=retry cannot spin at the retry interval.
 //
 // K_CE_OVERRIDES is read strictly: an unknown field (such as "extension"
@@ -32,7 +32,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -46,7 +46,7 @@ type Config struct {
 	Concurrency  int           `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
 	Timeout      time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
 	H2C          bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
-	cemap.Config
+	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
 	Connection runner.Connection `ignored:"true"`
@@ -82,7 +82,7 @@ func (c *Config) Validate(role runner.Role) error {
 	if _, err := parseOverrides(c.Overrides); err != nil {
 		return &runner.ConfigError{Var: "K_CE_OVERRIDES", Value: c.Overrides, Reason: err.Error()}
 	}
-	if _, err := cemap.ParseMode(c.Mode); err != nil {
+	if _, err := cewire.ParseMode(c.Mode); err != nil {
 		return &runner.ConfigError{Var: "MV_CE_SINK_MODE", Value: c.Mode, Reason: "must be binary or structured"}
 	}
 	if c.Concurrency <= 0 {
@@ -116,7 +116,7 @@ func parseOverrides(v string) (map[string]string, error) {
 		return nil, fmt.Errorf(`must be JSON like {"extensions":{"name":"value"}}: %v`, err)
 	}
 	for name := range o.Extensions {
-		if !cemap.ValidExtensionName(name) {
+		if !cewire.ValidExtensionName(name) {
 			return nil, fmt.Errorf("extension name %q must be 1 to 20 lower-case letters or digits and not a CloudEvents attribute", name)
 		}
 	}
@@ -132,13 +132,13 @@ func init() {
 
 // Sink delivers messages as CloudEvents.
 type Sink struct {
-	client    *cemap.Client
-	mapper    *cemap.Mapper
+	client    *cewire.Client
+	mapper    *cewire.Mapper
 	overrides map[string]string
 	log       *zap.SugaredLogger
 	// slots bounds the deliveries in flight across concurrent Write calls.
 	slots chan struct{}
-	floor *cemap.Floor
+	floor *cewire.Floor
 }
 
 var _ runner.Sink = (*Sink)(nil)
@@ -151,22 +151,22 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	mapper, err := cemap.New(cfg.Config, name, log)
+	mapper, err := cewire.New(cfg.Config, name, log)
 	if err != nil {
 		return nil, err
 	}
 	ov, _ := parseOverrides(cfg.Overrides)
-	mode, _ := cemap.ParseMode(cfg.Mode)
+	mode, _ := cewire.ParseMode(cfg.Mode)
 	target, _ := cfg.target(role)
 	return &Sink{
-		client: cemap.NewClient(cemap.ClientOptions{
+		client: cewire.NewClient(cewire.ClientOptions{
 			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
 		}),
 		mapper:    mapper,
 		overrides: ov,
 		log:       log,
 		slots:     make(chan struct{}, cfg.Concurrency),
-		floor:     cemap.NewFloor(cemap.PermanentRetryFloor),
+		floor:     cewire.NewFloor(cewire.PermanentRetryFloor),
 	}, nil
 }
 
@@ -181,7 +181,7 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	if err := s.floor.Wait(ctx, ids); err != nil {
 		return nil, fmt.Errorf("cloudevents sink: waiting out the retry floor of messages answered permanently: %w", err)
 	}
-	started := cemap.Each(ctx, s.slots, len(msgs), func(i int) {
+	started := cewire.Each(ctx, s.slots, len(msgs), func(i int) {
 		err := s.deliver(ctx, msgs[i])
 		if err == nil {
 			return
@@ -189,7 +189,7 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 		if runner.IsPermanent(err) {
 			s.floor.Mark(msgs[i].ID)
 		}
-		if cemap.IsUnreachable(err) {
+		if cewire.IsUnreachable(err) {
 			// The sink is away, which says nothing about the message: the
 			// engine retries it without spending MV_RETRY_* steps.
 			err = runner.Unavailable(err)
@@ -218,7 +218,7 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 	}
 	resp, err := s.client.Post(ctx, &ev, false)
 	if err != nil {
-		var te *cemap.TransportError
+		var te *cewire.TransportError
 		if errors.As(err, &te) {
 			return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err)
 		}
@@ -227,10 +227,10 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 	switch {
 	case resp.Status >= 200 && resp.Status < 300:
 		return nil
-	case cemap.RetryableStatus(resp.Status):
-		return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cemap.NewStatusError(s.client.URL(), resp))
+	case cewire.RetryableStatus(resp.Status):
+		return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cewire.NewStatusError(s.client.URL(), resp))
 	default:
-		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cemap.NewStatusError(s.client.URL(), resp)))
+		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cewire.NewStatusError(s.client.URL(), resp)))
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -28,7 +28,7 @@ import (
 func messages(t *testing.T, r *cetest.Receiver) []*runner.Message {
 	var out []*runner.Message
 	for _, ev := range r.Events() {
-		m, err := cemap.ToMessage(&ev)
+		m, err := cewire.ToMessage(&ev)
 		if err != nil {
 			t.Fatalf("receiver accepted an event that does not map back: %v", err)
 		}
@@ -218,7 +218,7 @@ func TestUnreachableSinkFailsEachMessageAsUnavailableThenRecovers(t *testing.T) 
 		t.Fatalf("want one result per message, got %v, %v", res, err)
 	}
 	for i, r := range res {
-		if r.Status != runner.WriteFailed || !runner.IsUnavailable(r.Err) || !cemap.IsUnreachable(r.Err) {
+		if r.Status != runner.WriteFailed || !runner.IsUnavailable(r.Err) || !cewire.IsUnreachable(r.Err) {
 			t.Fatalf("message %d: %+v; want a failure marked unavailable that wraps the dial error", i, r)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -60,7 +60,7 @@ func TestRedirectIsNotPostedAgainWithinTheFloor(t *testing.T) {
 	start := time.Now()
 	// What MV_ON_FAILURE=retry with MV_RETRY_INTERVAL=1ms does: write the
 	// failed messages again at once, here for 2 floors.
-	for time.Since(start) < 2*cemap.PermanentRetryFloor {
+	for time.Since(start) < 2*cewire.PermanentRetryFloor {
 		res, err := s.Write(context.Background(), msgs)
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -37,7 +37,7 @@ const MaxStreams = 64
 // Config holds the udsink settings: the ones every Numaflow adapter shares,
 // and how many batches may be in the container at once.
 type Config struct {
-	serverinfo.Settings
+	udconn.Settings
 	Streams int `envconfig:"MV_UDSINK_STREAMS" default:"1" desc:"SinkFn streams to a user-defined sink container, each carrying one batch at a time; 1 is what Numaflow does, more only for sink handlers that are safe for concurrent calls"`
 }
 
@@ -73,7 +73,7 @@ const closeDrain = 2 * time.Second
 // at most Config.Streams SinkFn streams over one connection, one batch per
 // stream at a time; further Writes wait for a stream.
 type Sink struct {
-	conn *serverinfo.Conn
+	conn *udconn.Conn
 	log  *zap.SugaredLogger
 	name string
 
@@ -117,8 +117,8 @@ func New(ctx context.Context, cfg Config, role runner.Role, log *zap.SugaredLogg
 	if streams < 1 {
 		streams = 1 // a hand-built Config without the envconfig default
 	}
-	ep := serverinfo.SinkEndpointFor(cfg.Dir, role)
-	conn, err := serverinfo.Connect(ctx, ep, cfg.Settings, log, isReady)
+	ep := udconn.SinkEndpointFor(cfg.Dir, role)
+	conn, err := udconn.Connect(ctx, ep, cfg.Settings, log, isReady)
 	if err != nil {
 		return nil, err // the runner names the adapter
 	}
@@ -194,7 +194,7 @@ func uniqueRounds(msgs []*runner.Message, idx []int) [][]int {
 }
 
 func request(m *runner.Message) *sinkpb.SinkRequest {
-	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers, Metadata: serverinfo.MetadataToProto(m.Metadata)}
+	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers, Metadata: udconn.MetadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
 		r.EventTime = timestamppb.New(m.EventTime)
 	}
@@ -209,7 +209,7 @@ func (s *Sink) acquire(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.closing:
-		return serverinfo.ErrClosed
+		return udconn.ErrClosed
 	}
 }
 
@@ -302,7 +302,7 @@ func (s *Sink) serveError(ids []string) error {
 // sinkFn is the SinkFn protocol: opened with a handshake, which
 // numaflow-go answers at once; MV_UDF_CALL_TIMEOUT bounds it like any
 // other answer.
-var sinkFn = serverinfo.Protocol[sinkpb.SinkRequest, sinkpb.SinkResponse]{
+var sinkFn = udconn.Protocol[sinkpb.SinkRequest, sinkpb.SinkResponse]{
 	Name: "SinkFn",
 	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sinkpb.SinkRequest, sinkpb.SinkResponse], error) {
 		return sinkpb.NewSinkClient(cc).SinkFn(ctx)
@@ -313,7 +313,7 @@ var sinkFn = serverinfo.Protocol[sinkpb.SinkRequest, sinkpb.SinkResponse]{
 }
 
 // stream is one SinkFn stream after its handshake.
-type stream = serverinfo.Stream[sinkpb.SinkRequest, sinkpb.SinkResponse]
+type stream = udconn.Stream[sinkpb.SinkRequest, sinkpb.SinkResponse]
 
 // take returns an idle stream of the current connection or opens one, and
 // counts the batch about to use it in s.busy. The caller holds a slot, so
@@ -322,7 +322,7 @@ func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stre
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, serverinfo.ErrClosed
+		return nil, udconn.ErrClosed
 	}
 	// Counted under the lock that Close takes to set closed, so Close's
 	// Wait never races with this Add.
@@ -337,7 +337,7 @@ func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stre
 		go closeStream(st) // from a connection that was replaced
 	}
 	s.mu.Unlock()
-	st, err := serverinfo.Open(ctx, s.ctx, s.conn, cc, gen, sinkFn)
+	st, err := udconn.Open(ctx, s.ctx, s.conn, cc, gen, sinkFn)
 	if err != nil {
 		s.busy.Done()
 		return nil, err
@@ -499,7 +499,7 @@ func onSuccessMessage(m *runner.Message, ons *sinkpb.SinkResponse_Result_Message
 	// whether it carries anything: present but empty clears the user metadata.
 	var user map[string]map[string][]byte
 	if md := ons.GetMetadata(); md != nil {
-		if got := serverinfo.MetadataFromProto(md); got != nil {
+		if got := udconn.MetadataFromProto(md); got != nil {
 			user = got.User
 		}
 		if user == nil {

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 	"github.com/monovertex/monovertex/adapters/sink/udsink"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -105,12 +105,12 @@ func (r *recorder) received() []*runner.Message {
 	return append([]*runner.Message(nil), r.msgs...)
 }
 
-func serveSink(t *testing.T, ep serverinfo.Endpoint, h sinker.Sinker) *udftest.Server {
+func serveSink(t *testing.T, ep udconn.Endpoint, h sinker.Sinker) *udftest.Server {
 	return udftest.Start(t, ep, func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &sinker.Service{Sinker: h}) })
 }
 
 // newSink connects a sink with one stream, as configured by default.
-func newSink(t *testing.T, set serverinfo.Settings, role runner.Role) *udsink.Sink {
+func newSink(t *testing.T, set udconn.Settings, role runner.Role) *udsink.Sink {
 	t.Helper()
 	return newSinkConfig(t, udsink.Config{Settings: set, Streams: 1}, role)
 }
@@ -139,7 +139,7 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	rec := &recorder{}
 	// The SDK's own server, as a user's container runs it.
 	ctx, cancel := context.WithCancel(context.Background())
-	ep := serverinfo.SinkEndpoint(dir, false)
+	ep := udconn.SinkEndpoint(dir, false)
 	done := make(chan error, 1)
 	go func() {
 		done <- sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
@@ -182,7 +182,7 @@ func numaflowMetadata() *runner.Metadata {
 func TestStatusesMapToWriteResults(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("ok", "fail-1", "fb-1", "nack-1", "ons-1", "onsplain-1", "ok2")
@@ -266,7 +266,7 @@ func checkOnSuccess(t *testing.T, got, orig *runner.Message, value string, keys 
 func TestMetadataReachesTheContainer(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("with", "without")
@@ -359,7 +359,7 @@ func TestOnSuccessAndNackAsTheProtocolAllows(t *testing.T) {
 		}
 		return r
 	}}
-	udftest.Start(t, serverinfo.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sc) })
+	udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sc) })
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("ons-original", "ons-no-metadata-before", "ons-nothing-at-all", "nack-no-options", "plain")
@@ -404,7 +404,7 @@ func TestOnSuccessAndNackAsTheProtocolAllows(t *testing.T) {
 func TestServeStopsTheRunnerAsInNumaflow(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	res, err := s.Write(context.Background(), msgs("ok", "serve-1"))
@@ -443,7 +443,7 @@ func TestConfigValidatesStreams(t *testing.T) {
 func TestOnSuccessRoleUsesOnSuccessSocket(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.OnSuccessSinkEndpoint(dir), rec)
+	serveSink(t, udconn.OnSuccessSinkEndpoint(dir), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleOnSuccessSink)
 	defer closeSink(t, s)
 	res, err := s.Write(context.Background(), msgs("a"))
@@ -529,7 +529,7 @@ func writeConcurrently(t *testing.T, s *udsink.Sink, writers, size int) {
 func TestOneStreamKeepsASinkThatHoldsAMutexWorking(t *testing.T) {
 	dir := udftest.Dir(t)
 	o := &overlapSink{lock: true}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), o)
+	serveSink(t, udconn.SinkEndpoint(dir, false), o)
 	set := udftest.Settings(dir)
 	set.CallTimeout = 30 * time.Second // a deadlock must show as one, not be cut short by a reset
 	s := newSinkConfig(t, udsink.Config{Settings: set, Streams: 1}, runner.RoleSink)
@@ -546,7 +546,7 @@ func TestOneStreamKeepsASinkThatHoldsAMutexWorking(t *testing.T) {
 func TestMoreStreamsOverlapBatchesForSinksThatAllowIt(t *testing.T) {
 	dir := udftest.Dir(t)
 	o := &overlapSink{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), o)
+	serveSink(t, udconn.SinkEndpoint(dir, false), o)
 	s := newSinkConfig(t, udsink.Config{Settings: udftest.Settings(dir), Streams: 3}, runner.RoleSink)
 	defer closeSink(t, s)
 	writeConcurrently(t, s, 8, 100)
@@ -561,7 +561,7 @@ func TestMoreStreamsOverlapBatchesForSinksThatAllowIt(t *testing.T) {
 func TestCallTimeoutDoesNotRunWhileWaitingForTheStream(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	set := udftest.Settings(dir)
 	// Each batch takes 500ms, well within the timeout, but the last of five
 	// waits about 2s for the one stream: longer than the timeout.
@@ -591,7 +591,7 @@ func TestCallTimeoutDoesNotRunWhileWaitingForTheStream(t *testing.T) {
 func TestWaitingWritesHonourContextAndClose(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	first := make(chan error, 1)
 	go func() {
@@ -642,7 +642,7 @@ func TestWaitingWritesHonourContextAndClose(t *testing.T) {
 func TestFallbackRoleUsesFallbackSocket(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, true), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, true), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleFallbackSink)
 	defer closeSink(t, s)
 	res, err := s.Write(context.Background(), msgs("a", "b"))
@@ -657,7 +657,7 @@ func TestFallbackRoleUsesFallbackSocket(t *testing.T) {
 func TestRepeatedIDsInOneBatchEachGetAResult(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("a", "fail-b", "c")
@@ -677,7 +677,7 @@ func TestRepeatedIDsInOneBatchEachGetAResult(t *testing.T) {
 func TestOversizedMessageFailsAloneForGood(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	set := udftest.Settings(dir)
 	set.MaxMessageSize = 64 << 10
 	s := newSink(t, set, runner.RoleSink)
@@ -758,7 +758,7 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 	for _, mode := range []string{"missing", "duplicate", "unknown"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := udftest.Dir(t)
-			udftest.Start(t, serverinfo.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: mode}) })
+			udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: mode}) })
 			s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 			defer closeSink(t, s)
 			res, err := s.Write(context.Background(), msgs("a", "b", "c", "d"))
@@ -779,7 +779,7 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 	}
 	t.Run("an unknown status fails that message for good", func(t *testing.T) {
 		dir := udftest.Dir(t)
-		udftest.Start(t, serverinfo.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: "weird"}) })
+		udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: "weird"}) })
 		s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 		defer closeSink(t, s)
 		res, err := s.Write(context.Background(), msgs("a", "b"))
@@ -798,7 +798,7 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 func TestSurvivesContainerRestart(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	srv := serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	srv := serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	ctx := context.Background()
@@ -859,7 +859,7 @@ func TestSurvivesContainerRestart(t *testing.T) {
 
 func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	dir := udftest.Dir(t)
-	srv := serveSink(t, serverinfo.SinkEndpoint(dir, false), &recorder{})
+	srv := serveSink(t, udconn.SinkEndpoint(dir, false), &recorder{})
 	set := udftest.Settings(dir)
 	set.ReconnectTimeout = 800 * time.Millisecond
 	s := newSink(t, set, runner.RoleSink)
@@ -891,7 +891,7 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 func TestNoResultsWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
-	serveSink(t, serverinfo.SinkEndpoint(dir, false), rec)
+	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
 	set := udftest.Settings(dir)
 	set.CallTimeout = 300 * time.Millisecond
 	s := newSink(t, set, runner.RoleSink)
@@ -935,7 +935,7 @@ func (r *reports) ReportContainerError(e runner.ContainerError) {
 
 func TestHandlerPanicIsReportedWithItsStack(t *testing.T) {
 	dir := udftest.Dir(t)
-	serveSink(t, serverinfo.SinkEndpoint(dir, true), panicky{})
+	serveSink(t, udconn.SinkEndpoint(dir, true), panicky{})
 	s := newSink(t, udftest.Settings(dir), runner.RoleFallbackSink)
 	defer closeSink(t, s)
 	var got reports

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 )
 
 // FuzzRequest feeds arbitrary headers and bodies through the HTTP source's
@@ -45,7 +45,7 @@ func FuzzRequest(f *testing.F) {
 			}
 			return
 		}
-		ce := cemap.IsCloudEvent(r.Header)
+		ce := cewire.IsCloudEvent(r.Header)
 		if !ce && len(msgs) != 1 {
 			t.Fatalf("a plain request made %d messages", len(msgs))
 		}
@@ -54,7 +54,7 @@ func FuzzRequest(f *testing.F) {
 			if strings.TrimSpace(m.ID) == "" || !utf8.ValidString(m.ID) {
 				t.Fatalf("message id %q is empty or not UTF-8", m.ID)
 			}
-			if !ce && !cemap.ValidID(m.ID) {
+			if !ce && !cewire.ValidID(m.ID) {
 				t.Fatalf("plain message id %q is not printable text", m.ID)
 			}
 			if seen[m.ID] {

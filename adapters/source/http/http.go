@@ -7,7 +7,7 @@
 //
 //   - a CloudEvent in binary or structured mode, or a batch
 //     (application/cloudevents-batch+json): attributes map to the message as
-//     cemap documents (id -> ID, partitionkey -> Keys, extensions -> Headers);
+//     cewire documents (id -> ID, partitionkey -> Keys, extensions -> Headers);
 //   - any other body: the body is the value; X-Numaflow-Id sets the ID
 //     (default: a random one), X-Numaflow-Event-Time the event time in epoch
 //     milliseconds (default: now), X-Numaflow-Keys comma-separated keys; the
@@ -75,7 +75,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -172,7 +172,7 @@ type Source struct {
 
 	// budget bounds the body bytes held across all connections
 	// (MV_HTTP_MAX_INFLIGHT_BYTES).
-	budget *cemap.Budget
+	budget *cewire.Budget
 	// admissionWait is admissionWait; a field so tests can lengthen it
 	// where a loaded machine would otherwise make them race the clock.
 	admissionWait time.Duration
@@ -208,7 +208,7 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 		cfg: cfg, name: env.Name, log: log,
 		inflight: map[string]*entry{},
 		wake:     make(chan struct{}, 1),
-		budget:   cemap.NewBudget(cfg.MaxInflight),
+		budget:   cewire.NewBudget(cfg.MaxInflight),
 
 		admissionWait: admissionWait,
 	}
@@ -281,7 +281,7 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	msgs, err := s.messages(r, body)
 	if err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, cemap.ErrTooManyEvents) {
+		if errors.Is(err, cewire.ErrTooManyEvents) {
 			status = http.StatusRequestEntityTooLarge
 			err = fmt.Errorf("batch is above MV_HTTP_BUFFER_SIZE=%d events; split it", s.cfg.BufferSize)
 		}
@@ -344,7 +344,7 @@ const admissionWait = time.Second
 // readBody reads the whole body within MV_HTTP_BODY_TIMEOUT and
 // MV_HTTP_MAX_BODY, charging its buffer to lease before each growth, and
 // returns the status to answer if it cannot.
-func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cemap.Lease) ([]byte, int, error) {
+func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.Lease) ([]byte, int, error) {
 	rc := http.NewResponseController(w)
 	// The server has no read timeout (it would also cut the wait for the
 	// ack), so bound the body here; then lift the bound so the server keeps
@@ -423,14 +423,14 @@ func (s *Source) readError(err error) (int, error) {
 // budgetStatus is the answer to a body that found the in-flight budget
 // spent: 413 if it could never fit (Validate rules that out), else 503.
 func budgetStatus(err error) int {
-	if errors.Is(err, cemap.ErrBudgetExceeded) {
+	if errors.Is(err, cewire.ErrBudgetExceeded) {
 		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusServiceUnavailable
 }
 
 func (s *Source) budgetError(err error) error {
-	if errors.Is(err, cemap.ErrBudgetExceeded) {
+	if errors.Is(err, cewire.ErrBudgetExceeded) {
 		return fmt.Errorf("body is above MV_HTTP_MAX_INFLIGHT_BYTES=%d", s.cfg.MaxInflight)
 	}
 	return fmt.Errorf("MV_HTTP_MAX_INFLIGHT_BYTES=%d of request bodies are held by other requests; retry later", s.cfg.MaxInflight)
@@ -448,21 +448,21 @@ var dropped = map[string]bool{
 // messages turns a request into messages: its CloudEvents, or its body.
 func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, error) {
 	now := time.Now()
-	if cemap.IsCloudEvent(r.Header) {
+	if cewire.IsCloudEvent(r.Header) {
 		// BufferSize bounds the batch before the events past it are
 		// decoded: more could never be queued anyway.
-		events, err := cemap.ReadEventsLimited(r.Context(), r.Header, body, s.cfg.BufferSize, nil)
+		events, err := cewire.ReadEventsLimited(r.Context(), r.Header, body, s.cfg.BufferSize, nil)
 		if err != nil {
 			return nil, err
 		}
 		msgs := make([]*runner.Message, len(events))
 		seen := make(map[string]bool, len(events))
 		for i := range events {
-			m, err := cemap.ToMessage(&events[i])
+			m, err := cewire.ToMessage(&events[i])
 			if err != nil {
 				return nil, err
 			}
-			if !cemap.ValidID(m.ID) {
+			if !cewire.ValidID(m.ID) {
 				// Refused here, where the caller can fix it, rather than
 				// by a CloudEvents sink later as a permanent failure.
 				return nil, fmt.Errorf("event id %q must be printable UTF-8 text", m.ID)
@@ -490,7 +490,7 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 	m.ID = strings.TrimSpace(r.Header.Get(HeaderID))
 	if m.ID == "" {
 		m.ID = rand.Text()
-	} else if !cemap.ValidID(m.ID) {
+	} else if !cewire.ValidID(m.ID) {
 		return nil, fmt.Errorf("%s must be printable UTF-8 text", HeaderID)
 	}
 	if v := r.Header.Get(HeaderEventTime); v != "" {

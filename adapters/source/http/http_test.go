@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
@@ -393,8 +393,8 @@ func TestCloudEventModes(t *testing.T) {
 		"Ce-Partitionkey", "u%2C1,u2", "Ce-Traceid", "t1", "Ce-Time", "2024-01-02T03:04:05Z", "Content-Type", "text/plain"), "binary data")
 	m := readN(t, src, 1)[0]
 	if m.ID != "b-1" || string(m.Value) != "binary data" || !reflect.DeepEqual(m.Keys, []string{"u,1", "u2"}) ||
-		m.Headers["traceid"] != "t1" || m.Headers[cemap.HeaderType] != "order.created" || m.Headers[cemap.HeaderSource] != "/shop" ||
-		m.Headers[cemap.HeaderContentType] != "text/plain" || !m.EventTime.Equal(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		m.Headers["traceid"] != "t1" || m.Headers[cewire.HeaderType] != "order.created" || m.Headers[cewire.HeaderSource] != "/shop" ||
+		m.Headers[cewire.HeaderContentType] != "text/plain" || !m.EventTime.Equal(time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)) {
 		t.Fatalf("binary event: %+v", m)
 	}
 	_ = src.Ack(context.Background(), []*runner.Message{m})
@@ -411,7 +411,7 @@ func TestCloudEventModes(t *testing.T) {
 	_ = src.Ack(context.Background(), []*runner.Message{m})
 	await(t, structured)
 
-	batch := post(url, hdr("Content-Type", cemap.BatchContentType),
+	batch := post(url, hdr("Content-Type", cewire.BatchContentType),
 		`[{"specversion":"1.0","id":"x-1","source":"/s","type":"t","data":"a"},{"specversion":"1.0","id":"x-2","source":"/s","type":"t","data":"b"}]`)
 	msgs := readN(t, src, 2)
 	_ = src.Ack(context.Background(), msgs[:1])
@@ -424,7 +424,7 @@ func TestCloudEventModes(t *testing.T) {
 
 func TestBatchWithOneNackIs500(t *testing.T) {
 	src, url := start(t, testConfig())
-	batch := post(url, hdr("Content-Type", cemap.BatchContentType),
+	batch := post(url, hdr("Content-Type", cewire.BatchContentType),
 		`[{"specversion":"1.0","id":"y-1","source":"/s","type":"t"},{"specversion":"1.0","id":"y-2","source":"/s","type":"t"}]`)
 	msgs := readN(t, src, 2)
 	_ = src.Ack(context.Background(), msgs[:1])
@@ -447,8 +447,8 @@ func TestMalformedRequestsAre400(t *testing.T) {
 		{"binary event with unknown specversion", hdr("Ce-Specversion", "2.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
 		{"structured event not JSON", hdr("Content-Type", "application/cloudevents+json"), "{nope"},
 		{"structured event without source", hdr("Content-Type", "application/cloudevents+json"), `{"specversion":"1.0","id":"1","type":"t"}`},
-		{"batch not an array", hdr("Content-Type", cemap.BatchContentType), `{"specversion":"1.0"}`},
-		{"batch with duplicate ids", hdr("Content-Type", cemap.BatchContentType),
+		{"batch not an array", hdr("Content-Type", cewire.BatchContentType), `{"specversion":"1.0"}`},
+		{"batch with duplicate ids", hdr("Content-Type", cewire.BatchContentType),
 			`[{"specversion":"1.0","id":"d","source":"/s","type":"t"},{"specversion":"1.0","id":"d","source":"/s","type":"t"}]`},
 		{"extension with a dash", hdr("Ce-Specversion", "1.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t", "Ce-Bad-Name", "x"), ""},
 		{"id not UTF-8", http.Header{HeaderID: {"a\xffb"}}, "x"},
@@ -495,7 +495,7 @@ func TestOversizeBodiesAre413(t *testing.T) {
 	cfg = testConfig()
 	cfg.BufferSize = 1
 	_, url2 := start(t, cfg)
-	r := await(t, post(url2, hdr("Content-Type", cemap.BatchContentType),
+	r := await(t, post(url2, hdr("Content-Type", cewire.BatchContentType),
 		`[{"specversion":"1.0","id":"1","source":"/s","type":"t"},{"specversion":"1.0","id":"2","source":"/s","type":"t"}]`))
 	if r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("batch above the buffer: %d, want 413", r.status)

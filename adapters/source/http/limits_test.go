@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -252,7 +252,7 @@ func TestStrictCloudEventsAre400(t *testing.T) {
 		{"binary event without specversion", hdr("Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x", "Ce-Specversion"},
 		{"only ce-id", hdr("Ce-Id", "1"), "x", "Ce-Specversion"},
 		{"only ce-type", hdr("Ce-Type", "t", HeaderID, "n"), "x", "Ce-Specversion"},
-		{"batch with ids that differ by a space", hdr("Content-Type", cemap.BatchContentType),
+		{"batch with ids that differ by a space", hdr("Content-Type", cewire.BatchContentType),
 			`[{"specversion":"1.0","id":" sp","source":"/s","type":"t"},{"specversion":"1.0","id":"sp","source":"/s","type":"t"}]`, "white space"},
 		{"structured id ending in a tab", hdr("Content-Type", "application/cloudevents+json"),
 			`{"specversion":"1.0","id":"sp\t","source":"/s","type":"t"}`, "white space"},

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -31,7 +31,7 @@ func TestTraceContextOnMessages(t *testing.T) {
 			`{"specversion":"1.0","id":"s","source":"/s","type":"t","data":"x"}`, callTP, ""},
 		{"structured event with the extension", hdr("Content-Type", "application/cloudevents+json", "Traceparent", callTP),
 			`{"specversion":"1.0","id":"s","source":"/s","type":"t","traceparent":"` + eventTP + `","tracestate":"e=2","data":"x"}`, eventTP, "e=2"},
-		{"batch without any", hdr("Content-Type", cemap.BatchContentType), `[{"specversion":"1.0","id":"s","source":"/s","type":"t","data":"x"}]`, "", ""},
+		{"batch without any", hdr("Content-Type", cewire.BatchContentType), `[{"specversion":"1.0","id":"s","source":"/s","type":"t","data":"x"}]`, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src, url := start(t, testConfig())

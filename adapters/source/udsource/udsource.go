@@ -23,13 +23,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/runner"
 )
 
 // Config holds the udsource settings; they are shared by every Numaflow adapter.
 type Config struct {
-	serverinfo.Settings
+	udconn.Settings
 }
 
 func init() {
@@ -58,15 +58,15 @@ type Offset struct {
 
 // Source is a runner.Source backed by a Numaflow source container.
 type Source struct {
-	conn *serverinfo.Conn
+	conn *udconn.Conn
 	log  *zap.SugaredLogger
 
 	ctx    context.Context // parent of the streams; ends at Close
 	cancel context.CancelFunc
 
 	readMu sync.Mutex // one Read at a time: requests and answers pair up on the stream
-	rd     serverinfo.Current[*readStream]
-	ack    serverinfo.Current[*ackStream]
+	rd     udconn.Current[*readStream]
+	ack    udconn.Current[*ackStream]
 
 	closeOnce sync.Once
 }
@@ -79,11 +79,11 @@ var (
 )
 
 // New waits for the source container to be up and compatible and connects to it.
-func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (*Source, error) {
+func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	conn, err := serverinfo.Connect(ctx, serverinfo.SourceEndpoint(set.Dir), set, log, isReady)
+	conn, err := udconn.Connect(ctx, udconn.SourceEndpoint(set.Dir), set, log, isReady)
 	if err != nil {
 		return nil, err // the runner names the adapter
 	}
@@ -105,7 +105,7 @@ func (s *Source) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 
 // The Numaflow source protocols: ReadFn and AckFn, each opened with a handshake.
 var (
-	readFn = serverinfo.Protocol[sourcepb.ReadRequest, sourcepb.ReadResponse]{
+	readFn = udconn.Protocol[sourcepb.ReadRequest, sourcepb.ReadResponse]{
 		Name: "ReadFn",
 		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sourcepb.ReadRequest, sourcepb.ReadResponse], error) {
 			return sourcepb.NewSourceClient(cc).ReadFn(ctx)
@@ -113,7 +113,7 @@ var (
 		Handshake:   func() *sourcepb.ReadRequest { return &sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}} },
 		IsHandshake: func(r *sourcepb.ReadResponse) bool { return r.GetHandshake().GetSot() },
 	}
-	ackFn = serverinfo.Protocol[sourcepb.AckRequest, sourcepb.AckResponse]{
+	ackFn = udconn.Protocol[sourcepb.AckRequest, sourcepb.AckResponse]{
 		Name: "AckFn",
 		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sourcepb.AckRequest, sourcepb.AckResponse], error) {
 			return sourcepb.NewSourceClient(cc).AckFn(ctx)
@@ -127,7 +127,7 @@ var (
 // receives into ch, so a Read can give up on its context without breaking
 // the stream; the answer to its request is then collected by the next Read.
 type readStream struct {
-	*serverinfo.Stream[sourcepb.ReadRequest, sourcepb.ReadResponse]
+	*udconn.Stream[sourcepb.ReadRequest, sourcepb.ReadResponse]
 	ch          chan *sourcepb.ReadResponse
 	outstanding bool // a request was sent and its EOT has not arrived
 }
@@ -244,7 +244,7 @@ func (s *Source) readStream(ctx context.Context) (*readStream, error) {
 		return nil, err
 	}
 	return s.rd.Get(gen, func() (*readStream, error) {
-		st, err := serverinfo.Open(ctx, s.ctx, s.conn, cc, gen, readFn)
+		st, err := udconn.Open(ctx, s.ctx, s.conn, cc, gen, readFn)
 		if err != nil {
 			return nil, err
 		}
@@ -264,7 +264,7 @@ func (s *Source) readStream(ctx context.Context) (*readStream, error) {
 // ackStream is one AckFn stream after its handshake. The container answers
 // requests in order, so waiters queue in send order.
 type ackStream struct {
-	*serverinfo.Stream[sourcepb.AckRequest, sourcepb.AckResponse]
+	*udconn.Stream[sourcepb.AckRequest, sourcepb.AckResponse]
 
 	queueMu sync.Mutex // held across queueing and Send, so the queue matches the wire order
 
@@ -335,7 +335,7 @@ func (s *Source) ackStream(ctx context.Context) (*ackStream, error) {
 		return nil, err
 	}
 	return s.ack.Get(gen, func() (*ackStream, error) {
-		st, err := serverinfo.Open(ctx, s.ctx, s.conn, cc, gen, ackFn)
+		st, err := udconn.Open(ctx, s.ctx, s.conn, cc, gen, ackFn)
 		if err != nil {
 			return nil, err
 		}

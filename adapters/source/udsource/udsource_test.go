@@ -13,8 +13,8 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/sourcer"
 	"google.golang.org/grpc"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 	"github.com/monovertex/monovertex/adapters/source/udsource"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -154,12 +154,12 @@ func (s *store) TotalPartitions(context.Context) *int32 {
 }
 
 func serve(t *testing.T, dir string, st *store) *udftest.Server {
-	return udftest.Start(t, serverinfo.SourceEndpoint(dir), func(s *grpc.Server) {
+	return udftest.Start(t, udconn.SourceEndpoint(dir), func(s *grpc.Server) {
 		sourcepb.RegisterSourceServer(s, &sourcer.Service{Source: st})
 	})
 }
 
-func newSource(t *testing.T, set serverinfo.Settings) *udsource.Source {
+func newSource(t *testing.T, set udconn.Settings) *udsource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -174,7 +174,7 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
 	st := newStore(3 * time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
-	ep := serverinfo.SourceEndpoint(dir)
+	ep := udconn.SourceEndpoint(dir)
 	done := make(chan error, 1)
 	go func() {
 		done <- sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
@@ -373,7 +373,7 @@ func (r *reports) ReportContainerError(e runner.ContainerError) {
 
 func TestReadHandlerPanicIsReportedWithItsStack(t *testing.T) {
 	dir := udftest.Dir(t)
-	udftest.Start(t, serverinfo.SourceEndpoint(dir), func(s *grpc.Server) {
+	udftest.Start(t, udconn.SourceEndpoint(dir), func(s *grpc.Server) {
 		sourcepb.RegisterSourceServer(s, &sourcer.Service{Source: panickyStore{newStore(0)}})
 	})
 	src := newSource(t, udftest.Settings(dir))

@@ -23,11 +23,11 @@
 // concurrent large replies cannot add up past it. A reply of known length
 // takes its share at once; a streamed one grows it as bytes arrive. A reply
 // that holds part of the budget and cannot get more (at once when every
-// other such reply waits too, else after cemap.HeldWait) fails as a
+// other such reply waits too, else after cewire.HeldWait) fails as a
 // retryable error and frees what it held.
 //
 // A message answered permanently is not posted again within
-// cemap.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says: with
+// cewire.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says: with
 // MV_ON_FAILURE=retry it is retried at most once a second, and with
 // fallback or drop it is posted once.
 //
@@ -47,7 +47,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -61,7 +61,7 @@ type Config struct {
 	MaxReply    int64         `envconfig:"MV_TRANSFORMER_MAX_REPLY" default:"67108864" desc:"largest reply body in bytes (at most 1 GiB); a larger reply is read no further and is a permanent failure"`
 	ReplyBudget int64         `envconfig:"MV_TRANSFORMER_REPLY_BUDGET" default:"268435456" desc:"bytes that replies being read and decoded may hold at once, shared by all calls (each decoded event counts 1 KiB more); reading waits while it is spent. At least 2 x MV_TRANSFORMER_MAX_REPLY + MV_TRANSFORMER_MAX_REPLY_EVENTS KiB + 1, at most 64 GiB"`
 	MaxEvents   int           `envconfig:"MV_TRANSFORMER_MAX_REPLY_EVENTS" default:"10000" desc:"most events one reply may fan out to (at most 1000000); a larger batch is a permanent failure"`
-	cemap.Config
+	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
 	Connection runner.Connection `ignored:"true"`
@@ -95,7 +95,7 @@ func (c *Config) minBudget() int64 {
 	if events == 0 {
 		events = DefaultMaxEvents
 	}
-	return 2*c.MaxReply + int64(events)*cemap.EventOverhead + 1
+	return 2*c.MaxReply + int64(events)*cewire.EventOverhead + 1
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -106,7 +106,7 @@ func (c *Config) Validate(runner.Role) error {
 	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &runner.ConfigError{Var: "MV_TRANSFORMER_URL", Value: c.URL, Reason: "must be an absolute http:// or https:// URL"}
 	}
-	if _, err := cemap.ParseMode(c.Mode); err != nil {
+	if _, err := cewire.ParseMode(c.Mode); err != nil {
 		return &runner.ConfigError{Var: "MV_TRANSFORMER_MODE", Value: c.Mode, Reason: "must be binary or structured"}
 	}
 	if c.Concurrency <= 0 {
@@ -138,11 +138,11 @@ func init() {
 
 // Transformer calls a CloudEvents function for each message.
 type Transformer struct {
-	client    *cemap.Client
-	mapper    *cemap.Mapper
-	budget    *cemap.Budget
+	client    *cewire.Client
+	mapper    *cewire.Mapper
+	budget    *cewire.Budget
 	maxEvents int
-	floor     *cemap.Floor
+	floor     *cewire.Floor
 	log       *zap.SugaredLogger
 	// slots bounds the calls in flight across concurrent Transform calls.
 	slots chan struct{}
@@ -159,14 +159,14 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	mapper, err := cemap.New(cfg.Config, name, log)
+	mapper, err := cewire.New(cfg.Config, name, log)
 	if err != nil {
 		return nil, err
 	}
-	mode, _ := cemap.ParseMode(cfg.Mode)
-	budget := cemap.NewBudget(cfg.ReplyBudget)
+	mode, _ := cewire.ParseMode(cfg.Mode)
+	budget := cewire.NewBudget(cfg.ReplyBudget)
 	return &Transformer{
-		client: cemap.NewClient(cemap.ClientOptions{
+		client: cewire.NewClient(cewire.ClientOptions{
 			URL: cfg.URL, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency,
 			H2C: cfg.H2C, MaxReply: cfg.MaxReply, Budget: budget,
 			Header: http.Header{"Prefer": {"reply"}}, Connection: cfg.Connection,
@@ -174,7 +174,7 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 		mapper:    mapper,
 		budget:    budget,
 		maxEvents: cfg.MaxEvents,
-		floor:     cemap.NewFloor(cemap.PermanentRetryFloor),
+		floor:     cewire.NewFloor(cewire.PermanentRetryFloor),
 		log:       log,
 		slots:     make(chan struct{}, cfg.Concurrency),
 	}, nil
@@ -187,7 +187,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	if err := t.floor.Wait(ctx, ids(msgs)); err != nil {
 		return nil, fmt.Errorf("cloudevents transformer: waiting out the retry floor of messages answered permanently: %w", err)
 	}
-	started := cemap.Each(ctx, t.slots, len(msgs), func(i int) {
+	started := cewire.Each(ctx, t.slots, len(msgs), func(i int) {
 		results[i] = t.call(ctx, msgs[i])
 		if runner.IsPermanent(results[i].Err) {
 			t.floor.Mark(msgs[i].ID)
@@ -216,9 +216,9 @@ func (t *Transformer) call(ctx context.Context, m *runner.Message) runner.Transf
 	resp, err := t.client.Post(ctx, &ev, true)
 	if err != nil {
 		err = fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err)
-		var te *cemap.TransportError
+		var te *cewire.TransportError
 		switch {
-		case cemap.IsUnreachable(err):
+		case cewire.IsUnreachable(err):
 			// The function is away (check MV_TRANSFORMER_URL and that it
 			// runs); the engine retries without spending MV_RETRY_* steps.
 			err = runner.Unavailable(err)
@@ -232,35 +232,35 @@ func (t *Transformer) call(ctx context.Context, m *runner.Message) runner.Transf
 }
 
 // result turns the function's answer into the message's outputs.
-func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cemap.Response) runner.TransformResult {
+func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewire.Response) runner.TransformResult {
 	switch {
 	case resp.Status == http.StatusAccepted:
 		// Knative: a 202 is never a reply, whatever its body.
 		return runner.TransformResult{}
 	case resp.Status >= 200 && resp.Status < 300:
-	case cemap.RetryableStatus(resp.Status):
-		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cemap.NewStatusError(t.client.URL(), resp))}
+	case cewire.RetryableStatus(resp.Status):
+		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cewire.NewStatusError(t.client.URL(), resp))}
 	default:
-		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cemap.NewStatusError(t.client.URL(), resp)))}
+		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cewire.NewStatusError(t.client.URL(), resp)))}
 	}
-	if !cemap.IsCloudEvent(resp.Header) && len(resp.Body) == 0 {
+	if !cewire.IsCloudEvent(resp.Header) && len(resp.Body) == 0 {
 		return runner.TransformResult{}
 	}
-	events, err := cemap.ReadEventsLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
+	events, err := cewire.ReadEventsLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
 	switch {
 	case err == nil:
-	case errors.Is(err, cemap.ErrBudgetBusy) || ctx.Err() != nil:
+	case errors.Is(err, cewire.ErrBudgetBusy) || ctx.Err() != nil:
 		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: decoding the reply: %w", m.ID, err)}
-	case errors.Is(err, cemap.ErrTooManyEvents):
+	case errors.Is(err, cewire.ErrTooManyEvents):
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: function at %s answered a batch that fans out too far: %w (MV_TRANSFORMER_MAX_REPLY_EVENTS)", m.ID, t.client.URL(), err))}
-	case errors.Is(err, cemap.ErrBudgetExceeded):
+	case errors.Is(err, cewire.ErrBudgetExceeded):
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: decoding the reply: %w (MV_TRANSFORMER_REPLY_BUDGET)", m.ID, err))}
 	default:
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: function at %s answered %d with a body that is not a valid CloudEvent reply: %w", m.ID, t.client.URL(), resp.Status, err))}
 	}
 	outs := make([]*runner.Message, 0, len(events))
 	for i := range events {
-		o, err := cemap.ToMessage(&events[i])
+		o, err := cewire.ToMessage(&events[i])
 		if err != nil {
 			return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: reply: %w", m.ID, err))}
 		}

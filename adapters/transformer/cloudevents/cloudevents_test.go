@@ -17,7 +17,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -112,7 +112,7 @@ func TestAnswersDecideTheResult(t *testing.T) {
 			_, _ = w.Write([]byte("data"))
 		}, permanent},
 		{"200 with a broken batch", func(w http.ResponseWriter, _ *http.Request, _ *event.Event, _ int) {
-			w.Header().Set("Content-Type", cemap.BatchContentType)
+			w.Header().Set("Content-Type", cewire.BatchContentType)
 			_, _ = w.Write([]byte(`[{"specversion":"1.0"},`))
 		}, permanent},
 	}
@@ -202,9 +202,9 @@ func TestReplyAttributesBecomeTheOutput(t *testing.T) {
 		t.Fatalf("%d outputs, %v", len(r.Outputs), r.Err)
 	}
 	o := r.Outputs[0]
-	if string(o.Value) != "ENRICHED" || o.Headers[cemap.HeaderType] != "com.example.enriched" ||
-		o.Headers[cemap.HeaderSource] != "/fn/enricher" || o.Headers["enriched"] != "yes" ||
-		o.Headers[cemap.HeaderContentType] != "text/plain" {
+	if string(o.Value) != "ENRICHED" || o.Headers[cewire.HeaderType] != "com.example.enriched" ||
+		o.Headers[cewire.HeaderSource] != "/fn/enricher" || o.Headers["enriched"] != "yes" ||
+		o.Headers[cewire.HeaderContentType] != "text/plain" {
 		t.Fatalf("output %+v", o)
 	}
 	if o.Keys != nil {
@@ -253,7 +253,7 @@ func TestUnreachableFunctionFailsEachMessageAsUnavailable(t *testing.T) {
 		t.Fatalf("want one result per message, got %v (results %v)", err, res)
 	}
 	for i, r := range res {
-		var te *cemap.TransportError
+		var te *cewire.TransportError
 		if !runner.IsUnavailable(r.Err) || runner.IsPermanent(r.Err) || !errors.As(r.Err, &te) {
 			t.Fatalf("message %d: %v; want an unavailable (not permanent) error wrapping the transport error", i, r.Err)
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/monovertex/monovertex/adapters/internal/cemap"
+	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -50,7 +50,7 @@ func TestEndlessReplyStopsAtTheLimitAndIsPermanent(t *testing.T) {
 	tr := newTransformer(t, srv.URL, func(c *Config) { c.MaxReply = limit })
 	start := time.Now()
 	r := transformOne(t, tr, &runner.Message{ID: "m", Value: []byte("x")})
-	if !runner.IsPermanent(r.Err) || !errors.Is(r.Err, cemap.ErrReplyTooLarge) || !strings.Contains(r.Err.Error(), "MV_TRANSFORMER_MAX_REPLY") {
+	if !runner.IsPermanent(r.Err) || !errors.Is(r.Err, cewire.ErrReplyTooLarge) || !strings.Contains(r.Err.Error(), "MV_TRANSFORMER_MAX_REPLY") {
 		t.Fatalf("want a permanent reply-too-large error naming MV_TRANSFORMER_MAX_REPLY, got %v", r.Err)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -171,7 +171,7 @@ func TestRedirectIsPermanentAndNotPostedAgainWithinTheFloor(t *testing.T) {
 	// the same message back for the floor, but not another one.
 	start := time.Now()
 	other := transformOne(t, tr, &runner.Message{ID: "other", Value: []byte("x")})
-	if took := time.Since(start); took > cemap.PermanentRetryFloor/2 {
+	if took := time.Since(start); took > cewire.PermanentRetryFloor/2 {
 		t.Fatalf("a message never answered permanently waited %v", took)
 	}
 	if !runner.IsPermanent(other.Err) {
@@ -182,8 +182,8 @@ func TestRedirectIsPermanentAndNotPostedAgainWithinTheFloor(t *testing.T) {
 		transformOne(t, tr, m)
 	}
 	took := time.Since(start)
-	if took < 3*cemap.PermanentRetryFloor-100*time.Millisecond {
-		t.Fatalf("3 retries of a message answered 301 took %v, want at least 3 x %v", took, cemap.PermanentRetryFloor)
+	if took < 3*cewire.PermanentRetryFloor-100*time.Millisecond {
+		t.Fatalf("3 retries of a message answered 301 took %v, want at least 3 x %v", took, cewire.PermanentRetryFloor)
 	}
 	if c := calls.Load(); c != 5 {
 		t.Fatalf("function got %d calls, want 5", c)

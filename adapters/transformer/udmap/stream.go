@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 )
 
 // errReset ends a stream the adapter gave up on (replaced, or a batch
@@ -18,7 +18,7 @@ import (
 var errReset = errors.New("stream reset")
 
 // mapFn is the MapFn protocol of every map mode, opened with a handshake.
-var mapFn = serverinfo.Protocol[mappb.MapRequest, mappb.MapResponse]{
+var mapFn = udconn.Protocol[mappb.MapRequest, mappb.MapResponse]{
 	Name: "MapFn",
 	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[mappb.MapRequest, mappb.MapResponse], error) {
 		return mappb.NewMapClient(cc).MapFn(ctx)
@@ -45,10 +45,10 @@ type waiter struct {
 // stream is one MapFn stream after its handshake, with the calls waiting
 // for results on it.
 type stream struct {
-	*serverinfo.Stream[mappb.MapRequest, mappb.MapResponse]
-	mode    serverinfo.MapMode
+	*udconn.Stream[mappb.MapRequest, mappb.MapResponse]
+	mode    udconn.MapMode
 	log     *zap.SugaredLogger
-	waiting serverinfo.Waiters[*waiter]
+	waiting udconn.Waiters[*waiter]
 
 	mu  sync.Mutex
 	eot chan struct{} // batch mode: closed by the container's EOT for the batch on the stream
@@ -56,8 +56,8 @@ type stream struct {
 
 // open starts a MapFn stream under parent (which outlives the call) and
 // does the handshake, bounded by ctx (the call's).
-func open(ctx, parent context.Context, conn *serverinfo.Conn, cc *grpc.ClientConn, gen uint64, mode serverinfo.MapMode, log *zap.SugaredLogger) (*stream, error) {
-	s, err := serverinfo.Open(ctx, parent, conn, cc, gen, mapFn)
+func open(ctx, parent context.Context, conn *udconn.Conn, cc *grpc.ClientConn, gen uint64, mode udconn.MapMode, log *zap.SugaredLogger) (*stream, error) {
+	s, err := udconn.Open(ctx, parent, conn, cc, gen, mapFn)
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +70,12 @@ func open(ctx, parent context.Context, conn *serverinfo.Conn, cc *grpc.ClientCon
 func (st *stream) route(resp *mappb.MapResponse) error {
 	eot := resp.GetStatus().GetEot()
 	switch st.mode {
-	case serverinfo.BatchMap:
+	case udconn.BatchMap:
 		if eot {
 			return st.batchEnded()
 		}
 		st.deliver(resp.GetId(), resp.GetResults(), true)
-	case serverinfo.StreamMap:
+	case udconn.StreamMap:
 		// Results, or the EOT that ends the request's results.
 		st.deliver(resp.GetId(), resp.GetResults(), eot)
 	default:

@@ -41,7 +41,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -57,7 +57,7 @@ var (
 
 // Config holds the udmap settings; they are shared by every Numaflow adapter.
 type Config struct {
-	serverinfo.Settings
+	udconn.Settings
 }
 
 func init() {
@@ -80,8 +80,8 @@ func init() {
 // mode the container works on all their messages at once, in batch mode
 // the calls take turns, one batch on the stream at a time.
 type Transformer struct {
-	mode serverinfo.MapMode
-	conn *serverinfo.Conn
+	mode udconn.MapMode
+	conn *udconn.Conn
 	log  *zap.SugaredLogger
 
 	ctx    context.Context // parent of the stream; ends at Close
@@ -91,9 +91,9 @@ type Transformer struct {
 	batch chan struct{} // batch mode: held by the call whose batch is on the stream
 	// inflight bounds the requests in flight on the stream across calls
 	// (numaflow-core's concurrency); nil is unbounded.
-	inflight *serverinfo.InFlight
+	inflight *udconn.InFlight
 
-	st serverinfo.Current[*stream]
+	st udconn.Current[*stream]
 }
 
 var (
@@ -104,18 +104,18 @@ var (
 // New waits for the map container's server-info file to learn its mode,
 // then for the container to be up and compatible, and connects to the
 // socket of that mode.
-func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (*Transformer, error) {
+func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Transformer, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	mode, err := serverinfo.ReadMapMode(ctx, set, log)
+	mode, err := udconn.ReadMapMode(ctx, set, log)
 	if err != nil {
 		return nil, err // the runner names the adapter
 	}
 	log = log.With("map_mode", string(mode))
 	// A restarted container is reconnected on the same socket: Kubernetes
 	// restarts it from the same image, so in the same mode.
-	conn, err := serverinfo.Connect(ctx, serverinfo.MapEndpoint(set.Dir, mode), set, log, isReady)
+	conn, err := udconn.Connect(ctx, udconn.MapEndpoint(set.Dir, mode), set, log, isReady)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +137,11 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 // by spec.limits.concurrency (mapper/map.rs); n <= 0 leaves them unbounded.
 // Call it before the first Transform.
 func (t *Transformer) SetConcurrency(n int) {
-	t.inflight = serverinfo.NewInFlight(n)
+	t.inflight = udconn.NewInFlight(n)
 }
 
 // Mode is the map mode the container declared.
-func (t *Transformer) Mode() serverinfo.MapMode { return t.mode }
+func (t *Transformer) Mode() udconn.MapMode { return t.mode }
 
 // Ready reports whether the map container is connected and ready.
 func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
@@ -160,7 +160,7 @@ func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx
 // UserDefinedUnaryMap::unary, batch.rs MapBatchTask and
 // UserDefinedBatchMap::batch, stream.rs MapStreamTask), without using the
 // retry budget. Here that is the whole-call error with a reconnect
-// through serverinfo.Conn.
+// through udconn.Conn.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	if sending == 0 {
 		return results, nil
 	}
-	batch := t.mode == serverinfo.BatchMap
+	batch := t.mode == udconn.BatchMap
 	if batch {
 		select {
 		case t.batch <- struct{}{}:
@@ -222,7 +222,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		if req == nil {
 			continue
 		}
-		if err := serverinfo.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
+		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
 			return nil, err
 		}
 		if err := st.Err(); err != nil {
@@ -268,7 +268,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 }
 
 func request(m *runner.Message, id string) *mappb.MapRequest {
-	r := &mappb.MapRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Metadata: serverinfo.MetadataToProto(m.Metadata)}
+	r := &mappb.MapRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Metadata: udconn.MetadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
 		r.EventTime = timestamppb.New(m.EventTime)
 	}
@@ -318,7 +318,7 @@ func result(in *runner.Message, results []*mappb.MapResponse_Result) runner.Tran
 		if value == nil {
 			value = []byte{}
 		}
-		o := &runner.Message{Keys: keys, Value: value, Metadata: serverinfo.OutputMetadata(in.Metadata, r.GetMetadata())}
+		o := &runner.Message{Keys: keys, Value: value, Metadata: udconn.OutputMetadata(in.Metadata, r.GetMetadata())}
 		if tags := r.GetTags(); len(tags) > 0 {
 			o.Tags = slices.Clone(tags)
 		}

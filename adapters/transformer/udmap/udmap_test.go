@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 	"github.com/monovertex/monovertex/adapters/transformer/udmap"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -30,7 +30,7 @@ import (
 
 var base = time.UnixMilli(1_700_000_000_000).UTC()
 
-var modes = []serverinfo.MapMode{serverinfo.UnaryMap, serverinfo.BatchMap, serverinfo.StreamMap}
+var modes = []udconn.MapMode{udconn.UnaryMap, udconn.BatchMap, udconn.StreamMap}
 
 // out is what the reference map returns for one value, in a form each
 // mode's SDK message is made from.
@@ -139,12 +139,12 @@ func streamRef(_ context.Context, keys []string, d mapstreamer.Datum, ch chan<- 
 }
 
 // register adds the SDK's service for mode, with the reference map.
-func register(mode serverinfo.MapMode) func(*grpc.Server) {
+func register(mode udconn.MapMode) func(*grpc.Server) {
 	return func(s *grpc.Server) {
 		switch mode {
-		case serverinfo.BatchMap:
+		case udconn.BatchMap:
 			mappb.RegisterMapServer(s, &batchmapper.Service{BatchMapper: batchmapper.BatchMapperFunc(batchRef)})
-		case serverinfo.StreamMap:
+		case udconn.StreamMap:
 			mappb.RegisterMapServer(s, &mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(streamRef)})
 		default:
 			mappb.RegisterMapServer(s, &mapper.Service{Mapper: mapper.MapperFunc(unaryRef)})
@@ -157,17 +157,17 @@ func register(mode serverinfo.MapMode) func(*grpc.Server) {
 // writes no map mode).
 type server struct {
 	t        testing.TB
-	ep       serverinfo.Endpoint
-	mode     serverinfo.MapMode
+	ep       udconn.Endpoint
+	mode     udconn.MapMode
 	register func(*grpc.Server)
 
 	mu  sync.Mutex
 	srv *grpc.Server
 }
 
-func serve(t *testing.T, dir string, mode serverinfo.MapMode, register func(*grpc.Server)) *server {
+func serve(t *testing.T, dir string, mode udconn.MapMode, register func(*grpc.Server)) *server {
 	t.Helper()
-	s := &server{t: t, ep: serverinfo.MapEndpoint(dir, mode), mode: mode, register: register}
+	s := &server{t: t, ep: udconn.MapEndpoint(dir, mode), mode: mode, register: register}
 	s.Restart()
 	t.Cleanup(s.Kill)
 	return s
@@ -188,7 +188,7 @@ func (s *server) Restart() {
 	if err != nil {
 		s.t.Fatalf("listen on %s: %v", s.ep.Socket, err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(serverinfo.DefaultMaxMessageSize), grpc.MaxSendMsgSize(serverinfo.DefaultMaxMessageSize))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(udconn.DefaultMaxMessageSize), grpc.MaxSendMsgSize(udconn.DefaultMaxMessageSize))
 	s.register(srv)
 	s.srv = srv
 	go srv.Serve(ln)
@@ -205,7 +205,7 @@ func (s *server) Kill() {
 	}
 }
 
-func newMap(t *testing.T, set serverinfo.Settings) *udmap.Transformer {
+func newMap(t *testing.T, set udconn.Settings) *udmap.Transformer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -220,14 +220,14 @@ func newMap(t *testing.T, set serverinfo.Settings) *udmap.Transformer {
 // startSDKServer runs numaflow-go's own server for mode, which writes the
 // server-info file with its MAP_MODE and listens on its default socket
 // name, until the test ends.
-func startSDKServer(t *testing.T, dir string, mode serverinfo.MapMode) {
-	ep := serverinfo.MapEndpoint(dir, mode)
+func startSDKServer(t *testing.T, dir string, mode udconn.MapMode) {
+	ep := udconn.MapEndpoint(dir, mode)
 	var start func(context.Context) error
 	switch mode {
-	case serverinfo.BatchMap:
+	case udconn.BatchMap:
 		start = batchmapper.NewServer(batchmapper.BatchMapperFunc(batchRef),
 			batchmapper.WithSockAddr(ep.Socket), batchmapper.WithServerInfoFilePath(ep.InfoFile)).Start
-	case serverinfo.StreamMap:
+	case udconn.StreamMap:
 		start = mapstreamer.NewServer(mapstreamer.MapStreamerFunc(streamRef),
 			mapstreamer.WithSockAddr(ep.Socket), mapstreamer.WithServerInfoFilePath(ep.InfoFile)).Start
 	default:
@@ -277,7 +277,7 @@ func TestConformanceWithSDKServers(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := udftest.Dir(t)
-			if mode == serverinfo.StreamMap {
+			if mode == udconn.StreamMap {
 				serve(t, dir, mode, func(s *grpc.Server) {
 					mappb.RegisterMapServer(s, serializedSend{&mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(streamRef)}})
 				})
@@ -373,7 +373,7 @@ func TestMetadataFollowsNumaflowRules(t *testing.T) {
 	}
 	t.Run("unary: the map reads both, sets user, keeps system", func(t *testing.T) {
 		dir := udftest.Dir(t)
-		serve(t, dir, serverinfo.UnaryMap, register(serverinfo.UnaryMap))
+		serve(t, dir, udconn.UnaryMap, register(udconn.UnaryMap))
 		tr := newMap(t, udftest.Settings(dir))
 		res, err := tr.Transform(context.Background(), []*runner.Message{in()})
 		if err != nil {
@@ -395,7 +395,7 @@ func TestMetadataFollowsNumaflowRules(t *testing.T) {
 	})
 	t.Run("batch: no user metadata back, system kept", func(t *testing.T) {
 		dir := udftest.Dir(t)
-		serve(t, dir, serverinfo.BatchMap, register(serverinfo.BatchMap))
+		serve(t, dir, udconn.BatchMap, register(udconn.BatchMap))
 		tr := newMap(t, udftest.Settings(dir))
 		m := in()
 		res, err := tr.Transform(context.Background(), []*runner.Message{m})
@@ -487,7 +487,7 @@ func TestHandlerPanicFailsTheCallAndTheNextWorks(t *testing.T) {
 			defer cancel()
 			_, err := tr.Transform(ctx, msgs("a", "panic"))
 			failed := err != nil && strings.Contains(err.Error(), "UDF_EXECUTION_ERROR")
-			if mode == serverinfo.StreamMap && err != nil && strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
+			if mode == udconn.StreamMap && err != nil && strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
 				// numaflow-go v0.12's map-stream server sends from one
 				// goroutine per request on the same stream; under load the
 				// error can be lost and the stream hangs, which the call
@@ -537,7 +537,7 @@ func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 
 func TestACancelledBatchDoesNotConfuseTheNext(t *testing.T) {
 	dir := udftest.Dir(t)
-	serve(t, dir, serverinfo.BatchMap, register(serverinfo.BatchMap))
+	serve(t, dir, udconn.BatchMap, register(udconn.BatchMap))
 	tr := newMap(t, udftest.Settings(dir))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -590,7 +590,7 @@ func echo(req *mappb.MapRequest) *mappb.MapResponse {
 
 func TestAResponseForAnUnknownIDIsIgnored(t *testing.T) {
 	dir := udftest.Dir(t)
-	serve(t, dir, serverinfo.UnaryMap, func(s *grpc.Server) {
+	serve(t, dir, udconn.UnaryMap, func(s *grpc.Server) {
 		mappb.RegisterMapServer(s, &fakeMap{respond: func(req *mappb.MapRequest, send func(*mappb.MapResponse) error) error {
 			bogus := echo(req)
 			bogus.Id = "never-sent-" + req.GetId()
@@ -615,7 +615,7 @@ func TestAResponseForAnUnknownIDIsIgnored(t *testing.T) {
 
 func TestABatchEndedBeforeAllResultsFailsTheCall(t *testing.T) {
 	dir := udftest.Dir(t)
-	serve(t, dir, serverinfo.BatchMap, func(s *grpc.Server) {
+	serve(t, dir, udconn.BatchMap, func(s *grpc.Server) {
 		mappb.RegisterMapServer(s, &fakeMap{respond: func(req *mappb.MapRequest, send func(*mappb.MapResponse) error) error {
 			switch {
 			case req.GetStatus().GetEot():
@@ -651,7 +651,7 @@ func TestStreamResultsGatherUntilTheirEOT(t *testing.T) {
 	// request's first result.
 	var mu sync.Mutex
 	var pending []*mappb.MapRequest
-	serve(t, dir, serverinfo.StreamMap, func(s *grpc.Server) {
+	serve(t, dir, udconn.StreamMap, func(s *grpc.Server) {
 		mappb.RegisterMapServer(s, &fakeMap{respond: func(req *mappb.MapRequest, send func(*mappb.MapResponse) error) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -708,11 +708,11 @@ func (o *overlapCounter) enter() {
 // TestRequestsInFlightStayWithinTheConcurrency: concurrent calls share the
 // bound, as numaflow-core's spec.limits.concurrency bounds a map's requests.
 func TestRequestsInFlightStayWithinTheConcurrency(t *testing.T) {
-	for _, mode := range []serverinfo.MapMode{serverinfo.UnaryMap, serverinfo.StreamMap} {
+	for _, mode := range []udconn.MapMode{udconn.UnaryMap, udconn.StreamMap} {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := udftest.Dir(t)
 			oc := &overlapCounter{}
-			if mode == serverinfo.StreamMap {
+			if mode == udconn.StreamMap {
 				serve(t, dir, mode, func(s *grpc.Server) {
 					mappb.RegisterMapServer(s, &mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(
 						func(ctx context.Context, keys []string, d mapstreamer.Datum, ch chan<- mapstreamer.Message) {

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -39,7 +39,7 @@ var (
 
 // Config holds the udtransformer settings; they are shared by every Numaflow adapter.
 type Config struct {
-	serverinfo.Settings
+	udconn.Settings
 }
 
 func init() {
@@ -61,7 +61,7 @@ func init() {
 // container. Concurrent calls share one stream; the container works on all
 // their messages at once.
 type Transformer struct {
-	conn *serverinfo.Conn
+	conn *udconn.Conn
 	log  *zap.SugaredLogger
 
 	ctx    context.Context // parent of the stream; ends at Close
@@ -70,9 +70,9 @@ type Transformer struct {
 	ids atomic.Uint64 // request ids, unique over the life of the adapter
 	// inflight bounds the requests in flight on the stream across calls
 	// (numaflow-core's concurrency); nil is unbounded.
-	inflight *serverinfo.InFlight
+	inflight *udconn.InFlight
 
-	st serverinfo.Current[*stream]
+	st udconn.Current[*stream]
 }
 
 var (
@@ -82,11 +82,11 @@ var (
 
 // New waits for the transformer container to be up and compatible and
 // connects to it.
-func New(ctx context.Context, set serverinfo.Settings, log *zap.SugaredLogger) (*Transformer, error) {
+func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Transformer, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	conn, err := serverinfo.Connect(ctx, serverinfo.TransformerEndpoint(set.Dir), set, log, isReady)
+	conn, err := udconn.Connect(ctx, udconn.TransformerEndpoint(set.Dir), set, log, isReady)
 	if err != nil {
 		return nil, err // the runner names the adapter
 	}
@@ -108,7 +108,7 @@ func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 // spec.limits.concurrency (transformer.rs); n <= 0 leaves them unbounded.
 // Call it before the first Transform.
 func (t *Transformer) SetConcurrency(n int) {
-	t.inflight = serverinfo.NewInFlight(n)
+	t.inflight = udconn.NewInFlight(n)
 }
 
 // Ready reports whether the transformer container is connected and ready.
@@ -121,7 +121,7 @@ type reply struct {
 }
 
 // sourceTransformFn is the SourceTransformFn protocol, opened with a handshake.
-var sourceTransformFn = serverinfo.Protocol[stpb.SourceTransformRequest, stpb.SourceTransformResponse]{
+var sourceTransformFn = udconn.Protocol[stpb.SourceTransformRequest, stpb.SourceTransformResponse]{
 	Name: "SourceTransformFn",
 	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[stpb.SourceTransformRequest, stpb.SourceTransformResponse], error) {
 		return stpb.NewSourceTransformClient(cc).SourceTransformFn(ctx)
@@ -135,8 +135,8 @@ var sourceTransformFn = serverinfo.Protocol[stpb.SourceTransformRequest, stpb.So
 // stream is one SourceTransformFn stream after its handshake, with the
 // calls waiting for responses on it.
 type stream struct {
-	*serverinfo.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]
-	waiting serverinfo.Waiters[waiter]
+	*udconn.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]
+	waiting udconn.Waiters[waiter]
 }
 
 type waiter struct {
@@ -180,7 +180,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			results[k].Err = runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
 			continue
 		}
-		if err := serverinfo.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
+		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
 			return nil, err
 		}
 		if err := st.Err(); err != nil {
@@ -213,7 +213,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 
 func request(m *runner.Message, id string) *stpb.SourceTransformRequest {
 	r := &stpb.SourceTransformRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Id: id,
-		Metadata: serverinfo.MetadataToProto(m.Metadata)}
+		Metadata: udconn.MetadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
 		r.EventTime = timestamppb.New(m.EventTime)
 	}
@@ -254,7 +254,7 @@ func result(in *runner.Message, resp *stpb.SourceTransformResponse) runner.Trans
 		if value == nil {
 			value = []byte{}
 		}
-		o := &runner.Message{Keys: keys, Value: value, Metadata: serverinfo.OutputMetadata(in.Metadata, r.GetMetadata())}
+		o := &runner.Message{Keys: keys, Value: value, Metadata: udconn.OutputMetadata(in.Metadata, r.GetMetadata())}
 		if et := r.GetEventTime(); et != nil {
 			o.EventTime = et.AsTime()
 		}
@@ -280,7 +280,7 @@ func (t *Transformer) stream(ctx context.Context) (*stream, error) {
 		return nil, err
 	}
 	return t.st.Get(gen, func() (*stream, error) {
-		s, err := serverinfo.Open(ctx, t.ctx, t.conn, cc, gen, sourceTransformFn)
+		s, err := udconn.Open(ctx, t.ctx, t.conn, cc, gen, sourceTransformFn)
 		if err != nil {
 			return nil, err
 		}

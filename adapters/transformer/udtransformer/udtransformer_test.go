@@ -14,8 +14,8 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
 	"google.golang.org/grpc"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 	"github.com/monovertex/monovertex/adapters/transformer/udtransformer"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -70,12 +70,12 @@ func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sour
 }
 
 func serve(t *testing.T, dir string) *udftest.Server {
-	return udftest.Start(t, serverinfo.TransformerEndpoint(dir), func(s *grpc.Server) {
+	return udftest.Start(t, udconn.TransformerEndpoint(dir), func(s *grpc.Server) {
 		stpb.RegisterSourceTransformServer(s, &sourcetransformer.Service{Transformer: sourcetransformer.SourceTransformFunc(reference)})
 	})
 }
 
-func newTransformer(t *testing.T, set serverinfo.Settings) *udtransformer.Transformer {
+func newTransformer(t *testing.T, set udconn.Settings) *udtransformer.Transformer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -90,7 +90,7 @@ func newTransformer(t *testing.T, set serverinfo.Settings) *udtransformer.Transf
 func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	ep := serverinfo.TransformerEndpoint(dir)
+	ep := udconn.TransformerEndpoint(dir)
 	done := make(chan error, 1)
 	go func() {
 		done <- sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
@@ -297,7 +297,7 @@ func TestMetadataGoesBothWays(t *testing.T) {
 func TestRequestsInFlightStayWithinTheConcurrency(t *testing.T) {
 	dir := udftest.Dir(t)
 	var now, most atomic.Int64
-	udftest.Start(t, serverinfo.TransformerEndpoint(dir), func(s *grpc.Server) {
+	udftest.Start(t, udconn.TransformerEndpoint(dir), func(s *grpc.Server) {
 		stpb.RegisterSourceTransformServer(s, &sourcetransformer.Service{Transformer: sourcetransformer.SourceTransformFunc(
 			func(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
 				n := now.Add(1)

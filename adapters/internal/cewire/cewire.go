@@ -1,6 +1,8 @@
-// Package cemap is the one place that maps runner messages to CloudEvents
-// and back, so the CloudEvents transformer, the CloudEvents sink and the HTTP
-// source agree on every attribute.
+// Package cewire is CloudEvents on the wire: the one place that maps runner
+// messages to CloudEvents and back, so the CloudEvents transformer, the
+// CloudEvents sink and the HTTP source agree on every attribute, and the
+// HTTP client, reply budget, retry floor and worker pool the transformer
+// and the sink post with.
 //
 // Message -> event:
 //
@@ -24,7 +26,7 @@
 // names contain a dash never collide with extensions, so they can carry the
 // context attributes through the engine unchanged: a function's reply type
 // and source reach the sink as the function set them.
-package cemap
+package cewire
 
 import (
 	"encoding/json"
@@ -150,7 +152,7 @@ func validString(s string) bool {
 }
 
 // ErrInvalidID is returned for a message whose id cannot be an event id.
-var ErrInvalidID = errors.New("cemap: message id must be non-empty printable text")
+var ErrInvalidID = errors.New("cewire: message id must be non-empty printable text")
 
 // ToEvent maps a message to a CloudEvent. It fails only when the message id
 // cannot be an event id; unusable headers are dropped with a debug log.
@@ -244,7 +246,7 @@ func (m *Mapper) ToEvent(msg *runner.Message) (event.Event, error) {
 // Offset is left to the caller.
 func ToMessage(ev *event.Event) (*runner.Message, error) {
 	if ev == nil || ev.Context == nil {
-		return nil, errors.New("cemap: no event")
+		return nil, errors.New("cewire: no event")
 	}
 	msg := &runner.Message{
 		ID:      ev.ID(),
@@ -274,7 +276,7 @@ func ToMessage(ev *event.Event) (*runner.Message, error) {
 	for name, value := range ev.Extensions() {
 		s, err := types.Format(value)
 		if err != nil {
-			return nil, fmt.Errorf("cemap: event %s: extension %s: %w", ev.ID(), name, err)
+			return nil, fmt.Errorf("cewire: event %s: extension %s: %w", ev.ID(), name, err)
 		}
 		if name == PartitionKeyExtension {
 			msg.Keys = DecodeKeys(s)

@@ -1,4 +1,4 @@
-package serverinfo
+package udconn
 
 import (
 	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"

@@ -1,4 +1,4 @@
-package serverinfo_test
+package udconn_test
 
 import (
 	"reflect"
@@ -7,7 +7,7 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -28,7 +28,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := serverinfo.MetadataToProto(c.md)
+			p := udconn.MetadataToProto(c.md)
 			// Through the wire, as a container sees it.
 			b, err := proto.Marshal(p)
 			if err != nil {
@@ -38,7 +38,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 			if err := proto.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
-			got := serverinfo.MetadataFromProto(&back)
+			got := udconn.MetadataFromProto(&back)
 			if !reflect.DeepEqual(normalize(got), normalize(c.md)) {
 				t.Fatalf("round trip: got %+v, want %+v", got, c.md)
 			}
@@ -66,25 +66,25 @@ func normalize(md *runner.Metadata) *runner.Metadata {
 }
 
 func TestEmptyMetadataIsNil(t *testing.T) {
-	if p := serverinfo.MetadataToProto(nil); p != nil {
+	if p := udconn.MetadataToProto(nil); p != nil {
 		t.Errorf("MetadataToProto(nil) = %v, want nil", p)
 	}
-	if p := serverinfo.MetadataToProto(&runner.Metadata{User: map[string]map[string][]byte{}}); p != nil {
+	if p := udconn.MetadataToProto(&runner.Metadata{User: map[string]map[string][]byte{}}); p != nil {
 		t.Errorf("MetadataToProto(empty) = %v, want nil", p)
 	}
-	if md := serverinfo.MetadataFromProto(nil); md != nil {
+	if md := udconn.MetadataFromProto(nil); md != nil {
 		t.Errorf("MetadataFromProto(nil) = %+v, want nil", md)
 	}
 	// What numaflow-go sends for an output without user metadata.
 	sdkEmpty := &common.Metadata{SysMetadata: map[string]*common.KeyValueGroup{}, UserMetadata: map[string]*common.KeyValueGroup{}}
-	if md := serverinfo.MetadataFromProto(sdkEmpty); md != nil {
+	if md := udconn.MetadataFromProto(sdkEmpty); md != nil {
 		t.Errorf("MetadataFromProto(empty) = %+v, want nil", md)
 	}
 }
 
 func TestMetadataFromProtoDoesNotShareMaps(t *testing.T) {
 	p := &common.Metadata{UserMetadata: map[string]*common.KeyValueGroup{"g": {KeyValue: map[string][]byte{"k": []byte("v")}}}}
-	md := serverinfo.MetadataFromProto(p)
+	md := udconn.MetadataFromProto(p)
 	md.User["g"]["k2"] = []byte("x")
 	if _, leaked := p.UserMetadata["g"].KeyValue["k2"]; leaked {
 		t.Fatal("a change to the runner metadata changed the decoded response")
@@ -123,13 +123,13 @@ func TestOutputMetadata(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := serverinfo.OutputMetadata(c.in, c.resp)
+			got := udconn.OutputMetadata(c.in, c.resp)
 			if !reflect.DeepEqual(got, c.want) {
 				t.Fatalf("got %+v, want %+v", got, c.want)
 			}
 		})
 	}
-	got := serverinfo.OutputMetadata(in, resp)
+	got := udconn.OutputMetadata(in, resp)
 	got.System["sys"]["k"] = []byte("changed")
 	if string(in.System["sys"]["k"]) != "v" {
 		t.Fatal("the output shares its system metadata with the input")

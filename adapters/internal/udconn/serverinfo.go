@@ -1,11 +1,11 @@
-// Package serverinfo is what the Numaflow adapters (udsource, udtransformer,
-// udmap, udsink) share: the server-info handshake every Numaflow SDK
+// Package udconn is the connection to a Numaflow user-defined container,
+// what the Numaflow adapters (udsource, udtransformer, udmap, udsink) share: the server-info handshake every Numaflow SDK
 // container performs (a JSON file ending in an end marker, written next to
 // its Unix socket), the compatibility check against it, one gRPC connection
 // per container that survives the container being restarted, and the
 // bidirectional streams over it (open with a handshake, receive loop,
 // failure bookkeeping).
-package serverinfo
+package udconn
 
 import (
 	"bytes"

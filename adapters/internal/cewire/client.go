@@ -1,4 +1,4 @@
-package cemap
+package cewire
 
 import (
 	"bytes"

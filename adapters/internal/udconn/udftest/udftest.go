@@ -15,7 +15,7 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/info"
 	"google.golang.org/grpc"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
 )
 
 // Dir returns a fresh short directory for sockets (t.TempDir paths can
@@ -31,10 +31,10 @@ func Dir(t testing.TB) string {
 }
 
 // Settings returns adapter settings for dir with short timeouts for tests.
-func Settings(dir string) serverinfo.Settings {
-	return serverinfo.Settings{
+func Settings(dir string) udconn.Settings {
+	return udconn.Settings{
 		Dir:              dir,
-		MaxMessageSize:   serverinfo.DefaultMaxMessageSize,
+		MaxMessageSize:   udconn.DefaultMaxMessageSize,
 		ReconnectTimeout: 20 * time.Second,
 		StartupTimeout:   20 * time.Second,
 		CallTimeout:      20 * time.Second,
@@ -55,7 +55,7 @@ func ServerInfo(ct info.ContainerType) *info.ServerInfo {
 // Server is one SDK service on a Unix socket.
 type Server struct {
 	t        testing.TB
-	ep       serverinfo.Endpoint
+	ep       udconn.Endpoint
 	register func(*grpc.Server)
 
 	mu  sync.Mutex
@@ -64,7 +64,7 @@ type Server struct {
 
 // Start writes the server-info file for ep and serves the services that
 // register adds. The server is stopped when the test ends.
-func Start(t testing.TB, ep serverinfo.Endpoint, register func(*grpc.Server)) *Server {
+func Start(t testing.TB, ep udconn.Endpoint, register func(*grpc.Server)) *Server {
 	t.Helper()
 	s := &Server{t: t, ep: ep, register: register}
 	s.Restart()
@@ -89,7 +89,7 @@ func (s *Server) Restart() {
 	if err != nil {
 		s.t.Fatalf("udftest: listen on %s: %v", s.ep.Socket, err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(serverinfo.DefaultMaxMessageSize), grpc.MaxSendMsgSize(serverinfo.DefaultMaxMessageSize))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(udconn.DefaultMaxMessageSize), grpc.MaxSendMsgSize(udconn.DefaultMaxMessageSize))
 	s.register(srv)
 	s.srv = srv
 	go srv.Serve(ln)
@@ -109,7 +109,7 @@ func (s *Server) Kill() {
 
 // WriteInfo replaces the server-info file with raw content (for
 // compatibility tests).
-func WriteInfo(t testing.TB, ep serverinfo.Endpoint, content string) {
+func WriteInfo(t testing.TB, ep udconn.Endpoint, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(ep.InfoFile), 0o755); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package serverinfo_test
+package udconn_test
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 
 	"github.com/numaproj/numaflow-go/pkg/info"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 )
 
 func TestMapEndpointSocketFollowsTheMode(t *testing.T) {
-	for mode, sock := range map[serverinfo.MapMode]string{
-		serverinfo.UnaryMap:  "map.sock",
-		serverinfo.BatchMap:  "batchmap.sock",
-		serverinfo.StreamMap: "mapstream.sock",
+	for mode, sock := range map[udconn.MapMode]string{
+		udconn.UnaryMap:  "map.sock",
+		udconn.BatchMap:  "batchmap.sock",
+		udconn.StreamMap: "mapstream.sock",
 	} {
-		ep := serverinfo.MapEndpoint("/d", mode)
+		ep := udconn.MapEndpoint("/d", mode)
 		if ep.Socket != filepath.Join("/d", sock) || ep.InfoFile != "/d/mapper-server-info" || ep.Container != info.Mapper {
 			t.Errorf("%s: %+v, want socket %s and the shared mapper-server-info", mode, ep, sock)
 		}
@@ -28,29 +28,29 @@ func TestMapEndpointSocketFollowsTheMode(t *testing.T) {
 }
 
 func TestMapModeOf(t *testing.T) {
-	cases := map[string]serverinfo.MapMode{
-		"unary-map":  serverinfo.UnaryMap,
-		"batch-map":  serverinfo.BatchMap,
-		"stream-map": serverinfo.StreamMap,
-		"":           serverinfo.UnaryMap, // no MAP_MODE: numaflow-core assumes unary
-		"reduce":     serverinfo.UnaryMap, // unknown: numaflow-core assumes unary
+	cases := map[string]udconn.MapMode{
+		"unary-map":  udconn.UnaryMap,
+		"batch-map":  udconn.BatchMap,
+		"stream-map": udconn.StreamMap,
+		"":           udconn.UnaryMap, // no MAP_MODE: numaflow-core assumes unary
+		"reduce":     udconn.UnaryMap, // unknown: numaflow-core assumes unary
 	}
 	for v, want := range cases {
 		si := &info.ServerInfo{}
 		if v != "" {
 			si.Metadata = map[string]string{info.MapModeKey: v}
 		}
-		if got := serverinfo.MapModeOf(si); got != want {
+		if got := udconn.MapModeOf(si); got != want {
 			t.Errorf("MAP_MODE %q: %s, want %s", v, got, want)
 		}
 	}
 }
 
-func writeMapInfo(t *testing.T, dir string, mode serverinfo.MapMode) {
+func writeMapInfo(t *testing.T, dir string, mode udconn.MapMode) {
 	t.Helper()
 	si := udftest.ServerInfo(info.Mapper)
 	si.Metadata = map[string]string{info.MapModeKey: string(mode)}
-	if err := info.Write(si, info.WithServerInfoFilePath(serverinfo.MapInfoFile(dir))); err != nil {
+	if err := info.Write(si, info.WithServerInfoFilePath(udconn.MapInfoFile(dir))); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -59,10 +59,10 @@ func TestReadMapModeWaitsForTheFile(t *testing.T) {
 	dir := udftest.Dir(t)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		writeMapInfo(t, dir, serverinfo.StreamMap)
+		writeMapInfo(t, dir, udconn.StreamMap)
 	}()
-	mode, err := serverinfo.ReadMapMode(context.Background(), udftest.Settings(dir), nil)
-	if err != nil || mode != serverinfo.StreamMap {
+	mode, err := udconn.ReadMapMode(context.Background(), udftest.Settings(dir), nil)
+	if err != nil || mode != udconn.StreamMap {
 		t.Fatalf("ReadMapMode: %q, %v; want stream-map", mode, err)
 	}
 }
@@ -71,7 +71,7 @@ func TestReadMapModeGivesUp(t *testing.T) {
 	dir := udftest.Dir(t)
 	set := udftest.Settings(dir)
 	set.StartupTimeout = 300 * time.Millisecond
-	_, err := serverinfo.ReadMapMode(context.Background(), set, nil)
+	_, err := udconn.ReadMapMode(context.Background(), set, nil)
 	if err == nil || !strings.Contains(err.Error(), "MV_UDF_STARTUP_TIMEOUT") {
 		t.Fatalf("no server-info file: %v, want an error naming MV_UDF_STARTUP_TIMEOUT", err)
 	}
@@ -79,11 +79,11 @@ func TestReadMapModeGivesUp(t *testing.T) {
 
 func TestReadMapModeRefusesABrokenFile(t *testing.T) {
 	dir := udftest.Dir(t)
-	if err := os.WriteFile(serverinfo.MapInfoFile(dir), []byte("{not json"+serverinfo.End), 0o644); err != nil {
+	if err := os.WriteFile(udconn.MapInfoFile(dir), []byte("{not json"+udconn.End), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := serverinfo.ReadMapMode(context.Background(), udftest.Settings(dir), nil)
-	if !serverinfo.IsIncompatible(err) {
+	_, err := udconn.ReadMapMode(context.Background(), udftest.Settings(dir), nil)
+	if !udconn.IsIncompatible(err) {
 		t.Fatalf("broken server-info file: %v, want an IncompatibleError", err)
 	}
 }
@@ -91,7 +91,7 @@ func TestReadMapModeRefusesABrokenFile(t *testing.T) {
 func TestReadMapModeStopsWithTheContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := serverinfo.ReadMapMode(ctx, udftest.Settings(udftest.Dir(t)), nil)
+	_, err := udconn.ReadMapMode(ctx, udftest.Settings(udftest.Dir(t)), nil)
 	if err != context.DeadlineExceeded {
 		t.Fatalf("ReadMapMode after the context ended: %v", err)
 	}

@@ -1,4 +1,4 @@
-package serverinfo_test
+package udconn_test
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo"
-	"github.com/monovertex/monovertex/adapters/internal/serverinfo/udftest"
+	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 	"github.com/monovertex/monovertex/runner"
 )
 
 func TestCheck(t *testing.T) {
-	ep := serverinfo.SinkEndpoint("/x", false)
+	ep := udconn.SinkEndpoint("/x", false)
 	cases := []struct {
 		name string
 		si   info.ServerInfo
@@ -50,7 +50,7 @@ func TestCheck(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var warnings []string
-			err := serverinfo.Check(ep, &c.si, func(m string) { warnings = append(warnings, m) })
+			err := udconn.Check(ep, &c.si, func(m string) { warnings = append(warnings, m) })
 			if c.bad == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -60,7 +60,7 @@ func TestCheck(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.bad) {
 				t.Fatalf("error %v, want one containing %q", err, c.bad)
 			}
-			if !serverinfo.IsIncompatible(err) {
+			if !udconn.IsIncompatible(err) {
 				t.Fatalf("%v is not an IncompatibleError", err)
 			}
 		})
@@ -72,7 +72,7 @@ func ready(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
 	return r.GetReady(), err
 }
 
-func serveSink(t *testing.T, ep serverinfo.Endpoint) *udftest.Server {
+func serveSink(t *testing.T, ep udconn.Endpoint) *udftest.Server {
 	return udftest.Start(t, ep, func(s *grpc.Server) {
 		sinkpb.RegisterSinkServer(s, &sinker.Service{Sinker: sinker.SinkerFunc(func(context.Context, <-chan sinker.Datum) sinker.Responses { return nil })})
 	})
@@ -82,18 +82,18 @@ func TestIncompatibleServerInfoIsAConfigError(t *testing.T) {
 	cases := []struct {
 		name, content, want string
 	}{
-		{"too old", `{"protocol":"uds","language":"go","version":"v0.8.0","minimum_numaflow_version":"1.2.0-rc4"}` + serverinfo.End, "go SDK version v0.8.0 is too old"},
+		{"too old", `{"protocol":"uds","language":"go","version":"v0.8.0","minimum_numaflow_version":"1.2.0-rc4"}` + udconn.End, "go SDK version v0.8.0 is too old"},
 		{"no end marker", `{"protocol":"uds","language":"go","version":"v0.12.0"}`, "no end marker"},
-		{"not json", "hello" + serverinfo.End, "not valid JSON"},
-		{"empty versions", `{"protocol":"uds","language":"go","version":"","minimum_numaflow_version":""}` + serverinfo.End, "version strings are empty"},
+		{"not json", "hello" + udconn.End, "not valid JSON"},
+		{"empty versions", `{"protocol":"uds","language":"go","version":"","minimum_numaflow_version":""}` + udconn.End, "version strings are empty"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := udftest.Dir(t)
-			ep := serverinfo.SinkEndpoint(dir, false)
+			ep := udconn.SinkEndpoint(dir, false)
 			udftest.WriteInfo(t, ep, c.content)
 			start := time.Now()
-			_, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+			_, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}
@@ -113,12 +113,12 @@ func TestIncompatibleServerInfoIsAConfigError(t *testing.T) {
 
 func TestConnectWaitsForALateContainer(t *testing.T) {
 	dir := udftest.Dir(t)
-	ep := serverinfo.SinkEndpoint(dir, false)
+	ep := udconn.SinkEndpoint(dir, false)
 	go func() {
 		time.Sleep(600 * time.Millisecond)
 		serveSink(t, ep)
 	}()
-	c, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+	c, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestConnectGivesUpAfterTheStartupTimeout(t *testing.T) {
 	dir := udftest.Dir(t)
 	set := udftest.Settings(dir)
 	set.StartupTimeout = 500 * time.Millisecond
-	_, err := serverinfo.Connect(context.Background(), serverinfo.SinkEndpoint(dir, false), set, nil, ready)
+	_, err := udconn.Connect(context.Background(), udconn.SinkEndpoint(dir, false), set, nil, ready)
 	if err == nil || !strings.Contains(err.Error(), "MV_UDF_STARTUP_TIMEOUT") || !strings.Contains(err.Error(), "no server-info file") {
 		t.Fatalf("error %v", err)
 	}
@@ -140,30 +140,30 @@ func TestConnectGivesUpAfterTheStartupTimeout(t *testing.T) {
 
 func TestARestartedContainerIsCheckedAgain(t *testing.T) {
 	dir := udftest.Dir(t)
-	ep := serverinfo.SinkEndpoint(dir, false)
+	ep := udconn.SinkEndpoint(dir, false)
 	srv := serveSink(t, ep)
-	c, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+	c, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_, gen, _ := c.Get(context.Background())
 	srv.Kill()
-	udftest.WriteInfo(t, ep, `{"protocol":"uds","language":"go","version":"v0.7.0"}`+serverinfo.End)
+	udftest.WriteInfo(t, ep, `{"protocol":"uds","language":"go","version":"v0.7.0"}`+udconn.End)
 	c.Fail(gen, errors.New("stream broke"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, _, err = c.Get(ctx)
-	if !runner.IsFatal(err) || !serverinfo.IsIncompatible(err) {
+	if !runner.IsFatal(err) || !udconn.IsIncompatible(err) {
 		t.Fatalf("want a fatal incompatibility error, got %v", err)
 	}
 }
 
 func TestGetWaitsOutARestart(t *testing.T) {
 	dir := udftest.Dir(t)
-	ep := serverinfo.SinkEndpoint(dir, false)
+	ep := udconn.SinkEndpoint(dir, false)
 	srv := serveSink(t, ep)
-	c, err := serverinfo.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
+	c, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,12 +194,12 @@ func TestSettingsValidate(t *testing.T) {
 	}
 	for _, c := range []struct {
 		variable string
-		change   func(*serverinfo.Settings)
+		change   func(*udconn.Settings)
 	}{
-		{"MV_UDS_DIR", func(s *serverinfo.Settings) { s.Dir = "" }},
-		{"MV_UDF_MAX_MESSAGE_SIZE", func(s *serverinfo.Settings) { s.MaxMessageSize = 10 }},
-		{"MV_UDF_RECONNECT_TIMEOUT", func(s *serverinfo.Settings) { s.ReconnectTimeout = 0 }},
-		{"MV_UDF_STARTUP_TIMEOUT", func(s *serverinfo.Settings) { s.StartupTimeout = -time.Second }},
+		{"MV_UDS_DIR", func(s *udconn.Settings) { s.Dir = "" }},
+		{"MV_UDF_MAX_MESSAGE_SIZE", func(s *udconn.Settings) { s.MaxMessageSize = 10 }},
+		{"MV_UDF_RECONNECT_TIMEOUT", func(s *udconn.Settings) { s.ReconnectTimeout = 0 }},
+		{"MV_UDF_STARTUP_TIMEOUT", func(s *udconn.Settings) { s.StartupTimeout = -time.Second }},
 	} {
 		s := good
 		c.change(&s)
@@ -230,13 +230,13 @@ func (c *connCounts) get() (up, failed, lost int) {
 // streams report the break.
 func TestConnReportsItsConnectionState(t *testing.T) {
 	dir := udftest.Dir(t)
-	ep := serverinfo.SinkEndpoint(dir, false)
+	ep := udconn.SinkEndpoint(dir, false)
 	started := make(chan *udftest.Server, 1)
 	time.AfterFunc(400*time.Millisecond, func() { started <- serveSink(t, ep) })
 	counts := &connCounts{}
 	set := udftest.Settings(dir)
 	set.Connection = counts
-	c, err := serverinfo.Connect(context.Background(), ep, set, nil, ready)
+	c, err := udconn.Connect(context.Background(), ep, set, nil, ready)
 	if err != nil {
 		t.Fatal(err)
 	}

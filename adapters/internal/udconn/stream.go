@@ -1,4 +1,4 @@
-package serverinfo
+package udconn
 
 import (
 	"context"
