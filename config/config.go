@@ -21,6 +21,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/monovertex/monovertex/internal/textdist"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -520,30 +521,9 @@ func checkUnknown(environ []string, strict bool, warn func(string)) error {
 func nearest(name string, known map[string]bool) string {
 	best, bestD := "", len(name)/3+2
 	for k := range known {
-		if d := editDistance(name, k); d < bestD || (d == bestD && best != "" && k < best) {
+		if d := textdist.Levenshtein(name, k); d < bestD || (d == bestD && best != "" && k < best) {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/monovertex/monovertex/internal/numaflowapi"
+	"github.com/monovertex/monovertex/internal/textdist"
 )
 
 // FieldError is a field that cannot be carried over: Path names it exactly
@@ -375,7 +376,7 @@ func sortedKeys[V any](m map[string]V) []string {
 func suggest(name string, fields map[string]reflect.Type) string {
 	best, bestD := "", 1<<30
 	for _, k := range sortedKeys(fields) {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+		if d := textdist.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -383,26 +384,6 @@ func suggest(name string, fields map[string]reflect.Type) string {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // describe names a decoded JSON value for an error message.
