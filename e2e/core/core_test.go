@@ -17,26 +17,6 @@ import (
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
-// sinkLines counts the log sink's lines on stdout and checks each ID once.
-func sinkLines(t *testing.T, stdout string) int {
-	t.Helper()
-	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "sink" || !strings.HasPrefix(f[1], "id=") {
-			t.Fatalf("unexpected stdout line %q", line)
-		}
-		if seen[f[1]] {
-			t.Fatalf("%s written twice", f[1])
-		}
-		seen[f[1]] = true
-	}
-	return len(seen)
-}
-
 func TestSIGTERMMidStreamDrainsAcksAndExitsZero(t *testing.T) {
 	p := testutil.StartRunner(t, map[string]string{
 		"MV_GENERATOR_RPU":      "20000",
@@ -61,7 +41,7 @@ func TestSIGTERMMidStreamDrainsAcksAndExitsZero(t *testing.T) {
 		t.Fatalf("shutdown took %v, budget 10s", took)
 	}
 	l := testutil.StopLine(t, p.Stderr.String())
-	lines := sinkLines(t, p.Stdout.String())
+	lines := testutil.LogSinkIDs(t, p.Stdout.String())
 	if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(lines) != l.Written || l.Nacked != 0 {
 		t.Fatalf("after SIGTERM: read %d acked %d written %d nacked %d, sink lines %d; want read = acked = written = lines",
 			l.Read, l.Acked, l.Written, l.Nacked, lines)
@@ -252,7 +232,7 @@ func TestMetricsCarryNumaflowNamesLabelsAndTheRunsCounts(t *testing.T) {
 		t.Fatalf("/metrics answered %d", code)
 	}
 	m := string(body)
-	lines := sinkLines(t, p.Stdout.String())
+	lines := testutil.LogSinkIDs(t, p.Stdout.String())
 	n := float64(st.Totals.Acked)
 	for _, c := range []struct {
 		name string
@@ -360,7 +340,7 @@ func TestSignals(t *testing.T) {
 				return
 			}
 			l := testutil.StopLine(t, p.Stderr.String())
-			if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(sinkLines(t, p.Stdout.String())) != l.Written {
+			if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(testutil.LogSinkIDs(t, p.Stdout.String())) != l.Written {
 				t.Fatalf("after SIGHUP: read %d acked %d written %d; want all equal to the sink's lines", l.Read, l.Acked, l.Written)
 			}
 		})

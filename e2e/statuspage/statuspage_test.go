@@ -259,7 +259,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		t.Fatalf("runner exit code %d after SIGTERM, want 0", code)
 	}
 	l := testutil.StopLine(t, p.Stderr.String())
-	lines := sinkIDs(t, p.Stdout.String())
+	lines := testutil.LogSinkIDs(t, p.Stdout.String())
 	if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(lines) != l.Written {
 		t.Fatalf("read %d acked %d written %d, sink lines %d: want read = acked = written = lines", l.Read, l.Acked, l.Written, lines)
 	}
@@ -402,24 +402,4 @@ func saveScreenshots(t *testing.T, running, paused []byte) {
 		}
 	}
 	t.Logf("screenshots in %s", dir)
-}
-
-// sinkIDs counts the log sink's lines and checks each ID is there once.
-func sinkIDs(t *testing.T, stdout string) int {
-	t.Helper()
-	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		if line == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) < 2 || f[0] != "sink" || !strings.HasPrefix(f[1], "id=") {
-			t.Fatalf("unexpected stdout line %q", line)
-		}
-		if seen[f[1]] {
-			t.Fatalf("%s written twice", f[1])
-		}
-		seen[f[1]] = true
-	}
-	return len(seen)
 }

@@ -177,3 +177,24 @@ func (p *Process) Readyz() int {
 
 // Tail is the last n bytes of s, for failure messages.
 func Tail(s string, n int) string { return tail(s, n) }
+
+// LogSinkIDs counts the log sink's lines on stdout (`sink id=... ...`),
+// failing the test on any other line or on an ID written twice.
+func LogSinkIDs(t testing.TB, stdout string) int {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "sink" || !strings.HasPrefix(f[1], "id=") {
+			t.Fatalf("unexpected stdout line %q", line)
+		}
+		if seen[f[1]] {
+			t.Fatalf("%s written twice", f[1])
+		}
+		seen[f[1]] = true
+	}
+	return len(seen)
+}
