@@ -209,20 +209,7 @@ func TestMetricsCarryNumaflowNamesLabelsAndTheRunsCounts(t *testing.T) {
 		return err == nil && st.Totals.Acked > 1000 && st.Rate["1m"] > 0
 	})
 	// Pause, so the counters stand still while they are compared.
-	if err := os.WriteFile(filepath.Join(dir, "paused"), []byte("true"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var last int64 = -1
-	testutil.WaitFor(t, 30*time.Second, "a paused, drained runner", func() bool {
-		st, err := p.Status()
-		if err != nil || st.State != "paused" || st.Totals.Acked != st.Totals.Read || st.Totals.Acked != last {
-			if err == nil {
-				last = st.Totals.Acked
-			}
-			return false
-		}
-		return true
-	})
+	p.PauseAndSettle(t, dir)
 	st, err := p.Status()
 	if err != nil {
 		t.Fatal(err)

@@ -178,21 +178,7 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	// Moment 2: paused (MV_CONFIG_DIR), so the counters stand still and the
 	// page can be compared with /status number by number.
-	if err := os.WriteFile(filepath.Join(cfgDir, "paused"), []byte("true"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var last int64 = -1
-	testutil.WaitFor(t, 30*time.Second, "a paused, drained runner", func() bool {
-		st, err := p.Status()
-		if err != nil || st.State != "paused" || st.Totals.Acked != st.Totals.Read || st.Totals.Acked != last {
-			if err == nil {
-				last = st.Totals.Acked
-			}
-			time.Sleep(300 * time.Millisecond)
-			return false
-		}
-		return true
-	})
+	p.PauseAndSettle(t, cfgDir)
 	b.waitPolls(t, 2) // both fetched after the counters stopped
 	st1, err := p.Status()
 	if err != nil {

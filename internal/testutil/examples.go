@@ -198,3 +198,26 @@ func LogSinkIDs(t testing.TB, stdout string) int {
 	}
 	return len(seen)
 }
+
+// PauseAndSettle writes paused: "true" into the runner's MV_CONFIG_DIR and
+// waits until it reports paused with everything it read acked and the
+// acked count unchanged between two looks, so its counters stand still for
+// comparisons.
+func (p *Process) PauseAndSettle(t testing.TB, configDir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(configDir, "paused"), []byte("true"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var last int64 = -1
+	WaitFor(t, 30*time.Second, "a paused, drained runner", func() bool {
+		st, err := p.Status()
+		if err != nil || st.State != "paused" || st.Totals.Acked != st.Totals.Read || st.Totals.Acked != last {
+			if err == nil {
+				last = st.Totals.Acked
+			}
+			time.Sleep(300 * time.Millisecond)
+			return false
+		}
+		return true
+	})
+}
