@@ -135,6 +135,15 @@ func TestParseKinds(t *testing.T) {
 	if k, _ := parseKinds("no kinds here"); k != nil {
 		t.Errorf("help without Kinds: got %v", k)
 	}
+	// The block form the runner prints today: one indented line per variable.
+	block := "Kinds:\n  MV_SOURCE: generator, http\n  MV_SINK: blackhole, log\n\nSource generator:\n  MV_GENERATOR_RPU  5\n"
+	k, line = parseKinds(block)
+	if !k["MV_SOURCE"]["http"] || !k["MV_SINK"]["log"] || len(k) != 2 || k["MV_GENERATOR_RPU"] != nil {
+		t.Fatalf("block kinds = %v", k)
+	}
+	if line != "MV_SOURCE: generator, http; MV_SINK: blackhole, log" {
+		t.Errorf("block kinds line = %q", line)
+	}
 }
 
 func TestParseVmHWM(t *testing.T) {

@@ -272,16 +272,27 @@ func (h *harness) readKinds() error {
 	return nil
 }
 
-// parseKinds reads the "Kinds: MV_SOURCE: a, b; MV_SINK: c" line of the
-// runner's --help into variable -> set of kinds.
+// parseKinds reads the runner's --help list of adapter kinds into
+// variable -> set of kinds. It takes both the block form the runner prints
+// ("Kinds:" then one indented "MV_SOURCE: a, b" line per variable) and the
+// older one-line form ("Kinds: MV_SOURCE: a, b; MV_SINK: c").
 func parseKinds(help string) (map[string]map[string]bool, string) {
-	for _, line := range strings.Split(help, "\n") {
+	lines := strings.Split(help, "\n")
+	for i, line := range lines {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "Kinds:")
 		if !ok {
 			continue
 		}
+		parts := strings.Split(rest, ";")
+		for _, next := range lines[i+1:] {
+			if !strings.HasPrefix(next, " ") || strings.TrimSpace(next) == "" {
+				break
+			}
+			parts = append(parts, strings.TrimSpace(next))
+		}
 		kinds := map[string]map[string]bool{}
-		for _, part := range strings.Split(rest, ";") {
+		var summary []string
+		for _, part := range parts {
 			name, list, ok := strings.Cut(part, ":")
 			if !ok {
 				continue
@@ -293,8 +304,9 @@ func parseKinds(help string) (map[string]map[string]bool, string) {
 				}
 			}
 			kinds[strings.TrimSpace(name)] = set
+			summary = append(summary, strings.TrimSpace(part))
 		}
-		return kinds, strings.TrimSpace(rest)
+		return kinds, strings.Join(summary, "; ")
 	}
 	return nil, ""
 }
