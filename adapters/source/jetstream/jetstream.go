@@ -95,12 +95,7 @@ func validName(s string) bool {
 	if s == "" || len(s) > 255 || !utf8.ValidString(s) || strings.ContainsAny(s, ".*>/\\") {
 		return false
 	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
+	return printable(s)
 }
 
 // validFilter reports whether s is a subject a consumer can filter on.
@@ -110,13 +105,19 @@ func validFilter(s string) bool {
 	}
 	tokens := strings.Split(s, ".")
 	for i, t := range tokens {
-		if t == "" || (t == ">" && i != len(tokens)-1) {
+		if t == "" || (t == ">" && i != len(tokens)-1) || !printable(t) {
 			return false
 		}
-		for _, r := range t {
-			if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-				return false
-			}
+	}
+	return true
+}
+
+// printable reports whether s has no white space and no control or other
+// unprintable characters, which names and subjects may not hold.
+func printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
 		}
 	}
 	return true
