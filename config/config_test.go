@@ -14,11 +14,37 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
 )
 
-func TestDefaultsMatchTheContract(t *testing.T) {
+// load sets env for the test and loads the configuration, failing t if
+// Load refuses it.
+func load(t *testing.T, env map[string]string) *config.Config {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	c, err := config.Load()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("load with %v: %v", env, err)
 	}
+	return c
+}
+
+// wantRefused sets env for the test and fails t unless Load refuses it
+// with a ConfigError naming key, holding value, whose reason contains
+// reason.
+func wantRefused(t *testing.T, env map[string]string, key, value, reason string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	_, err := config.Load()
+	var ce *runner.ConfigError
+	if !errors.As(err, &ce) || ce.Var != key || ce.Value != value || !strings.Contains(ce.Reason, reason) {
+		t.Fatalf("error %v, want a ConfigError for %s=%q mentioning %q", err, key, value, reason)
+	}
+}
+
+func TestDefaultsMatchTheContract(t *testing.T) {
+	c := load(t, nil)
 	o := c.RunnerOptions()
 	if c.Name != "local" || c.Source != "generator" || c.Transformer != "none" || c.Sink != "log" || c.FallbackSink != "none" ||
 		o.BatchSize != 500 || o.ReadTimeout != time.Second || o.Retry.Interval != time.Millisecond || o.Retry.Steps != 0 ||
@@ -29,17 +55,10 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 }
 
 func TestValuesReachTheEngineOptions(t *testing.T) {
-	t.Setenv("MV_RETRY_STEPS", "7")
-	t.Setenv("MV_RETRY_FACTOR", "2.5")
-	t.Setenv("MV_RETRY_CAP", "3s")
-	t.Setenv("MV_ON_FAILURE", "drop")
-	t.Setenv("MV_SCALE_TARGET_SECONDS", "45")
-	t.Setenv("MV_MAX_SCALE", "9")
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := c.RunnerOptions()
+	o := load(t, map[string]string{
+		"MV_RETRY_STEPS": "7", "MV_RETRY_FACTOR": "2.5", "MV_RETRY_CAP": "3s", "MV_ON_FAILURE": "drop",
+		"MV_SCALE_TARGET_SECONDS": "45", "MV_MAX_SCALE": "9",
+	}).RunnerOptions()
 	if o.Retry.Steps != 7 || o.Retry.Factor != 2.5 || o.Retry.Cap != 3*time.Second || o.OnFailure != runner.OnFailureDrop ||
 		o.Scaling.TargetSeconds != 45 || o.Scaling.Max != 9 || o.Scaling.Min != 1 {
 		t.Fatalf("options %+v", o)
@@ -55,12 +74,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"MV_GENERATOR_RPU", "-1", "positive"},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := config.Load()
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value || !strings.Contains(ce.Reason, tc.reason) {
-				t.Fatalf("error %v, want a ConfigError for %s=%q mentioning %q", err, tc.key, tc.value, tc.reason)
-			}
+			wantRefused(t, map[string]string{tc.key: tc.value}, tc.key, tc.value, tc.reason)
 		})
 	}
 }
@@ -99,13 +113,7 @@ func TestUnknownVariableExitsWithTheNearestName(t *testing.T) {
 func TestOnlyFullNamesAreRead(t *testing.T) {
 	// envconfig would read a nested field's bare name; a pod's STEPS=1
 	// must not change the retry strategy.
-	for k, v := range map[string]string{"STEPS": "1", "FACTOR": "9", "INTERVAL": "1h", "JITTER": "1", "CAP": "1s"} {
-		t.Setenv(k, v)
-	}
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, map[string]string{"STEPS": "1", "FACTOR": "9", "INTERVAL": "1h", "JITTER": "1", "CAP": "1s"})
 	if o := c.RunnerOptions(); o.Retry.Steps != 0 || o.Retry.Factor != 1 || o.Retry.Interval != time.Millisecond || o.Retry.Jitter != 0 || o.Retry.Cap != 0 {
 		t.Fatalf("bare names changed the retry strategy: %+v", o.Retry)
 	}
@@ -118,27 +126,16 @@ func TestNumbersAreReadAsWritten(t *testing.T) {
 		{"MV_SCALE_TARGET_SECONDS", "0x10"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := config.Load()
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value {
-				t.Fatalf("error %v, want %s=%q refused", err, tc.key, tc.value)
-			}
+			wantRefused(t, map[string]string{tc.key: tc.value}, tc.key, tc.value, "")
 		})
 	}
-	t.Setenv("PORT", "18080")
-	if c, err := config.Load(); err != nil || c.Port != 18080 {
-		t.Fatalf("PORT=18080: config %v, err %v", c, err)
+	if c := load(t, map[string]string{"PORT": "18080"}); c.Port != 18080 {
+		t.Fatalf("PORT=18080: port %d", c.Port)
 	}
 }
 
 func TestEverySlotIsReadFromItsVariable(t *testing.T) {
-	t.Setenv("MV_SINK", "blackhole")
-	t.Setenv("MV_FALLBACK_SINK", "log")
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, map[string]string{"MV_SINK": "blackhole", "MV_FALLBACK_SINK": "log"})
 	want := map[runner.Role]string{runner.RoleSource: "generator", runner.RoleTransformer: "none", runner.RoleUDF: "none",
 		runner.RoleSink: "blackhole", runner.RoleFallbackSink: "log", runner.RoleOnSuccessSink: "none"}
 	for _, slot := range runner.Slots {
