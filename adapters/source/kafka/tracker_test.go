@@ -1,10 +1,10 @@
 package kafka
 
 import (
-	"errors"
 	"testing"
 	"time"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -109,14 +109,8 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
 			tc.mutate(&c)
-			err := c.Validate(runner.RoleSource)
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.want {
-				t.Fatalf("Validate: %v, want a ConfigError naming %s", err, tc.want)
-			}
+			adaptertest.WantConfigError(t, c.Validate(runner.RoleSource), tc.want)
 		})
 	}
-	if err := ok.Validate(runner.RoleSource); err != nil {
-		t.Fatalf("valid settings: %v", err)
-	}
+	adaptertest.WantConfigError(t, ok.Validate(runner.RoleSource), "")
 }
