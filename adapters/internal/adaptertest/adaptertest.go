@@ -5,6 +5,7 @@
 package adaptertest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/monovertex/monovertex/runner"
 )
@@ -72,4 +74,42 @@ func WantConfigError(t testing.TB, err error, variable string) {
 	case err != nil && strings.Contains(err.Error(), "\n"):
 		t.Fatalf("error of more than one line: %q", err)
 	}
+}
+
+// ValidateRow runs one row of a Validate table as the subtest name: change
+// applied to a copy of good must make Validate(role) return what
+// WantConfigError expects for variable.
+func ValidateRow[C any, P interface {
+	*C
+	Validate(runner.Role) error
+}](t *testing.T, name string, good C, role runner.Role, change func(*C), variable string) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		c := good
+		change(&c)
+		WantConfigError(t, P(&c).Validate(role), variable)
+	})
+}
+
+// ReadN reads from src until n messages arrived, never asking for more
+// than are still missing, and fails t if ctx ends first. A read error
+// fails t too, unless retry is set: then it is logged and the read
+// repeated (a Kafka source's reads fail while its group rebalances).
+func ReadN(t testing.TB, ctx context.Context, src runner.Source, n int, retry bool) []*runner.Message {
+	t.Helper()
+	var got []*runner.Message
+	for len(got) < n {
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d messages before the deadline", len(got), n)
+		}
+		msgs, err := src.Read(ctx, n-len(got), 200*time.Millisecond)
+		if err != nil {
+			if !retry {
+				t.Fatalf("read: %v", err)
+			}
+			t.Logf("read: %v", err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
 }

@@ -291,11 +291,7 @@ func TestValidate(t *testing.T) {
 		{"on-success url", runner.RoleOnSuccessSink, func(c *jssink.Config) { c.OnSuccessSubject = "ok"; c.OnSuccessURL = "nats://%zz" }, "MV_ON_SUCCESS_JETSTREAM_URL"},
 		{"good list", runner.RoleSink, func(c *jssink.Config) { c.URL = "nats://a:4222,nats://b:4222" }, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := good
-			tc.change(&c)
-			adaptertest.WantConfigError(t, c.Validate(tc.role), tc.bad)
-		})
+		adaptertest.ValidateRow(t, tc.name, good, tc.role, tc.change, tc.bad)
 	}
 }
 

@@ -158,11 +158,7 @@ func TestValidate(t *testing.T) {
 		{"missing CA", func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" }, runner.RoleSink, "MV_KAFKA_TLS_CA_FILE"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := ok
-			tc.mutate(&c)
-			adaptertest.WantConfigError(t, c.Validate(tc.role), tc.want)
-		})
+		adaptertest.ValidateRow(t, tc.name, ok, tc.role, tc.mutate, tc.want)
 	}
 	adaptertest.WantConfigError(t, ok.Validate(runner.RoleSink), "")
 }

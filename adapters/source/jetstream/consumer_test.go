@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -164,7 +165,7 @@ func TestAckToADeletedConsumerIsNotConfirmed(t *testing.T) {
 	publish(t, js, "ACKDEL.in", 5, "v")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	msgs := readN(t, ctx, src, 5)
+	msgs := adaptertest.ReadN(t, ctx, src, 5, false)
 	deleteConsumer(t, js, "ACKDEL", "runner")
 	if err := src.Ack(ctx, msgs); err == nil {
 		t.Fatal("acks to a deleted consumer were reported confirmed")

@@ -44,24 +44,6 @@ func serverWithStream(t *testing.T, stream string) (*natstest.Server, jetstream.
 	return srv, js, testConfig(srv.URL(), stream)
 }
 
-// readN reads until n messages arrived, never asking for more than are
-// still missing, and fails t on a read error or if ctx ends first.
-func readN(t testing.TB, ctx context.Context, src runner.Source, n int) []*runner.Message {
-	t.Helper()
-	var got []*runner.Message
-	for len(got) < n {
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d messages before the deadline", len(got), n)
-		}
-		msgs, err := src.Read(ctx, n-len(got), 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, msgs...)
-	}
-	return got
-}
-
 func newSource(t *testing.T, cfg jssource.Config) *jssource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -263,7 +245,7 @@ func TestPendingCountsUndeliveredAndUnacked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	publish(t, js, "PEND.in", 10, "p")
-	got := readN(t, ctx, src, 4)
+	got := adaptertest.ReadN(t, ctx, src, 4, false)
 	waitPending(t, src, 10) // 6 undelivered + 4 unacked
 	if err := src.Ack(ctx, got); err != nil {
 		t.Fatal(err)
@@ -300,7 +282,7 @@ func TestInProgressKeepsHeldMessagesFromRedelivery(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			publish(t, js, "SLOW.in", 5, "s")
-			held := readN(t, ctx, slow, 5)
+			held := adaptertest.ReadN(t, ctx, slow, 5, false)
 			// Hold them for 2.5 ack waits while another replica reads.
 			var stolen []*runner.Message
 			for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
@@ -509,11 +491,7 @@ func TestValidate(t *testing.T) {
 		{"filter with a space", func(c *jssource.Config) { c.FilterSubject = "S.a b" }, "MV_JETSTREAM_FILTER_SUBJECT"},
 		{"negative consumer timeout", func(c *jssource.Config) { c.MissingWait = -time.Second }, "MV_JETSTREAM_CONSUMER_TIMEOUT"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := good
-			tc.change(&c)
-			adaptertest.WantConfigError(t, c.Validate(runner.RoleSource), tc.bad)
-		})
+		adaptertest.ValidateRow(t, tc.name, good, runner.RoleSource, tc.change, tc.bad)
 	}
 }
 
@@ -546,7 +524,7 @@ func BenchmarkAck(b *testing.B) {
 					}
 				}
 				<-js.PublishAsyncComplete()
-				msgs := readN(b, ctx, src, batch)
+				msgs := adaptertest.ReadN(b, ctx, src, batch, false)
 				b.StartTimer()
 				start := time.Now()
 				if err := src.Ack(ctx, msgs); err != nil {

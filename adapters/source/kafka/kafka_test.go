@@ -105,22 +105,13 @@ func producePerPartition(t *testing.T, cl *kgo.Client, topic string, partitions 
 	}
 }
 
+// readAll reads n records within a minute; read errors (a rebalance) are
+// logged and the read repeated.
 func readAll(t *testing.T, s *Source, n int) []*runner.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var got []*runner.Message
-	for len(got) < n {
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d", len(got), n)
-		}
-		msgs, err := s.Read(ctx, n-len(got), 200*time.Millisecond)
-		if err != nil {
-			t.Logf("read: %v", err)
-		}
-		got = append(got, msgs...)
-	}
-	return got
+	return adaptertest.ReadN(t, ctx, s, n, true)
 }
 
 // A slow message in partition 0 holds back that partition's commit, and

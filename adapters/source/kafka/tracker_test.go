@@ -106,11 +106,7 @@ func TestValidate(t *testing.T) {
 		{"key without cert", func(c *Config) { c.TLSKeyFile = "/k" }, "MV_KAFKA_TLS_CERT_FILE"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := ok
-			tc.mutate(&c)
-			adaptertest.WantConfigError(t, c.Validate(runner.RoleSource), tc.want)
-		})
+		adaptertest.ValidateRow(t, tc.name, ok, runner.RoleSource, tc.mutate, tc.want)
 	}
 	adaptertest.WantConfigError(t, ok.Validate(runner.RoleSource), "")
 }
