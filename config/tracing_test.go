@@ -22,17 +22,13 @@ func TestTracingSettings(t *testing.T) {
 			t.Fatalf("config %+v", c.Tracing)
 		}
 	})
-	for _, tc := range []struct{ key, value, reason string }{
+	wantEachRefused(t, []refusal{
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "URL of an OTLP/gRPC collector"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://collector:4317", "URL of an OTLP/gRPC collector"},
 		{"OTEL_TRACES_SAMPLER", "jaeger_remote", "must be one of always_on"},
 		{"OTEL_TRACES_SAMPLER_ARG", "1.5", "ratio from 0 to 1"},
 		{"OTEL_TRACES_SAMPLER_ARG", "half", "ratio from 0 to 1"},
-	} {
-		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			wantRefused(t, map[string]string{tc.key: tc.value}, tc.key, tc.value, tc.reason)
-		})
-	}
+	})
 	t.Run("listed in --help", func(t *testing.T) {
 		var b strings.Builder
 		config.Usage(&b)
