@@ -547,36 +547,35 @@ func (s *Source) isMissing() bool {
 func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max int) ([]*runner.Message, bool) {
 	msgs := make([]*runner.Message, 0, max)
 	var held []jetstream.Msg
-	take := func(jm jetstream.Msg) {
-		msgs = append(msgs, s.convert(jm))
-		held = append(held, jm)
-	}
 	cancelled := false
 	ch := batch.Messages()
-loop:
 	for {
-		select {
-		case jm, ok := <-ch:
-			if !ok {
-				break loop
+		// more turns false when the fetch ends, or, once cancelled, when
+		// nothing more has arrived yet.
+		var jm jetstream.Msg
+		more := true
+		if !cancelled {
+			select {
+			case jm, more = <-ch:
+			case <-ctx.Done():
+				cancelled = true
+				continue
 			}
-			take(jm)
-		case <-ctx.Done():
-			cancelled = true
-			for {
-				select {
-				case jm, ok := <-ch:
-					if !ok {
-						break loop
-					}
-					take(jm)
-				default:
-					s.late.Add(1)
-					go s.nakLate(ch)
-					break loop
-				}
+		} else {
+			// Cancelled: take only what has already arrived.
+			select {
+			case jm, more = <-ch:
+			default:
+				s.late.Add(1)
+				go s.nakLate(ch)
+				more = false
 			}
 		}
+		if !more {
+			break
+		}
+		msgs = append(msgs, s.convert(jm))
+		held = append(held, jm)
 	}
 	if s.cfg.InProgress && len(held) > 0 {
 		now := time.Now()
