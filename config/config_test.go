@@ -14,11 +14,50 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/source/generator"
 )
 
-func TestDefaultsMatchTheContract(t *testing.T) {
+// load sets env for the test and loads the configuration, failing t if
+// Load refuses it.
+func load(t *testing.T, env map[string]string) *config.Config {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	c, err := config.Load()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("load with %v: %v", env, err)
 	}
+	return c
+}
+
+// wantRefused sets env for the test and fails t unless Load refuses it
+// with a ConfigError naming key, holding value, whose reason contains
+// reason.
+func wantRefused(t *testing.T, env map[string]string, key, value, reason string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	_, err := config.Load()
+	var ce *runner.ConfigError
+	if !errors.As(err, &ce) || ce.Var != key || ce.Value != value || !strings.Contains(ce.Reason, reason) {
+		t.Fatalf("error %v, want a ConfigError for %s=%q mentioning %q", err, key, value, reason)
+	}
+}
+
+// refusal is a setting Load must refuse with a ConfigError naming key,
+// holding value, whose reason contains reason.
+type refusal struct{ key, value, reason string }
+
+// wantEachRefused runs each refusal as the subtest key=value.
+func wantEachRefused(t *testing.T, cases []refusal) {
+	for _, tc := range cases {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			wantRefused(t, map[string]string{tc.key: tc.value}, tc.key, tc.value, tc.reason)
+		})
+	}
+}
+
+func TestDefaultsMatchTheContract(t *testing.T) {
+	c := load(t, nil)
 	o := c.RunnerOptions()
 	if c.Name != "local" || c.Source != "generator" || c.Transformer != "none" || c.Sink != "log" || c.FallbackSink != "none" ||
 		o.BatchSize != 500 || o.ReadTimeout != time.Second || o.Retry.Interval != time.Millisecond || o.Retry.Steps != 0 ||
@@ -29,17 +68,10 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 }
 
 func TestValuesReachTheEngineOptions(t *testing.T) {
-	t.Setenv("MV_RETRY_STEPS", "7")
-	t.Setenv("MV_RETRY_FACTOR", "2.5")
-	t.Setenv("MV_RETRY_CAP", "3s")
-	t.Setenv("MV_ON_FAILURE", "drop")
-	t.Setenv("MV_SCALE_TARGET_SECONDS", "45")
-	t.Setenv("MV_MAX_SCALE", "9")
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := c.RunnerOptions()
+	o := load(t, map[string]string{
+		"MV_RETRY_STEPS": "7", "MV_RETRY_FACTOR": "2.5", "MV_RETRY_CAP": "3s", "MV_ON_FAILURE": "drop",
+		"MV_SCALE_TARGET_SECONDS": "45", "MV_MAX_SCALE": "9",
+	}).RunnerOptions()
 	if o.Retry.Steps != 7 || o.Retry.Factor != 2.5 || o.Retry.Cap != 3*time.Second || o.OnFailure != runner.OnFailureDrop ||
 		o.Scaling.TargetSeconds != 45 || o.Scaling.Max != 9 || o.Scaling.Min != 1 {
 		t.Fatalf("options %+v", o)
@@ -47,22 +79,13 @@ func TestValuesReachTheEngineOptions(t *testing.T) {
 }
 
 func TestErrorsNameTheVariable(t *testing.T) {
-	for _, tc := range []struct{ key, value, reason string }{
+	wantEachRefused(t, []refusal{
 		{"MV_READ_BATCH_SIZE", "x", "whole number"},
 		{"MV_READ_TIMEOUT", "1 second", "duration"},
 		{"MV_SINK", "kafka2", "must be one of blackhole, log"},
 		{"MV_MAX_SCALE", "-2", "0 (no bound)"},
 		{"MV_GENERATOR_RPU", "-1", "positive"},
-	} {
-		t.Run(tc.key, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := config.Load()
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value || !strings.Contains(ce.Reason, tc.reason) {
-				t.Fatalf("error %v, want a ConfigError for %s=%q mentioning %q", err, tc.key, tc.value, tc.reason)
-			}
-		})
-	}
+	})
 }
 
 func TestUsageListsNestedAndAdapterVariables(t *testing.T) {
@@ -99,46 +122,26 @@ func TestUnknownVariableExitsWithTheNearestName(t *testing.T) {
 func TestOnlyFullNamesAreRead(t *testing.T) {
 	// envconfig would read a nested field's bare name; a pod's STEPS=1
 	// must not change the retry strategy.
-	for k, v := range map[string]string{"STEPS": "1", "FACTOR": "9", "INTERVAL": "1h", "JITTER": "1", "CAP": "1s"} {
-		t.Setenv(k, v)
-	}
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, map[string]string{"STEPS": "1", "FACTOR": "9", "INTERVAL": "1h", "JITTER": "1", "CAP": "1s"})
 	if o := c.RunnerOptions(); o.Retry.Steps != 0 || o.Retry.Factor != 1 || o.Retry.Interval != time.Millisecond || o.Retry.Jitter != 0 || o.Retry.Cap != 0 {
 		t.Fatalf("bare names changed the retry strategy: %+v", o.Retry)
 	}
 }
 
 func TestNumbersAreReadAsWritten(t *testing.T) {
-	for _, tc := range []struct{ key, value string }{
-		{"PORT", "010000"}, {"PORT", "0x4e20"}, {"PORT", "1_8084"}, {"MV_READ_BATCH_SIZE", "1e3"},
-		{"MV_RETRY_FACTOR", "NaN"}, {"MV_RETRY_FACTOR", "Inf"}, {"MV_RETRY_JITTER", "-Inf"}, {"MV_SCALE_TARGET_SECONDS", "NaN"},
-		{"MV_SCALE_TARGET_SECONDS", "0x10"},
-	} {
-		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := config.Load()
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value {
-				t.Fatalf("error %v, want %s=%q refused", err, tc.key, tc.value)
-			}
-		})
-	}
-	t.Setenv("PORT", "18080")
-	if c, err := config.Load(); err != nil || c.Port != 18080 {
-		t.Fatalf("PORT=18080: config %v, err %v", c, err)
+	// Any reason will do: the value must not be read as another number.
+	wantEachRefused(t, []refusal{
+		{"PORT", "010000", ""}, {"PORT", "0x4e20", ""}, {"PORT", "1_8084", ""},
+		{"MV_READ_BATCH_SIZE", "1e3", ""}, {"MV_RETRY_FACTOR", "NaN", ""}, {"MV_RETRY_FACTOR", "Inf", ""},
+		{"MV_RETRY_JITTER", "-Inf", ""}, {"MV_SCALE_TARGET_SECONDS", "NaN", ""}, {"MV_SCALE_TARGET_SECONDS", "0x10", ""},
+	})
+	if c := load(t, map[string]string{"PORT": "18080"}); c.Port != 18080 {
+		t.Fatalf("PORT=18080: port %d", c.Port)
 	}
 }
 
 func TestEverySlotIsReadFromItsVariable(t *testing.T) {
-	t.Setenv("MV_SINK", "blackhole")
-	t.Setenv("MV_FALLBACK_SINK", "log")
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, map[string]string{"MV_SINK": "blackhole", "MV_FALLBACK_SINK": "log"})
 	want := map[runner.Role]string{runner.RoleSource: "generator", runner.RoleTransformer: "none", runner.RoleUDF: "none",
 		runner.RoleSink: "blackhole", runner.RoleFallbackSink: "log", runner.RoleOnSuccessSink: "none"}
 	for _, slot := range runner.Slots {

@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/monovertex/monovertex/config"
-	"github.com/monovertex/monovertex/runner"
 )
 
 func TestRateLimitErrorsNameTheVariable(t *testing.T) {
@@ -35,14 +33,7 @@ func TestRateLimitErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"MV_SCALE_REPLICAS_PER_DOWN": "0"}, "MV_SCALE_REPLICAS_PER_DOWN", "1 or more"},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			_, err := config.Load()
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.key || !strings.Contains(ce.Reason, tc.contains) {
-				t.Fatalf("error %v, want a ConfigError for %s mentioning %q", err, tc.key, tc.contains)
-			}
+			wantRefused(t, tc.env, tc.key, tc.env[tc.key], tc.contains)
 		})
 	}
 }
@@ -56,13 +47,7 @@ func TestRedisURLPasswordIsNotPrinted(t *testing.T) {
 }
 
 func TestRateLimitCountsReadCallsLikeNumaflow(t *testing.T) {
-	t.Setenv("MV_READ_BATCH_SIZE", "100")
-	t.Setenv("MV_RATE_LIMIT_MAX", "1050")
-	t.Setenv("MV_RATE_LIMIT_MIN", "10")
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, map[string]string{"MV_READ_BATCH_SIZE": "100", "MV_RATE_LIMIT_MAX": "1050", "MV_RATE_LIMIT_MIN": "10"})
 	// numaflow-core: max.div_ceil(batch), min.div_ceil(batch).
 	if maxCalls, minCalls := c.ReadCallsPerSecond(); maxCalls != 11 || minCalls != 1 {
 		t.Fatalf("read calls per second = %d, %d; want 11, 1", maxCalls, minCalls)
@@ -77,10 +62,7 @@ func TestRateLimitCountsReadCallsLikeNumaflow(t *testing.T) {
 }
 
 func TestNoRateLimitByDefault(t *testing.T) {
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, nil)
 	if l, err := c.NewRateLimiter(prometheus.NewRegistry(), nil, nil); l != nil || err != nil {
 		t.Fatalf("NewRateLimiter = %v, %v; want none without MV_RATE_LIMIT_MAX", l, err)
 	}
@@ -91,14 +73,10 @@ func TestNoRateLimitByDefault(t *testing.T) {
 }
 
 func TestScaleFieldsReachTheEngine(t *testing.T) {
-	t.Setenv("MV_SCALE_UP_COOLDOWN_SECONDS", "30")
-	t.Setenv("MV_SCALE_DOWN_COOLDOWN_SECONDS", "0")
-	t.Setenv("MV_SCALE_REPLICAS_PER_UP", "5")
-	t.Setenv("MV_SCALE_REPLICAS_PER_DOWN", "1")
-	c, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := load(t, map[string]string{
+		"MV_SCALE_UP_COOLDOWN_SECONDS": "30", "MV_SCALE_DOWN_COOLDOWN_SECONDS": "0",
+		"MV_SCALE_REPLICAS_PER_UP": "5", "MV_SCALE_REPLICAS_PER_DOWN": "1",
+	})
 	if s := c.RunnerOptions().Scaling; s.UpCooldown != 30*time.Second || s.DownCooldown != 0 || s.PerUp != 5 || s.PerDown != 1 {
 		t.Fatalf("scaling %+v", s)
 	}

@@ -1,47 +1,34 @@
 package config_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/monovertex/monovertex/config"
-	"github.com/monovertex/monovertex/runner"
 )
 
 func TestTracingSettings(t *testing.T) {
 	t.Run("off by default", func(t *testing.T) {
-		c, err := config.Load()
-		if err != nil || c.Tracing.Enabled() || c.Tracing.Sampler != "parentbased_always_on" {
-			t.Fatalf("config %+v, err %v: want tracing off with the spec's default sampler", c.Tracing, err)
+		if c := load(t, nil); c.Tracing.Enabled() || c.Tracing.Sampler != "parentbased_always_on" {
+			t.Fatalf("config %+v: want tracing off with the spec's default sampler", c.Tracing)
 		}
 	})
 	t.Run("on with an endpoint", func(t *testing.T) {
-		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")
-		t.Setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
-		t.Setenv("OTEL_TRACES_SAMPLER_ARG", "0.25")
-		t.Setenv("OTEL_SERVICE_NAME", "orders")
-		c, err := config.Load()
-		if err != nil || !c.Tracing.Enabled() || c.Tracing.Ratio() != 0.25 || c.Tracing.Service != "orders" {
-			t.Fatalf("config %+v, err %v", c.Tracing, err)
+		c := load(t, map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+			"OTEL_TRACES_SAMPLER_ARG": "0.25", "OTEL_SERVICE_NAME": "orders",
+		})
+		if !c.Tracing.Enabled() || c.Tracing.Ratio() != 0.25 || c.Tracing.Service != "orders" {
+			t.Fatalf("config %+v", c.Tracing)
 		}
 	})
-	for _, tc := range []struct{ key, value, reason string }{
+	wantEachRefused(t, []refusal{
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", "URL of an OTLP/gRPC collector"},
 		{"OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://collector:4317", "URL of an OTLP/gRPC collector"},
 		{"OTEL_TRACES_SAMPLER", "jaeger_remote", "must be one of always_on"},
 		{"OTEL_TRACES_SAMPLER_ARG", "1.5", "ratio from 0 to 1"},
 		{"OTEL_TRACES_SAMPLER_ARG", "half", "ratio from 0 to 1"},
-	} {
-		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
-			t.Setenv(tc.key, tc.value)
-			_, err := config.Load()
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.key || ce.Value != tc.value || !strings.Contains(ce.Reason, tc.reason) {
-				t.Fatalf("error %v, want a ConfigError for %s=%q mentioning %q", err, tc.key, tc.value, tc.reason)
-			}
-		})
-	}
+	})
 	t.Run("listed in --help", func(t *testing.T) {
 		var b strings.Builder
 		config.Usage(&b)

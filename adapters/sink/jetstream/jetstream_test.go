@@ -2,15 +2,13 @@ package jetstream_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/fnv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	jssink "github.com/monovertex/monovertex/adapters/sink/jetstream"
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natsjs"
@@ -18,14 +16,6 @@ import (
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
-
-// streamFor names one stream per (sub)test, so each conformance subtest
-// writes into a fresh store that its Received reads.
-func streamFor(t *testing.T) string {
-	h := fnv.New64a()
-	h.Write([]byte(t.Name()))
-	return fmt.Sprintf("S%x", h.Sum64())
-}
 
 func testConfig(url, subject string) jssink.Config {
 	return jssink.Config{
@@ -40,6 +30,26 @@ func createStream(t *testing.T, js jetstream.JetStream, name string) {
 		Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage,
 		Duplicates: 2 * time.Minute, MaxMsgSize: -1,
 	})
+}
+
+// serverWithStreams starts a server holding the streams (each capturing
+// name.>) and returns it with a JetStream handle on it.
+func serverWithStreams(t *testing.T, names ...string) (*natstest.Server, jetstream.JetStream) {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	for _, name := range names {
+		createStream(t, js, name)
+	}
+	return srv, js
+}
+
+// wantStored fails t unless the stream holds want messages.
+func wantStored(t *testing.T, js jetstream.JetStream, stream string, want int) {
+	t.Helper()
+	if n := len(natstest.ReadAll(t, js, stream)); n != want {
+		t.Fatalf("stream %s holds %d messages, want %d", stream, n, want)
+	}
 }
 
 func newSink(t *testing.T, cfg jssink.Config, role runner.Role) *jssink.Sink {
@@ -75,18 +85,7 @@ func received(t *testing.T, js jetstream.JetStream, stream string) []*runner.Mes
 func TestConformance(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
-	var mu sync.Mutex
-	created := map[string]bool{}
-	ensure := func(t *testing.T) string {
-		name := streamFor(t)
-		mu.Lock()
-		defer mu.Unlock()
-		if !created[name] {
-			createStream(t, js, name)
-			created[name] = true
-		}
-		return name
-	}
+	ensure := adaptertest.OncePerTest(adaptertest.HashName, func(t *testing.T, name string) { createStream(t, js, name) })
 	conformance.RunSink(t, conformance.SinkCase{
 		New: func(t *testing.T) runner.Sink {
 			return newSink(t, testConfig(srv.URL(), ensure(t)+".out"), runner.RoleSink)
@@ -129,23 +128,17 @@ func batch(prefix string, n int) []*runner.Message {
 }
 
 func TestRewritesAreDeduplicatedByMessageID(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "DEDUP")
+	srv, js := serverWithStreams(t, "DEDUP")
 	s := newSink(t, testConfig(srv.URL(), "DEDUP.out"), runner.RoleSink)
 	msgs := batch("d", 100)
 	allOK(t, write(t, s, msgs))
 	allOK(t, write(t, s, msgs))      // a retried batch
 	allOK(t, write(t, s, msgs[:10])) // a redelivery after a crash
-	if got := len(natstest.ReadAll(t, js, "DEDUP")); got != 100 {
-		t.Fatalf("stream holds %d messages after writing 100 IDs three times, want 100", got)
-	}
+	wantStored(t, js, "DEDUP", 100)  // 100 IDs written three times
 }
 
 func TestSinkToSourceRoundTrip(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "TRIP")
+	srv, _ := serverWithStreams(t, "TRIP")
 	s := newSink(t, testConfig(srv.URL(), "TRIP.out"), runner.RoleSink)
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8009, time.UTC)
 	in := &runner.Message{
@@ -196,9 +189,7 @@ func TestSinkToSourceRoundTrip(t *testing.T) {
 }
 
 func TestWriteFailsWhileTheServerIsDownAndWorksAfterRestart(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "DOWN")
+	srv, js := serverWithStreams(t, "DOWN")
 	s := newSink(t, testConfig(srv.URL(), "DOWN.out"), runner.RoleSink)
 	allOK(t, write(t, s, batch("before", 50)))
 
@@ -264,10 +255,7 @@ func TestNoStreamForTheSubjectFailsEachMessage(t *testing.T) {
 }
 
 func TestFallbackRoleUsesTheFallbackSubject(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "MAIN")
-	createStream(t, js, "DLQ")
+	srv, js := serverWithStreams(t, "MAIN", "DLQ")
 	cfg := testConfig(srv.URL(), "MAIN.out")
 	cfg.FallbackSubject = "DLQ.out" // the URL falls back to MV_JETSTREAM_URL
 	if err := cfg.Validate(runner.RoleFallbackSink); err != nil {
@@ -275,12 +263,8 @@ func TestFallbackRoleUsesTheFallbackSubject(t *testing.T) {
 	}
 	fb := newSink(t, cfg, runner.RoleFallbackSink)
 	allOK(t, write(t, fb, batch("f", 5)))
-	if n := len(natstest.ReadAll(t, js, "DLQ")); n != 5 {
-		t.Fatalf("fallback stream holds %d messages, want 5", n)
-	}
-	if n := len(natstest.ReadAll(t, js, "MAIN")); n != 0 {
-		t.Fatalf("primary stream holds %d messages, want 0", n)
-	}
+	wantStored(t, js, "DLQ", 5)
+	wantStored(t, js, "MAIN", 0)
 }
 
 func TestValidate(t *testing.T) {
@@ -299,36 +283,25 @@ func TestValidate(t *testing.T) {
 		{"fallback without any url", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.URL = "" }, "MV_FALLBACK_JETSTREAM_URL"},
 		{"publish timeout", runner.RoleSink, func(c *jssink.Config) { c.PublishTimeout = 0 }, "MV_JETSTREAM_PUBLISH_TIMEOUT"},
 		{"own sink url without the source's", runner.RoleSink, func(c *jssink.Config) { c.URL = ""; c.SinkURL = "nats://other:4222" }, ""},
+		// A malformed URL is refused naming the variable it came from.
+		{"shared url", runner.RoleSink, func(c *jssink.Config) { c.URL = "nats://[::1" }, "MV_JETSTREAM_URL"},
+		{"sink url", runner.RoleSink, func(c *jssink.Config) { c.SinkURL = "nats://h:99999" }, "MV_JETSTREAM_SINK_URL"},
+		{"fallback url", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.FallbackURL = "http://h" }, "MV_FALLBACK_JETSTREAM_URL"},
+		{"fallback inherits", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.URL = "nats://a b" }, "MV_JETSTREAM_URL"},
+		{"on-success url", runner.RoleOnSuccessSink, func(c *jssink.Config) { c.OnSuccessSubject = "ok"; c.OnSuccessURL = "nats://%zz" }, "MV_ON_SUCCESS_JETSTREAM_URL"},
+		{"good list", runner.RoleSink, func(c *jssink.Config) { c.URL = "nats://a:4222,nats://b:4222" }, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := good
-			tc.change(&c)
-			err := c.Validate(tc.role)
-			var ce *runner.ConfigError
-			switch {
-			case tc.bad == "" && err != nil:
-				t.Fatalf("valid config refused: %v", err)
-			case tc.bad != "" && (!errors.As(err, &ce) || ce.Var != tc.bad):
-				t.Fatalf("got %v, want a ConfigError for %s", err, tc.bad)
-			}
-		})
+		adaptertest.ValidateRow(t, tc.name, good, tc.role, tc.change, tc.bad)
 	}
 }
 
 func TestSinkURLPublishesToAnotherServer(t *testing.T) {
-	src, dst := natstest.Start(t), natstest.Start(t)
-	_, srcJS := src.Connect(t)
-	_, dstJS := dst.Connect(t)
-	createStream(t, srcJS, "MAIN")
-	createStream(t, dstJS, "MAIN")
+	src, srcJS := serverWithStreams(t, "MAIN")
+	dst, dstJS := serverWithStreams(t, "MAIN")
 	cfg := testConfig(src.URL(), "MAIN.out")
 	cfg.SinkURL = dst.URL() // MV_JETSTREAM_URL stays the source's server
 	s := newSink(t, cfg, runner.RoleSink)
 	allOK(t, write(t, s, batch("x", 4)))
-	if n := len(natstest.ReadAll(t, dstJS, "MAIN")); n != 4 {
-		t.Fatalf("the sink's server holds %d messages, want 4", n)
-	}
-	if n := len(natstest.ReadAll(t, srcJS, "MAIN")); n != 0 {
-		t.Fatalf("the source's server holds %d messages, want 0", n)
-	}
+	wantStored(t, dstJS, "MAIN", 4) // the sink's server
+	wantStored(t, srcJS, "MAIN", 0) // the source's server
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,20 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	"github.com/monovertex/monovertex/internal/kafkatest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
-
-var nonName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
-
-func nameFor(t *testing.T) string {
-	n := nonName.ReplaceAllString(t.Name(), "_")
-	if len(n) > 200 {
-		n = n[len(n)-200:]
-	}
-	return n
-}
 
 func testConfig(brokers, topic string) Config {
 	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id",
@@ -68,22 +57,13 @@ func received(t *testing.T, c *kafkatest.Cluster, topic string) []*runner.Messag
 func TestConformance(t *testing.T) {
 	c := kafkatest.Start(t, 1, nil)
 	admin := kadm.NewClient(c.Client())
-	var mu sync.Mutex
-	created := map[string]bool{}
-	ensure := func(t *testing.T) string {
-		name := nameFor(t)
-		mu.Lock()
-		defer mu.Unlock()
-		if !created[name] {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if _, err := admin.CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "ALREADY") {
-				t.Fatalf("create topic: %v", err)
-			}
-			created[name] = true
+	ensure := adaptertest.OncePerTest(adaptertest.SafeName, func(t *testing.T, name string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin.CreateTopic(ctx, 3, 1, nil, name); err != nil && !strings.Contains(err.Error(), "ALREADY") {
+			t.Fatalf("create topic: %v", err)
 		}
-		return name
-	}
+	})
 	conformance.RunSink(t, conformance.SinkCase{
 		New:      func(t *testing.T) runner.Sink { return newSink(t, testConfig(c.Brokers(), ensure(t)), runner.RoleSink) },
 		Received: func(t *testing.T) []*runner.Message { return received(t, c, ensure(t)) },
@@ -178,17 +158,7 @@ func TestValidate(t *testing.T) {
 		{"missing CA", func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" }, runner.RoleSink, "MV_KAFKA_TLS_CA_FILE"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := ok
-			tc.mutate(&c)
-			err := c.Validate(tc.role)
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.want {
-				t.Fatalf("Validate: %v, want a ConfigError naming %s", err, tc.want)
-			}
-		})
+		adaptertest.ValidateRow(t, tc.name, ok, tc.role, tc.mutate, tc.want)
 	}
-	if err := ok.Validate(runner.RoleSink); err != nil {
-		t.Fatalf("valid settings: %v", err)
-	}
+	adaptertest.WantConfigError(t, ok.Validate(runner.RoleSink), "")
 }

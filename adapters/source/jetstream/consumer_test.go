@@ -3,64 +3,18 @@ package jetstream_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
-	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/runner"
 )
 
-func TestValidateRefusesWhatTheServerWould(t *testing.T) {
-	good := testConfig("nats://127.0.0.1:4222", "S")
-	for _, tc := range []struct {
-		name   string
-		change func(*jssource.Config)
-		bad    string
-	}{
-		{"url list", func(c *jssource.Config) { c.URL = "nats://a:4222, tls://b:4443,c" }, ""},
-		{"websocket url with a path", func(c *jssource.Config) { c.URL = "wss://a/nats" }, ""},
-		{"filter with wildcards", func(c *jssource.Config) { c.FilterSubject = "S.*.x.>" }, ""},
-		{"unbalanced bracket", func(c *jssource.Config) { c.URL = "nats://[::1" }, "MV_JETSTREAM_URL"},
-		{"port out of range", func(c *jssource.Config) { c.URL = "nats://127.0.0.1:99999" }, "MV_JETSTREAM_URL"},
-		{"space in host", func(c *jssource.Config) { c.URL = "nats://a b:4222" }, "MV_JETSTREAM_URL"},
-		{"bad escape", func(c *jssource.Config) { c.URL = "nats://%zz" }, "MV_JETSTREAM_URL"},
-		{"http scheme", func(c *jssource.Config) { c.URL = "http://nats:4222" }, "MV_JETSTREAM_URL"},
-		{"only commas", func(c *jssource.Config) { c.URL = " , ," }, "MV_JETSTREAM_URL"},
-		{"mixed websocket", func(c *jssource.Config) { c.URL = "nats://a,ws://b" }, "MV_JETSTREAM_URL"},
-		{"consumer with a slash", func(c *jssource.Config) { c.Consumer = "a/b" }, "MV_JETSTREAM_CONSUMER"},
-		{"consumer with a control byte", func(c *jssource.Config) { c.Consumer = "a\x00b" }, "MV_JETSTREAM_CONSUMER"},
-		{"consumer too long", func(c *jssource.Config) { c.Consumer = strings.Repeat("c", 256) }, "MV_JETSTREAM_CONSUMER"},
-		{"stream with a backslash", func(c *jssource.Config) { c.Stream = `a\b` }, "MV_JETSTREAM_STREAM"},
-		{"filter with an empty token", func(c *jssource.Config) { c.FilterSubject = "S..x" }, "MV_JETSTREAM_FILTER_SUBJECT"},
-		{"filter with > inside", func(c *jssource.Config) { c.FilterSubject = "S.>.x" }, "MV_JETSTREAM_FILTER_SUBJECT"},
-		{"filter with a space", func(c *jssource.Config) { c.FilterSubject = "S.a b" }, "MV_JETSTREAM_FILTER_SUBJECT"},
-		{"negative consumer timeout", func(c *jssource.Config) { c.MissingWait = -time.Second }, "MV_JETSTREAM_CONSUMER_TIMEOUT"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := good
-			tc.change(&c)
-			err := c.Validate(runner.RoleSource)
-			var ce *runner.ConfigError
-			switch {
-			case tc.bad == "" && err != nil:
-				t.Fatalf("valid config refused: %v", err)
-			case tc.bad != "" && (!errors.As(err, &ce) || ce.Var != tc.bad):
-				t.Fatalf("got %v, want a ConfigError for %s", err, tc.bad)
-			case err != nil && strings.Contains(err.Error(), "\n"):
-				t.Fatalf("error of more than one line: %q", err)
-			}
-		})
-	}
-}
-
 func TestUnusableStreamOrConsumerIsAConfigError(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "CE")
+	srv, js, _ := serverWithStream(t, "CE")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := js.CreateOrUpdateConsumer(ctx, "CE", jetstream.ConsumerConfig{Durable: "ackall", AckPolicy: jetstream.AckAllPolicy}); err != nil {
@@ -85,8 +39,7 @@ func TestUnusableStreamOrConsumerIsAConfigError(t *testing.T) {
 		}
 	}
 	// A server that is not there is no setting error: it may come up.
-	cfg := testConfig("nats://127.0.0.1:1", "CE")
-	_, err := jssource.New(ctx, cfg, t.Name(), nil)
+	_, err := jssource.New(ctx, testConfig("nats://127.0.0.1:1", "CE"), t.Name(), nil)
 	var ce *runner.ConfigError
 	if err == nil || errors.As(err, &ce) {
 		t.Fatalf("unreachable server: %v, want an error that is not a ConfigError", err)
@@ -102,11 +55,21 @@ func deleteConsumer(t *testing.T, js jetstream.JetStream, stream, name string) {
 	}
 }
 
+// consumerConfig returns the configuration the server holds for the
+// consumer.
+func consumerConfig(t *testing.T, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, name)
+	if err != nil {
+		t.Fatalf("consumer %s of stream %s: %v", name, stream, err)
+	}
+	return c.CachedInfo().Config
+}
+
 func TestDeletedConsumerIsCreatedAgainAndLosesNothing(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "DEL")
-	cfg := testConfig(srv.URL(), "DEL")
+	_, js, cfg := serverWithStream(t, "DEL")
 	cfg.DeliverPolicy = "new" // the case where a blind re-create would skip messages
 	src := newSource(t, cfg)
 	const n = 2000
@@ -124,13 +87,7 @@ func TestDeletedConsumerIsCreatedAgainAndLosesNothing(t *testing.T) {
 	if err := src.Ready(context.Background()); err != nil {
 		t.Fatalf("not ready after the consumer was created again: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, "DEL", "runner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := c.CachedInfo().Config
+	got := consumerConfig(t, js, "DEL", "runner")
 	if got.AckWait != cfg.AckWait || got.MaxAckPending != cfg.MaxAckPending || got.AckPolicy != jetstream.AckExplicitPolicy {
 		t.Fatalf("created again with %+v", got)
 	}
@@ -142,16 +99,13 @@ func TestDeletedConsumerIsCreatedAgainAndLosesNothing(t *testing.T) {
 }
 
 func TestDeletedConsumerOfSomeoneElseMakesTheSourceNotReadyThenFatal(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "OWN")
+	_, js, cfg := serverWithStream(t, "OWN")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	owned := jetstream.ConsumerConfig{Durable: "owned", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second}
 	if _, err := js.CreateOrUpdateConsumer(ctx, "OWN", owned); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig(srv.URL(), "OWN")
 	cfg.Consumer = "owned"
 	cfg.MissingWait = 1500 * time.Millisecond
 	src := newSource(t, cfg)
@@ -206,21 +160,12 @@ func TestDeletedConsumerOfSomeoneElseMakesTheSourceNotReadyThenFatal(t *testing.
 }
 
 func TestAckToADeletedConsumerIsNotConfirmed(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "ACKDEL")
-	src := newSource(t, testConfig(srv.URL(), "ACKDEL"))
+	_, js, cfg := serverWithStream(t, "ACKDEL")
+	src := newSource(t, cfg)
 	publish(t, js, "ACKDEL.in", 5, "v")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var msgs []*runner.Message
-	for len(msgs) < 5 {
-		got, err := src.Read(ctx, 5, 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, got...)
-	}
+	msgs := adaptertest.ReadN(t, ctx, src, 5, false)
 	deleteConsumer(t, js, "ACKDEL", "runner")
 	if err := src.Ack(ctx, msgs); err == nil {
 		t.Fatal("acks to a deleted consumer were reported confirmed")

@@ -95,12 +95,7 @@ func validName(s string) bool {
 	if s == "" || len(s) > 255 || !utf8.ValidString(s) || strings.ContainsAny(s, ".*>/\\") {
 		return false
 	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
+	return printable(s)
 }
 
 // validFilter reports whether s is a subject a consumer can filter on.
@@ -110,13 +105,19 @@ func validFilter(s string) bool {
 	}
 	tokens := strings.Split(s, ".")
 	for i, t := range tokens {
-		if t == "" || (t == ">" && i != len(tokens)-1) {
+		if t == "" || (t == ">" && i != len(tokens)-1) || !printable(t) {
 			return false
 		}
-		for _, r := range t {
-			if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-				return false
-			}
+	}
+	return true
+}
+
+// printable reports whether s has no white space and no control or other
+// unprintable characters, which names and subjects may not hold.
+func printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
 		}
 	}
 	return true
@@ -546,36 +547,35 @@ func (s *Source) isMissing() bool {
 func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max int) ([]*runner.Message, bool) {
 	msgs := make([]*runner.Message, 0, max)
 	var held []jetstream.Msg
-	take := func(jm jetstream.Msg) {
-		msgs = append(msgs, s.convert(jm))
-		held = append(held, jm)
-	}
 	cancelled := false
 	ch := batch.Messages()
-loop:
 	for {
-		select {
-		case jm, ok := <-ch:
-			if !ok {
-				break loop
+		// more turns false when the fetch ends, or, once cancelled, when
+		// nothing more has arrived yet.
+		var jm jetstream.Msg
+		more := true
+		if !cancelled {
+			select {
+			case jm, more = <-ch:
+			case <-ctx.Done():
+				cancelled = true
+				continue
 			}
-			take(jm)
-		case <-ctx.Done():
-			cancelled = true
-			for {
-				select {
-				case jm, ok := <-ch:
-					if !ok {
-						break loop
-					}
-					take(jm)
-				default:
-					s.late.Add(1)
-					go s.nakLate(ch)
-					break loop
-				}
+		} else {
+			// Cancelled: take only what has already arrived.
+			select {
+			case jm, more = <-ch:
+			default:
+				s.late.Add(1)
+				go s.nakLate(ch)
+				more = false
 			}
 		}
+		if !more {
+			break
+		}
+		msgs = append(msgs, s.convert(jm))
+		held = append(held, jm)
 	}
 	if s.cfg.InProgress && len(held) > 0 {
 		now := time.Now()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"strings"
 	"sync"
@@ -14,19 +13,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
-
-// streamFor names one stream per (sub)test, so each conformance subtest gets
-// a fresh store while New and Produce within it share one.
-func streamFor(t *testing.T) string {
-	h := fnv.New64a()
-	h.Write([]byte(t.Name()))
-	return fmt.Sprintf("S%x", h.Sum64())
-}
 
 func testConfig(url, stream string) jssource.Config {
 	return jssource.Config{
@@ -39,6 +31,17 @@ func testConfig(url, stream string) jssource.Config {
 func createStream(t *testing.T, js jetstream.JetStream, name string) {
 	t.Helper()
 	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Storage: jetstream.FileStorage})
+}
+
+// serverWithStream starts a server holding the stream (capturing
+// stream.>) and returns it, a JetStream handle on it and a source config
+// reading the stream, for the test to adjust.
+func serverWithStream(t *testing.T, stream string) (*natstest.Server, jetstream.JetStream, jssource.Config) {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	createStream(t, js, stream)
+	return srv, js, testConfig(srv.URL(), stream)
 }
 
 func newSource(t *testing.T, cfg jssource.Config) *jssource.Source {
@@ -76,18 +79,7 @@ func publish(t *testing.T, js jetstream.JetStream, subject string, n int, prefix
 func TestConformance(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
-	var mu sync.Mutex
-	created := map[string]bool{}
-	ensure := func(t *testing.T) string {
-		name := streamFor(t)
-		mu.Lock()
-		defer mu.Unlock()
-		if !created[name] {
-			createStream(t, js, name)
-			created[name] = true
-		}
-		return name
-	}
+	ensure := adaptertest.OncePerTest(adaptertest.HashName, func(t *testing.T, name string) { createStream(t, js, name) })
 	var produced sync.Map
 	conformance.RunSource(t, conformance.SourceCase{
 		New: func(t *testing.T) runner.Source {
@@ -138,10 +130,7 @@ func readUntil(t *testing.T, src runner.Source, done func() bool, got func([]*ru
 }
 
 func TestTwoSourcesShareOneConsumerAndReadEachMessageOnce(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "SHARED")
-	cfg := testConfig(srv.URL(), "SHARED")
+	_, js, cfg := serverWithStream(t, "SHARED")
 	cfg.AckWait = 30 * time.Second // no redelivery may hide a double read
 	a, b := newSource(t, cfg), newSource(t, cfg)
 	const n = 3000
@@ -191,10 +180,8 @@ func TestTwoSourcesShareOneConsumerAndReadEachMessageOnce(t *testing.T) {
 }
 
 func TestMessageMapping(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	createStream(t, js, "MAP")
-	src := newSource(t, testConfig(srv.URL(), "MAP"))
+	_, js, cfg := serverWithStream(t, "MAP")
+	src := newSource(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -212,7 +199,6 @@ func TestMessageMapping(t *testing.T) {
 	if _, err := js.Publish(ctx, "MAP.plain", []byte("two")); err != nil {
 		t.Fatal(err)
 	}
-	_ = nc
 
 	var got []*runner.Message
 	for len(got) < 2 && ctx.Err() == nil {
@@ -253,23 +239,13 @@ func TestMessageMapping(t *testing.T) {
 }
 
 func TestPendingCountsUndeliveredAndUnacked(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "PEND")
-	cfg := testConfig(srv.URL(), "PEND")
+	_, js, cfg := serverWithStream(t, "PEND")
 	cfg.AckWait = 30 * time.Second
 	src := newSource(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	publish(t, js, "PEND.in", 10, "p")
-	var got []*runner.Message
-	for len(got) < 4 && ctx.Err() == nil {
-		msgs, err := src.Read(ctx, 4-len(got), 200*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, msgs...)
-	}
+	got := adaptertest.ReadN(t, ctx, src, 4, false)
 	waitPending(t, src, 10) // 6 undelivered + 4 unacked
 	if err := src.Ack(ctx, got); err != nil {
 		t.Fatal(err)
@@ -299,24 +275,14 @@ func waitPending(t *testing.T, src *jssource.Source, want int64) {
 func TestInProgressKeepsHeldMessagesFromRedelivery(t *testing.T) {
 	for _, inProgress := range []bool{true, false} {
 		t.Run(fmt.Sprintf("in progress %v", inProgress), func(t *testing.T) {
-			srv := natstest.Start(t)
-			_, js := srv.Connect(t)
-			createStream(t, js, "SLOW")
-			cfg := testConfig(srv.URL(), "SLOW")
+			_, js, cfg := serverWithStream(t, "SLOW")
 			cfg.AckWait = time.Second
 			cfg.InProgress = inProgress
 			slow, other := newSource(t, cfg), newSource(t, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			publish(t, js, "SLOW.in", 5, "s")
-			var held []*runner.Message
-			for len(held) < 5 && ctx.Err() == nil {
-				msgs, err := slow.Read(ctx, 5, 200*time.Millisecond)
-				if err != nil {
-					t.Fatal(err)
-				}
-				held = append(held, msgs...)
-			}
+			held := adaptertest.ReadN(t, ctx, slow, 5, false)
 			// Hold them for 2.5 ack waits while another replica reads.
 			var stolen []*runner.Message
 			for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); {
@@ -343,10 +309,7 @@ func TestInProgressKeepsHeldMessagesFromRedelivery(t *testing.T) {
 }
 
 func TestReadFailsDuringServerOutageAndLosesNothing(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "OUT")
-	cfg := testConfig(srv.URL(), "OUT")
+	srv, js, cfg := serverWithStream(t, "OUT")
 	cfg.AckWait = 3 * time.Second
 	cfg.APITimeout = time.Second
 	src := newSource(t, cfg)
@@ -449,9 +412,7 @@ func waitConsumerDrained(t *testing.T, src runner.Source, js jetstream.JetStream
 }
 
 func TestRefusesConsumersItCannotAck(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "BAD")
+	_, js, cfg := serverWithStream(t, "BAD")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, cc := range []jetstream.ConsumerConfig{
@@ -467,38 +428,29 @@ func TestRefusesConsumersItCannotAck(t *testing.T) {
 				t.Fatalf("create push consumer: %v", err)
 			}
 		}
-		cfg := testConfig(srv.URL(), "BAD")
-		cfg.Consumer = cc.Durable
-		if src, err := jssource.New(ctx, cfg, t.Name(), nil); err == nil {
+		c := cfg
+		c.Consumer = cc.Durable
+		if src, err := jssource.New(ctx, c, t.Name(), nil); err == nil {
 			_ = src.Close(ctx)
 			t.Fatalf("consumer %s (%s, deliver subject %q) was accepted", cc.Durable, cc.AckPolicy, cc.DeliverSubject)
 		} else {
 			t.Logf("%s: %v", cc.Durable, err)
 		}
 	}
-	cfg := testConfig(srv.URL(), "MISSING")
+	cfg.Stream = "MISSING"
 	if _, err := jssource.New(ctx, cfg, t.Name(), nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing stream: %v, want an error saying it does not exist", err)
 	}
 }
 
 func TestCreatesTheConsumerWithTheConfiguredSettings(t *testing.T) {
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	createStream(t, js, "NEWC")
-	cfg := testConfig(srv.URL(), "NEWC")
+	_, js, cfg := serverWithStream(t, "NEWC")
 	cfg.AckWait = 7 * time.Second
 	cfg.MaxAckPending = 1234
 	cfg.FilterSubject = "NEWC.a"
 	newSource(t, cfg)
 	newSource(t, cfg) // a second replica binds to the same consumer
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, "NEWC", "runner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := c.CachedInfo().Config
+	got := consumerConfig(t, js, "NEWC", "runner")
 	if got.AckPolicy != jetstream.AckExplicitPolicy || got.AckWait != 7*time.Second || got.MaxAckPending != 1234 || got.FilterSubject != "NEWC.a" || got.Durable != "runner" {
 		t.Fatalf("consumer config %+v", got)
 	}
@@ -519,19 +471,27 @@ func TestValidate(t *testing.T) {
 		{"ack wait", func(c *jssource.Config) { c.AckWait = 10 * time.Millisecond }, "MV_JETSTREAM_ACK_WAIT"},
 		{"max ack pending", func(c *jssource.Config) { c.MaxAckPending = 0 }, "MV_JETSTREAM_MAX_ACK_PENDING"},
 		{"nak delay", func(c *jssource.Config) { c.NakDelay = -time.Second }, "MV_JETSTREAM_NAK_DELAY"},
+		// What the server or the client would refuse later is refused here.
+		{"url list", func(c *jssource.Config) { c.URL = "nats://a:4222, tls://b:4443,c" }, ""},
+		{"websocket url with a path", func(c *jssource.Config) { c.URL = "wss://a/nats" }, ""},
+		{"filter with wildcards", func(c *jssource.Config) { c.FilterSubject = "S.*.x.>" }, ""},
+		{"unbalanced bracket", func(c *jssource.Config) { c.URL = "nats://[::1" }, "MV_JETSTREAM_URL"},
+		{"port out of range", func(c *jssource.Config) { c.URL = "nats://127.0.0.1:99999" }, "MV_JETSTREAM_URL"},
+		{"space in host", func(c *jssource.Config) { c.URL = "nats://a b:4222" }, "MV_JETSTREAM_URL"},
+		{"bad escape", func(c *jssource.Config) { c.URL = "nats://%zz" }, "MV_JETSTREAM_URL"},
+		{"http scheme", func(c *jssource.Config) { c.URL = "http://nats:4222" }, "MV_JETSTREAM_URL"},
+		{"only commas", func(c *jssource.Config) { c.URL = " , ," }, "MV_JETSTREAM_URL"},
+		{"mixed websocket", func(c *jssource.Config) { c.URL = "nats://a,ws://b" }, "MV_JETSTREAM_URL"},
+		{"consumer with a slash", func(c *jssource.Config) { c.Consumer = "a/b" }, "MV_JETSTREAM_CONSUMER"},
+		{"consumer with a control byte", func(c *jssource.Config) { c.Consumer = "a\x00b" }, "MV_JETSTREAM_CONSUMER"},
+		{"consumer too long", func(c *jssource.Config) { c.Consumer = strings.Repeat("c", 256) }, "MV_JETSTREAM_CONSUMER"},
+		{"stream with a backslash", func(c *jssource.Config) { c.Stream = `a\b` }, "MV_JETSTREAM_STREAM"},
+		{"filter with an empty token", func(c *jssource.Config) { c.FilterSubject = "S..x" }, "MV_JETSTREAM_FILTER_SUBJECT"},
+		{"filter with > inside", func(c *jssource.Config) { c.FilterSubject = "S.>.x" }, "MV_JETSTREAM_FILTER_SUBJECT"},
+		{"filter with a space", func(c *jssource.Config) { c.FilterSubject = "S.a b" }, "MV_JETSTREAM_FILTER_SUBJECT"},
+		{"negative consumer timeout", func(c *jssource.Config) { c.MissingWait = -time.Second }, "MV_JETSTREAM_CONSUMER_TIMEOUT"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := good
-			tc.change(&c)
-			err := c.Validate(runner.RoleSource)
-			var ce *runner.ConfigError
-			switch {
-			case tc.bad == "" && err != nil:
-				t.Fatalf("valid config refused: %v", err)
-			case tc.bad != "" && (!errors.As(err, &ce) || ce.Var != tc.bad):
-				t.Fatalf("got %v, want a ConfigError for %s", err, tc.bad)
-			}
-		})
+		adaptertest.ValidateRow(t, tc.name, good, runner.RoleSource, tc.change, tc.bad)
 	}
 }
 
@@ -564,14 +524,7 @@ func BenchmarkAck(b *testing.B) {
 					}
 				}
 				<-js.PublishAsyncComplete()
-				var msgs []*runner.Message
-				for len(msgs) < batch {
-					got, err := src.Read(ctx, batch-len(msgs), time.Second)
-					if err != nil {
-						b.Fatal(err)
-					}
-					msgs = append(msgs, got...)
-				}
+				msgs := adaptertest.ReadN(b, ctx, src, batch, false)
 				b.StartTimer()
 				start := time.Now()
 				if err := src.Ack(ctx, msgs); err != nil {

@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,21 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	"github.com/monovertex/monovertex/internal/kafkatest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
-
-var nonName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
-
-// nameFor is a topic and group name per test.
-func nameFor(t *testing.T) string {
-	n := nonName.ReplaceAllString(t.Name(), "_")
-	if len(n) > 200 {
-		n = n[len(n)-200:]
-	}
-	return n
-}
 
 func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
 	t.Helper()
@@ -63,19 +52,10 @@ func newSource(t *testing.T, cfg Config) *Source {
 func TestConformance(t *testing.T) {
 	c := kafkatest.Start(t, 1, nil)
 	admin := c.Client()
+	// A topic and a group per subtest.
+	ensure := adaptertest.OncePerTest(adaptertest.SafeName, func(t *testing.T, name string) { createTopic(t, admin, name, 3) })
 	var mu sync.Mutex
-	created := map[string]bool{}
 	counts := map[string]int{}
-	ensure := func(t *testing.T) string {
-		name := nameFor(t)
-		mu.Lock()
-		defer mu.Unlock()
-		if !created[name] {
-			createTopic(t, admin, name, 3)
-			created[name] = true
-		}
-		return name
-	}
 	producer := c.Client(kgo.RecordRetries(100))
 	conformance.RunSource(t, conformance.SourceCase{
 		New: func(t *testing.T) runner.Source { return newSource(t, testConfig(c.Brokers(), ensure(t))) },
@@ -101,22 +81,37 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// produceNumbers produces the values "0" to "n-1" to the topic, unkeyed.
+func produceNumbers(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = []byte(fmt.Sprint(i))
+	}
+	kafkatest.Produce(t, cl, topic, values, nil)
+}
+
+// producePerPartition produces n records "p<partition>-<i>" to each of the
+// topic's first partitions; cl must use the manual partitioner.
+func producePerPartition(t *testing.T, cl *kgo.Client, topic string, partitions int32, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < n; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// readAll reads n records within a minute; read errors (a rebalance) are
+// logged and the read repeated.
 func readAll(t *testing.T, s *Source, n int) []*runner.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var got []*runner.Message
-	for len(got) < n {
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d", len(got), n)
-		}
-		msgs, err := s.Read(ctx, n-len(got), 200*time.Millisecond)
-		if err != nil {
-			t.Logf("read: %v", err)
-		}
-		got = append(got, msgs...)
-	}
-	return got
+	return adaptertest.ReadN(t, ctx, s, n, true)
 }
 
 // A slow message in partition 0 holds back that partition's commit, and
@@ -125,13 +120,7 @@ func TestOutOfOrderAcksHoldBackOnlyTheirPartition(t *testing.T) {
 	c := kafkatest.Start(t, 1, map[string]int{"ooo": 3})
 	cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := context.Background()
-	for p := int32(0); p < 3; p++ {
-		for i := 0; i < 10; i++ {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ooo", Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, i))}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	producePerPartition(t, cl, "ooo", 3, 10)
 	s := newSource(t, testConfig(c.Brokers(), "ooo"))
 	got := readAll(t, s, 30)
 	var slow *runner.Message
@@ -191,11 +180,7 @@ func TestOutOfOrderAcksHoldBackOnlyTheirPartition(t *testing.T) {
 func TestNackSeeksBackWithoutRepeatingAckedRecords(t *testing.T) {
 	c := kafkatest.Start(t, 1, map[string]int{"nack": 1})
 	cl := c.Client()
-	values := make([][]byte, 10)
-	for i := range values {
-		values[i] = []byte(fmt.Sprint(i))
-	}
-	kafkatest.Produce(t, cl, "nack", values, nil)
+	produceNumbers(t, cl, "nack", 10)
 	s := newSource(t, testConfig(c.Brokers(), "nack"))
 	ctx := context.Background()
 	got := readAll(t, s, 10)
@@ -273,13 +258,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 			c := kafkatest.Start(t, 1, map[string]int{"rv": 2})
 			cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			ctx := context.Background()
-			for p := int32(0); p < 2; p++ {
-				for i := 0; i < 10; i++ {
-					if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "rv", Partition: p, Value: []byte(fmt.Sprintf("p%d-%d", p, i))}).FirstErr(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			producePerPartition(t, cl, "rv", 2, 10)
 			cfg := testConfig(c.Brokers(), "rv")
 			cfg.RevokeTimeout = tc.revoke
 			a := newSource(t, cfg)
@@ -389,11 +368,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 func TestMaxHeldPausesThePartition(t *testing.T) {
 	c := kafkatest.Start(t, 1, map[string]int{"held": 1})
 	cl := c.Client()
-	values := make([][]byte, 20)
-	for i := range values {
-		values[i] = []byte(fmt.Sprint(i))
-	}
-	kafkatest.Produce(t, cl, "held", values, nil)
+	produceNumbers(t, cl, "held", 20)
 	cfg := testConfig(c.Brokers(), "held")
 	cfg.MaxHeld = 5
 	s := newSource(t, cfg)

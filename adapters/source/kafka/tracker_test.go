@@ -1,10 +1,10 @@
 package kafka
 
 import (
-	"errors"
 	"testing"
 	"time"
 
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -106,17 +106,7 @@ func TestValidate(t *testing.T) {
 		{"key without cert", func(c *Config) { c.TLSKeyFile = "/k" }, "MV_KAFKA_TLS_CERT_FILE"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c := ok
-			tc.mutate(&c)
-			err := c.Validate(runner.RoleSource)
-			var ce *runner.ConfigError
-			if !errors.As(err, &ce) || ce.Var != tc.want {
-				t.Fatalf("Validate: %v, want a ConfigError naming %s", err, tc.want)
-			}
-		})
+		adaptertest.ValidateRow(t, tc.name, ok, runner.RoleSource, tc.mutate, tc.want)
 	}
-	if err := ok.Validate(runner.RoleSource); err != nil {
-		t.Fatalf("valid settings: %v", err)
-	}
+	adaptertest.WantConfigError(t, ok.Validate(runner.RoleSource), "")
 }
