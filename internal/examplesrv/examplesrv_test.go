@@ -4,8 +4,8 @@ import "testing"
 
 func TestNumber(t *testing.T) {
 	for _, c := range []struct {
-		in   string
-		n    int
+		in string
+		n  int
 		ok bool
 	}{
 		{"0", 0, true},
