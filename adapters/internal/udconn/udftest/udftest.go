@@ -56,6 +56,7 @@ func ServerInfo(ct info.ContainerType) *info.ServerInfo {
 type Server struct {
 	t        testing.TB
 	ep       udconn.Endpoint
+	info     *info.ServerInfo
 	register func(*grpc.Server)
 
 	mu  sync.Mutex
@@ -66,7 +67,15 @@ type Server struct {
 // register adds. The server is stopped when the test ends.
 func Start(t testing.TB, ep udconn.Endpoint, register func(*grpc.Server)) *Server {
 	t.Helper()
-	s := &Server{t: t, ep: ep, register: register}
+	return StartWithInfo(t, ep, ServerInfo(ep.Container), register)
+}
+
+// StartWithInfo is Start with the server-info file's content given, for
+// a server whose file says more than its container type (a map server's
+// says its mode).
+func StartWithInfo(t testing.TB, ep udconn.Endpoint, si *info.ServerInfo, register func(*grpc.Server)) *Server {
+	t.Helper()
+	s := &Server{t: t, ep: ep, info: si, register: register}
 	s.Restart()
 	t.Cleanup(s.Kill)
 	return s
@@ -81,7 +90,7 @@ func (s *Server) Restart() {
 	if s.srv != nil {
 		s.t.Fatalf("udftest: %s restarted while running", s.ep.Name)
 	}
-	if err := info.Write(ServerInfo(s.ep.Container), info.WithServerInfoFilePath(s.ep.InfoFile)); err != nil {
+	if err := info.Write(s.info, info.WithServerInfoFilePath(s.ep.InfoFile)); err != nil {
 		s.t.Fatal(err)
 	}
 	os.Remove(s.ep.Socket)
