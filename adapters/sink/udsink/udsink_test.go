@@ -290,30 +290,21 @@ func (r *rawSink) IsReady(context.Context, *emptypb.Empty) (*sinkpb.ReadyRespons
 }
 
 func (r *rawSink) SinkFn(s sinkpb.Sink_SinkFnServer) error {
-	if _, err := s.Recv(); err != nil {
-		return err
-	}
-	if err := s.Send(&sinkpb.SinkResponse{Handshake: &sinkpb.Handshake{Sot: true}}); err != nil {
-		return err
-	}
-	for {
-		var reqs []*sinkpb.SinkRequest_Request
-		for {
-			req, err := s.Recv()
-			if err != nil {
-				return nil
-			}
-			if req.GetStatus().GetEot() {
-				break
-			}
+	var reqs []*sinkpb.SinkRequest_Request
+	return udftest.ServeStream(s, &sinkpb.SinkResponse{Handshake: &sinkpb.Handshake{Sot: true}}, func(req *sinkpb.SinkRequest) error {
+		if !req.GetStatus().GetEot() {
 			reqs = append(reqs, req.GetRequest())
+			return nil
 		}
-		for _, resp := range append(r.batch(reqs), &sinkpb.SinkResponse{Status: &sinkpb.TransmissionStatus{Eot: true}}) {
+		batch := reqs
+		reqs = nil
+		for _, resp := range append(r.batch(batch), &sinkpb.SinkResponse{Status: &sinkpb.TransmissionStatus{Eot: true}}) {
 			if err := s.Send(resp); err != nil {
 				return err
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // scripted is a raw sink server that records each request and answers it

@@ -437,21 +437,9 @@ func (f *fakeMap) IsReady(context.Context, *emptypb.Empty) (*mappb.ReadyResponse
 }
 
 func (f *fakeMap) MapFn(s mappb.Map_MapFnServer) error {
-	if _, err := s.Recv(); err != nil {
-		return err
-	}
-	if err := s.Send(&mappb.MapResponse{Handshake: &mappb.Handshake{Sot: true}}); err != nil {
-		return err
-	}
-	for {
-		req, err := s.Recv()
-		if err != nil {
-			return nil
-		}
-		if err := f.respond(req, s.Send); err != nil {
-			return err
-		}
-	}
+	return udftest.ServeStream(s, &mappb.MapResponse{Handshake: &mappb.Handshake{Sot: true}}, func(req *mappb.MapRequest) error {
+		return f.respond(req, s.Send)
+	})
 }
 
 func echo(req *mappb.MapRequest) *mappb.MapResponse {
