@@ -19,11 +19,11 @@ func pause(ctx context.Context, log *zap.SugaredLogger, infoFile string, why err
 			"gives_up_in", time.Until(deadline).Round(time.Second).String())
 	}
 	t := time.NewTimer(min(pollInterval, time.Until(deadline)))
-	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
+		t.Stop()
 		return false
 	}
 }
