@@ -27,3 +27,13 @@ func pause(ctx context.Context, log *zap.SugaredLogger, infoFile string, why err
 		return false
 	}
 }
+
+// IsReady is the answer of a service's IsReady call (numaflow-go's
+// ReadyResponse of any protocol) as Connect's ready check returns it:
+// whether the container says it is ready, or the call's error.
+func IsReady[R interface{ GetReady() bool }](r R, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	return r.GetReady(), nil
+}
