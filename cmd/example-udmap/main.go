@@ -30,7 +30,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,27 +37,25 @@ import (
 	"github.com/numaproj/numaflow-go/pkg/batchmapper"
 	"github.com/numaproj/numaflow-go/pkg/mapper"
 	"github.com/numaproj/numaflow-go/pkg/mapstreamer"
+
+	"github.com/monovertex/monovertex/internal/examplesrv"
 )
 
 // defaultTagRules is the EXAMPLE_TAG_RULES default.
 const defaultTagRules = "5:0=fallback,5:1=onsuccess,5:3=sink"
 
 func main() {
-	log.SetPrefix("example-udmap: ")
-	dir := env("MV_UDS_DIR", "/var/run/numaflow")
-	rules, err := parseTagRules(env("EXAMPLE_TAG_RULES", defaultTagRules))
+	dir := examplesrv.Setup("example-udmap")
+	rules, err := parseTagRules(examplesrv.Env("EXAMPLE_TAG_RULES", defaultTagRules))
 	if err != nil {
 		log.Fatalf("invalid EXAMPLE_TAG_RULES: %v", err)
 	}
 	m := &mapping{
-		dropEvery:   envInt("EXAMPLE_DROP_EVERY", 10),
-		fanoutEvery: envInt("EXAMPLE_FANOUT_EVERY", 10),
+		dropEvery:   examplesrv.Int("EXAMPLE_DROP_EVERY", 10),
+		fanoutEvery: examplesrv.Int("EXAMPLE_FANOUT_EVERY", 10),
 		tags:        rules,
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		log.Fatal(err)
-	}
-	mode := env("EXAMPLE_MAP_MODE", "unary")
+	mode := examplesrv.Env("EXAMPLE_MAP_MODE", "unary")
 	if err := serve(context.Background(), dir, mode, m); err != nil {
 		log.Fatal(err)
 	}
@@ -87,25 +84,6 @@ func serve(ctx context.Context, dir, mode string, m *mapping) error {
 	}
 	log.Printf("serving %s map on %s", mode, sock)
 	return start(ctx)
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		log.Fatalf("invalid %s=%q: want a whole number, 0 or more", name, v)
-	}
-	return n
 }
 
 // tagRule adds tag to the outputs of n when n % mod == rem.
@@ -146,19 +124,9 @@ type output struct {
 	has   bool // the value starts with a number
 }
 
-// number parses the leading decimal digits of v.
-func number(v []byte) (int, bool) {
-	n, i := 0, 0
-	for i < len(v) && v[i] >= '0' && v[i] <= '9' && i < 18 {
-		n = n*10 + int(v[i]-'0')
-		i++
-	}
-	return n, i > 0
-}
-
 // apply returns the outputs for value v; none means dropped.
 func (m *mapping) apply(v []byte) []output {
-	n, ok := number(v)
+	n, ok := examplesrv.Number(v)
 	if !ok {
 		switch string(v) {
 		case "drop":

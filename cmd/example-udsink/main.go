@@ -59,6 +59,8 @@ import (
 	"sync"
 
 	"github.com/numaproj/numaflow-go/pkg/sinker"
+
+	"github.com/monovertex/monovertex/internal/examplesrv"
 )
 
 // onSuccessPrefix starts the value of the messages this sink hands to the
@@ -66,8 +68,7 @@ import (
 const onSuccessPrefix = "onsuccess:"
 
 func main() {
-	log.SetPrefix("example-udsink: ")
-	dir := env("MV_UDS_DIR", "/var/run/numaflow")
+	dir := examplesrv.Setup("example-udsink")
 	mode, containerType := os.Getenv("EXAMPLE_SINK_MODE"), os.Getenv("NUMAFLOW_UD_CONTAINER_TYPE")
 	fallback := mode == "fallback" || containerType == sinker.UDContainerFallbackSink
 	onSuccess := mode == "onsuccess" || containerType == sinker.UDContainerOnSuccessSink
@@ -75,11 +76,11 @@ func main() {
 		log.Fatalf("EXAMPLE_SINK_MODE=%q and NUMAFLOW_UD_CONTAINER_TYPE=%q ask for both the fallback and the onSuccess sink; set one", mode, containerType)
 	}
 	s := &sink{
-		fallbackEvery:  envInt("EXAMPLE_FALLBACK_EVERY", 7),
-		failEvery:      envInt("EXAMPLE_FAIL_EVERY", 13),
-		nackEvery:      envInt("EXAMPLE_NACK_EVERY", 0),
-		nackDelayMS:    uint64(envInt("EXAMPLE_NACK_DELAY_MS", 0)),
-		onSuccessEvery: envInt("EXAMPLE_ONSUCCESS_EVERY", 0),
+		fallbackEvery:  examplesrv.Int("EXAMPLE_FALLBACK_EVERY", 7),
+		failEvery:      examplesrv.Int("EXAMPLE_FAIL_EVERY", 13),
+		nackEvery:      examplesrv.Int("EXAMPLE_NACK_EVERY", 0),
+		nackDelayMS:    uint64(examplesrv.Int("EXAMPLE_NACK_DELAY_MS", 0)),
+		onSuccessEvery: examplesrv.Int("EXAMPLE_ONSUCCESS_EVERY", 0),
 		fsync:          os.Getenv("EXAMPLE_FSYNC") == "true",
 		lock:           os.Getenv("EXAMPLE_LOCK") == "true",
 		overlapFile:    os.Getenv("EXAMPLE_OVERLAP_FILE"),
@@ -106,36 +107,11 @@ func main() {
 	case onSuccess:
 		sock, infoFile = "ons-sink.sock", "ons-sinker-server-info"
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		log.Fatal(err)
-	}
-	log.Printf("serving on %s", filepath.Join(dir, sock))
-	err := sinker.NewServer(s,
-		sinker.WithSockAddr(filepath.Join(dir, sock)),
+	sockPath := filepath.Join(dir, sock)
+	examplesrv.Serve(sinker.NewServer(s,
+		sinker.WithSockAddr(sockPath),
 		sinker.WithServerInfoFilePath(filepath.Join(dir, infoFile)),
-	).Start(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		log.Fatalf("invalid %s=%q: want a whole number, 0 or more", name, v)
-	}
-	return n
+	).Start, "serving on %s", sockPath)
 }
 
 type sink struct {
@@ -155,16 +131,6 @@ type sink struct {
 	file   *os.File
 	failed map[string]bool // message ids failed once already
 	nacked map[string]bool // message ids nacked once already
-}
-
-// number parses the leading decimal digits of v.
-func number(v []byte) (int, bool) {
-	n, i := 0, 0
-	for i < len(v) && v[i] >= '0' && v[i] <= '9' && i < 18 {
-		n = n*10 + int(v[i]-'0')
-		i++
-	}
-	return n, i > 0
 }
 
 // wellFormed reports whether v is what example-udsource makes for n: the
@@ -200,7 +166,7 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 	var lines []byte
 	for d := range ch {
 		v := d.Value()
-		n, isNum := number(bytes.TrimPrefix(v, []byte(onSuccessPrefix)))
+		n, isNum := examplesrv.Number(bytes.TrimPrefix(v, []byte(onSuccessPrefix)))
 		switch {
 		case isNum && s.fallbackEvery > 0 && n%s.fallbackEvery == 0:
 			res = res.Append(sinker.ResponseFallback(d.ID()))

@@ -42,16 +42,17 @@ import (
 	"time"
 
 	"github.com/numaproj/numaflow-go/pkg/sourcer"
+
+	"github.com/monovertex/monovertex/internal/examplesrv"
 )
 
 // eventBase is the event time of id 0; id n happened n milliseconds later.
 var eventBase = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func main() {
-	log.SetPrefix("example-udsource: ")
-	dir := env("MV_UDS_DIR", "/var/run/numaflow")
-	total := envInt("EXAMPLE_TOTAL", 1_000_000)
-	size := envInt("EXAMPLE_MSG_SIZE", 0)
+	dir := examplesrv.Setup("example-udsource")
+	total := examplesrv.Int("EXAMPLE_TOTAL", 1_000_000)
+	size := examplesrv.Int("EXAMPLE_MSG_SIZE", 0)
 	src, err := newSource(total, size, os.Getenv("EXAMPLE_STATE_FILE"))
 	if err != nil {
 		log.Fatal(err)
@@ -64,36 +65,11 @@ func main() {
 		}
 		src.nackLog = f
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		log.Fatal(err)
-	}
-	log.Printf("serving %d messages of %d bytes (%d already acked) on %s", total, size, src.ackedCount, filepath.Join(dir, "source.sock"))
-	err = sourcer.NewServer(src,
-		sourcer.WithSockAddr(filepath.Join(dir, "source.sock")),
+	sock := filepath.Join(dir, "source.sock")
+	examplesrv.Serve(sourcer.NewServer(src,
+		sourcer.WithSockAddr(sock),
 		sourcer.WithServerInfoFilePath(filepath.Join(dir, "sourcer-server-info")),
-	).Start(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		log.Fatalf("invalid %s=%q: want a whole number, 0 or more", name, v)
-	}
-	return n
+	).Start, "serving %d messages of %d bytes (%d already acked) on %s", total, size, src.ackedCount, sock)
 }
 
 type source struct {

@@ -26,8 +26,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -35,50 +33,26 @@ import (
 	"time"
 
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
+
+	"github.com/monovertex/monovertex/internal/examplesrv"
 )
 
 func main() {
-	log.SetPrefix("example-udtransformer: ")
-	dir := env("MV_UDS_DIR", "/var/run/numaflow")
+	dir := examplesrv.Setup("example-udtransformer")
 	t := &transformer{
-		dropEvery:   envInt("EXAMPLE_DROP_EVERY", 10),
-		fanoutEvery: envInt("EXAMPLE_FANOUT_EVERY", 10),
-		fanout:      envInt("EXAMPLE_FANOUT", 3),
-		nackEvery:   envInt("EXAMPLE_NACK_EVERY", 0),
-		nackDelayMS: uint64(envInt("EXAMPLE_NACK_DELAY_MS", 0)),
-		panicAt:     int64(envInt("EXAMPLE_PANIC_AT", 0)),
+		dropEvery:   examplesrv.Int("EXAMPLE_DROP_EVERY", 10),
+		fanoutEvery: examplesrv.Int("EXAMPLE_FANOUT_EVERY", 10),
+		fanout:      examplesrv.Int("EXAMPLE_FANOUT", 3),
+		nackEvery:   examplesrv.Int("EXAMPLE_NACK_EVERY", 0),
+		nackDelayMS: uint64(examplesrv.Int("EXAMPLE_NACK_DELAY_MS", 0)),
+		panicAt:     int64(examplesrv.Int("EXAMPLE_PANIC_AT", 0)),
 		seen:        map[int]bool{},
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		log.Fatal(err)
-	}
-	log.Printf("serving on %s", filepath.Join(dir, "sourcetransform.sock"))
-	err := sourcetransformer.NewServer(t,
-		sourcetransformer.WithSockAddr(filepath.Join(dir, "sourcetransform.sock")),
+	sock := filepath.Join(dir, "sourcetransform.sock")
+	examplesrv.Serve(sourcetransformer.NewServer(t,
+		sourcetransformer.WithSockAddr(sock),
 		sourcetransformer.WithServerInfoFilePath(filepath.Join(dir, "sourcetransformer-server-info")),
-	).Start(context.Background())
-	if err != nil {
-		log.Fatal(err)
-	}
-}
-
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		log.Fatalf("invalid %s=%q: want a whole number, 0 or more", name, v)
-	}
-	return n
+	).Start, "serving on %s", sock)
 }
 
 type transformer struct {
@@ -91,23 +65,13 @@ type transformer struct {
 	seen map[int]bool // numbers nacked once already
 }
 
-// number parses the leading decimal digits of v.
-func number(v []byte) (int, bool) {
-	n, i := 0, 0
-	for i < len(v) && v[i] >= '0' && v[i] <= '9' && i < 18 {
-		n = n*10 + int(v[i]-'0')
-		i++
-	}
-	return n, i > 0
-}
-
 func (t *transformer) Transform(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
 	if k := t.handled.Add(1); t.panicAt > 0 && k == t.panicAt {
 		panic(fmt.Sprintf("example-udtransformer: EXAMPLE_PANIC_AT=%d reached", t.panicAt))
 	}
 	out := sourcetransformer.MessagesBuilder()
 	v := d.Value()
-	n, ok := number(v)
+	n, ok := examplesrv.Number(v)
 	if !ok {
 		msg := sourcetransformer.NewMessage(v, d.EventTime()).WithKeys(keys)
 		switch string(v) {

@@ -299,16 +299,7 @@ func (c *Conn) wait(ctx context.Context, deadline time.Time) (*grpc.ClientConn, 
 		if !time.Now().Before(deadline) {
 			return nil, id, err
 		}
-		if time.Since(lastLog) >= waitLogEvery {
-			lastLog = time.Now()
-			c.log.Infow("waiting for the Numaflow container", "server_info", c.ep.InfoFile, "reason", err.Error(),
-				"gives_up_in", time.Until(deadline).Round(time.Second).String())
-		}
-		t := time.NewTimer(min(pollInterval, time.Until(deadline)))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, c.log, c.ep.InfoFile, err, deadline, &lastLog) {
 			return nil, id, ctx.Err()
 		}
 	}

@@ -97,16 +97,7 @@ func ReadMapMode(ctx context.Context, set Settings, log *zap.SugaredLogger) (Map
 		if !time.Now().Before(deadline) {
 			return "", fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err)
 		}
-		if time.Since(lastLog) >= waitLogEvery {
-			lastLog = time.Now()
-			log.Infow("waiting for the Numaflow container", "server_info", ep.InfoFile, "reason", err.Error(),
-				"gives_up_in", time.Until(deadline).Round(time.Second).String())
-		}
-		t := time.NewTimer(min(pollInterval, time.Until(deadline)))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, log, ep.InfoFile, err, deadline, &lastLog) {
 			return "", ctx.Err()
 		}
 	}

@@ -78,6 +78,32 @@ func serveSink(t *testing.T, ep udconn.Endpoint) *udftest.Server {
 	})
 }
 
+// connect connects to the container at ep, closing the connection when the
+// test ends.
+func connect(t *testing.T, ep udconn.Endpoint, set udconn.Settings) *udconn.Conn {
+	t.Helper()
+	c, err := udconn.Connect(context.Background(), ep, set, nil, ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// connectThenKill connects to a sink container in a fresh directory and
+// kills the container; it returns the container's endpoint and server, the
+// connection, and the connection's generation that the container had.
+func connectThenKill(t *testing.T) (udconn.Endpoint, *udftest.Server, *udconn.Conn, uint64) {
+	t.Helper()
+	dir := udftest.Dir(t)
+	ep := udconn.SinkEndpoint(dir, false)
+	srv := serveSink(t, ep)
+	c := connect(t, ep, udftest.Settings(dir))
+	_, gen, _ := c.Get(context.Background())
+	srv.Kill()
+	return ep, srv, c, gen
+}
+
 func TestIncompatibleServerInfoIsAConfigError(t *testing.T) {
 	cases := []struct {
 		name, content, want string
@@ -118,11 +144,7 @@ func TestConnectWaitsForALateContainer(t *testing.T) {
 		time.Sleep(600 * time.Millisecond)
 		serveSink(t, ep)
 	}()
-	c, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := connect(t, ep, udftest.Settings(dir))
 	if err := c.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -139,37 +161,19 @@ func TestConnectGivesUpAfterTheStartupTimeout(t *testing.T) {
 }
 
 func TestARestartedContainerIsCheckedAgain(t *testing.T) {
-	dir := udftest.Dir(t)
-	ep := udconn.SinkEndpoint(dir, false)
-	srv := serveSink(t, ep)
-	c, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, gen, _ := c.Get(context.Background())
-	srv.Kill()
+	ep, _, c, gen := connectThenKill(t)
 	udftest.WriteInfo(t, ep, `{"protocol":"uds","language":"go","version":"v0.7.0"}`+udconn.End)
 	c.Fail(gen, errors.New("stream broke"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _, err = c.Get(ctx)
+	_, _, err := c.Get(ctx)
 	if !runner.IsFatal(err) || !udconn.IsIncompatible(err) {
 		t.Fatalf("want a fatal incompatibility error, got %v", err)
 	}
 }
 
 func TestGetWaitsOutARestart(t *testing.T) {
-	dir := udftest.Dir(t)
-	ep := udconn.SinkEndpoint(dir, false)
-	srv := serveSink(t, ep)
-	c, err := udconn.Connect(context.Background(), ep, udftest.Settings(dir), nil, ready)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, gen, _ := c.Get(context.Background())
-	srv.Kill()
+	_, srv, c, gen := connectThenKill(t)
 	c.Fail(gen, errors.New("stream broke"))
 	if _, _, err := c.Current(); err == nil {
 		t.Fatalf("Current returned a connection while the container is away")
@@ -236,11 +240,7 @@ func TestConnReportsItsConnectionState(t *testing.T) {
 	counts := &connCounts{}
 	set := udftest.Settings(dir)
 	set.Connection = counts
-	c, err := udconn.Connect(context.Background(), ep, set, nil, ready)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := connect(t, ep, set)
 	srv := <-started
 	up, failed, lost := counts.get()
 	if up != 1 || failed < 1 || lost != 0 {

@@ -128,11 +128,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, log *zap.SugaredLogg
 }
 
 func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
-	r, err := sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{})
-	if err != nil {
-		return false, err
-	}
-	return r.GetReady(), nil
+	return udconn.IsReady(sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
 // Ready reports whether the sink container is connected and ready.

@@ -71,24 +71,18 @@ func (r *recorder) Sink(ctx context.Context, ch <-chan sinker.Datum) sinker.Resp
 		}
 		r.mu.Lock()
 		r.msgs = append(r.msgs, &runner.Message{ID: d.ID(), Keys: d.Keys(), Value: d.Value(), EventTime: d.EventTime(), Headers: d.Headers(),
-			Metadata: &runner.Metadata{User: userGroups(d.UserMetadata()), System: systemGroups(d.SystemMetadata())}})
+			Metadata: &runner.Metadata{User: groups(d.UserMetadata()), System: groups(d.SystemMetadata())}})
 		r.mu.Unlock()
 	}
 	return res
 }
 
-func userGroups(md *sinker.UserMetadata) map[string]map[string][]byte {
-	out := map[string]map[string][]byte{}
-	for _, g := range md.Groups() {
-		out[g] = map[string][]byte{}
-		for _, k := range md.Keys(g) {
-			out[g][k] = md.Value(g, k)
-		}
-	}
-	return out
-}
-
-func systemGroups(md *sinker.SystemMetadata) map[string]map[string][]byte {
+// groups is the content of the user or system metadata a datum carries.
+func groups(md interface {
+	Groups() []string
+	Keys(group string) []string
+	Value(group, key string) []byte
+}) map[string]map[string][]byte {
 	out := map[string]map[string][]byte{}
 	for _, g := range md.Groups() {
 		out[g] = map[string][]byte{}
@@ -117,13 +111,31 @@ func newSink(t *testing.T, set udconn.Settings, role runner.Role) *udsink.Sink {
 
 func newSinkConfig(t *testing.T, cfg udsink.Config, role runner.Role) *udsink.Sink {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := udsink.New(ctx, cfg, role, nil)
-	if err != nil {
-		t.Fatalf("udsink.New: %v", err)
+	return udftest.Connect(t, "udsink.New", func(ctx context.Context) (*udsink.Sink, error) { return udsink.New(ctx, cfg, role, nil) })
+}
+
+// recorderSink serves a recorder on the socket of role's container and
+// connects a sink in role to it, closed when the test ends; adjust, if not
+// nil, changes the settings first.
+func recorderSink(t *testing.T, role runner.Role, adjust func(*udconn.Settings)) (*recorder, *udftest.Server, *udsink.Sink) {
+	t.Helper()
+	dir := udftest.Dir(t)
+	ep := udconn.SinkEndpoint(dir, false)
+	switch role {
+	case runner.RoleFallbackSink:
+		ep = udconn.SinkEndpoint(dir, true)
+	case runner.RoleOnSuccessSink:
+		ep = udconn.OnSuccessSinkEndpoint(dir)
 	}
-	return s
+	rec := &recorder{}
+	srv := serveSink(t, ep, rec)
+	set := udftest.Settings(dir)
+	if adjust != nil {
+		adjust(&set)
+	}
+	s := newSink(t, set, role)
+	t.Cleanup(func() { closeSink(t, s) })
+	return rec, srv, s
 }
 
 func closeSink(t *testing.T, s *udsink.Sink) {
@@ -138,23 +150,8 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
 	rec := &recorder{}
 	// The SDK's own server, as a user's container runs it.
-	ctx, cancel := context.WithCancel(context.Background())
 	ep := udconn.SinkEndpoint(dir, false)
-	done := make(chan error, 1)
-	go func() {
-		done <- sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("SDK server: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("SDK server did not stop")
-		}
-	})
+	udftest.StartSDK(t, sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile)).Start)
 	conformance.RunSink(t, conformance.SinkCase{
 		New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.Settings(dir), runner.RoleSink) },
 		Received: func(t *testing.T) []*runner.Message { return rec.received() },
@@ -180,11 +177,7 @@ func numaflowMetadata() *runner.Metadata {
 }
 
 func TestStatusesMapToWriteResults(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
-	defer closeSink(t, s)
+	rec, _, s := recorderSink(t, runner.RoleSink, nil)
 	in := msgs("ok", "fail-1", "fb-1", "nack-1", "ons-1", "onsplain-1", "ok2")
 	for _, m := range in {
 		m.Metadata = numaflowMetadata()
@@ -264,11 +257,7 @@ func checkOnSuccess(t *testing.T, got, orig *runner.Message, value string, keys 
 }
 
 func TestMetadataReachesTheContainer(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
-	defer closeSink(t, s)
+	rec, _, s := recorderSink(t, runner.RoleSink, nil)
 	in := msgs("with", "without")
 	in[0].Metadata = numaflowMetadata()
 	if _, err := s.Write(context.Background(), in); err != nil {
@@ -287,49 +276,57 @@ func TestMetadataReachesTheContainer(t *testing.T) {
 	}
 }
 
-// scripted is a raw sink server that records each request and answers it
-// with whatever answer returns, for the answers numaflow-go cannot give.
-type scripted struct {
+// rawSink is a hand-made sink server, for what numaflow-go cannot answer:
+// it is ready, opens each SinkFn stream with the handshake, and answers
+// each batch (the requests up to an EOT) with the responses batch returns,
+// then an EOT.
+type rawSink struct {
 	sinkpb.UnimplementedSinkServer
+	batch func(reqs []*sinkpb.SinkRequest_Request) []*sinkpb.SinkResponse
+}
+
+func (r *rawSink) IsReady(context.Context, *emptypb.Empty) (*sinkpb.ReadyResponse, error) {
+	return &sinkpb.ReadyResponse{Ready: true}, nil
+}
+
+func (r *rawSink) SinkFn(s sinkpb.Sink_SinkFnServer) error {
+	var reqs []*sinkpb.SinkRequest_Request
+	return udftest.ServeStream(s, &sinkpb.SinkResponse{Handshake: &sinkpb.Handshake{Sot: true}}, func(req *sinkpb.SinkRequest) error {
+		if !req.GetStatus().GetEot() {
+			reqs = append(reqs, req.GetRequest())
+			return nil
+		}
+		batch := reqs
+		reqs = nil
+		for _, resp := range append(r.batch(batch), &sinkpb.SinkResponse{Status: &sinkpb.TransmissionStatus{Eot: true}}) {
+			if err := s.Send(resp); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// scripted is a raw sink server that records each request and answers it
+// with whatever answer returns, all of a batch's results in one response.
+type scripted struct {
 	answer func(req *sinkpb.SinkRequest_Request) *sinkpb.SinkResponse_Result
 
 	mu   sync.Mutex
 	reqs []*sinkpb.SinkRequest_Request
 }
 
-func (sc *scripted) IsReady(context.Context, *emptypb.Empty) (*sinkpb.ReadyResponse, error) {
-	return &sinkpb.ReadyResponse{Ready: true}, nil
-}
-
-func (sc *scripted) SinkFn(s sinkpb.Sink_SinkFnServer) error {
-	if _, err := s.Recv(); err != nil {
-		return err
-	}
-	if err := s.Send(&sinkpb.SinkResponse{Handshake: &sinkpb.Handshake{Sot: true}}); err != nil {
-		return err
-	}
-	for {
+func (sc *scripted) server() *rawSink {
+	return &rawSink{batch: func(reqs []*sinkpb.SinkRequest_Request) []*sinkpb.SinkResponse {
 		var results []*sinkpb.SinkResponse_Result
-		for {
-			req, err := s.Recv()
-			if err != nil {
-				return nil
-			}
-			if req.GetStatus().GetEot() {
-				break
-			}
+		for _, req := range reqs {
 			sc.mu.Lock()
-			sc.reqs = append(sc.reqs, req.GetRequest())
+			sc.reqs = append(sc.reqs, req)
 			sc.mu.Unlock()
-			results = append(results, sc.answer(req.GetRequest()))
+			results = append(results, sc.answer(req))
 		}
-		if err := s.Send(&sinkpb.SinkResponse{Results: results}); err != nil {
-			return err
-		}
-		if err := s.Send(&sinkpb.SinkResponse{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
-			return err
-		}
-	}
+		return []*sinkpb.SinkResponse{{Results: results}}
+	}}
 }
 
 func (sc *scripted) requests() []*sinkpb.SinkRequest_Request {
@@ -359,7 +356,7 @@ func TestOnSuccessAndNackAsTheProtocolAllows(t *testing.T) {
 		}
 		return r
 	}}
-	udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sc) })
+	udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sc.server()) })
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
 	in := msgs("ons-original", "ons-no-metadata-before", "ons-nothing-at-all", "nack-no-options", "plain")
@@ -402,11 +399,7 @@ func TestOnSuccessAndNackAsTheProtocolAllows(t *testing.T) {
 }
 
 func TestServeStopsTheRunnerAsInNumaflow(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
-	defer closeSink(t, s)
+	_, _, s := recorderSink(t, runner.RoleSink, nil)
 	res, err := s.Write(context.Background(), msgs("ok", "serve-1"))
 	if !runner.IsFatal(err) || len(res) != 0 {
 		t.Fatalf("SERVE answered with %v, %v; want a fatal error and no results", res, err)
@@ -441,11 +434,7 @@ func TestConfigValidatesStreams(t *testing.T) {
 }
 
 func TestOnSuccessRoleUsesOnSuccessSocket(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.OnSuccessSinkEndpoint(dir), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleOnSuccessSink)
-	defer closeSink(t, s)
+	rec, _, s := recorderSink(t, runner.RoleOnSuccessSink, nil)
 	res, err := s.Write(context.Background(), msgs("a"))
 	if err != nil || res[0].Status != runner.WriteOK {
 		t.Fatalf("write to onSuccess sink: %v %v", res, err)
@@ -465,19 +454,12 @@ type overlapSink struct {
 	lock bool
 	mu   sync.Mutex
 
-	running, max atomic.Int32
-	written      atomic.Int32
+	calls   udftest.Overlap
+	written atomic.Int32
 }
 
 func (o *overlapSink) Sink(ctx context.Context, ch <-chan sinker.Datum) sinker.Responses {
-	n := o.running.Add(1)
-	defer o.running.Add(-1)
-	for {
-		m := o.max.Load()
-		if n <= m || o.max.CompareAndSwap(m, n) {
-			break
-		}
-	}
+	defer o.calls.Enter()()
 	if o.lock {
 		o.mu.Lock()
 		defer o.mu.Unlock()
@@ -538,7 +520,7 @@ func TestOneStreamKeepsASinkThatHoldsAMutexWorking(t *testing.T) {
 	if got := o.written.Load(); got != 800 {
 		t.Errorf("the container wrote %d messages, want 800", got)
 	}
-	if got := o.max.Load(); got != 1 {
+	if got := o.calls.Most(); got != 1 {
 		t.Errorf("up to %d handler calls ran at once with MV_UDSINK_STREAMS=1, want 1", got)
 	}
 }
@@ -553,21 +535,15 @@ func TestMoreStreamsOverlapBatchesForSinksThatAllowIt(t *testing.T) {
 	if got := o.written.Load(); got != 800 {
 		t.Errorf("the container wrote %d messages, want 800", got)
 	}
-	if got := o.max.Load(); got < 2 || got > 3 {
+	if got := o.calls.Most(); got < 2 || got > 3 {
 		t.Errorf("up to %d handler calls ran at once with MV_UDSINK_STREAMS=3, want 2 or 3", got)
 	}
 }
 
 func TestCallTimeoutDoesNotRunWhileWaitingForTheStream(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	set := udftest.Settings(dir)
 	// Each batch takes 500ms, well within the timeout, but the last of five
 	// waits about 2s for the one stream: longer than the timeout.
-	set.CallTimeout = 1500 * time.Millisecond
-	s := newSink(t, set, runner.RoleSink)
-	defer closeSink(t, s)
+	rec, _, s := recorderSink(t, runner.RoleSink, func(set *udconn.Settings) { set.CallTimeout = 1500 * time.Millisecond })
 	const writers = 5
 	errs := make(chan error, writers)
 	for w := 0; w < writers; w++ {
@@ -589,10 +565,7 @@ func TestCallTimeoutDoesNotRunWhileWaitingForTheStream(t *testing.T) {
 }
 
 func TestWaitingWritesHonourContextAndClose(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
+	_, _, s := recorderSink(t, runner.RoleSink, nil) // closed below, and again when the test ends
 	first := make(chan error, 1)
 	go func() {
 		_, err := s.Write(context.Background(), msgs("hang"))
@@ -640,11 +613,7 @@ func TestWaitingWritesHonourContextAndClose(t *testing.T) {
 }
 
 func TestFallbackRoleUsesFallbackSocket(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, true), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleFallbackSink)
-	defer closeSink(t, s)
+	rec, _, s := recorderSink(t, runner.RoleFallbackSink, nil)
 	res, err := s.Write(context.Background(), msgs("a", "b"))
 	if err != nil || res[0].Status != runner.WriteOK || res[1].Status != runner.WriteOK {
 		t.Fatalf("write to fallback sink: %v %v", res, err)
@@ -655,11 +624,7 @@ func TestFallbackRoleUsesFallbackSocket(t *testing.T) {
 }
 
 func TestRepeatedIDsInOneBatchEachGetAResult(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
-	defer closeSink(t, s)
+	rec, _, s := recorderSink(t, runner.RoleSink, nil)
 	in := msgs("a", "fail-b", "c")
 	in[2].ID = in[0].ID
 	res, err := s.Write(context.Background(), in)
@@ -675,13 +640,7 @@ func TestRepeatedIDsInOneBatchEachGetAResult(t *testing.T) {
 }
 
 func TestOversizedMessageFailsAloneForGood(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	set := udftest.Settings(dir)
-	set.MaxMessageSize = 64 << 10
-	s := newSink(t, set, runner.RoleSink)
-	defer closeSink(t, s)
+	_, _, s := recorderSink(t, runner.RoleSink, func(set *udconn.Settings) { set.MaxMessageSize = 64 << 10 })
 	in := msgs("small", strings.Repeat("x", 100<<10), "small2")
 	res, err := s.Write(context.Background(), in)
 	if err != nil {
@@ -696,69 +655,36 @@ func TestOversizedMessageFailsAloneForGood(t *testing.T) {
 }
 
 // liar is a raw sink server that answers a batch wrongly in a chosen way.
-type liar struct {
-	sinkpb.UnimplementedSinkServer
-	mode string
-}
-
-func (l *liar) IsReady(context.Context, *emptypb.Empty) (*sinkpb.ReadyResponse, error) {
-	return &sinkpb.ReadyResponse{Ready: true}, nil
-}
-
-func (l *liar) SinkFn(s sinkpb.Sink_SinkFnServer) error {
-	if _, err := s.Recv(); err != nil {
-		return err
-	}
-	if err := s.Send(&sinkpb.SinkResponse{Handshake: &sinkpb.Handshake{Sot: true}}); err != nil {
-		return err
-	}
-	for {
-		var ids []string
-		for {
-			req, err := s.Recv()
-			if err != nil {
-				return nil
-			}
-			if req.GetStatus().GetEot() {
-				break
-			}
-			ids = append(ids, req.GetRequest().GetId())
-		}
+func liar(mode string) *rawSink {
+	return &rawSink{batch: func(reqs []*sinkpb.SinkRequest_Request) []*sinkpb.SinkResponse {
 		var results []*sinkpb.SinkResponse_Result
-		for i, id := range ids {
+		for i, req := range reqs {
+			id := req.GetId()
 			switch {
-			case l.mode == "missing" && i == 0:
+			case mode == "missing" && i == 0:
 				continue
-			case l.mode == "unknown" && i == 0:
+			case mode == "unknown" && i == 0:
 				id = "nobody"
 			}
 			results = append(results, &sinkpb.SinkResponse_Result{Id: id, Status: sinkpb.Status_SUCCESS})
-			if l.mode == "duplicate" && i == 0 {
+			if mode == "duplicate" && i == 0 {
 				results = append(results, &sinkpb.SinkResponse_Result{Id: id, Status: sinkpb.Status_SUCCESS})
 			}
-			if l.mode == "weird" && i == 0 {
+			if mode == "weird" && i == 0 {
 				results[len(results)-1].Status = sinkpb.Status(42)
 			}
 		}
 		// Split the results over two responses: the client must collect until EOT.
 		half := len(results) / 2
-		if err := s.Send(&sinkpb.SinkResponse{Results: results[:half]}); err != nil {
-			return err
-		}
-		if err := s.Send(&sinkpb.SinkResponse{Results: results[half:]}); err != nil {
-			return err
-		}
-		if err := s.Send(&sinkpb.SinkResponse{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
-			return err
-		}
-	}
+		return []*sinkpb.SinkResponse{{Results: results[:half]}, {Results: results[half:]}}
+	}}
 }
 
 func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 	for _, mode := range []string{"missing", "duplicate", "unknown"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := udftest.Dir(t)
-			udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: mode}) })
+			udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, liar(mode)) })
 			s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 			defer closeSink(t, s)
 			res, err := s.Write(context.Background(), msgs("a", "b", "c", "d"))
@@ -779,7 +705,7 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 	}
 	t.Run("an unknown status fails that message for good", func(t *testing.T) {
 		dir := udftest.Dir(t)
-		udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, &liar{mode: "weird"}) })
+		udftest.Start(t, udconn.SinkEndpoint(dir, false), func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, liar("weird")) })
 		s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 		defer closeSink(t, s)
 		res, err := s.Write(context.Background(), msgs("a", "b"))
@@ -796,25 +722,14 @@ func TestWrongResultIDsAreAnErrorNotAnAck(t *testing.T) {
 }
 
 func TestSurvivesContainerRestart(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	srv := serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
-	defer closeSink(t, s)
+	rec, srv, s := recorderSink(t, runner.RoleSink, nil)
 	ctx := context.Background()
 	if _, err := s.Write(ctx, msgs("before")); err != nil {
 		t.Fatal(err)
 	}
 	srv.Kill()
-	// Readiness follows the container (the connection watcher notices the
-	// drop without a call).
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Ready(ctx) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("still ready 10s after the container died")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Readiness follows the container.
+	udftest.WaitNotReady(t, s.Ready)
 	restarted := make(chan struct{})
 	go func() {
 		time.Sleep(500 * time.Millisecond)
@@ -865,37 +780,20 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	s := newSink(t, set, runner.RoleSink)
 	defer closeSink(t, s)
 	srv.Kill()
-	start := time.Now()
-	var err error
-	for time.Since(start) < 15*time.Second {
-		_, err = s.Write(context.Background(), msgs("x"))
-		if runner.IsFatal(err) {
-			break
-		}
+	udftest.WantReconnectTimeout(t, func() error {
+		_, err := s.Write(context.Background(), msgs("x"))
 		if err == nil {
 			t.Fatalf("write succeeded with the container gone")
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if !runner.IsFatal(err) {
-		t.Fatalf("no fatal error after the reconnect timeout: %v", err)
-	}
-	if !strings.Contains(err.Error(), "MV_UDF_RECONNECT_TIMEOUT") {
-		t.Fatalf("fatal error does not name MV_UDF_RECONNECT_TIMEOUT: %v", err)
-	}
+		return err
+	})
 	if s.Ready(context.Background()) == nil {
 		t.Fatalf("ready after giving up")
 	}
 }
 
 func TestNoResultsWithinTheCallTimeoutResetsTheStream(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	serveSink(t, udconn.SinkEndpoint(dir, false), rec)
-	set := udftest.Settings(dir)
-	set.CallTimeout = 300 * time.Millisecond
-	s := newSink(t, set, runner.RoleSink)
-	defer closeSink(t, s)
+	_, _, s := recorderSink(t, runner.RoleSink, func(set *udconn.Settings) { set.CallTimeout = 300 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := s.Write(ctx, msgs("hang")); err == nil || !strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
@@ -922,33 +820,21 @@ func (panicky) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 	return res
 }
 
-type reports struct {
-	mu   sync.Mutex
-	errs []runner.ContainerError
-}
-
-func (r *reports) ReportContainerError(e runner.ContainerError) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, e)
-}
-
 func TestHandlerPanicIsReportedWithItsStack(t *testing.T) {
 	dir := udftest.Dir(t)
 	serveSink(t, udconn.SinkEndpoint(dir, true), panicky{})
 	s := newSink(t, udftest.Settings(dir), runner.RoleFallbackSink)
 	defer closeSink(t, s)
-	var got reports
+	var got udftest.Reports
 	s.ReportErrorsTo(&got, runner.RoleFallbackSink)
 	if _, err := s.Write(context.Background(), msgs("a", "panic")); err == nil {
 		t.Fatal("a write whose handler panicked succeeded")
 	}
-	got.mu.Lock()
-	defer got.mu.Unlock()
-	if len(got.errs) == 0 {
+	errs := got.Errors()
+	if len(errs) == 0 {
 		t.Fatal("the panic was not reported")
 	}
-	e := got.errs[0]
+	e := errs[0]
 	if e.Container != "fb-udsink" || e.Stage != "fallback-sink" || e.Code != "Internal error" || e.Reason != runner.ReasonSinkRuntime ||
 		!strings.Contains(e.Message, "UDF_EXECUTION_ERROR") || !strings.Contains(e.Message, "panicky sink: cannot write") ||
 		!strings.Contains(e.Details, "panicky.Sink") {

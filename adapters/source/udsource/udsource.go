@@ -93,11 +93,7 @@ func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Sou
 }
 
 func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
-	r, err := sourcepb.NewSourceClient(cc).IsReady(ctx, &emptypb.Empty{})
-	if err != nil {
-		return false, err
-	}
-	return r.GetReady(), nil
+	return udconn.IsReady(sourcepb.NewSourceClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
 // Ready reports whether the source container is connected and ready.

@@ -161,32 +161,26 @@ func serve(t *testing.T, dir string, st *store) *udftest.Server {
 
 func newSource(t *testing.T, set udconn.Settings) *udsource.Source {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	src, err := udsource.New(ctx, set, nil)
-	if err != nil {
-		t.Fatalf("udsource.New: %v", err)
-	}
-	return src
+	return udftest.Connect(t, "udsource.New", func(ctx context.Context) (*udsource.Source, error) { return udsource.New(ctx, set, nil) })
+}
+
+// storeSource serves a store without an ack timeout and connects a source
+// to it, closed when the test ends.
+func storeSource(t *testing.T) (*store, *udftest.Server, *udsource.Source) {
+	t.Helper()
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	srv := serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	t.Cleanup(func() { src.Close(context.Background()) })
+	return st, srv, src
 }
 
 func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
 	st := newStore(3 * time.Second)
-	ctx, cancel := context.WithCancel(context.Background())
 	ep := udconn.SourceEndpoint(dir)
-	done := make(chan error, 1)
-	go func() {
-		done <- sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("SDK server did not stop")
-		}
-	})
+	udftest.StartSDK(t, sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile)).Start)
 	conformance.RunSource(t, conformance.SourceCase{
 		New:      func(t *testing.T) runner.Source { return newSource(t, udftest.Settings(dir)) },
 		Produce:  func(t *testing.T, n int) [][]byte { return st.produce(n) },
@@ -212,11 +206,7 @@ func readAll(t *testing.T, src *udsource.Source, n int) []*runner.Message {
 }
 
 func TestMessagesCarryTheSourcesFields(t *testing.T) {
-	dir := udftest.Dir(t)
-	st := newStore(0)
-	serve(t, dir, st)
-	src := newSource(t, udftest.Settings(dir))
-	defer src.Close(context.Background())
+	st, _, src := storeSource(t)
 	st.produce(3)
 	got := readAll(t, src, 3)
 	m := got[1]
@@ -245,11 +235,7 @@ func TestNegativePendingIsUnknown(t *testing.T) {
 }
 
 func TestAnAnswerLeftByACancelledReadIsNotLost(t *testing.T) {
-	dir := udftest.Dir(t)
-	st := newStore(0)
-	serve(t, dir, st)
-	src := newSource(t, udftest.Settings(dir))
-	defer src.Close(context.Background())
+	st, _, src := storeSource(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if msgs, err := src.Read(ctx, 10, 5*time.Second); len(msgs) != 0 || err == nil {
@@ -272,10 +258,7 @@ func TestAnAnswerLeftByACancelledReadIsNotLost(t *testing.T) {
 }
 
 func TestCloseNacksWhatAnOpenRequestBrings(t *testing.T) {
-	dir := udftest.Dir(t)
-	st := newStore(0)
-	serve(t, dir, st)
-	src := newSource(t, udftest.Settings(dir))
+	st, _, src := storeSource(t) // closed below, and again when the test ends
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	src.Read(ctx, 10, 2*time.Second)
@@ -292,11 +275,7 @@ func TestCloseNacksWhatAnOpenRequestBrings(t *testing.T) {
 }
 
 func TestSurvivesContainerRestart(t *testing.T) {
-	dir := udftest.Dir(t)
-	st := newStore(0)
-	srv := serve(t, dir, st)
-	src := newSource(t, udftest.Settings(dir))
-	defer src.Close(context.Background())
+	st, srv, src := storeSource(t)
 	ctx := context.Background()
 	st.produce(10)
 	first := readAll(t, src, 10)
@@ -338,16 +317,10 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	src := newSource(t, set)
 	defer src.Close(context.Background())
 	srv.Kill()
-	var err error
-	for start := time.Now(); time.Since(start) < 15*time.Second; time.Sleep(100 * time.Millisecond) {
-		_, err = src.Read(context.Background(), 10, 100*time.Millisecond)
-		if runner.IsFatal(err) {
-			break
-		}
-	}
-	if !runner.IsFatal(err) || !strings.Contains(err.Error(), "MV_UDF_RECONNECT_TIMEOUT") {
-		t.Fatalf("want a fatal error naming MV_UDF_RECONNECT_TIMEOUT, got %v", err)
-	}
+	udftest.WantReconnectTimeout(t, func() error {
+		_, err := src.Read(context.Background(), 10, 100*time.Millisecond)
+		return err
+	})
 	if p, perr := src.Pending(context.Background()); p != -1 || perr == nil {
 		t.Fatalf("pending while gone: %d, %v", p, perr)
 	}
@@ -360,17 +333,6 @@ func (panickyStore) Read(context.Context, sourcer.ReadRequest, chan<- sourcer.Me
 	panic("panicky source: cannot read")
 }
 
-type reports struct {
-	mu   sync.Mutex
-	errs []runner.ContainerError
-}
-
-func (r *reports) ReportContainerError(e runner.ContainerError) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, e)
-}
-
 func TestReadHandlerPanicIsReportedWithItsStack(t *testing.T) {
 	dir := udftest.Dir(t)
 	udftest.Start(t, udconn.SourceEndpoint(dir), func(s *grpc.Server) {
@@ -378,20 +340,18 @@ func TestReadHandlerPanicIsReportedWithItsStack(t *testing.T) {
 	})
 	src := newSource(t, udftest.Settings(dir))
 	defer src.Close(context.Background())
-	var got reports
+	var got udftest.Reports
 	src.ReportErrorsTo(&got, runner.RoleSource)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := src.Read(ctx, 10, time.Second); err == nil {
 		t.Fatal("a read whose handler panicked succeeded")
 	}
-	got.mu.Lock()
-	defer got.mu.Unlock()
-	for _, e := range got.errs {
+	for _, e := range got.Errors() {
 		if e.Container == "udsource" && e.Stage == "source" && e.Code == "Internal error" && e.Reason == runner.ReasonSourceRuntime &&
 			strings.Contains(e.Message, "panicky source: cannot read") && strings.Contains(e.Details, "panickyStore.Read") {
 			return
 		}
 	}
-	t.Fatalf("reported %+v; want the udsource container's Internal error with the panic message and its stack", got.errs)
+	t.Fatalf("reported %+v; want the udsource container's Internal error with the panic message and its stack", got.Errors())
 }

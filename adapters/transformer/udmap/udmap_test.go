@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +25,7 @@ import (
 	"github.com/monovertex/monovertex/runner/conformance"
 )
 
-var base = time.UnixMilli(1_700_000_000_000).UTC()
+var base = udftest.EventTime
 
 var modes = []udconn.MapMode{udconn.UnaryMap, udconn.BatchMap, udconn.StreamMap}
 
@@ -152,69 +149,33 @@ func register(mode udconn.MapMode) func(*grpc.Server) {
 	}
 }
 
-// server is a map container on a Unix socket with the server-info file of
-// its mode, which can crash and be restarted like a sidecar (udftest.Server
-// writes no map mode).
-type server struct {
-	t        testing.TB
-	ep       udconn.Endpoint
-	mode     udconn.MapMode
-	register func(*grpc.Server)
-
-	mu  sync.Mutex
-	srv *grpc.Server
-}
-
-func serve(t *testing.T, dir string, mode udconn.MapMode, register func(*grpc.Server)) *server {
+// serve starts a map container on a Unix socket with the server-info file
+// of its mode, which can crash and be restarted like a sidecar.
+func serve(t *testing.T, dir string, mode udconn.MapMode, register func(*grpc.Server)) *udftest.Server {
 	t.Helper()
-	s := &server{t: t, ep: udconn.MapEndpoint(dir, mode), mode: mode, register: register}
-	s.Restart()
-	t.Cleanup(s.Kill)
-	return s
-}
-
-// Restart starts the server again with a fresh server-info file.
-func (s *server) Restart() {
-	s.t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	si := udftest.ServerInfo(info.Mapper)
-	si.Metadata = map[string]string{info.MapModeKey: string(s.mode)}
-	if err := info.Write(si, info.WithServerInfoFilePath(s.ep.InfoFile)); err != nil {
-		s.t.Fatal(err)
-	}
-	os.Remove(s.ep.Socket)
-	ln, err := net.Listen("unix", s.ep.Socket)
-	if err != nil {
-		s.t.Fatalf("listen on %s: %v", s.ep.Socket, err)
-	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(udconn.DefaultMaxMessageSize), grpc.MaxSendMsgSize(udconn.DefaultMaxMessageSize))
-	s.register(srv)
-	s.srv = srv
-	go srv.Serve(ln)
-}
-
-// Kill drops every connection at once, like a crashed container.
-func (s *server) Kill() {
-	s.mu.Lock()
-	srv := s.srv
-	s.srv = nil
-	s.mu.Unlock()
-	if srv != nil {
-		srv.Stop()
-	}
+	si.Metadata = map[string]string{info.MapModeKey: string(mode)}
+	return udftest.StartWithInfo(t, udconn.MapEndpoint(dir, mode), si, register)
 }
 
 func newMap(t *testing.T, set udconn.Settings) *udmap.Transformer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tr, err := udmap.New(ctx, set, nil)
-	if err != nil {
-		t.Fatalf("udmap.New: %v", err)
-	}
+	tr := udftest.Connect(t, "udmap.New", func(ctx context.Context) (*udmap.Transformer, error) { return udmap.New(ctx, set, nil) })
 	t.Cleanup(func() { tr.Close(context.Background()) })
 	return tr
+}
+
+// refMap serves the reference map in mode and connects the adapter to it;
+// adjust, if not nil, changes the settings first.
+func refMap(t *testing.T, mode udconn.MapMode, adjust func(*udconn.Settings)) (*udftest.Server, *udmap.Transformer) {
+	t.Helper()
+	dir := udftest.Dir(t)
+	srv := serve(t, dir, mode, register(mode))
+	set := udftest.Settings(dir)
+	if adjust != nil {
+		adjust(&set)
+	}
+	return srv, newMap(t, set)
 }
 
 // startSDKServer runs numaflow-go's own server for mode, which writes the
@@ -234,17 +195,7 @@ func startSDKServer(t *testing.T, dir string, mode udconn.MapMode) {
 		start = mapper.NewServer(mapper.MapperFunc(unaryRef),
 			mapper.WithSockAddr(ep.Socket), mapper.WithServerInfoFilePath(ep.InfoFile)).Start
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("SDK server did not stop")
-		}
-	})
+	udftest.StartSDK(t, start)
 }
 
 // serializedSend wraps numaflow-go v0.12's map stream service so that its
@@ -301,7 +252,7 @@ func TestTheModeComesFromTheServerInfo(t *testing.T) {
 			if tr.Mode() != mode {
 				t.Fatalf("the adapter chose mode %s for the SDK's %s server", tr.Mode(), mode)
 			}
-			res, err := tr.Transform(context.Background(), msgs("a", "fanout", "drop"))
+			res, err := tr.Transform(context.Background(), udftest.Msgs("a", "fanout", "drop"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,21 +263,11 @@ func TestTheModeComesFromTheServerInfo(t *testing.T) {
 	}
 }
 
-func msgs(values ...string) []*runner.Message {
-	out := make([]*runner.Message, len(values))
-	for i, v := range values {
-		out[i] = &runner.Message{ID: fmt.Sprintf("m%d", i), Keys: []string{"k"}, Value: []byte(v), EventTime: base}
-	}
-	return out
-}
-
 func TestResultsFollowTheMap(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := udftest.Dir(t)
-			serve(t, dir, mode, register(mode))
-			tr := newMap(t, udftest.Settings(dir))
-			res, err := tr.Transform(context.Background(), msgs("mixed", "nack", "tagged", "nokeys", "drop", "fanout", "fail", "plain"))
+			_, tr := refMap(t, mode, nil)
+			res, err := tr.Transform(context.Background(), udftest.Msgs("mixed", "nack", "tagged", "nokeys", "drop", "fanout", "fail", "plain"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -372,9 +313,7 @@ func TestMetadataFollowsNumaflowRules(t *testing.T) {
 			}}
 	}
 	t.Run("unary: the map reads both, sets user, keeps system", func(t *testing.T) {
-		dir := udftest.Dir(t)
-		serve(t, dir, udconn.UnaryMap, register(udconn.UnaryMap))
-		tr := newMap(t, udftest.Settings(dir))
+		_, tr := refMap(t, udconn.UnaryMap, nil)
 		res, err := tr.Transform(context.Background(), []*runner.Message{in()})
 		if err != nil {
 			t.Fatal(err)
@@ -394,9 +333,7 @@ func TestMetadataFollowsNumaflowRules(t *testing.T) {
 		}
 	})
 	t.Run("batch: no user metadata back, system kept", func(t *testing.T) {
-		dir := udftest.Dir(t)
-		serve(t, dir, udconn.BatchMap, register(udconn.BatchMap))
-		tr := newMap(t, udftest.Settings(dir))
+		_, tr := refMap(t, udconn.BatchMap, nil)
 		m := in()
 		res, err := tr.Transform(context.Background(), []*runner.Message{m})
 		if err != nil {
@@ -415,22 +352,8 @@ func TestMetadataFollowsNumaflowRules(t *testing.T) {
 func TestOutOfOrderResponsesAreMatchedByID(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := udftest.Dir(t)
-			serve(t, dir, mode, register(mode))
-			tr := newMap(t, udftest.Settings(dir))
-			var in []string
-			for i := 0; i < 300; i++ {
-				in = append(in, fmt.Sprintf("late-%d", i))
-			}
-			res, err := tr.Transform(context.Background(), msgs(in...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, r := range res {
-				if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != in[i] {
-					t.Fatalf("result %d: %+v, want %q", i, r, in[i])
-				}
-			}
+			_, tr := refMap(t, mode, nil)
+			udftest.TransformMatchesOutOfOrder(t, tr)
 		})
 	}
 }
@@ -438,41 +361,8 @@ func TestOutOfOrderResponsesAreMatchedByID(t *testing.T) {
 func TestSurvivesContainerRestart(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := udftest.Dir(t)
-			srv := serve(t, dir, mode, register(mode))
-			tr := newMap(t, udftest.Settings(dir))
-			ctx := context.Background()
-			if _, err := tr.Transform(ctx, msgs("a")); err != nil {
-				t.Fatal(err)
-			}
-			srv.Kill()
-			deadline := time.Now().Add(10 * time.Second)
-			for tr.Ready(ctx) == nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("still ready after the container died")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			go func() {
-				time.Sleep(500 * time.Millisecond)
-				srv.Restart()
-			}()
-			var res []runner.TransformResult
-			var err error
-			for attempt := 0; attempt < 50; attempt++ {
-				if res, err = tr.Transform(ctx, msgs("b", "fanout")); err == nil {
-					break
-				}
-				if runner.IsFatal(err) {
-					t.Fatalf("fatal during a short restart: %v", err)
-				}
-			}
-			if err != nil {
-				t.Fatalf("no transform after restart: %v", err)
-			}
-			if len(res[0].Outputs) != 1 || len(res[1].Outputs) != 3 {
-				t.Fatalf("results after restart: %+v", res)
-			}
+			srv, tr := refMap(t, mode, nil)
+			udftest.TransformSurvivesRestart(t, tr, srv)
 		})
 	}
 }
@@ -480,12 +370,10 @@ func TestSurvivesContainerRestart(t *testing.T) {
 func TestHandlerPanicFailsTheCallAndTheNextWorks(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := udftest.Dir(t)
-			serve(t, dir, mode, register(mode))
-			tr := newMap(t, udftest.Settings(dir))
+			_, tr := refMap(t, mode, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_, err := tr.Transform(ctx, msgs("a", "panic"))
+			_, err := tr.Transform(ctx, udftest.Msgs("a", "panic"))
 			failed := err != nil && strings.Contains(err.Error(), "UDF_EXECUTION_ERROR")
 			if mode == udconn.StreamMap && err != nil && strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
 				// numaflow-go v0.12's map-stream server sends from one
@@ -499,7 +387,7 @@ func TestHandlerPanicFailsTheCallAndTheNextWorks(t *testing.T) {
 			}
 			var res []runner.TransformResult
 			for start := time.Now(); time.Since(start) < 15*time.Second; time.Sleep(50 * time.Millisecond) {
-				if res, err = tr.Transform(ctx, msgs("b")); err == nil {
+				if res, err = tr.Transform(ctx, udftest.Msgs("b")); err == nil {
 					break
 				}
 			}
@@ -513,40 +401,22 @@ func TestHandlerPanicFailsTheCallAndTheNextWorks(t *testing.T) {
 func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := udftest.Dir(t)
-			serve(t, dir, mode, register(mode))
-			set := udftest.Settings(dir)
-			set.CallTimeout = 300 * time.Millisecond
-			tr := newMap(t, set)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, err := tr.Transform(ctx, msgs("a", "hang"))
-			if err == nil || !strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
-				t.Fatalf("transform with a message the container never answers in time: %v, want a call-timeout error", err)
-			}
-			res, err := tr.Transform(ctx, msgs("b", "c"))
-			if err != nil {
-				t.Fatalf("transform after the reset: %v", err)
-			}
-			if len(res) != 2 || string(res[0].Outputs[0].Value) != "b" || string(res[1].Outputs[0].Value) != "c" {
-				t.Fatalf("results after the reset: %+v", res)
-			}
+			_, tr := refMap(t, mode, func(set *udconn.Settings) { set.CallTimeout = 300 * time.Millisecond })
+			udftest.TransformCallTimeoutResets(t, tr)
 		})
 	}
 }
 
 func TestACancelledBatchDoesNotConfuseTheNext(t *testing.T) {
-	dir := udftest.Dir(t)
-	serve(t, dir, udconn.BatchMap, register(udconn.BatchMap))
-	tr := newMap(t, udftest.Settings(dir))
+	_, tr := refMap(t, udconn.BatchMap, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if _, err := tr.Transform(ctx, msgs("hang", "x")); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := tr.Transform(ctx, udftest.Msgs("hang", "x")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled batch: %v", err)
 	}
 	// The first batch's EOT comes later; the next batch must not take it
 	// for its own and return before its results.
-	res, err := tr.Transform(context.Background(), msgs("b", "fanout"))
+	res, err := tr.Transform(context.Background(), udftest.Msgs("b", "fanout"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -567,21 +437,9 @@ func (f *fakeMap) IsReady(context.Context, *emptypb.Empty) (*mappb.ReadyResponse
 }
 
 func (f *fakeMap) MapFn(s mappb.Map_MapFnServer) error {
-	if _, err := s.Recv(); err != nil {
-		return err
-	}
-	if err := s.Send(&mappb.MapResponse{Handshake: &mappb.Handshake{Sot: true}}); err != nil {
-		return err
-	}
-	for {
-		req, err := s.Recv()
-		if err != nil {
-			return nil
-		}
-		if err := f.respond(req, s.Send); err != nil {
-			return err
-		}
-	}
+	return udftest.ServeStream(s, &mappb.MapResponse{Handshake: &mappb.Handshake{Sot: true}}, func(req *mappb.MapRequest) error {
+		return f.respond(req, s.Send)
+	})
 }
 
 func echo(req *mappb.MapRequest) *mappb.MapResponse {
@@ -602,7 +460,7 @@ func TestAResponseForAnUnknownIDIsIgnored(t *testing.T) {
 		}})
 	})
 	tr := newMap(t, udftest.Settings(dir))
-	res, err := tr.Transform(context.Background(), msgs("a", "b", "c"))
+	res, err := tr.Transform(context.Background(), udftest.Msgs("a", "b", "c"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -629,13 +487,13 @@ func TestABatchEndedBeforeAllResultsFailsTheCall(t *testing.T) {
 	set := udftest.Settings(dir)
 	set.CallTimeout = 5 * time.Second
 	tr := newMap(t, set)
-	_, err := tr.Transform(context.Background(), msgs("a", "skip"))
+	_, err := tr.Transform(context.Background(), udftest.Msgs("a", "skip"))
 	if err == nil || !strings.Contains(err.Error(), "before it answered 1") {
 		t.Fatalf("batch whose EOT came before all results: %v, want an error naming the missing result", err)
 	}
 	var res []runner.TransformResult
 	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(50 * time.Millisecond) {
-		if res, err = tr.Transform(context.Background(), msgs("b")); err == nil {
+		if res, err = tr.Transform(context.Background(), udftest.Msgs("b")); err == nil {
 			break
 		}
 	}
@@ -670,7 +528,7 @@ func TestStreamResultsGatherUntilTheirEOT(t *testing.T) {
 		}})
 	})
 	tr := newMap(t, udftest.Settings(dir))
-	res, err := tr.Transform(context.Background(), msgs("a", "b"))
+	res, err := tr.Transform(context.Background(), udftest.Msgs("a", "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -682,84 +540,37 @@ func TestStreamResultsGatherUntilTheirEOT(t *testing.T) {
 	}
 }
 
-// overlapCounter is a unary map handler that records the most calls
-// running at once.
-type overlapCounter struct {
-	now, most atomic.Int64
-}
-
-func (o *overlapCounter) Map(_ context.Context, keys []string, d mapper.Datum) mapper.Messages {
-	o.enter()
-	return mapper.MessagesBuilder().Append(mapper.NewMessage(d.Value()).WithKeys(keys))
-}
-
-func (o *overlapCounter) enter() {
-	n := o.now.Add(1)
-	defer o.now.Add(-1)
-	for {
-		m := o.most.Load()
-		if n <= m || o.most.CompareAndSwap(m, n) {
-			break
-		}
-	}
-	time.Sleep(2 * time.Millisecond)
-}
-
 // TestRequestsInFlightStayWithinTheConcurrency: concurrent calls share the
 // bound, as numaflow-core's spec.limits.concurrency bounds a map's requests.
 func TestRequestsInFlightStayWithinTheConcurrency(t *testing.T) {
 	for _, mode := range []udconn.MapMode{udconn.UnaryMap, udconn.StreamMap} {
 		t.Run(string(mode), func(t *testing.T) {
 			dir := udftest.Dir(t)
-			oc := &overlapCounter{}
+			var calls udftest.Overlap
+			// Each handler call counts itself and takes 2ms.
+			enter := func() {
+				defer calls.Enter()()
+				time.Sleep(2 * time.Millisecond)
+			}
 			if mode == udconn.StreamMap {
 				serve(t, dir, mode, func(s *grpc.Server) {
 					mappb.RegisterMapServer(s, &mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(
 						func(ctx context.Context, keys []string, d mapstreamer.Datum, ch chan<- mapstreamer.Message) {
 							defer close(ch)
-							oc.enter()
+							enter()
 							ch <- mapstreamer.NewMessage(d.Value()).WithKeys(keys)
 						})})
 				})
 			} else {
 				serve(t, dir, mode, func(s *grpc.Server) {
-					mappb.RegisterMapServer(s, &mapper.Service{Mapper: mapper.MapperFunc(oc.Map)})
+					mappb.RegisterMapServer(s, &mapper.Service{Mapper: mapper.MapperFunc(
+						func(_ context.Context, keys []string, d mapper.Datum) mapper.Messages {
+							enter()
+							return mapper.MessagesBuilder().Append(mapper.NewMessage(d.Value()).WithKeys(keys))
+						})})
 				})
 			}
-			tr := newMap(t, udftest.Settings(dir))
-			tr.SetConcurrency(3)
-			var wg sync.WaitGroup
-			errs := make(chan error, 4)
-			for c := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					vals := make([]string, 25)
-					for i := range vals {
-						vals[i] = fmt.Sprintf("c%d-%d", c, i)
-					}
-					res, err := tr.Transform(context.Background(), msgs(vals...))
-					if err == nil {
-						for i, r := range res {
-							if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != vals[i] {
-								err = fmt.Errorf("result %d: %+v", i, r)
-								break
-							}
-						}
-					}
-					errs <- err
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			if most := oc.most.Load(); most < 1 || most > 3 {
-				t.Fatalf("%d map calls at once, want 1..3 (MV_CONCURRENCY=3)", most)
-			}
+			udftest.TransformWithinConcurrency(t, newMap(t, udftest.Settings(dir)), &calls, "map")
 		})
 	}
 }

@@ -96,11 +96,7 @@ func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Tra
 }
 
 func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
-	r, err := stpb.NewSourceTransformClient(cc).IsReady(ctx, &emptypb.Empty{})
-	if err != nil {
-		return false, err
-	}
-	return r.GetReady(), nil
+	return udconn.IsReady(stpb.NewSourceTransformClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
 // SetConcurrency bounds the requests in flight to the container across

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +19,7 @@ import (
 	"github.com/monovertex/monovertex/runner/conformance"
 )
 
-var base = time.UnixMilli(1_700_000_000_000).UTC()
+var base = udftest.EventTime
 
 var nackDelayMs uint64 = 1500
 
@@ -77,52 +75,29 @@ func serve(t *testing.T, dir string) *udftest.Server {
 
 func newTransformer(t *testing.T, set udconn.Settings) *udtransformer.Transformer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	tr, err := udtransformer.New(ctx, set, nil)
-	if err != nil {
-		t.Fatalf("udtransformer.New: %v", err)
-	}
+	tr := udftest.Connect(t, "udtransformer.New", func(ctx context.Context) (*udtransformer.Transformer, error) {
+		return udtransformer.New(ctx, set, nil)
+	})
 	t.Cleanup(func() { tr.Close(context.Background()) })
 	return tr
 }
 
 func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
-	ctx, cancel := context.WithCancel(context.Background())
 	ep := udconn.TransformerEndpoint(dir)
-	done := make(chan error, 1)
-	go func() {
-		done <- sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
-			sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile)).Start(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("SDK server did not stop")
-		}
-	})
+	udftest.StartSDK(t, sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
+		sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile)).Start)
 	conformance.RunTransformer(t, conformance.TransformerCase{
 		New:      func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.Settings(dir)) },
 		Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
 	})
 }
 
-func msgs(values ...string) []*runner.Message {
-	out := make([]*runner.Message, len(values))
-	for i, v := range values {
-		out[i] = &runner.Message{ID: fmt.Sprintf("m%d", i), Keys: []string{"k"}, Value: []byte(v), EventTime: base}
-	}
-	return out
-}
-
 func TestResultsFollowTheContainer(t *testing.T) {
 	dir := udftest.Dir(t)
 	serve(t, dir)
 	tr := newTransformer(t, udftest.Settings(dir))
-	res, err := tr.Transform(context.Background(), msgs("mixed", "nack", "rekey", "nokeys", "drop", "fanout"))
+	res, err := tr.Transform(context.Background(), udftest.Msgs("mixed", "nack", "rekey", "nokeys", "drop", "fanout"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,58 +124,13 @@ func TestResultsFollowTheContainer(t *testing.T) {
 func TestOutOfOrderResponsesAreMatchedByID(t *testing.T) {
 	dir := udftest.Dir(t)
 	serve(t, dir)
-	tr := newTransformer(t, udftest.Settings(dir))
-	var in []string
-	for i := 0; i < 300; i++ {
-		in = append(in, fmt.Sprintf("late-%d", i))
-	}
-	res, err := tr.Transform(context.Background(), msgs(in...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != in[i] {
-			t.Fatalf("result %d: %+v, want %q", i, r, in[i])
-		}
-	}
+	udftest.TransformMatchesOutOfOrder(t, newTransformer(t, udftest.Settings(dir)))
 }
 
 func TestSurvivesContainerRestart(t *testing.T) {
 	dir := udftest.Dir(t)
 	srv := serve(t, dir)
-	tr := newTransformer(t, udftest.Settings(dir))
-	ctx := context.Background()
-	if _, err := tr.Transform(ctx, msgs("a")); err != nil {
-		t.Fatal(err)
-	}
-	srv.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Ready(ctx) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("still ready after the container died")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		srv.Restart()
-	}()
-	var res []runner.TransformResult
-	var err error
-	for attempt := 0; attempt < 50; attempt++ {
-		if res, err = tr.Transform(ctx, msgs("b", "fanout")); err == nil {
-			break
-		}
-		if runner.IsFatal(err) {
-			t.Fatalf("fatal during a short restart: %v", err)
-		}
-	}
-	if err != nil {
-		t.Fatalf("no transform after restart: %v", err)
-	}
-	if len(res[0].Outputs) != 1 || len(res[1].Outputs) != 3 {
-		t.Fatalf("results after restart: %+v", res)
-	}
+	udftest.TransformSurvivesRestart(t, newTransformer(t, udftest.Settings(dir)), srv)
 }
 
 func TestContainerThatStaysAwayIsFatal(t *testing.T) {
@@ -210,16 +140,10 @@ func TestContainerThatStaysAwayIsFatal(t *testing.T) {
 	set.ReconnectTimeout = 800 * time.Millisecond
 	tr := newTransformer(t, set)
 	srv.Kill()
-	var err error
-	for start := time.Now(); time.Since(start) < 15*time.Second; time.Sleep(100 * time.Millisecond) {
-		_, err = tr.Transform(context.Background(), msgs("x"))
-		if runner.IsFatal(err) {
-			break
-		}
-	}
-	if !runner.IsFatal(err) || !strings.Contains(err.Error(), "MV_UDF_RECONNECT_TIMEOUT") {
-		t.Fatalf("want a fatal error naming MV_UDF_RECONNECT_TIMEOUT, got %v", err)
-	}
+	udftest.WantReconnectTimeout(t, func() error {
+		_, err := tr.Transform(context.Background(), udftest.Msgs("x"))
+		return err
+	})
 }
 
 func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
@@ -227,28 +151,14 @@ func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	serve(t, dir)
 	set := udftest.Settings(dir)
 	set.CallTimeout = 300 * time.Millisecond
-	tr := newTransformer(t, set)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := tr.Transform(ctx, msgs("a", "hang"))
-	if err == nil || !strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
-		t.Fatalf("transform with a message the container never answers in time: %v, want a call-timeout error", err)
-	}
-	// The engine retries on a new stream, which works.
-	res, err := tr.Transform(ctx, msgs("b", "c"))
-	if err != nil {
-		t.Fatalf("transform after the reset: %v", err)
-	}
-	if len(res) != 2 || string(res[0].Outputs[0].Value) != "b" || string(res[1].Outputs[0].Value) != "c" {
-		t.Fatalf("results after the reset: %+v", res)
-	}
+	udftest.TransformCallTimeoutResets(t, newTransformer(t, set))
 }
 
 func TestTagsNackDelayAndFailure(t *testing.T) {
 	dir := udftest.Dir(t)
 	serve(t, dir)
 	tr := newTransformer(t, udftest.Settings(dir))
-	res, err := tr.Transform(context.Background(), msgs("tagged", "nack", "fail", "mixed"))
+	res, err := tr.Transform(context.Background(), udftest.Msgs("tagged", "nack", "fail", "mixed"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,54 +206,14 @@ func TestMetadataGoesBothWays(t *testing.T) {
 // requests on its one stream.
 func TestRequestsInFlightStayWithinTheConcurrency(t *testing.T) {
 	dir := udftest.Dir(t)
-	var now, most atomic.Int64
+	var calls udftest.Overlap
 	udftest.Start(t, udconn.TransformerEndpoint(dir), func(s *grpc.Server) {
 		stpb.RegisterSourceTransformServer(s, &sourcetransformer.Service{Transformer: sourcetransformer.SourceTransformFunc(
 			func(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
-				n := now.Add(1)
-				defer now.Add(-1)
-				for {
-					m := most.Load()
-					if n <= m || most.CompareAndSwap(m, n) {
-						break
-					}
-				}
+				defer calls.Enter()()
 				time.Sleep(2 * time.Millisecond)
 				return sourcetransformer.MessagesBuilder().Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()).WithKeys(keys))
 			})})
 	})
-	tr := newTransformer(t, udftest.Settings(dir))
-	tr.SetConcurrency(3)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for c := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vals := make([]string, 25)
-			for i := range vals {
-				vals[i] = fmt.Sprintf("c%d-%d", c, i)
-			}
-			res, err := tr.Transform(context.Background(), msgs(vals...))
-			if err == nil {
-				for i, r := range res {
-					if len(r.Outputs) != 1 || string(r.Outputs[0].Value) != vals[i] {
-						err = fmt.Errorf("result %d: %+v", i, r)
-						break
-					}
-				}
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if m := most.Load(); m < 1 || m > 3 {
-		t.Fatalf("%d transformer calls at once, want 1..3 (MV_CONCURRENCY=3)", m)
-	}
+	udftest.TransformWithinConcurrency(t, newTransformer(t, udftest.Settings(dir)), &calls, "transformer")
 }
