@@ -214,50 +214,82 @@ func (w withoutNack) Ack(ctx context.Context, msgs []*runner.Message) error {
 }
 func (w withoutNack) Close(ctx context.Context) error { return w.s.Close(ctx) }
 
-// Sink records what it was asked to write and answers as Decide says.
-type Sink struct {
+// callGate is what Sink and Transformer share: a delay and a failure per
+// call, and the count of offers per message, under one lock.
+type callGate struct {
 	mu       sync.Mutex
 	attempts map[string]int
-	written  map[string]*runner.Message
-	order    []string
 	calls    int
+
+	// CallError, if set, fails a whole call (Write, Transform) when it
+	// returns an error; it gets the call's number, counting from 1.
+	CallError func(call int) error
+	// Latency delays each call.
+	Latency time.Duration
+}
+
+// enter waits out Latency (or ctx), takes the lock and counts the call. It
+// returns with the lock held, unless CallError fails the call.
+func (g *callGate) enter(ctx context.Context) error {
+	if g.Latency > 0 {
+		select {
+		case <-time.After(g.Latency):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	g.mu.Lock()
+	g.calls++
+	if g.CallError != nil {
+		if err := g.CallError(g.calls); err != nil {
+			g.mu.Unlock()
+			return err
+		}
+	}
+	return nil
+}
+
+// offer counts one more offer of m and returns its number, from 1; the
+// caller holds the lock.
+func (g *callGate) offer(m *runner.Message) int {
+	g.attempts[m.ID]++
+	return g.attempts[m.ID]
+}
+
+// Attempts returns how often the message with id was offered.
+func (g *callGate) Attempts(id string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.attempts[id]
+}
+
+// Sink records what it was asked to write and answers as Decide says.
+type Sink struct {
+	callGate
+	written map[string]*runner.Message
+	order   []string
 
 	// Decide returns the result for one message on its attempt-th write
 	// (counting from 1); nil means always OK.
 	Decide func(m *runner.Message, attempt int) runner.WriteResult
-	// CallError, if set, fails a whole Write call when it returns an error.
-	CallError func(call int) error
-	// Latency delays each Write.
-	Latency time.Duration
 }
 
 // NewSink returns a sink that answers as decide says (nil: always OK).
 func NewSink(decide func(m *runner.Message, attempt int) runner.WriteResult) *Sink {
-	return &Sink{attempts: map[string]int{}, written: map[string]*runner.Message{}, Decide: decide}
+	return &Sink{callGate: callGate{attempts: map[string]int{}}, written: map[string]*runner.Message{}, Decide: decide}
 }
 
 // Write answers each message as Decide says and records the ones it took.
 func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
-	if s.Latency > 0 {
-		select {
-		case <-time.After(s.Latency):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := s.enter(ctx); err != nil {
+		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls++
-	if s.CallError != nil {
-		if err := s.CallError(s.calls); err != nil {
-			return nil, err
-		}
-	}
 	res := make([]runner.WriteResult, len(msgs))
 	for i, m := range msgs {
-		s.attempts[m.ID]++
+		attempt := s.offer(m)
 		if s.Decide != nil {
-			res[i] = s.Decide(m, s.attempts[m.ID])
+			res[i] = s.Decide(m, attempt)
 		}
 		// ON_SUCCESS means the sink took the message, as OK does.
 		if res[i].Status == runner.WriteOK || res[i].Status == runner.WriteOnSuccess {
@@ -295,66 +327,34 @@ func (s *Sink) Message(id string) *runner.Message {
 	return s.written[id]
 }
 
-// Attempts returns how often the message with id was offered.
-func (s *Sink) Attempts(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attempts[id]
-}
-
 // Transformer answers as Decide says, per message.
 type Transformer struct {
-	mu       sync.Mutex
-	attempts map[string]int
-	calls    int
+	callGate
 
 	// Decide returns the result for one message on its attempt-th call.
 	Decide func(m *runner.Message, attempt int) runner.TransformResult
-	// CallError, if set, fails a whole Transform call when it returns an error.
-	CallError func(call int) error
-	// Latency delays each call.
-	Latency time.Duration
 }
 
 // NewTransformer returns a transformer answering as decide says.
 func NewTransformer(decide func(m *runner.Message, attempt int) runner.TransformResult) *Transformer {
-	return &Transformer{attempts: map[string]int{}, Decide: decide}
+	return &Transformer{callGate: callGate{attempts: map[string]int{}}, Decide: decide}
 }
 
 // Transform answers each message as Decide says.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
-	if t.Latency > 0 {
-		select {
-		case <-time.After(t.Latency):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := t.enter(ctx); err != nil {
+		return nil, err
 	}
-	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.calls++
-	if t.CallError != nil {
-		if err := t.CallError(t.calls); err != nil {
-			return nil, err
-		}
-	}
 	res := make([]runner.TransformResult, len(msgs))
 	for i, m := range msgs {
-		t.attempts[m.ID]++
-		res[i] = t.Decide(m, t.attempts[m.ID])
+		res[i] = t.Decide(m, t.offer(m))
 	}
 	return res, nil
 }
 
 // Close does nothing.
 func (t *Transformer) Close(context.Context) error { return nil }
-
-// Attempts returns how often the message with id was offered.
-func (t *Transformer) Attempts(id string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.attempts[id]
-}
 
 // NackDelay returns the delay the last nack of the message with id asked for.
 func (s *Source) NackDelay(id string) time.Duration {
