@@ -56,6 +56,19 @@ func joinAll(t *testing.T, rs []*replica) {
 	}
 }
 
+// startPool starts n replicas of the MonoVertex name (IDs name-0, name-1,
+// ...) on the store at url and waits until each sees all n.
+func startPool(t *testing.T, url, name string, n int, b ratelimit.Bounds) []*replica {
+	t.Helper()
+	var rs []*replica
+	for i := range n {
+		rs = append(rs, newReplica(t, url, name+"-mv", fmt.Sprintf("%s-%d", name, i), b, false))
+	}
+	joinAll(t, rs)
+	waitFor(t, fmt.Sprintf("%d replicas agree on %d", n, n), 5*time.Second, func() bool { return allSee(rs, n) })
+	return rs
+}
+
 func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -87,12 +100,7 @@ func allSee(rs []*replica, n int) bool {
 func TestRedisReplicasShareTheLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	b := ratelimit.Bounds{Max: 30, Min: 30, RampUp: time.Second}
-	var rs []*replica
-	for i := range 3 {
-		rs = append(rs, newReplica(t, srv.URL(), "share-mv", fmt.Sprintf("share-%d", i), b, false))
-	}
-	joinAll(t, rs)
-	waitFor(t, "three replicas agree on 3", 5*time.Second, func() bool { return allSee(rs, 3) })
+	rs := startPool(t, srv.URL(), "share", 3, b)
 	for i, r := range rs {
 		if got := r.l.Status().LimitPerSecond; got != 10*100 {
 			t.Fatalf("replica %d: limit %d messages/s, want a third of 30 read calls x 100 = 1000", i, got)
@@ -123,12 +131,7 @@ func TestRedisReplicasShareTheLimit(t *testing.T) {
 func TestRedisStaleReplicaIsDroppedAfterTheTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	b := ratelimit.Bounds{Max: 20, Min: 20, RampUp: time.Second}
-	rs := []*replica{
-		newReplica(t, srv.URL(), "stale-mv", "stale-0", b, false),
-		newReplica(t, srv.URL(), "stale-mv", "stale-1", b, false),
-	}
-	joinAll(t, rs)
-	waitFor(t, "two replicas agree", 5*time.Second, func() bool { return allSee(rs, 2) })
+	rs := startPool(t, srv.URL(), "stale", 2, b)
 	// The second one dies without deregistering (kill -9): the survivor
 	// must drop it once its heartbeat is older than the 2s TTL.
 	stopHeartbeat(t, rs[1])
@@ -149,12 +152,7 @@ func stopHeartbeat(t *testing.T, r *replica) {
 func TestRedisRestartKeepsTheShareAndRejoins(t *testing.T) {
 	srv := redistest.Start(t)
 	b := ratelimit.Bounds{Max: 40, Min: 40, RampUp: time.Second}
-	rs := []*replica{
-		newReplica(t, srv.URL(), "restart-mv", "restart-0", b, false),
-		newReplica(t, srv.URL(), "restart-mv", "restart-1", b, false),
-	}
-	joinAll(t, rs)
-	waitFor(t, "two replicas agree", 5*time.Second, func() bool { return allSee(rs, 2) })
+	rs := startPool(t, srv.URL(), "restart", 2, b)
 
 	srv.Stop()
 	waitFor(t, "store errors counted", 5*time.Second, func() bool {
