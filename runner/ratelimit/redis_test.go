@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/monovertex/monovertex/internal/redistest"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner/ratelimit"
 )
 
@@ -65,19 +66,8 @@ func startPool(t *testing.T, url, name string, n int, b ratelimit.Bounds) []*rep
 		rs = append(rs, newReplica(t, url, name+"-mv", fmt.Sprintf("%s-%d", name, i), b, false))
 	}
 	joinAll(t, rs)
-	waitFor(t, fmt.Sprintf("%d replicas agree on %d", n, n), 5*time.Second, func() bool { return allSee(rs, n) })
+	testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("%d replicas agree on %d", n, n), func() bool { return allSee(rs, n) })
 	return rs
-}
-
-func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func replicasSeen(rs []*replica) []int {
@@ -122,7 +112,7 @@ func TestRedisReplicasShareTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := rs[:2]
-	waitFor(t, "the two left agree on 2", 5*time.Second, func() bool { return allSee(rest, 2) })
+	testutil.WaitFor(t, 5*time.Second, "the two left agree on 2", func() bool { return allSee(rest, 2) })
 	for _, r := range rest {
 		r.l.Close(context.Background())
 	}
@@ -135,7 +125,7 @@ func TestRedisStaleReplicaIsDroppedAfterTheTTL(t *testing.T) {
 	// The second one dies without deregistering (kill -9): the survivor
 	// must drop it once its heartbeat is older than the 2s TTL.
 	stopHeartbeat(t, rs[1])
-	waitFor(t, "the survivor alone", 6*time.Second, func() bool { return allSee(rs[:1], 1) })
+	testutil.WaitFor(t, 6*time.Second, "the survivor alone", func() bool { return allSee(rs[:1], 1) })
 	rs[0].l.Close(context.Background())
 }
 
@@ -155,7 +145,7 @@ func TestRedisRestartKeepsTheShareAndRejoins(t *testing.T) {
 	rs := startPool(t, srv.URL(), "restart", 2, b)
 
 	srv.Stop()
-	waitFor(t, "store errors counted", 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "store errors counted", func() bool {
 		return value(t, rs[0].reg, "monovtx_rate_limit_store_errors_total") > 0
 	})
 	// While Redis is away each keeps its last agreed share and reads on.
@@ -173,11 +163,11 @@ func TestRedisRestartKeepsTheShareAndRejoins(t *testing.T) {
 	srv.Restart(0)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
-	waitFor(t, "both heartbeats back in the empty server", 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "both heartbeats back in the empty server", func() bool {
 		n, err := c.ZCard(context.Background(), "restart-mv:heartbeats").Result()
 		return err == nil && n == 2
 	})
-	waitFor(t, "still two replicas", 2*time.Second, func() bool { return allSee(rs, 2) })
+	testutil.WaitFor(t, 2*time.Second, "still two replicas", func() bool { return allSee(rs, 2) })
 	for _, r := range rs {
 		r.l.Close(context.Background())
 	}

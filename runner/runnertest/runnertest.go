@@ -228,32 +228,31 @@ type callGate struct {
 	Latency time.Duration
 }
 
-// enter waits out Latency (or ctx), takes the lock and counts the call. It
-// returns with the lock held, unless CallError fails the call.
-func (g *callGate) enter(ctx context.Context) error {
+// answer is one call through g: it waits out Latency (or ctx), counts the
+// call, lets CallError fail it, then answers each message with decide,
+// which gets the message's offer count (from 1) and runs under g's lock.
+func answer[R any](ctx context.Context, g *callGate, msgs []*runner.Message, decide func(m *runner.Message, attempt int) R) ([]R, error) {
 	if g.Latency > 0 {
 		select {
 		case <-time.After(g.Latency):
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.calls++
 	if g.CallError != nil {
 		if err := g.CallError(g.calls); err != nil {
-			g.mu.Unlock()
-			return err
+			return nil, err
 		}
 	}
-	return nil
-}
-
-// offer counts one more offer of m and returns its number, from 1; the
-// caller holds the lock.
-func (g *callGate) offer(m *runner.Message) int {
-	g.attempts[m.ID]++
-	return g.attempts[m.ID]
+	res := make([]R, len(msgs))
+	for i, m := range msgs {
+		g.attempts[m.ID]++
+		res[i] = decide(m, g.attempts[m.ID])
+	}
+	return res, nil
 }
 
 // Attempts returns how often the message with id was offered.
@@ -281,25 +280,24 @@ func NewSink(decide func(m *runner.Message, attempt int) runner.WriteResult) *Si
 
 // Write answers each message as Decide says and records the ones it took.
 func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
-	if err := s.enter(ctx); err != nil {
-		return nil, err
+	return answer(ctx, &s.callGate, msgs, s.decide)
+}
+
+// decide is Decide (nil: OK) recording what the sink took; the caller
+// holds the lock.
+func (s *Sink) decide(m *runner.Message, attempt int) runner.WriteResult {
+	var r runner.WriteResult
+	if s.Decide != nil {
+		r = s.Decide(m, attempt)
 	}
-	defer s.mu.Unlock()
-	res := make([]runner.WriteResult, len(msgs))
-	for i, m := range msgs {
-		attempt := s.offer(m)
-		if s.Decide != nil {
-			res[i] = s.Decide(m, attempt)
+	// ON_SUCCESS means the sink took the message, as OK does.
+	if r.Status == runner.WriteOK || r.Status == runner.WriteOnSuccess {
+		if _, dup := s.written[m.ID]; !dup {
+			s.order = append(s.order, m.ID)
 		}
-		// ON_SUCCESS means the sink took the message, as OK does.
-		if res[i].Status == runner.WriteOK || res[i].Status == runner.WriteOnSuccess {
-			if _, dup := s.written[m.ID]; !dup {
-				s.order = append(s.order, m.ID)
-			}
-			s.written[m.ID] = m
-		}
+		s.written[m.ID] = m
 	}
-	return res, nil
+	return r
 }
 
 // Close does nothing.
@@ -342,15 +340,7 @@ func NewTransformer(decide func(m *runner.Message, attempt int) runner.Transform
 
 // Transform answers each message as Decide says.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
-	if err := t.enter(ctx); err != nil {
-		return nil, err
-	}
-	defer t.mu.Unlock()
-	res := make([]runner.TransformResult, len(msgs))
-	for i, m := range msgs {
-		res[i] = t.Decide(m, t.offer(m))
-	}
-	return res, nil
+	return answer(ctx, &t.callGate, msgs, t.Decide)
 }
 
 // Close does nothing.
