@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,6 +186,28 @@ func callErr(what string, d time.Duration, f func()) error {
 func call(t *testing.T, what string, d time.Duration, f func()) {
 	t.Helper()
 	if err := callErr(what, d, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// concurrently runs call(0) to call(n-1) at once and fails the test with
+// the errors they return.
+func concurrently(t *testing.T, n int, call func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := call(g); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		t.Fatal(err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -161,38 +160,29 @@ func sinkLarge(t *testing.T, c SinkCase) {
 func sinkConcurrent(t *testing.T, c SinkCase) {
 	s := c.New(t)
 	defer closeAdapter(t, c.Features.Lifecycle, s)
+	batches := make([][]*runner.Message, 4)
 	var all []*runner.Message
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := 0; g < 4; g++ {
-		msgs := testMessages(fmt.Sprintf("conc%d", g), 100, 32)
-		all = append(all, msgs...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res []runner.WriteResult
-			var err error
-			if cerr := callErr("concurrent Write", c.Features.CallTimeout, func() { res, err = s.Write(context.Background(), msgs) }); cerr != nil {
-				errs <- cerr
-				return
-			}
-			if err != nil {
-				errs <- err
-				return
-			}
-			for i, r := range res {
-				if r.Status != runner.WriteOK {
-					errs <- fmt.Errorf("message %s: %s %v", msgs[i].ID, r.Status, r.Err)
-					return
-				}
-			}
-		}()
+	for g := range batches {
+		batches[g] = testMessages(fmt.Sprintf("conc%d", g), 100, 32)
+		all = append(all, batches[g]...)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, len(batches), func(g int) error {
+		msgs := batches[g]
+		var res []runner.WriteResult
+		var err error
+		if cerr := callErr("concurrent Write", c.Features.CallTimeout, func() { res, err = s.Write(context.Background(), msgs) }); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			if r.Status != runner.WriteOK {
+				return fmt.Errorf("message %s: %s %v", msgs[i].ID, r.Status, r.Err)
+			}
+		}
+		return nil
+	})
 	waitReceived(t, c, all)
 }
 

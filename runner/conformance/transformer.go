@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -114,32 +113,18 @@ func transformMix(t *testing.T, c TransformerCase) {
 func transformConcurrent(t *testing.T, c TransformerCase) {
 	tr := c.New(t)
 	defer closeTransformer(t, c, tr)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := 0; g < 4; g++ {
+	concurrently(t, 4, func(g int) error {
 		msgs := mixMessages(fmt.Sprintf("conc%d", g), 200, uint64(g))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res []runner.TransformResult
-			var err error
-			if cerr := callErr("concurrent Transform", c.Features.CallTimeout, func() { res, err = tr.Transform(context.Background(), msgs) }); cerr != nil {
-				errs <- cerr
-				return
-			}
-			if err == nil {
-				err = checkTransform(msgs, res)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		var res []runner.TransformResult
+		var err error
+		if cerr := callErr("concurrent Transform", c.Features.CallTimeout, func() { res, err = tr.Transform(context.Background(), msgs) }); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			return err
+		}
+		return checkTransform(msgs, res)
+	})
 }
 
 func transformLarge(t *testing.T, c TransformerCase) {
