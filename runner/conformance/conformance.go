@@ -190,6 +190,33 @@ func call(t *testing.T, what string, d time.Duration, f func()) {
 	}
 }
 
+// callValue is call for a call that returns a value and an error.
+func callValue[R any](t *testing.T, what string, d time.Duration, f func() (R, error)) (R, error) {
+	t.Helper()
+	var v R
+	var err error
+	call(t, what, d, func() { v, err = f() })
+	return v, err
+}
+
+// callE is call for a call that returns an error only.
+func callE(t *testing.T, what string, d time.Duration, f func() error) error {
+	t.Helper()
+	_, err := callValue(t, what, d, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// tryValue is callValue for any goroutine: a hang or a panic comes back as
+// the error instead of failing the test.
+func tryValue[R any](what string, d time.Duration, f func() (R, error)) (R, error) {
+	var v R
+	var err error
+	if cerr := callErr(what, d, func() { v, err = f() }); cerr != nil {
+		return v, cerr
+	}
+	return v, err
+}
+
 // concurrently runs call(0) to call(n-1) at once and fails the test with
 // the errors they return.
 func concurrently(t *testing.T, n int, call func(g int) error) {
@@ -221,9 +248,7 @@ func closeAdapter(t *testing.T, l Lifecycle, a closer) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var err error
-	call(t, "Close", l.CallTimeout, func() { err = a.Close(ctx) })
-	if err != nil {
+	if err := callE(t, "Close", l.CallTimeout, func() error { return a.Close(ctx) }); err != nil {
 		t.Errorf("close: %v", err)
 	}
 }
@@ -301,9 +326,7 @@ func awayAndBack(t *testing.T, p Peer, away func()) {
 // checkCloseTwice closes a twice; the second Close must return nil.
 func checkCloseTwice(t *testing.T, l Lifecycle, a closer) {
 	closeAdapter(t, l, a)
-	var err error
-	call(t, "a second Close", l.CallTimeout, func() { err = a.Close(context.Background()) })
-	if err != nil {
+	if err := callE(t, "a second Close", l.CallTimeout, func() error { return a.Close(context.Background()) }); err != nil {
 		t.Fatalf("a second Close: %v, want nil", err)
 	}
 }

@@ -54,10 +54,9 @@ func testMessages(prefix string, n, size int) []*runner.Message {
 // write is one Write under the call deadline.
 func write(t *testing.T, c SinkCase, s runner.Sink, ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
 	t.Helper()
-	var res []runner.WriteResult
-	var err error
-	call(t, fmt.Sprintf("Write of %d messages", len(msgs)), c.Features.CallTimeout, func() { res, err = s.Write(ctx, msgs) })
-	return res, err
+	return callValue(t, fmt.Sprintf("Write of %d messages", len(msgs)), c.Features.CallTimeout, func() ([]runner.WriteResult, error) {
+		return s.Write(ctx, msgs)
+	})
 }
 
 // waitReceived waits until every wanted ID has arrived and returns what did.
@@ -168,11 +167,9 @@ func sinkConcurrent(t *testing.T, c SinkCase) {
 	}
 	concurrently(t, len(batches), func(g int) error {
 		msgs := batches[g]
-		var res []runner.WriteResult
-		var err error
-		if cerr := callErr("concurrent Write", c.Features.CallTimeout, func() { res, err = s.Write(context.Background(), msgs) }); cerr != nil {
-			return cerr
-		}
+		res, err := tryValue("concurrent Write", c.Features.CallTimeout, func() ([]runner.WriteResult, error) {
+			return s.Write(context.Background(), msgs)
+		})
 		if err != nil {
 			return err
 		}

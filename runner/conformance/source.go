@@ -46,17 +46,14 @@ func (c SourceCase) newAdapter(t *testing.T) closer { return c.New(t) }
 // the wait the Read itself asks for.
 func read(t *testing.T, c SourceCase, src runner.Source, ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
 	t.Helper()
-	var msgs []*runner.Message
-	var err error
-	call(t, fmt.Sprintf("Read(max=%d, timeout=%v)", max, timeout), timeout+c.Features.CallTimeout, func() { msgs, err = src.Read(ctx, max, timeout) })
-	return msgs, err
+	return callValue(t, fmt.Sprintf("Read(max=%d, timeout=%v)", max, timeout), timeout+c.Features.CallTimeout, func() ([]*runner.Message, error) {
+		return src.Read(ctx, max, timeout)
+	})
 }
 
 func ack(t *testing.T, c SourceCase, src runner.Source, ctx context.Context, msgs []*runner.Message) error {
 	t.Helper()
-	var err error
-	call(t, fmt.Sprintf("Ack of %d messages", len(msgs)), c.Features.CallTimeout, func() { err = src.Ack(ctx, msgs) })
-	return err
+	return callE(t, fmt.Sprintf("Ack of %d messages", len(msgs)), c.Features.CallTimeout, func() error { return src.Ack(ctx, msgs) })
 }
 
 // readN reads until n messages arrived or the deadline passes.
@@ -138,9 +135,7 @@ func sourceReadAck(t *testing.T, c SourceCase) {
 		}
 		deadline := time.Now().Add(15 * time.Second)
 		for {
-			var p int64
-			var err error
-			call(t, "Pending", c.Features.CallTimeout, func() { p, err = pr.Pending(ctx) })
+			p, err := callValue(t, "Pending", c.Features.CallTimeout, func() (int64, error) { return pr.Pending(ctx) })
 			if err == nil && p == 0 {
 				break
 			}
@@ -238,9 +233,7 @@ func sourceNack(t *testing.T, c SourceCase) {
 	if err := ack(t, c, src, ctx, got[5:]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	var err error
-	call(t, "Nack of 5 messages", c.Features.CallTimeout, func() { err = nacker.Nack(ctx, got[:5], 0) })
-	if err != nil {
+	if err := callE(t, "Nack of 5 messages", c.Features.CallTimeout, func() error { return nacker.Nack(ctx, got[:5], 0) }); err != nil {
 		t.Fatalf("nack: %v", err)
 	}
 	readBack(t, c, ctx, src, back, "nack", "acked or never nacked", "nacked messages not read again")

@@ -29,10 +29,9 @@ func (c TransformerCase) newAdapter(t *testing.T) closer { return c.New(t) }
 // transform is one Transform under the call deadline.
 func transform(t *testing.T, c TransformerCase, tr runner.Transformer, ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	t.Helper()
-	var res []runner.TransformResult
-	var err error
-	call(t, fmt.Sprintf("Transform of %d messages", len(msgs)), c.Features.CallTimeout, func() { res, err = tr.Transform(ctx, msgs) })
-	return res, err
+	return callValue(t, fmt.Sprintf("Transform of %d messages", len(msgs)), c.Features.CallTimeout, func() ([]runner.TransformResult, error) {
+		return tr.Transform(ctx, msgs)
+	})
 }
 
 func closeTransformer(t *testing.T, c TransformerCase, tr runner.Transformer) {
@@ -115,11 +114,9 @@ func transformConcurrent(t *testing.T, c TransformerCase) {
 	defer closeTransformer(t, c, tr)
 	concurrently(t, 4, func(g int) error {
 		msgs := mixMessages(fmt.Sprintf("conc%d", g), 200, uint64(g))
-		var res []runner.TransformResult
-		var err error
-		if cerr := callErr("concurrent Transform", c.Features.CallTimeout, func() { res, err = tr.Transform(context.Background(), msgs) }); cerr != nil {
-			return cerr
-		}
+		res, err := tryValue("concurrent Transform", c.Features.CallTimeout, func() ([]runner.TransformResult, error) {
+			return tr.Transform(context.Background(), msgs)
+		})
 		if err != nil {
 			return err
 		}
