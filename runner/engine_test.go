@@ -38,6 +38,33 @@ func run(t *testing.T, opts runner.Options, src runner.Source, tr runner.Transfo
 	return e
 }
 
+// ackOnlyIfWritten is an OnAck check: it refuses (and the source records
+// for Errors) an ack of a message that written does not report yet, saying
+// problem after the message's ID.
+func ackOnlyIfWritten(written func(id string) bool, problem string) func([]*runner.Message) error {
+	return func(msgs []*runner.Message) error {
+		for _, m := range msgs {
+			if !written(m.ID) {
+				return fmt.Errorf("%s %s", m.ID, problem)
+			}
+		}
+		return nil
+	}
+}
+
+// gauge counts what is in progress and keeps the most there ever was.
+type gauge struct{ now, peak atomic.Int64 }
+
+func (g *gauge) add(n int64) {
+	v := g.now.Add(n)
+	for {
+		p := g.peak.Load()
+		if v <= p || g.peak.CompareAndSwap(p, v) {
+			return
+		}
+	}
+}
+
 // chaos decides, from each ID alone, what the transformer and sinks do.
 type chaos struct{}
 
@@ -262,14 +289,7 @@ func TestFallbackSinkAnsweringFallbackHandsTheMessageBack(t *testing.T) {
 		return runner.WriteResult{}
 	})
 	src := runnertest.NewSource(runnertest.Messages(100))
-	src.OnAck = func(msgs []*runner.Message) error {
-		for _, m := range msgs {
-			if !fb.Written(m.ID) {
-				return fmt.Errorf("%s acked but not fallback-written", m.ID)
-			}
-		}
-		return nil
-	}
+	src.OnAck = ackOnlyIfWritten(fb.Written, "acked but not fallback-written")
 	e := run(t, runner.Options{BatchSize: 10}, src, nil, sink, fb)
 	if err := src.Errors(); err != nil {
 		t.Fatal(err)
@@ -374,18 +394,12 @@ func TestWholeCallFailuresAreRetried(t *testing.T) {
 // concurrencySink tracks how many writes overlap.
 type concurrencySink struct {
 	*runnertest.Sink
-	now, peak atomic.Int64
+	gauge
 }
 
 func (c *concurrencySink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
-	n := c.now.Add(1)
-	for {
-		p := c.peak.Load()
-		if n <= p || c.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
-	defer c.now.Add(-1)
+	c.add(1)
+	defer c.add(-1)
 	return c.Sink.Write(ctx, msgs)
 }
 
@@ -409,23 +423,17 @@ func TestBatchesOverlapWithinTheInflightBound(t *testing.T) {
 // peakSource tracks how many messages are read but not yet acked.
 type peakSource struct {
 	*runnertest.Source
-	out, peak atomic.Int64
+	gauge
 }
 
 func (p *peakSource) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
 	msgs, err := p.Source.Read(ctx, max, timeout)
-	n := p.out.Add(int64(len(msgs)))
-	for {
-		old := p.peak.Load()
-		if n <= old || p.peak.CompareAndSwap(old, n) {
-			break
-		}
-	}
+	p.add(int64(len(msgs)))
 	return msgs, err
 }
 
 func (p *peakSource) Ack(ctx context.Context, msgs []*runner.Message) error {
-	p.out.Add(-int64(len(msgs)))
+	p.add(-int64(len(msgs)))
 	return p.Source.Ack(ctx, msgs)
 }
 
@@ -433,14 +441,7 @@ func TestShutdownFinishesInflightWork(t *testing.T) {
 	sink := runnertest.NewSink(nil)
 	sink.Latency = 50 * time.Millisecond
 	src := runnertest.NewSource(runnertest.Messages(100000))
-	src.OnAck = func(msgs []*runner.Message) error {
-		for _, m := range msgs {
-			if !sink.Written(m.ID) {
-				return fmt.Errorf("%s acked unwritten", m.ID)
-			}
-		}
-		return nil
-	}
+	src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
 	e, err := runner.New(runner.Options{BatchSize: 100, ShutdownTimeout: 10 * time.Second}, src, nil, sink, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -499,14 +500,7 @@ func TestFatalErrorStopsTheRunWithoutAckingUnwritten(t *testing.T) {
 		return nil
 	}
 	src := runnertest.NewSource(runnertest.Messages(10000))
-	src.OnAck = func(msgs []*runner.Message) error {
-		for _, m := range msgs {
-			if !sink.Written(m.ID) {
-				return fmt.Errorf("%s acked unwritten", m.ID)
-			}
-		}
-		return nil
-	}
+	src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
 	e, _ := runner.New(runner.Options{BatchSize: 100}, src, nil, sink, nil)
 	err := e.Run(context.Background())
 	if !runner.IsFatal(err) {

@@ -2,52 +2,51 @@ package runner
 
 import "errors"
 
-type permanentError struct{ err error }
+// markedError wraps an error with a kind the engine acts on. The kind is a
+// type parameter so that each mark is its own type to errors.As and one
+// mark never answers for another.
+type markedError[K any] struct{ err error }
 
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func (e *markedError[K]) Error() string { return e.err.Error() }
+func (e *markedError[K]) Unwrap() error { return e.err }
+
+// mark wraps err as kind K; nil stays nil so that callers can mark a result
+// without checking it first.
+func mark[K any](err error) error {
+	if err == nil {
+		return nil
+	}
+	return &markedError[K]{err}
+}
+
+// isMarked reports whether err, or an error it wraps, was marked as kind K.
+func isMarked[K any](err error) bool {
+	var m *markedError[K]
+	return errors.As(err, &m)
+}
+
+// The kinds of mark.
+type (
+	permanentKind   struct{}
+	fatalKind       struct{}
+	unavailableKind struct{}
+)
 
 // Permanent marks an error that retrying cannot fix (a 400 from a function,
 // a rejected message); the engine skips the remaining retries and applies
 // MV_ON_FAILURE at once.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err}
-}
+func Permanent(err error) error { return mark[permanentKind](err) }
 
 // IsPermanent reports whether err, or an error it wraps, was marked Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
-
-type fatalError struct{ err error }
-
-func (e *fatalError) Error() string { return e.err.Error() }
-func (e *fatalError) Unwrap() error { return e.err }
+func IsPermanent(err error) bool { return isMarked[permanentKind](err) }
 
 // Fatal marks an error after which the runner must stop and exit non-zero,
 // such as a sidecar that stayed away past MV_UDF_RECONNECT_TIMEOUT. Unacked
 // messages are then redelivered by the source.
-func Fatal(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &fatalError{err}
-}
+func Fatal(err error) error { return mark[fatalKind](err) }
 
 // IsFatal reports whether err, or an error it wraps, was marked Fatal.
-func IsFatal(err error) bool {
-	var f *fatalError
-	return errors.As(err, &f)
-}
-
-type unavailableError struct{ err error }
-
-func (e *unavailableError) Error() string { return e.err.Error() }
-func (e *unavailableError) Unwrap() error { return e.err }
+func IsFatal(err error) bool { return isMarked[fatalKind](err) }
 
 // Unavailable marks an error that says the peer is away (the connection was
 // refused or lost, a sidecar is restarting) and nothing about the message.
@@ -57,16 +56,8 @@ func (e *unavailableError) Unwrap() error { return e.err }
 // message to the fallback sink for an outage of the primary would move the
 // whole stream there. An adapter marks per-message errors with it; a whole
 // call's error is treated this way already.
-func Unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &unavailableError{err}
-}
+func Unavailable(err error) error { return mark[unavailableKind](err) }
 
 // IsUnavailable reports whether err, or an error it wraps, was marked
 // Unavailable.
-func IsUnavailable(err error) bool {
-	var u *unavailableError
-	return errors.As(err, &u)
-}
+func IsUnavailable(err error) bool { return isMarked[unavailableKind](err) }

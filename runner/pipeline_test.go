@@ -26,6 +26,24 @@ func runPipeline(t *testing.T, opts runner.Options, p runner.Pipeline) (*runner.
 	return e, e.Run(ctx)
 }
 
+// runAcked runs p with src as its source to the end, and fails on a run
+// error, on an ack src refused (OnAck) or unless all n inputs were acked.
+func runAcked(t *testing.T, opts runner.Options, src *runnertest.Source, n int, p runner.Pipeline) *runner.Engine {
+	t.Helper()
+	p.Source = src
+	e, err := runPipeline(t, opts, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Errors(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(src.Acked()); got != n {
+		t.Fatalf("acked %d of %d", got, n)
+	}
+	return e
+}
+
 // num is the number in a runnertest message ID (m-17 -> 17).
 func num(id string) int {
 	n, _ := strconv.Atoi(strings.SplitN(id, "-", 3)[1])
@@ -61,16 +79,7 @@ func TestOnSuccessWritesTheReplacementAndAcksAfterIt(t *testing.T) {
 		}
 		return nil
 	}
-	e, err := runPipeline(t, runner.Options{BatchSize: 50}, runner.Pipeline{Source: src, Sink: sink, OnSuccess: ons})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Errors(); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(src.Acked()); got != n {
-		t.Fatalf("acked %d of %d", got, n)
-	}
+	e := runAcked(t, runner.Options{BatchSize: 50}, src, n, runner.Pipeline{Sink: sink, OnSuccess: ons})
 	for i := range n {
 		id := fmt.Sprintf("m-%d", i)
 		if !sink.Written(id) {
@@ -185,19 +194,10 @@ func TestChainOfStagesDropsFansOutAndCounts(t *testing.T) {
 		}
 		return nil
 	}
-	e, err := runPipeline(t, runner.Options{BatchSize: 64}, runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{
+	e := runAcked(t, runner.Options{BatchSize: 64}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
 		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
 		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Errors(); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(src.Acked()); got != n {
-		t.Fatalf("acked %d of %d", got, n)
-	}
 	// Per 10 inputs: 1 dropped by the transformer, 1 by the UDF, 2 outputs
 	// for the transformer's fan-out, 3 for the UDF's, 6 single ones.
 	if got, want := len(sink.WrittenIDs()), n/10*(2+3+6); got != want {
@@ -253,17 +253,11 @@ func TestBypassRoutesByTagsAndDropsUnmatchedAtTheSink(t *testing.T) {
 		}
 		return c
 	}
-	e, err := runPipeline(t, runner.Options{BatchSize: 50}, runner.Pipeline{
-		Source: src, Sink: sink, Fallback: fb, OnSuccess: ons,
+	e := runAcked(t, runner.Options{BatchSize: 50}, src, n, runner.Pipeline{
+		Sink: sink, Fallback: fb, OnSuccess: ons,
 		Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr}, {Role: runner.StageUDF, Transformer: udf}},
 		Bypass: runner.Bypass{Sink: must("keep"), Fallback: must("or:bad"), OnSuccess: must("and:audit,keep")},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := len(src.Acked()); got != n {
-		t.Fatalf("acked %d of %d", got, n)
-	}
 	for i := range n {
 		id := fmt.Sprintf("m-%d", i)
 		_, sawUDF := udfSaw.Load(id)
@@ -430,11 +424,6 @@ func TestRetryCountIsStampedForMetadataSinks(t *testing.T) {
 func TestStreamingModeBoundsMessagesNotBatches(t *testing.T) {
 	const n, concurrency = 400, 16
 	src := runnertest.NewSource(runnertest.Messages(n))
-	var inflight, most atomic.Int64
-	src.OnAck = func(msgs []*runner.Message) error {
-		inflight.Add(-int64(len(msgs)))
-		return nil
-	}
 	hold := make(chan struct{})
 	sink := runnertest.NewSink(func(m *runner.Message, _ int) runner.WriteResult {
 		if m.ID == "m-0" {
@@ -442,7 +431,7 @@ func TestStreamingModeBoundsMessagesNotBatches(t *testing.T) {
 		}
 		return runner.WriteResult{}
 	})
-	counting := &countingSource{Source: src, inflight: &inflight, most: &most}
+	counting := &peakSource{Source: src}
 	e, err := runner.NewPipeline(runner.Options{BatchSize: 8, Streaming: true, Concurrency: concurrency, InflightBatches: 1},
 		runner.Pipeline{Source: counting, Sink: &unlockedSink{sink}})
 	if err != nil {
@@ -466,30 +455,12 @@ func TestStreamingModeBoundsMessagesNotBatches(t *testing.T) {
 	if len(src.Acked()) != n {
 		t.Fatalf("acked %d of %d", len(src.Acked()), n)
 	}
-	if most.Load() > concurrency {
-		t.Fatalf("%d messages in flight at once, more than MV_CONCURRENCY=%d", most.Load(), concurrency)
+	if most := counting.peak.Load(); most > concurrency {
+		t.Fatalf("%d messages in flight at once, more than MV_CONCURRENCY=%d", most, concurrency)
 	}
 	if e.Status().Mode != "streaming" {
 		t.Fatalf("mode %q", e.Status().Mode)
 	}
-}
-
-// countingSource tracks messages read but not yet acked.
-type countingSource struct {
-	*runnertest.Source
-	inflight, most *atomic.Int64
-}
-
-func (c *countingSource) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
-	msgs, err := c.Source.Read(ctx, max, timeout)
-	v := c.inflight.Add(int64(len(msgs)))
-	for {
-		m := c.most.Load()
-		if v <= m || c.most.CompareAndSwap(m, v) {
-			break
-		}
-	}
-	return msgs, err
 }
 
 // unlockedSink lets writes of different batches run at once, so one held

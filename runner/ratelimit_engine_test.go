@@ -8,36 +8,15 @@ import (
 
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/ratelimit"
+	"github.com/monovertex/monovertex/runner/ratelimit/ratelimittest"
 	"github.com/monovertex/monovertex/runner/runnertest"
 )
-
-// jumpClock jumps to the end of every wait at once, so a rate-limited run
-// of many seconds takes none.
-type jumpClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *jumpClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *jumpClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	c.mu.Unlock()
-	return ch
-}
 
 // readClock records, per second of the fake clock, the read calls and the
 // messages they returned.
 type readClock struct {
 	runner.Source
-	clock *jumpClock
+	clock *ratelimittest.JumpClock
 	mu    sync.Mutex
 	calls map[int64]int
 	msgs  map[int64]int
@@ -55,7 +34,7 @@ func (r *readClock) Read(ctx context.Context, max int, timeout time.Duration) ([
 
 func TestRateLimitGatesEveryReadCallAndLosesNothing(t *testing.T) {
 	const total, batch, callsPerSecond = 1000, 10, 3
-	clock := &jumpClock{now: time.Unix(1_700_000_000, 0)}
+	clock := ratelimittest.NewJumpClock(time.Unix(1_700_000_000, 0))
 	lim, err := ratelimit.New(ratelimit.Config{
 		Bounds:    ratelimit.Bounds{Max: callsPerSecond, Min: callsPerSecond, RampUp: time.Second},
 		BatchSize: batch, Clock: clock,

@@ -23,18 +23,12 @@ func tracedEngine(t *testing.T, msgs []*runner.Message, p runner.Pipeline) (*tra
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	src := runnertest.NewSource(msgs)
-	p.Source = src
 	p.Kinds.Source, p.Kinds.Sink, p.Kinds.Fallback = "mem", "mem", "mem"
 	opts := runner.Options{BatchSize: len(msgs), Tracer: tp.Tracer("test")}
 	if p.Fallback != nil {
 		opts.OnFailure = runner.OnFailureFallback
 	}
-	if _, err := runPipeline(t, opts, p); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(src.Acked()); got != len(msgs) {
-		t.Fatalf("acked %d of %d", got, len(msgs))
-	}
+	runAcked(t, opts, src, len(msgs), p)
 	return rec, src
 }
 

@@ -52,28 +52,28 @@ func TestRepliesAreMarkedAndOptionallyUpperCased(t *testing.T) {
 func TestRejectsWhatIsNotAnEvent(t *testing.T) {
 	srv := httptest.NewServer(newHandler(false))
 	defer srv.Close()
-	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader("just text"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("plain POST: %d, want 400", resp.StatusCode)
-	}
-	resp, err = http.Get(srv.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("GET /: %d, want 405", resp.StatusCode)
-	}
-	resp, err = http.Get(srv.URL + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /healthz: %d", resp.StatusCode)
+	for _, tc := range []struct {
+		name, method, path, contentType, body string
+		want                                  int
+	}{
+		{"plain POST", http.MethodPost, "", "text/plain", "just text", http.StatusBadRequest},
+		{"GET /", http.MethodGet, "/", "", "", http.StatusMethodNotAllowed},
+		{"GET /healthz", http.MethodGet, "/healthz", "", "", http.StatusOK},
+	} {
+		req, err := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.contentType != "" {
+			req.Header.Set("Content-Type", tc.contentType)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Fatalf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
 	}
 }

@@ -28,6 +28,21 @@ func corpusFiles(t *testing.T) []string {
 	return files
 }
 
+// readDocuments reads the documents of a corpus file.
+func readDocuments(t *testing.T, file string) []mvconvert.Document {
+	t.Helper()
+	fh, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	docs, err := mvconvert.ReadDocuments(fh)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return docs
+}
+
 // scalerFor is the --scaler a corpus file is meant for (its name says keda).
 func scalerFor(file string) string {
 	if strings.Contains(filepath.Base(file), "keda") {
@@ -136,16 +151,7 @@ func usedIn(p string, paths map[string]bool) bool {
 func TestCorpusUsesEveryField(t *testing.T) {
 	used := map[string]bool{}
 	for _, f := range corpusFiles(t) {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs, err := mvconvert.ReadDocuments(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range docs {
+		for _, d := range readDocuments(t, f) {
 			var tree any
 			if err := json.Unmarshal(d.Raw, &tree); err != nil {
 				t.Fatal(err)
@@ -414,16 +420,7 @@ func TestDeployExampleIsCurrent(t *testing.T) {
 func TestEnvironmentContract(t *testing.T) {
 	envOf := func(file string, index int) ([]string, map[string]string, map[string]string) {
 		t.Helper()
-		fh, err := os.Open(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fh.Close()
-		docs, err := mvconvert.ReadDocuments(fh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := mvconvert.Convert(docs[index].MonoVertex, mvconvert.Options{Scaler: scalerFor(file)})
+		res, err := mvconvert.Convert(readDocuments(t, file)[index].MonoVertex, mvconvert.Options{Scaler: scalerFor(file)})
 		if err != nil {
 			t.Fatal(err)
 		}

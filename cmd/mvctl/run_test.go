@@ -81,17 +81,8 @@ func convertCorpus(t *testing.T, file string) *mvconvert.Result {
 // when the file holds exactly one).
 func convertCorpusDoc(t *testing.T, file, name string) *mvconvert.Result {
 	t.Helper()
-	fh, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	docs, err := mvconvert.ReadDocuments(fh)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
 	var mv []*numaflowapi.MonoVertex
-	for _, d := range docs {
+	for _, d := range readDocuments(t, file) {
 		if d.MonoVertex != nil && (name == "" || d.MonoVertex.Name == name) {
 			mv = append(mv, d.MonoVertex)
 		}

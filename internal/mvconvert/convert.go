@@ -3,8 +3,10 @@ package mvconvert
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,6 +178,18 @@ func (c *converter) nonNegative(path string, d *metav1.Duration) {
 	}
 }
 
+// setPositiveDuration sets env to d, if set, after failing path unless d
+// is more than 0 (a pace of 0 would spin).
+func (c *converter) setPositiveDuration(env, path string, d *metav1.Duration) {
+	if d == nil {
+		return
+	}
+	if d.Duration <= 0 {
+		c.fail(path, "must be positive, got %s", d.Duration)
+	}
+	c.setEnv(env, dur(d), path)
+}
+
 func (c *converter) convert() {
 	mv := c.mv
 	if mv.Name == "" {
@@ -301,12 +315,7 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 		}
 		c.setEnv("MV_GENERATOR_RPU", strconv.FormatInt(*g.RPU, 10), p+".rpu")
 	}
-	if g.Duration != nil {
-		if g.Duration.Duration <= 0 {
-			c.fail(p+".duration", "must be positive, got %s", g.Duration.Duration)
-		}
-		c.setEnv("MV_GENERATOR_DURATION", dur(g.Duration), p+".duration")
-	}
+	c.setPositiveDuration("MV_GENERATOR_DURATION", p+".duration", g.Duration)
 	if g.MsgSize != nil {
 		if *g.MsgSize < 0 {
 			c.fail(p+".msgSize", "must not be negative, got %d", *g.MsgSize)
@@ -755,12 +764,7 @@ func (c *converter) limits() {
 		}
 		c.setEnv("MV_READ_BATCH_SIZE", strconv.FormatUint(*l.ReadBatchSize, 10), p+".readBatchSize")
 	}
-	if l.ReadTimeout != nil {
-		if l.ReadTimeout.Duration <= 0 {
-			c.fail(p+".readTimeout", "must be positive, got %s", l.ReadTimeout.Duration)
-		}
-		c.setEnv("MV_READ_TIMEOUT", dur(l.ReadTimeout), p+".readTimeout")
-	}
+	c.setPositiveDuration("MV_READ_TIMEOUT", p+".readTimeout", l.ReadTimeout)
 	if l.Concurrency != nil {
 		if *l.Concurrency == 0 {
 			c.fail(p+".concurrency", "must be at least 1")
@@ -1126,7 +1130,7 @@ func (c *converter) build() {
 	anns := c.scalerAnnotations(st)
 	tmplLabels := mergeMaps(labels, map[string]string{"numaflow.numaproj.io/mono-vertex-name": mv.Name})
 	if m := spec.Metadata; m != nil {
-		for _, k := range sortedKeys(m.Annotations) {
+		for _, k := range slices.Sorted(maps.Keys(m.Annotations)) {
 			if _, ok := anns[k]; ok {
 				c.fail(fmt.Sprintf("spec.metadata.annotations[%q]", k), "set by mvctl from spec.scale and --scaler; remove it")
 			}

@@ -12,9 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,7 +237,7 @@ func checkTree(v any, t reflect.Type, path string) *FieldError {
 			return refuse(path, "want an object, got %s", describe(v))
 		}
 		fields := fieldsOf(t)
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			f, ok := fields[k]
 			if !ok {
 				return refuse(join(path, k), "unknown field%s", suggest(k, fields))
@@ -251,7 +252,7 @@ func checkTree(v any, t reflect.Type, path string) *FieldError {
 		if !ok {
 			return refuse(path, "want an object, got %s", describe(v))
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if err := checkTree(m[k], t.Elem(), fmt.Sprintf("%s[%q]", path, k)); err != nil {
 				return err
 			}
@@ -362,20 +363,11 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // suggest names the known field closest to an unknown one, when one is
 // close enough to be a typo.
 func suggest(name string, fields map[string]reflect.Type) string {
 	best, bestD := "", 1<<30
-	for _, k := range sortedKeys(fields) {
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if d := textdist.Levenshtein(strings.ToLower(name), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}

@@ -1,7 +1,9 @@
 package mvconvert
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,7 +39,7 @@ func FieldPaths() []string {
 				return
 			}
 			fields := fieldsOf(t)
-			for _, k := range sortedKeys(fields) {
+			for _, k := range slices.Sorted(maps.Keys(fields)) {
 				walk(fields[k], join(path, k), depth+1)
 			}
 		case reflect.Slice:

@@ -46,45 +46,38 @@ const (
 	MaxLookbackSeconds             = 600
 )
 
+// firstSet is the first of ps that is set, else def: the fields below fall
+// back through deprecated names to Numaflow's defaults.
+func firstSet(def int, ps ...*uint32) int {
+	for _, p := range ps {
+		if p != nil {
+			return int(*p)
+		}
+	}
+	return def
+}
+
 // GetScaleUpCooldownSeconds is scaleUpCooldownSeconds or Numaflow's default.
 func (s Scale) GetScaleUpCooldownSeconds() int {
-	if s.ScaleUpCooldownSeconds != nil {
-		return int(*s.ScaleUpCooldownSeconds)
-	}
-	return DefaultCooldownSeconds
+	return firstSet(DefaultCooldownSeconds, s.ScaleUpCooldownSeconds)
 }
 
 // GetScaleDownCooldownSeconds is scaleDownCooldownSeconds or Numaflow's
 // default.
 func (s Scale) GetScaleDownCooldownSeconds() int {
-	if s.ScaleDownCooldownSeconds != nil {
-		return int(*s.ScaleDownCooldownSeconds)
-	}
-	return DefaultCooldownSeconds
+	return firstSet(DefaultCooldownSeconds, s.ScaleDownCooldownSeconds)
 }
 
 // GetReplicasPerScaleUp is replicasPerScaleUp, else the deprecated
 // replicasPerScale, else Numaflow's default.
 func (s Scale) GetReplicasPerScaleUp() int {
-	if s.ReplicasPerScaleUp != nil {
-		return int(*s.ReplicasPerScaleUp)
-	}
-	if s.DeprecatedReplicasPerScale != nil {
-		return int(*s.DeprecatedReplicasPerScale)
-	}
-	return DefaultReplicasPerScale
+	return firstSet(DefaultReplicasPerScale, s.ReplicasPerScaleUp, s.DeprecatedReplicasPerScale)
 }
 
 // GetReplicasPerScaleDown is replicasPerScaleDown, else the deprecated
 // replicasPerScale, else Numaflow's default.
 func (s Scale) GetReplicasPerScaleDown() int {
-	if s.ReplicasPerScaleDown != nil {
-		return int(*s.ReplicasPerScaleDown)
-	}
-	if s.DeprecatedReplicasPerScale != nil {
-		return int(*s.DeprecatedReplicasPerScale)
-	}
-	return DefaultReplicasPerScale
+	return firstSet(DefaultReplicasPerScale, s.ReplicasPerScaleDown, s.DeprecatedReplicasPerScale)
 }
 
 // GetMaxReplicas is max or Numaflow's default.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,6 +190,55 @@ func call(t *testing.T, what string, d time.Duration, f func()) {
 	}
 }
 
+// callValue is call for a call that returns a value and an error.
+func callValue[R any](t *testing.T, what string, d time.Duration, f func() (R, error)) (R, error) {
+	t.Helper()
+	var v R
+	var err error
+	call(t, what, d, func() { v, err = f() })
+	return v, err
+}
+
+// callE is call for a call that returns an error only.
+func callE(t *testing.T, what string, d time.Duration, f func() error) error {
+	t.Helper()
+	_, err := callValue(t, what, d, func() (struct{}, error) { return struct{}{}, f() })
+	return err
+}
+
+// tryValue is callValue for any goroutine: a hang or a panic comes back as
+// the error instead of failing the test.
+func tryValue[R any](what string, d time.Duration, f func() (R, error)) (R, error) {
+	var v R
+	var err error
+	if cerr := callErr(what, d, func() { v, err = f() }); cerr != nil {
+		return v, cerr
+	}
+	return v, err
+}
+
+// concurrently runs call(0) to call(n-1) at once and fails the test with
+// the errors they return.
+func concurrently(t *testing.T, n int, call func(g int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := call(g); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
 // closer is what every adapter kind has in common.
 type closer interface {
 	Close(ctx context.Context) error
@@ -198,19 +248,85 @@ func closeAdapter(t *testing.T, l Lifecycle, a closer) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var err error
-	call(t, "Close", l.CallTimeout, func() { err = a.Close(ctx) })
-	if err != nil {
+	if err := callE(t, "Close", l.CallTimeout, func() error { return a.Close(ctx) }); err != nil {
 		t.Errorf("close: %v", err)
 	}
+}
+
+// kind is one adapter kind's side of the checks Lifecycle switches on; each
+// Case implements it.
+type kind interface {
+	names() kindNames
+	newAdapter(t *testing.T) closer
+	badInput(t *testing.T)
+	continues(t *testing.T)
+	// inFlight is a call into a that waits long unless ctx ends.
+	inFlight(a closer, ctx context.Context)
+	// reconnects works, has its peer taken away (awayAndBack) and checks
+	// that it works again.
+	reconnects(t *testing.T)
+}
+
+// kindNames are the words one kind's Lifecycle checks are named with.
+type kindNames struct {
+	call, during, badInput, continues, reconnects string
+}
+
+var (
+	sourceNames      = kindNames{"Read", "read", "acks and nacks of messages never read are answered", "reads work after failed calls", "reads work again once the peer is back"}
+	transformerNames = kindNames{"Transform", "call", "bad input is answered per message", "calls work after failed calls", "calls work again once the function is back"}
+	sinkNames        = kindNames{"Write", "write", "bad input is answered per message", "writes work after failed writes", "writes work again once the peer is back"}
+)
+
+// runLifecycle runs the checks l switches on, which every kind has.
+func runLifecycle(t *testing.T, l Lifecycle, peer Peer, k kind) {
+	t.Helper()
+	n := k.names()
+	if l.BadInput {
+		t.Run(n.badInput, k.badInput)
+	}
+	if l.ContinuesAfterErrors {
+		t.Run(n.continues, k.continues)
+	}
+	if l.CloseTwice {
+		t.Run("closing twice is fine", func(t *testing.T) { checkCloseTwice(t, l, k.newAdapter(t)) })
+	}
+	if l.ConcurrentClose {
+		t.Run("concurrent close during a "+n.during+" returns", func(t *testing.T) {
+			a := k.newAdapter(t)
+			checkConcurrentClose(t, l, a, n.call, func(ctx context.Context) { k.inFlight(a, ctx) })
+		})
+	}
+	if l.Reconnects {
+		t.Run(n.reconnects, func(t *testing.T) {
+			if peer.Stop == nil || peer.Start == nil {
+				t.Fatalf("Features.Reconnects set but the case has no Peer to stop and start")
+			}
+			k.reconnects(t)
+		})
+	}
+}
+
+// awayAndBack runs away with the peer stopped, then starts it again; it
+// starts the peer again too when away fails the test.
+func awayAndBack(t *testing.T, p Peer, away func()) {
+	t.Helper()
+	p.Stop(t)
+	restarted := false
+	defer func() {
+		if !restarted {
+			p.Start(t)
+		}
+	}()
+	away()
+	p.Start(t)
+	restarted = true
 }
 
 // checkCloseTwice closes a twice; the second Close must return nil.
 func checkCloseTwice(t *testing.T, l Lifecycle, a closer) {
 	closeAdapter(t, l, a)
-	var err error
-	call(t, "a second Close", l.CallTimeout, func() { err = a.Close(context.Background()) })
-	if err != nil {
+	if err := callE(t, "a second Close", l.CallTimeout, func() error { return a.Close(context.Background()) }); err != nil {
 		t.Fatalf("a second Close: %v, want nil", err)
 	}
 }

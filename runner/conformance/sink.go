@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,22 +28,11 @@ func RunSink(t *testing.T, c SinkCase) {
 	if f.AnswersFailure {
 		t.Run("messages the peer refuses are reported failed, the rest written", func(t *testing.T) { sinkAnswersFailure(t, c) })
 	}
-	if f.BadInput {
-		t.Run("bad input is answered per message", func(t *testing.T) { sinkBadInput(t, c) })
-	}
-	if f.ContinuesAfterErrors {
-		t.Run("writes work after failed writes", func(t *testing.T) { sinkContinues(t, c) })
-	}
-	if f.CloseTwice {
-		t.Run("closing twice is fine", func(t *testing.T) { checkCloseTwice(t, f.Lifecycle, c.New(t)) })
-	}
-	if f.ConcurrentClose {
-		t.Run("concurrent close during a write returns", func(t *testing.T) { sinkConcurrentClose(t, c) })
-	}
-	if f.Reconnects {
-		t.Run("writes work again once the peer is back", func(t *testing.T) { sinkReconnects(t, c) })
-	}
+	runLifecycle(t, f.Lifecycle, c.Peer, c)
 }
+
+func (c SinkCase) names() kindNames               { return sinkNames }
+func (c SinkCase) newAdapter(t *testing.T) closer { return c.New(t) }
 
 func testMessages(prefix string, n, size int) []*runner.Message {
 	msgs := make([]*runner.Message, n)
@@ -66,10 +54,9 @@ func testMessages(prefix string, n, size int) []*runner.Message {
 // write is one Write under the call deadline.
 func write(t *testing.T, c SinkCase, s runner.Sink, ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
 	t.Helper()
-	var res []runner.WriteResult
-	var err error
-	call(t, fmt.Sprintf("Write of %d messages", len(msgs)), c.Features.CallTimeout, func() { res, err = s.Write(ctx, msgs) })
-	return res, err
+	return callValue(t, fmt.Sprintf("Write of %d messages", len(msgs)), c.Features.CallTimeout, func() ([]runner.WriteResult, error) {
+		return s.Write(ctx, msgs)
+	})
 }
 
 // waitReceived waits until every wanted ID has arrived and returns what did.
@@ -172,38 +159,27 @@ func sinkLarge(t *testing.T, c SinkCase) {
 func sinkConcurrent(t *testing.T, c SinkCase) {
 	s := c.New(t)
 	defer closeAdapter(t, c.Features.Lifecycle, s)
+	batches := make([][]*runner.Message, 4)
 	var all []*runner.Message
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := 0; g < 4; g++ {
-		msgs := testMessages(fmt.Sprintf("conc%d", g), 100, 32)
-		all = append(all, msgs...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res []runner.WriteResult
-			var err error
-			if cerr := callErr("concurrent Write", c.Features.CallTimeout, func() { res, err = s.Write(context.Background(), msgs) }); cerr != nil {
-				errs <- cerr
-				return
-			}
-			if err != nil {
-				errs <- err
-				return
-			}
-			for i, r := range res {
-				if r.Status != runner.WriteOK {
-					errs <- fmt.Errorf("message %s: %s %v", msgs[i].ID, r.Status, r.Err)
-					return
-				}
-			}
-		}()
+	for g := range batches {
+		batches[g] = testMessages(fmt.Sprintf("conc%d", g), 100, 32)
+		all = append(all, batches[g]...)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	concurrently(t, len(batches), func(g int) error {
+		msgs := batches[g]
+		res, err := tryValue("concurrent Write", c.Features.CallTimeout, func() ([]runner.WriteResult, error) {
+			return s.Write(context.Background(), msgs)
+		})
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			if r.Status != runner.WriteOK {
+				return fmt.Errorf("message %s: %s %v", msgs[i].ID, r.Status, r.Err)
+			}
+		}
+		return nil
+	})
 	waitReceived(t, c, all)
 }
 
@@ -276,20 +252,33 @@ func oddMessages(prefix string) []*runner.Message {
 	}
 }
 
-func sinkBadInput(t *testing.T, c SinkCase) {
+// badMessages are oddMessages and the case's own malformed ones, if any.
+func badMessages(own func() []*runner.Message) []*runner.Message {
+	msgs := oddMessages("odd")
+	if own != nil {
+		msgs = append(msgs, own()...)
+	}
+	return msgs
+}
+
+// checkPerMessage fails unless a call (what) with n malformed messages
+// answered each of them rather than failing as a whole.
+func checkPerMessage(t *testing.T, what string, n, results int, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s of malformed messages failed as a whole (%v): the engine would retry the batch for ever; answer per message", what, err)
+	}
+	if results != n {
+		t.Fatalf("%s returned %d results for %d messages", what, results, n)
+	}
+}
+
+func (c SinkCase) badInput(t *testing.T) {
 	s := c.New(t)
 	defer closeAdapter(t, c.Features.Lifecycle, s)
-	msgs := oddMessages("odd")
-	if c.BadInput != nil {
-		msgs = append(msgs, c.BadInput()...)
-	}
+	msgs := badMessages(c.BadInput)
 	res, err := write(t, c, s, testContext(t, 60*time.Second), msgs)
-	if err != nil {
-		t.Fatalf("write of malformed messages failed as a whole (%v): the engine would retry the batch for ever; answer per message", err)
-	}
-	if len(res) != len(msgs) {
-		t.Fatalf("write returned %d results for %d messages", len(res), len(msgs))
-	}
+	checkPerMessage(t, "write", len(msgs), len(res), err)
 	for i, r := range res {
 		if r.Status == runner.WriteFailed && r.Err == nil {
 			t.Fatalf("message %q: failed without an error to say why", msgs[i].ID)
@@ -299,7 +288,7 @@ func sinkBadInput(t *testing.T, c SinkCase) {
 	checkWrite(t, c, s, testMessages("after-odd", 5, 16))
 }
 
-func sinkContinues(t *testing.T, c SinkCase) {
+func (c SinkCase) continues(t *testing.T) {
 	s := c.New(t)
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -313,41 +302,28 @@ func sinkContinues(t *testing.T, c SinkCase) {
 	waitReceived(t, c, msgs)
 }
 
-func sinkConcurrentClose(t *testing.T, c SinkCase) {
-	s := c.New(t)
-	checkConcurrentClose(t, c.Features.Lifecycle, s, "Write", func(ctx context.Context) {
-		_, _ = s.Write(ctx, testMessages("closing", 500, 64))
-	})
+func (c SinkCase) inFlight(a closer, ctx context.Context) {
+	_, _ = a.(runner.Sink).Write(ctx, testMessages("closing", 500, 64))
 }
 
-func sinkReconnects(t *testing.T, c SinkCase) {
-	if c.Peer.Stop == nil || c.Peer.Start == nil {
-		t.Fatalf("Features.Reconnects set but the case has no Peer to stop and start")
-	}
+func (c SinkCase) reconnects(t *testing.T) {
 	s := c.New(t)
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	checkWrite(t, c, s, testMessages("before-stop", 5, 16))
-	c.Peer.Stop(t)
-	restarted := false
-	defer func() {
-		if !restarted {
-			c.Peer.Start(t)
-		}
-	}()
 	// While the peer is away each write returns in time; what it reports
 	// written must arrive once the peer is back.
 	away := testMessages("while-away", 5, 16)
 	var claimed []*runner.Message
-	for i := 0; i < 2; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		res, err := write(t, c, s, ctx, away)
-		cancel()
-		if err == nil {
-			claimed = append(claimed, okOnes(t, away, res)...)
+	awayAndBack(t, c.Peer, func() {
+		for i := 0; i < 2; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			res, err := write(t, c, s, ctx, away)
+			cancel()
+			if err == nil {
+				claimed = append(claimed, okOnes(t, away, res)...)
+			}
 		}
-	}
-	c.Peer.Start(t)
-	restarted = true
+	})
 	msgs := testMessages("after-restart", 20, 16)
 	left := msgs
 	deadline := time.Now().Add(c.Features.ReconnectWait)

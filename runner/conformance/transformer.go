@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,30 +20,18 @@ func RunTransformer(t *testing.T, c TransformerCase) {
 	t.Run("concurrent calls get their own results", func(t *testing.T) { transformConcurrent(t, c) })
 	t.Run("large payloads come back whole", func(t *testing.T) { transformLarge(t, c) })
 	t.Run("a cancelled call returns", func(t *testing.T) { transformCancelled(t, c) })
-	if f.BadInput {
-		t.Run("bad input is answered per message", func(t *testing.T) { transformBadInput(t, c) })
-	}
-	if f.ContinuesAfterErrors {
-		t.Run("calls work after failed calls", func(t *testing.T) { transformContinues(t, c) })
-	}
-	if f.CloseTwice {
-		t.Run("closing twice is fine", func(t *testing.T) { checkCloseTwice(t, f.Lifecycle, c.New(t)) })
-	}
-	if f.ConcurrentClose {
-		t.Run("concurrent close during a call returns", func(t *testing.T) { transformConcurrentClose(t, c) })
-	}
-	if f.Reconnects {
-		t.Run("calls work again once the function is back", func(t *testing.T) { transformReconnects(t, c) })
-	}
+	runLifecycle(t, f.Lifecycle, c.Peer, c)
 }
+
+func (c TransformerCase) names() kindNames               { return transformerNames }
+func (c TransformerCase) newAdapter(t *testing.T) closer { return c.New(t) }
 
 // transform is one Transform under the call deadline.
 func transform(t *testing.T, c TransformerCase, tr runner.Transformer, ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	t.Helper()
-	var res []runner.TransformResult
-	var err error
-	call(t, fmt.Sprintf("Transform of %d messages", len(msgs)), c.Features.CallTimeout, func() { res, err = tr.Transform(ctx, msgs) })
-	return res, err
+	return callValue(t, fmt.Sprintf("Transform of %d messages", len(msgs)), c.Features.CallTimeout, func() ([]runner.TransformResult, error) {
+		return tr.Transform(ctx, msgs)
+	})
 }
 
 func closeTransformer(t *testing.T, c TransformerCase, tr runner.Transformer) {
@@ -99,62 +86,47 @@ func checkTransform(msgs []*runner.Message, res []runner.TransformResult) error 
 	return nil
 }
 
-func transformMix(t *testing.T, c TransformerCase) {
+// transformChecked is one transform whose results checkTransform accepts.
+func transformChecked(t *testing.T, c TransformerCase, tr runner.Transformer, ctx context.Context, msgs []*runner.Message) error {
+	t.Helper()
+	res, err := transform(t, c, tr, ctx, msgs)
+	if err != nil {
+		return fmt.Errorf("transform: %w", err)
+	}
+	return checkTransform(msgs, res)
+}
+
+// transformOnce transforms msgs with a new transformer and checks the results.
+func transformOnce(t *testing.T, c TransformerCase, msgs []*runner.Message) {
 	tr := c.New(t)
 	defer closeTransformer(t, c, tr)
-	msgs := mixMessages("mix", 500, 7)
-	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
-	if err != nil {
-		t.Fatalf("transform: %v", err)
-	}
-	if err := checkTransform(msgs, res); err != nil {
+	if err := transformChecked(t, c, tr, testContext(t, 60*time.Second), msgs); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func transformMix(t *testing.T, c TransformerCase) {
+	transformOnce(t, c, mixMessages("mix", 500, 7))
 }
 
 func transformConcurrent(t *testing.T, c TransformerCase) {
 	tr := c.New(t)
 	defer closeTransformer(t, c, tr)
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for g := 0; g < 4; g++ {
+	concurrently(t, 4, func(g int) error {
 		msgs := mixMessages(fmt.Sprintf("conc%d", g), 200, uint64(g))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res []runner.TransformResult
-			var err error
-			if cerr := callErr("concurrent Transform", c.Features.CallTimeout, func() { res, err = tr.Transform(context.Background(), msgs) }); cerr != nil {
-				errs <- cerr
-				return
-			}
-			if err == nil {
-				err = checkTransform(msgs, res)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		res, err := tryValue("concurrent Transform", c.Features.CallTimeout, func() ([]runner.TransformResult, error) {
+			return tr.Transform(context.Background(), msgs)
+		})
+		if err != nil {
+			return err
+		}
+		return checkTransform(msgs, res)
+	})
 }
 
 func transformLarge(t *testing.T, c TransformerCase) {
-	tr := c.New(t)
-	defer closeTransformer(t, c, tr)
 	v := bytes.Repeat([]byte("x"), 1<<20)
-	msgs := []*runner.Message{{ID: "large-0", Value: v, EventTime: time.Now()}, {ID: "large-1", Value: v, EventTime: time.Now()}}
-	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
-	if err != nil {
-		t.Fatalf("transform: %v", err)
-	}
-	if err := checkTransform(msgs, res); err != nil {
-		t.Fatal(err)
-	}
+	transformOnce(t, c, []*runner.Message{{ID: "large-0", Value: v, EventTime: time.Now()}, {ID: "large-1", Value: v, EventTime: time.Now()}})
 }
 
 func transformCancelled(t *testing.T, c TransformerCase) {
@@ -177,20 +149,12 @@ func transformCancelled(t *testing.T, c TransformerCase) {
 	}
 }
 
-func transformBadInput(t *testing.T, c TransformerCase) {
+func (c TransformerCase) badInput(t *testing.T) {
 	tr := c.New(t)
 	defer closeTransformer(t, c, tr)
-	msgs := oddMessages("odd")
-	if c.BadInput != nil {
-		msgs = append(msgs, c.BadInput()...)
-	}
+	msgs := badMessages(c.BadInput)
 	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
-	if err != nil {
-		t.Fatalf("transform of malformed messages failed as a whole (%v): the engine would retry the batch for ever; answer per message", err)
-	}
-	if len(res) != len(msgs) {
-		t.Fatalf("%d results for %d inputs", len(res), len(msgs))
-	}
+	checkPerMessage(t, "transform", len(msgs), len(res), err)
 	for i, r := range res {
 		if r.Err != nil || r.Nack {
 			continue // refusing one message is a fine answer
@@ -201,17 +165,12 @@ func transformBadInput(t *testing.T, c TransformerCase) {
 			}
 		}
 	}
-	after := mixMessages("after-odd", 20, 3)
-	res, err = transform(t, c, tr, testContext(t, 60*time.Second), after)
-	if err == nil {
-		err = checkTransform(after, res)
-	}
-	if err != nil {
+	if err := transformChecked(t, c, tr, testContext(t, 60*time.Second), mixMessages("after-odd", 20, 3)); err != nil {
 		t.Fatalf("after malformed input: %v", err)
 	}
 }
 
-func transformContinues(t *testing.T, c TransformerCase) {
+func (c TransformerCase) continues(t *testing.T) {
 	tr := c.New(t)
 	defer closeTransformer(t, c, tr)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -220,60 +179,34 @@ func transformContinues(t *testing.T, c TransformerCase) {
 	if c.Features.BadInput {
 		_, _ = transform(t, c, tr, testContext(t, 30*time.Second), oddMessages("before-odd"))
 	}
-	msgs := mixMessages("after-errors", 100, 5)
-	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
-	if err == nil {
-		err = checkTransform(msgs, res)
-	}
-	if err != nil {
+	if err := transformChecked(t, c, tr, testContext(t, 60*time.Second), mixMessages("after-errors", 100, 5)); err != nil {
 		t.Fatalf("after failed calls: %v", err)
 	}
 }
 
-func transformConcurrentClose(t *testing.T, c TransformerCase) {
-	tr := c.New(t)
-	checkConcurrentClose(t, c.Features.Lifecycle, tr, "Transform", func(ctx context.Context) {
-		_, _ = tr.Transform(ctx, mixMessages("closing", 500, 9))
-	})
+func (c TransformerCase) inFlight(a closer, ctx context.Context) {
+	_, _ = a.(runner.Transformer).Transform(ctx, mixMessages("closing", 500, 9))
 }
 
-func transformReconnects(t *testing.T, c TransformerCase) {
-	if c.Peer.Stop == nil || c.Peer.Start == nil {
-		t.Fatalf("Features.Reconnects set but the case has no Peer to stop and start")
-	}
+func (c TransformerCase) reconnects(t *testing.T) {
 	tr := c.New(t)
 	defer closeTransformer(t, c, tr)
-	first := mixMessages("before-stop", 10, 2)
-	res, err := transform(t, c, tr, testContext(t, 30*time.Second), first)
-	if err == nil {
-		err = checkTransform(first, res)
-	}
-	if err != nil {
+	if err := transformChecked(t, c, tr, testContext(t, 30*time.Second), mixMessages("before-stop", 10, 2)); err != nil {
 		t.Fatalf("before the function stopped: %v", err)
 	}
-	c.Peer.Stop(t)
-	restarted := false
-	defer func() {
-		if !restarted {
-			c.Peer.Start(t)
+	awayAndBack(t, c.Peer, func() {
+		for i := 0; i < 2; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, _ = transform(t, c, tr, ctx, mixMessages("while-away", 5, 4))
+			cancel()
 		}
-	}()
-	for i := 0; i < 2; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, _ = transform(t, c, tr, ctx, mixMessages("while-away", 5, 4))
-		cancel()
-	}
-	c.Peer.Start(t)
-	restarted = true
+	})
 	msgs := mixMessages("after-restart", 20, 6)
 	deadline := time.Now().Add(c.Features.ReconnectWait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		res, err := transform(t, c, tr, ctx, msgs)
+		err := transformChecked(t, c, tr, ctx, msgs)
 		cancel()
-		if err == nil {
-			err = checkTransform(msgs, res)
-		}
 		if err == nil {
 			return
 		}

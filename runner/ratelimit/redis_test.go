@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/monovertex/monovertex/internal/redistest"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner/ratelimit"
 )
 
@@ -56,15 +57,17 @@ func joinAll(t *testing.T, rs []*replica) {
 	}
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
+// startPool starts n replicas of the MonoVertex name (IDs name-0, name-1,
+// ...) on the store at url and waits until each sees all n.
+func startPool(t *testing.T, url, name string, n int, b ratelimit.Bounds) []*replica {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var rs []*replica
+	for i := range n {
+		rs = append(rs, newReplica(t, url, name+"-mv", fmt.Sprintf("%s-%d", name, i), b, false))
 	}
+	joinAll(t, rs)
+	testutil.WaitFor(t, 5*time.Second, fmt.Sprintf("%d replicas agree on %d", n, n), func() bool { return allSee(rs, n) })
+	return rs
 }
 
 func replicasSeen(rs []*replica) []int {
@@ -87,12 +90,7 @@ func allSee(rs []*replica, n int) bool {
 func TestRedisReplicasShareTheLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	b := ratelimit.Bounds{Max: 30, Min: 30, RampUp: time.Second}
-	var rs []*replica
-	for i := range 3 {
-		rs = append(rs, newReplica(t, srv.URL(), "share-mv", fmt.Sprintf("share-%d", i), b, false))
-	}
-	joinAll(t, rs)
-	waitFor(t, "three replicas agree on 3", 5*time.Second, func() bool { return allSee(rs, 3) })
+	rs := startPool(t, srv.URL(), "share", 3, b)
 	for i, r := range rs {
 		if got := r.l.Status().LimitPerSecond; got != 10*100 {
 			t.Fatalf("replica %d: limit %d messages/s, want a third of 30 read calls x 100 = 1000", i, got)
@@ -114,7 +112,7 @@ func TestRedisReplicasShareTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := rs[:2]
-	waitFor(t, "the two left agree on 2", 5*time.Second, func() bool { return allSee(rest, 2) })
+	testutil.WaitFor(t, 5*time.Second, "the two left agree on 2", func() bool { return allSee(rest, 2) })
 	for _, r := range rest {
 		r.l.Close(context.Background())
 	}
@@ -123,16 +121,11 @@ func TestRedisReplicasShareTheLimit(t *testing.T) {
 func TestRedisStaleReplicaIsDroppedAfterTheTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	b := ratelimit.Bounds{Max: 20, Min: 20, RampUp: time.Second}
-	rs := []*replica{
-		newReplica(t, srv.URL(), "stale-mv", "stale-0", b, false),
-		newReplica(t, srv.URL(), "stale-mv", "stale-1", b, false),
-	}
-	joinAll(t, rs)
-	waitFor(t, "two replicas agree", 5*time.Second, func() bool { return allSee(rs, 2) })
+	rs := startPool(t, srv.URL(), "stale", 2, b)
 	// The second one dies without deregistering (kill -9): the survivor
 	// must drop it once its heartbeat is older than the 2s TTL.
 	stopHeartbeat(t, rs[1])
-	waitFor(t, "the survivor alone", 6*time.Second, func() bool { return allSee(rs[:1], 1) })
+	testutil.WaitFor(t, 6*time.Second, "the survivor alone", func() bool { return allSee(rs[:1], 1) })
 	rs[0].l.Close(context.Background())
 }
 
@@ -149,15 +142,10 @@ func stopHeartbeat(t *testing.T, r *replica) {
 func TestRedisRestartKeepsTheShareAndRejoins(t *testing.T) {
 	srv := redistest.Start(t)
 	b := ratelimit.Bounds{Max: 40, Min: 40, RampUp: time.Second}
-	rs := []*replica{
-		newReplica(t, srv.URL(), "restart-mv", "restart-0", b, false),
-		newReplica(t, srv.URL(), "restart-mv", "restart-1", b, false),
-	}
-	joinAll(t, rs)
-	waitFor(t, "two replicas agree", 5*time.Second, func() bool { return allSee(rs, 2) })
+	rs := startPool(t, srv.URL(), "restart", 2, b)
 
 	srv.Stop()
-	waitFor(t, "store errors counted", 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "store errors counted", func() bool {
 		return value(t, rs[0].reg, "monovtx_rate_limit_store_errors_total") > 0
 	})
 	// While Redis is away each keeps its last agreed share and reads on.
@@ -175,11 +163,11 @@ func TestRedisRestartKeepsTheShareAndRejoins(t *testing.T) {
 	srv.Restart(0)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer c.Close()
-	waitFor(t, "both heartbeats back in the empty server", 5*time.Second, func() bool {
+	testutil.WaitFor(t, 5*time.Second, "both heartbeats back in the empty server", func() bool {
 		n, err := c.ZCard(context.Background(), "restart-mv:heartbeats").Result()
 		return err == nil && n == 2
 	})
-	waitFor(t, "still two replicas", 2*time.Second, func() bool { return allSee(rs, 2) })
+	testutil.WaitFor(t, 2*time.Second, "still two replicas", func() bool { return allSee(rs, 2) })
 	for _, r := range rs {
 		r.l.Close(context.Background())
 	}

@@ -3,9 +3,10 @@ package ratelimit
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/monovertex/monovertex/runner/ratelimit/ratelimittest"
 )
 
 // ask is one round of a pool test: every pod takes n tokens (all = every
@@ -142,30 +143,8 @@ func TestPoolSharesTheRemainderNowhere(t *testing.T) {
 	}
 }
 
-// fakeClock jumps to the deadline of every wait at once.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	now := c.now
-	c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	ch <- now
-	return ch
-}
-
 func TestAcquireWaitsForTheNextSecond(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 250_000_000)}
+	clock := ratelimittest.NewJumpClock(time.Unix(1_700_000_000, 250_000_000))
 	l, err := New(Config{Bounds: Bounds{Max: 4, Min: 2, RampUp: 2 * time.Second}, BatchSize: 100, Clock: clock})
 	if err != nil {
 		t.Fatal(err)

@@ -214,60 +214,90 @@ func (w withoutNack) Ack(ctx context.Context, msgs []*runner.Message) error {
 }
 func (w withoutNack) Close(ctx context.Context) error { return w.s.Close(ctx) }
 
-// Sink records what it was asked to write and answers as Decide says.
-type Sink struct {
+// callGate is what Sink and Transformer share: a delay and a failure per
+// call, and the count of offers per message, under one lock.
+type callGate struct {
 	mu       sync.Mutex
 	attempts map[string]int
-	written  map[string]*runner.Message
-	order    []string
 	calls    int
 
-	// Decide returns the result for one message on its attempt-th write
-	// (counting from 1); nil means always OK.
-	Decide func(m *runner.Message, attempt int) runner.WriteResult
-	// CallError, if set, fails a whole Write call when it returns an error.
+	// CallError, if set, fails a whole call (Write, Transform) when it
+	// returns an error; it gets the call's number, counting from 1.
 	CallError func(call int) error
-	// Latency delays each Write.
+	// Latency delays each call.
 	Latency time.Duration
 }
 
-// NewSink returns a sink that answers as decide says (nil: always OK).
-func NewSink(decide func(m *runner.Message, attempt int) runner.WriteResult) *Sink {
-	return &Sink{attempts: map[string]int{}, written: map[string]*runner.Message{}, Decide: decide}
-}
-
-// Write answers each message as Decide says and records the ones it took.
-func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
-	if s.Latency > 0 {
+// answer is one call through g: it waits out Latency (or ctx), counts the
+// call, lets CallError fail it, then answers each message with decide,
+// which gets the message's offer count (from 1) and runs under g's lock.
+func answer[R any](ctx context.Context, g *callGate, msgs []*runner.Message, decide func(m *runner.Message, attempt int) R) ([]R, error) {
+	if g.Latency > 0 {
 		select {
-		case <-time.After(s.Latency):
+		case <-time.After(g.Latency):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls++
-	if s.CallError != nil {
-		if err := s.CallError(s.calls); err != nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls++
+	if g.CallError != nil {
+		if err := g.CallError(g.calls); err != nil {
 			return nil, err
 		}
 	}
-	res := make([]runner.WriteResult, len(msgs))
+	res := make([]R, len(msgs))
 	for i, m := range msgs {
-		s.attempts[m.ID]++
-		if s.Decide != nil {
-			res[i] = s.Decide(m, s.attempts[m.ID])
-		}
-		// ON_SUCCESS means the sink took the message, as OK does.
-		if res[i].Status == runner.WriteOK || res[i].Status == runner.WriteOnSuccess {
-			if _, dup := s.written[m.ID]; !dup {
-				s.order = append(s.order, m.ID)
-			}
-			s.written[m.ID] = m
-		}
+		g.attempts[m.ID]++
+		res[i] = decide(m, g.attempts[m.ID])
 	}
 	return res, nil
+}
+
+// Attempts returns how often the message with id was offered.
+func (g *callGate) Attempts(id string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.attempts[id]
+}
+
+// Sink records what it was asked to write and answers as Decide says.
+type Sink struct {
+	callGate
+	written map[string]*runner.Message
+	order   []string
+
+	// Decide returns the result for one message on its attempt-th write
+	// (counting from 1); nil means always OK.
+	Decide func(m *runner.Message, attempt int) runner.WriteResult
+}
+
+// NewSink returns a sink that answers as decide says (nil: always OK).
+func NewSink(decide func(m *runner.Message, attempt int) runner.WriteResult) *Sink {
+	return &Sink{callGate: callGate{attempts: map[string]int{}}, written: map[string]*runner.Message{}, Decide: decide}
+}
+
+// Write answers each message as Decide says and records the ones it took.
+func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
+	return answer(ctx, &s.callGate, msgs, s.decide)
+}
+
+// decide is Decide (nil: OK) recording what the sink took; the caller
+// holds the lock.
+func (s *Sink) decide(m *runner.Message, attempt int) runner.WriteResult {
+	var r runner.WriteResult
+	if s.Decide != nil {
+		r = s.Decide(m, attempt)
+	}
+	// ON_SUCCESS means the sink took the message, as OK does.
+	if r.Status == runner.WriteOK || r.Status == runner.WriteOnSuccess {
+		if _, dup := s.written[m.ID]; !dup {
+			s.order = append(s.order, m.ID)
+		}
+		s.written[m.ID] = m
+	}
+	return r
 }
 
 // Close does nothing.
@@ -295,66 +325,26 @@ func (s *Sink) Message(id string) *runner.Message {
 	return s.written[id]
 }
 
-// Attempts returns how often the message with id was offered.
-func (s *Sink) Attempts(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attempts[id]
-}
-
 // Transformer answers as Decide says, per message.
 type Transformer struct {
-	mu       sync.Mutex
-	attempts map[string]int
-	calls    int
+	callGate
 
 	// Decide returns the result for one message on its attempt-th call.
 	Decide func(m *runner.Message, attempt int) runner.TransformResult
-	// CallError, if set, fails a whole Transform call when it returns an error.
-	CallError func(call int) error
-	// Latency delays each call.
-	Latency time.Duration
 }
 
 // NewTransformer returns a transformer answering as decide says.
 func NewTransformer(decide func(m *runner.Message, attempt int) runner.TransformResult) *Transformer {
-	return &Transformer{attempts: map[string]int{}, Decide: decide}
+	return &Transformer{callGate: callGate{attempts: map[string]int{}}, Decide: decide}
 }
 
 // Transform answers each message as Decide says.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
-	if t.Latency > 0 {
-		select {
-		case <-time.After(t.Latency):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.calls++
-	if t.CallError != nil {
-		if err := t.CallError(t.calls); err != nil {
-			return nil, err
-		}
-	}
-	res := make([]runner.TransformResult, len(msgs))
-	for i, m := range msgs {
-		t.attempts[m.ID]++
-		res[i] = t.Decide(m, t.attempts[m.ID])
-	}
-	return res, nil
+	return answer(ctx, &t.callGate, msgs, t.Decide)
 }
 
 // Close does nothing.
 func (t *Transformer) Close(context.Context) error { return nil }
-
-// Attempts returns how often the message with id was offered.
-func (t *Transformer) Attempts(id string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.attempts[id]
-}
 
 // NackDelay returns the delay the last nack of the message with id asked for.
 func (s *Source) NackDelay(id string) time.Duration {
