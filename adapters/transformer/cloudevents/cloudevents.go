@@ -246,7 +246,7 @@ func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewir
 	if !cewire.IsCloudEvent(resp.Header) && len(resp.Body) == 0 {
 		return runner.TransformResult{}
 	}
-	events, err := cewire.ReadEventsLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
+	outs, err := cewire.ReadMessagesLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
 	switch {
 	case err == nil:
 	case errors.Is(err, cewire.ErrBudgetBusy) || ctx.Err() != nil:
@@ -257,14 +257,6 @@ func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewir
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: decoding the reply: %w (MV_TRANSFORMER_REPLY_BUDGET)", m.ID, err))}
 	default:
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: function at %s answered %d with a body that is not a valid CloudEvent reply: %w", m.ID, t.client.URL(), resp.Status, err))}
-	}
-	outs := make([]*runner.Message, 0, len(events))
-	for i := range events {
-		o, err := cewire.ToMessage(&events[i])
-		if err != nil {
-			return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: reply: %w", m.ID, err))}
-		}
-		outs = append(outs, o)
 	}
 	return runner.TransformResult{Outputs: outs}
 }
