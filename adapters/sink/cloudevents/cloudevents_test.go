@@ -2,7 +2,6 @@ package cloudevents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 // messages maps what the receiver accepted back to messages.
@@ -314,36 +314,25 @@ func TestInvalidMessageIDIsPermanent(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	ok := Config{Sink: "http://broker-ingress.knative-eventing.svc/ns/default", Mode: "binary", Concurrency: 1, Timeout: time.Second}
-	cases := []struct {
-		name string
-		role runner.Role
-		edit func(*Config)
-		vr   string
-	}{
-		{"missing K_SINK", runner.RoleSink, func(c *Config) { c.Sink = "" }, "K_SINK"},
-		{"relative K_SINK", runner.RoleSink, func(c *Config) { c.Sink = "broker" }, "K_SINK"},
-		{"missing fallback URL", runner.RoleFallbackSink, func(c *Config) {}, "MV_FALLBACK_SINK_URL"},
-		{"overrides not JSON", runner.RoleSink, func(c *Config) { c.Overrides = "team=payments" }, "K_CE_OVERRIDES"},
-		{"override name invalid", runner.RoleSink, func(c *Config) { c.Overrides = `{"extensions":{"Team-Name":"x"}}` }, "K_CE_OVERRIDES"},
-		{"override of an attribute", runner.RoleSink, func(c *Config) { c.Overrides = `{"extensions":{"type":"x"}}` }, "K_CE_OVERRIDES"},
-		{"mode", runner.RoleSink, func(c *Config) { c.Mode = "json" }, "MV_CE_SINK_MODE"},
-		{"concurrency", runner.RoleSink, func(c *Config) { c.Concurrency = -1 }, "MV_CE_SINK_CONCURRENCY"},
-		{"ce source", runner.RoleSink, func(c *Config) { c.Source = "%zz" }, "MV_CE_SOURCE"},
-	}
-	if err := ok.Validate(runner.RoleSink); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
+	type cases = []runnertest.ConfigCase[Config]
+	runnertest.ConfigErrors(t, ok, runner.RoleSink, cases{
+		{Name: "missing K_SINK", Edit: func(c *Config) { c.Sink = "" }, Var: "K_SINK"},
+		{Name: "relative K_SINK", Edit: func(c *Config) { c.Sink = "broker" }, Var: "K_SINK"},
+		{Name: "overrides not JSON", Edit: func(c *Config) { c.Overrides = "team=payments" }, Var: "K_CE_OVERRIDES"},
+		{Name: "override name invalid", Edit: func(c *Config) { c.Overrides = `{"extensions":{"Team-Name":"x"}}` }, Var: "K_CE_OVERRIDES"},
+		{Name: "override of an attribute", Edit: func(c *Config) { c.Overrides = `{"extensions":{"type":"x"}}` }, Var: "K_CE_OVERRIDES"},
+		{Name: "mode", Edit: func(c *Config) { c.Mode = "json" }, Var: "MV_CE_SINK_MODE"},
+		{Name: "concurrency", Edit: func(c *Config) { c.Concurrency = -1 }, Var: "MV_CE_SINK_CONCURRENCY"},
+		{Name: "ce source", Edit: func(c *Config) { c.Source = "%zz" }, Var: "MV_CE_SOURCE"},
+	}, nil)
+	withFallback := ok
+	withFallback.FallbackURL = "http://fallback.default.svc"
+	runnertest.ConfigErrors(t, withFallback, runner.RoleFallbackSink, cases{
+		{Name: "missing fallback URL", Edit: func(c *Config) { c.FallbackURL = "" }, Var: "MV_FALLBACK_SINK_URL"},
+	}, nil)
 	withOverrides := ok
 	withOverrides.Overrides = `{"extensions":{"team":"payments"}}`
 	if err := withOverrides.Validate(runner.RoleSink); err != nil {
 		t.Fatalf("valid overrides rejected: %v", err)
-	}
-	for _, c := range cases {
-		cfg := ok
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		if err := cfg.Validate(c.role); !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("%s: err %v, want a ConfigError on %s", c.name, err, c.vr)
-		}
 	}
 }

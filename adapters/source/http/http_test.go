@@ -21,6 +21,7 @@ import (
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 func testConfig() Config {
@@ -596,29 +597,21 @@ func TestReadReturnsWhatIsWaitingAtOnce(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	cases := []struct {
-		edit func(*Config)
-		vr   string
-	}{
-		{func(c *Config) { c.MaxBody = 0 }, "MV_HTTP_MAX_BODY"},
-		{func(c *Config) { c.BufferSize = 0 }, "MV_HTTP_BUFFER_SIZE"},
-		{func(c *Config) { c.BodyTimeout = 0 }, "MV_HTTP_BODY_TIMEOUT"},
-		{func(c *Config) { c.AuthToken = "two words" }, "MV_HTTP_AUTH_TOKEN"},
-	}
-	for _, c := range cases {
-		cfg := testConfig()
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		err := cfg.Validate(runner.RoleSource)
-		if !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("err %v, want a ConfigError on %s", err, c.vr)
-		}
-		if err != nil && strings.Contains(err.Error(), "two words") {
-			t.Errorf("the error shows the token: %v", err)
-		}
-	}
+	runnertest.ConfigErrors(t, testConfig(), runner.RoleSource, []runnertest.ConfigCase[Config]{
+		{Name: "no body", Edit: func(c *Config) { c.MaxBody = 0 }, Var: "MV_HTTP_MAX_BODY"},
+		{Name: "no buffer", Edit: func(c *Config) { c.BufferSize = 0 }, Var: "MV_HTTP_BUFFER_SIZE"},
+		{Name: "no body timeout", Edit: func(c *Config) { c.BodyTimeout = 0 }, Var: "MV_HTTP_BODY_TIMEOUT"},
+		{Name: "token with a space", Edit: func(c *Config) { c.AuthToken = "two words" }, Var: "MV_HTTP_AUTH_TOKEN"},
+	}, tokenHidden)
 	if _, err := New(testConfig(), runner.Env{Name: "x"}); err == nil {
 		t.Fatalf("New without a mux succeeded")
+	}
+}
+
+// tokenHidden checks that a configuration error never shows the token.
+func tokenHidden(t *testing.T, cfg *Config, err error) {
+	if cfg.AuthToken != "" && strings.Contains(err.Error(), cfg.AuthToken) {
+		t.Fatalf("the error shows the token: %v", err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 // rawRequest opens a connection and sends head (the request line and
@@ -277,40 +277,19 @@ func TestStrictCloudEventsAre400(t *testing.T) {
 }
 
 func TestSizeAndTokenSettingsAreBounded(t *testing.T) {
-	cases := []struct {
-		name string
-		edit func(*Config)
-		vr   string
-	}{
-		{"8 GiB body", func(c *Config) { c.MaxBody = 8 << 30; c.MaxInflight = 16 << 30 }, "MV_HTTP_MAX_BODY"},
-		{"body one byte above 1 GiB", func(c *Config) { c.MaxBody = MaxBodyLimit + 1; c.MaxInflight = 4 << 30 }, "MV_HTTP_MAX_BODY"},
-		{"no in-flight budget", func(c *Config) { c.MaxInflight = 0 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
-		{"in-flight budget above 64 GiB", func(c *Config) { c.MaxInflight = MaxInflightLimit + 1 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
-		{"in-flight budget below the largest body", func(c *Config) { c.MaxInflight = c.MaxBody - 1 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
-		{"token with NUL", func(c *Config) { c.AuthToken = "tok\x00en" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with escape", func(c *Config) { c.AuthToken = "tok\x1b[0m" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with DEL", func(c *Config) { c.AuthToken = "tok\x7f" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with a C1 control", func(c *Config) { c.AuthToken = "tok\u0085en" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token not UTF-8", func(c *Config) { c.AuthToken = "tok\xffen" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with a no-break space", func(c *Config) { c.AuthToken = "tok\u00a0en" }, "MV_HTTP_AUTH_TOKEN"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			cfg := testConfig()
-			c.edit(&cfg)
-			var ce *runner.ConfigError
-			err := cfg.Validate(runner.RoleSource)
-			if !errors.As(err, &ce) || ce.Var != c.vr {
-				t.Fatalf("err %v, want a ConfigError on %s", err, c.vr)
-			}
-			if cfg.AuthToken != "" && strings.Contains(err.Error(), cfg.AuthToken) {
-				t.Fatalf("the error shows the token: %v", err)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("the error is more than one line: %q", err)
-			}
-		})
-	}
+	runnertest.ConfigErrors(t, testConfig(), runner.RoleSource, []runnertest.ConfigCase[Config]{
+		{Name: "8 GiB body", Edit: func(c *Config) { c.MaxBody = 8 << 30; c.MaxInflight = 16 << 30 }, Var: "MV_HTTP_MAX_BODY"},
+		{Name: "body one byte above 1 GiB", Edit: func(c *Config) { c.MaxBody = MaxBodyLimit + 1; c.MaxInflight = 4 << 30 }, Var: "MV_HTTP_MAX_BODY"},
+		{Name: "no in-flight budget", Edit: func(c *Config) { c.MaxInflight = 0 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "in-flight budget above 64 GiB", Edit: func(c *Config) { c.MaxInflight = MaxInflightLimit + 1 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "in-flight budget below the largest body", Edit: func(c *Config) { c.MaxInflight = c.MaxBody - 1 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "token with NUL", Edit: func(c *Config) { c.AuthToken = "tok\x00en" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with escape", Edit: func(c *Config) { c.AuthToken = "tok\x1b[0m" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with DEL", Edit: func(c *Config) { c.AuthToken = "tok\x7f" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with a C1 control", Edit: func(c *Config) { c.AuthToken = "tok\u0085en" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token not UTF-8", Edit: func(c *Config) { c.AuthToken = "tok\xffen" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with a no-break space", Edit: func(c *Config) { c.AuthToken = "tok\u00a0en" }, Var: "MV_HTTP_AUTH_TOKEN"},
+	}, tokenHidden)
 	for _, ok := range []Config{
 		{MaxBody: MaxBodyLimit, MaxInflight: MaxInflightLimit, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "abc-DEF_123.~+/="},
 		{MaxBody: 1, MaxInflight: 1, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "ключ"},

@@ -21,6 +21,7 @@ import (
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 func newTransformer(t *testing.T, url string, edit func(*Config)) *Transformer {
@@ -341,28 +342,13 @@ func TestH2C(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	ok := Config{URL: "http://fn.default.svc", Mode: "binary", Concurrency: 1, Timeout: time.Second, MaxReply: 1}
-	cases := []struct {
-		name string
-		edit func(*Config)
-		vr   string
-	}{
-		{"missing URL", func(c *Config) { c.URL = "" }, "MV_TRANSFORMER_URL"},
-		{"relative URL", func(c *Config) { c.URL = "/fn" }, "MV_TRANSFORMER_URL"},
-		{"ftp URL", func(c *Config) { c.URL = "ftp://x" }, "MV_TRANSFORMER_URL"},
-		{"mode", func(c *Config) { c.Mode = "batch" }, "MV_TRANSFORMER_MODE"},
-		{"concurrency", func(c *Config) { c.Concurrency = 0 }, "MV_TRANSFORMER_CONCURRENCY"},
-		{"max reply", func(c *Config) { c.MaxReply = 0 }, "MV_TRANSFORMER_MAX_REPLY"},
-		{"ce type", func(c *Config) { c.Type = "a\nb" }, "MV_CE_TYPE"},
-	}
-	if err := ok.Validate(runner.RoleTransformer); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
-	for _, c := range cases {
-		cfg := ok
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		if err := cfg.Validate(runner.RoleTransformer); !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("%s: err %v, want a ConfigError on %s", c.name, err, c.vr)
-		}
-	}
+	runnertest.ConfigErrors(t, ok, runner.RoleTransformer, []runnertest.ConfigCase[Config]{
+		{Name: "missing URL", Edit: func(c *Config) { c.URL = "" }, Var: "MV_TRANSFORMER_URL"},
+		{Name: "relative URL", Edit: func(c *Config) { c.URL = "/fn" }, Var: "MV_TRANSFORMER_URL"},
+		{Name: "ftp URL", Edit: func(c *Config) { c.URL = "ftp://x" }, Var: "MV_TRANSFORMER_URL"},
+		{Name: "mode", Edit: func(c *Config) { c.Mode = "batch" }, Var: "MV_TRANSFORMER_MODE"},
+		{Name: "concurrency", Edit: func(c *Config) { c.Concurrency = 0 }, Var: "MV_TRANSFORMER_CONCURRENCY"},
+		{Name: "max reply", Edit: func(c *Config) { c.MaxReply = 0 }, Var: "MV_TRANSFORMER_MAX_REPLY"},
+		{Name: "ce type", Edit: func(c *Config) { c.Type = "a\nb" }, Var: "MV_CE_TYPE"},
+	}, nil)
 }
