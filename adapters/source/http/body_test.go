@@ -79,24 +79,15 @@ func TestValuesOutliveTheirConnection(t *testing.T) {
 	var want [][]byte
 	for i := range 6 {
 		body := bytes.Repeat([]byte{byte('a' + i)}, 100<<10+i)
-		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		var h http.Header
 		if i%2 == 1 {
-			req.Header = hdr("Ce-Specversion", "1.0", "Ce-Id", "ev"+strconv.Itoa(i), "Ce-Source", "/s", "Ce-Type", "t")
+			h = hdr("Ce-Specversion", "1.0", "Ce-Id", "ev"+strconv.Itoa(i), "Ce-Source", "/s", "Ce-Type", "t")
 		}
-		ch := make(chan int, 1)
-		go func() {
-			resp, err := client.Do(req)
-			if err != nil {
-				ch <- -1
-				return
-			}
-			resp.Body.Close()
-			ch <- resp.StatusCode
-		}()
+		ch := do(client, url, h, bytes.NewReader(body), int64(len(body)))
 		m := readN(t, src, 1)[0]
 		_ = src.Ack(context.Background(), []*runner.Message{m})
-		if code := <-ch; code != http.StatusOK {
-			t.Fatalf("request %d: %d", i, code)
+		if r := await(t, ch); r.status != http.StatusOK {
+			t.Fatalf("request %d: %d", i, r.status)
 		}
 		held, want = append(held, m), append(want, body)
 		for j, h := range held {

@@ -53,17 +53,30 @@ type result struct {
 
 // post sends a request in the background; the answer arrives on the channel.
 func post(url string, header http.Header, body string) <-chan result {
+	return do(http.DefaultClient, url, header, strings.NewReader(body), int64(len(body)))
+}
+
+// postChunked is post without a Content-Length: the body is sent chunked.
+func postChunked(url, body string) <-chan result {
+	return do(http.DefaultClient, url, nil, strings.NewReader(body), -1)
+}
+
+// do posts a body of length bytes (-1: unknown, sent chunked) with client.
+func do(client *http.Client, url string, header http.Header, body io.Reader, length int64) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
-		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, url, body)
 		if err != nil {
 			ch <- result{err: err}
 			return
 		}
+		if length < 0 {
+			req.Body, req.GetBody, req.ContentLength = io.NopCloser(body), nil, -1
+		}
 		for k, v := range header {
 			req.Header[k] = v
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			ch <- result{err: err}
 			return
@@ -476,15 +489,8 @@ func TestOversizeBodiesAre413(t *testing.T) {
 		t.Fatalf("with Content-Length: %d, want 413", r.status)
 	}
 	// Chunked: no Content-Length, the limit applies while reading.
-	req, _ := http.NewRequest(http.MethodPost, url, io.MultiReader(strings.NewReader(big)))
-	req.ContentLength = -1
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("chunked: %d, want 413", resp.StatusCode)
+	if r := await(t, postChunked(url, big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked: %d, want 413", r.status)
 	}
 	// Exactly the limit is fine.
 	ch := post(url, nil, big[:1024])

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -125,21 +124,11 @@ func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
 	for _, n := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, presizeLimit, presizeLimit + 1, 200 << 10, 300 << 10} {
 		for _, chunked := range []bool{false, true} {
 			body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
-			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			length := int64(len(body))
 			if chunked {
-				req.Body = io.NopCloser(bytes.NewReader(body))
-				req.ContentLength = -1
+				length = -1
 			}
-			ch := make(chan int, 1)
-			go func() {
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					ch <- -1
-					return
-				}
-				resp.Body.Close()
-				ch <- resp.StatusCode
-			}()
+			ch := do(http.DefaultClient, url, nil, bytes.NewReader(body), length)
 			m := readN(t, src, 1)[0]
 			if !bytes.Equal(m.Value, body) {
 				t.Fatalf("%d bytes (chunked %v): value of %d bytes differs", n, chunked, len(m.Value))
@@ -148,8 +137,8 @@ func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
 				t.Fatalf("%d bytes (chunked %v): budget holds %d", n, chunked, u)
 			}
 			_ = src.Ack(context.Background(), []*runner.Message{m})
-			if code := <-ch; code != http.StatusOK {
-				t.Fatalf("%d bytes (chunked %v): %d", n, chunked, code)
+			if r := await(t, ch); r.status != http.StatusOK {
+				t.Fatalf("%d bytes (chunked %v): %d", n, chunked, r.status)
 			}
 			waitUsed(t, src, func(u int64) bool { return u == 0 }, "0 once answered")
 		}
@@ -159,15 +148,8 @@ func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
 	if r := await(t, post(url, nil, big)); r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("above the limit: %d", r.status)
 	}
-	req, _ := http.NewRequest(http.MethodPost, url, io.NopCloser(strings.NewReader(big)))
-	req.ContentLength = -1
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("chunked above the limit: %d", resp.StatusCode)
+	if r := await(t, postChunked(url, big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked above the limit: %d", r.status)
 	}
 	waitUsed(t, src, func(u int64) bool { return u == 0 }, "0 after refusals")
 }
