@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -528,19 +527,9 @@ func TestStalledBodyIs408AndDisconnected(t *testing.T) {
 	cfg := testConfig()
 	cfg.BodyTimeout = 300 * time.Millisecond
 	src, url := start(t, cfg)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	// Promise 100 bytes, send 5, then stall.
-	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhello")
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a stalled body: %v", err)
-	}
-	resp.Body.Close()
+	conn := rawRequest(t, url, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100", "hello")
+	resp := readResponse(t, conn, 10*time.Second)
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("stalled body: %d, want 408", resp.StatusCode)
 	}
