@@ -448,35 +448,47 @@ func TestBatchWithOneNackIs500(t *testing.T) {
 }
 
 func TestMalformedRequestsAre400(t *testing.T) {
-	src, url := start(t, testConfig())
-	cases := []struct {
-		name string
-		h    http.Header
-		body string
-	}{
-		{"event time not a number", hdr(HeaderEventTime, "yesterday"), "x"},
-		{"event time as RFC 3339", hdr(HeaderEventTime, "2024-01-01T00:00:00Z"), "x"},
-		{"binary event without id", hdr("Ce-Specversion", "1.0", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
-		{"binary event with unknown specversion", hdr("Ce-Specversion", "2.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
-		{"structured event not JSON", hdr("Content-Type", "application/cloudevents+json"), "{nope"},
-		{"structured event without source", hdr("Content-Type", "application/cloudevents+json"), `{"specversion":"1.0","id":"1","type":"t"}`},
-		{"batch not an array", hdr("Content-Type", cewire.BatchContentType), `{"specversion":"1.0"}`},
+	expect400(t, []badRequest{
+		{"event time not a number", hdr(HeaderEventTime, "yesterday"), "x", ""},
+		{"event time as RFC 3339", hdr(HeaderEventTime, "2024-01-01T00:00:00Z"), "x", ""},
+		{"binary event without id", hdr("Ce-Specversion", "1.0", "Ce-Source", "/s", "Ce-Type", "t"), "x", ""},
+		{"binary event with unknown specversion", hdr("Ce-Specversion", "2.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x", ""},
+		{"structured event not JSON", hdr("Content-Type", "application/cloudevents+json"), "{nope", ""},
+		{"structured event without source", hdr("Content-Type", "application/cloudevents+json"), `{"specversion":"1.0","id":"1","type":"t"}`, ""},
+		{"batch not an array", hdr("Content-Type", cewire.BatchContentType), `{"specversion":"1.0"}`, ""},
 		{"batch with duplicate ids", hdr("Content-Type", cewire.BatchContentType),
-			`[{"specversion":"1.0","id":"d","source":"/s","type":"t"},{"specversion":"1.0","id":"d","source":"/s","type":"t"}]`},
-		{"extension with a dash", hdr("Ce-Specversion", "1.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t", "Ce-Bad-Name", "x"), ""},
-		{"id not UTF-8", http.Header{HeaderID: {"a\xffb"}}, "x"},
-	}
+			`[{"specversion":"1.0","id":"d","source":"/s","type":"t"},{"specversion":"1.0","id":"d","source":"/s","type":"t"}]`, ""},
+		{"extension with a dash", hdr("Ce-Specversion", "1.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t", "Ce-Bad-Name", "x"), "", ""},
+		{"id not UTF-8", http.Header{HeaderID: {"a\xffb"}}, "x", ""},
+	})
+}
+
+// badRequest is a request the source must answer 400, with a reason that
+// contains want.
+type badRequest struct {
+	name string
+	h    http.Header
+	body string
+	want string
+}
+
+// expect400 posts each request to a fresh source, checks the 400 and its
+// reason, and that none of them was queued; it returns the source.
+func expect400(t *testing.T, cases []badRequest) (*Source, string) {
+	t.Helper()
+	src, url := start(t, testConfig())
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := await(t, post(url, c.h, c.body))
-			if r.status != http.StatusBadRequest || r.body.Error == "" {
-				t.Fatalf("answer %d %+v, want 400 with a reason", r.status, r.body)
+			if r.status != http.StatusBadRequest || r.body.Error == "" || !strings.Contains(r.body.Error, c.want) {
+				t.Fatalf("answer %d %+v, want 400 with a reason naming %q", r.status, r.body, c.want)
 			}
 		})
 	}
 	if p, _ := src.Pending(context.Background()); p != 0 {
-		t.Fatalf("%d malformed requests were queued", p)
+		t.Fatalf("%d refused requests were queued", p)
 	}
+	return src, url
 }
 
 func TestOversizeBodiesAre413(t *testing.T) {
@@ -634,14 +646,6 @@ func TestStopReadingAnswersUnreadRequestsAtOnceAndKeepsReadOnes(t *testing.T) {
 }
 
 func TestCloudEventWithAControlCharacterInItsIDIs400(t *testing.T) {
-	src, url := start(t, testConfig())
-	h := http.Header{}
-	h.Set("Content-Type", "application/cloudevents+json")
-	body := `{"specversion":"1.0","id":"a\u0001b","source":"/test","type":"t","data":"x"}`
-	if r := await(t, post(url, h, body)); r.status != http.StatusBadRequest || !strings.Contains(r.body.Error, "printable") {
-		t.Fatalf("answer %d %+v, want 400 naming the id", r.status, r.body)
-	}
-	if p, _ := src.Pending(context.Background()); p != 0 {
-		t.Fatalf("%d messages queued from a refused request", p)
-	}
+	expect400(t, []badRequest{{"structured id with U+0001", hdr("Content-Type", "application/cloudevents+json"),
+		`{"specversion":"1.0","id":"a\u0001b","source":"/test","type":"t","data":"x"}`, "printable"}})
 }
