@@ -15,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/runnertest"
@@ -157,13 +158,8 @@ func TestHugeFanOutIsPermanent(t *testing.T) {
 }
 
 func TestRedirectIsPermanentAndNotPostedAgainWithinTheFloor(t *testing.T) {
-	var calls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		http.Redirect(w, r, "/elsewhere", http.StatusMovedPermanently)
-	}))
-	defer srv.Close()
-	tr := newTransformer(t, srv.URL, nil)
+	url, calls := cewiretest.RedirectingReceiver(t)
+	tr := newTransformer(t, url, nil)
 	m := &runner.Message{ID: "m", Value: []byte("x")}
 	if r := transformOne(t, tr, m); !runner.IsPermanent(r.Err) || !strings.Contains(r.Err.Error(), "301") {
 		t.Fatalf("want a permanent 301 failure, got %v", r.Err)
