@@ -102,6 +102,17 @@ func await(t *testing.T, ch <-chan result) result {
 	return result{}
 }
 
+// ackOK acks msgs and checks that the request waiting on ch is answered 200.
+func ackOK(t *testing.T, src *Source, msgs []*runner.Message, ch <-chan result, what string) result {
+	t.Helper()
+	_ = src.Ack(context.Background(), msgs)
+	r := await(t, ch)
+	if r.status != http.StatusOK {
+		t.Fatalf("%s: %d %+v", what, r.status, r.body)
+	}
+	return r
+}
+
 func pending(t *testing.T, ch <-chan result) {
 	t.Helper()
 	select {
@@ -299,10 +310,7 @@ func TestDuplicateIDInFlightIs409(t *testing.T) {
 	}
 	msgs := readN(t, src, 1)
 	pending(t, first)
-	_ = src.Ack(context.Background(), msgs)
-	if r := await(t, first); r.status != http.StatusOK {
-		t.Fatalf("first request: %d", r.status)
-	}
+	ackOK(t, src, msgs, first, "first request")
 	// Once final, the id may be used again.
 	again := post(url, hdr(HeaderID, "dup"), "three")
 	msgs = readN(t, src, 1)
@@ -356,10 +364,7 @@ func TestAuth(t *testing.T) {
 	if msgs[0].Headers["x-custom"] != "kept" {
 		t.Fatalf("headers %v", msgs[0].Headers)
 	}
-	_ = src.Ack(context.Background(), msgs)
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("authorized request: %d", r.status)
-	}
+	ackOK(t, src, msgs, ch, "authorized request")
 }
 
 func TestPlainBodyMapping(t *testing.T) {
@@ -505,10 +510,7 @@ func TestOversizeBodiesAre413(t *testing.T) {
 	}
 	// Exactly the limit is fine.
 	ch := post(url, nil, big[:1024])
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("at the limit: %d", r.status)
-	}
+	ackOK(t, src, readN(t, src, 1), ch, "at the limit")
 	// A batch larger than the whole buffer could never be taken.
 	cfg = testConfig()
 	cfg.BufferSize = 1
@@ -580,10 +582,7 @@ func TestCallerHangingUpFreesItsQueuedMessage(t *testing.T) {
 	if string(msgs[0].Value) != "again" {
 		t.Fatalf("read %q", msgs[0].Value)
 	}
-	_ = src.Ack(context.Background(), msgs)
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("retry: %d", r.status)
-	}
+	ackOK(t, src, msgs, ch, "retry")
 }
 
 func TestReadReturnsWhatIsWaitingAtOnce(t *testing.T) {

@@ -172,15 +172,9 @@ func TestSpentBudgetIs503WithRetryAfter(t *testing.T) {
 		t.Fatalf("answered after %v; a request should wait about %v for the budget", waited, admissionWait)
 	}
 	// Freed by the answer, the budget takes the next request at once.
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, held); r.status != http.StatusOK {
-		t.Fatalf("held request: %d", r.status)
-	}
+	ackOK(t, src, readN(t, src, 1), held, "held request")
 	ch := post(url, nil, "next")
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("after the budget was freed: %d", r.status)
-	}
+	ackOK(t, src, readN(t, src, 1), ch, "after the budget was freed")
 }
 
 func TestABodyWaitingForTheBudgetIsTakenWhenItFrees(t *testing.T) {
@@ -235,10 +229,7 @@ func TestStrictCloudEventsAre400(t *testing.T) {
 	})
 	// A plain body with unrelated ce-like headers is still plain.
 	ch := post(url, hdr("Ce-Other", "v", HeaderID, "plain"), "x")
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("plain body with Ce-Other: %d %+v", r.status, r.body)
-	}
+	ackOK(t, src, readN(t, src, 1), ch, "plain body with Ce-Other")
 }
 
 func TestSizeAndTokenSettingsAreBounded(t *testing.T) {
