@@ -191,7 +191,10 @@ func (s *Source) build(v int64, now time.Time) []byte {
 	b = strconv.AppendInt(b, now.UnixNano(), 10)
 	b = append(b, `,"padding":"`...)
 	pad := max(s.cfg.MsgSize-len(b)-len(closing), 0)
-	return append(b[:len(b):len(b)], s.tail[len(s.tail)-pad-len(closing):]...)
+	out := append(b[:len(b):len(b)], s.tail[len(s.tail)-pad-len(closing):]...)
+	// Capacity ends at the length: an append to a shared payload anywhere
+	// downstream then copies instead of writing past it into its spare room.
+	return out[:len(out):len(out)]
 }
 
 // Ack has nothing to do: generated messages are not kept.

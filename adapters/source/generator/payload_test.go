@@ -56,6 +56,9 @@ func TestPayloadsKeepTheirLayout(t *testing.T) {
 				if doc.Value != v || doc.CreatedTS != now.UnixNano() || strings.Trim(doc.Padding, "x") != "" {
 					t.Fatalf("size %d: got %+v", size, doc)
 				}
+				if cap(m.Value) != len(m.Value) {
+					t.Fatalf("size %d: payload has spare capacity (%d of %d) that an append could write into", size, cap(m.Value), len(m.Value))
+				}
 				if len(m.Value) < size {
 					t.Fatalf("size %d: payload of %d bytes", size, len(m.Value))
 				}
