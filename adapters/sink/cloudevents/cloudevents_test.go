@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -261,23 +261,8 @@ func TestTimeoutIsRetryable(t *testing.T) {
 
 func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 	const limit = 4
-	var inflight, peak atomic.Int64
-	reached := make(chan struct{})
-	var once sync.Once
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inflight.Add(1)
-		defer inflight.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		if n == limit {
-			once.Do(func() { close(reached) })
-		}
-		select {
-		case <-reached:
-		case <-time.After(10 * time.Second):
-		}
-		w.WriteHeader(http.StatusAccepted)
-	}))
+	probe := cewiretest.NewInflightProbe(limit)
+	srv := httptest.NewServer(probe)
 	defer srv.Close()
 	s := newSink(t, runner.RoleSink, srv.URL, func(c *Config) { c.Concurrency = limit })
 	msgs := make([]*runner.Message, 20)
@@ -293,14 +278,7 @@ func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 			t.Fatalf("%v", r.Err)
 		}
 	}
-	select {
-	case <-reached:
-	default:
-		t.Fatalf("never had %d deliveries in flight (peak %d)", limit, peak.Load())
-	}
-	if p := peak.Load(); p > limit {
-		t.Fatalf("peak %d deliveries in flight, limit %d", p, limit)
-	}
+	probe.Check(t, "deliveries")
 }
 
 func TestInvalidMessageIDIsPermanent(t *testing.T) {

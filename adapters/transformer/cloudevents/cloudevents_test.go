@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
@@ -263,26 +263,9 @@ func TestUnreachableFunctionFailsEachMessageAsUnavailable(t *testing.T) {
 
 func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 	const limit = 3
-	var inflight, peak atomic.Int64
-	reached := make(chan struct{})
-	var once sync.Once
-	f := cetest.StartFunction(t, func(w http.ResponseWriter, _ *http.Request, _ *event.Event, _ int) {
-		n := inflight.Add(1)
-		defer inflight.Add(-1)
-		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
-			}
-		}
-		if n == limit {
-			once.Do(func() { close(reached) })
-		}
-		select {
-		case <-reached:
-		case <-time.After(10 * time.Second):
-		}
-		w.WriteHeader(http.StatusAccepted)
+	probe := cewiretest.NewInflightProbe(limit)
+	f := cetest.StartFunction(t, func(w http.ResponseWriter, r *http.Request, _ *event.Event, _ int) {
+		probe.ServeHTTP(w, r)
 	})
 	tr := newTransformer(t, f.URL, func(c *Config) { c.Concurrency = limit })
 	var wg sync.WaitGroup
@@ -300,14 +283,7 @@ func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	select {
-	case <-reached:
-	default:
-		t.Fatalf("never had %d calls in flight (peak %d)", limit, peak.Load())
-	}
-	if p := peak.Load(); p > limit {
-		t.Fatalf("peak of %d calls in flight, limit %d", p, limit)
-	}
+	probe.Check(t, "calls")
 	if c := f.Connections(); c > limit {
 		t.Fatalf("%d connections opened for %d calls in flight: keep-alive not used", c, limit)
 	}
