@@ -115,16 +115,22 @@ func TestEmptyLeaseWaitsForTheBudget(t *testing.T) {
 	}
 }
 
+// halves returns a budget of 100 bytes held by two leases of 50 each.
+func halves(t *testing.T) (b *Budget, a, c *Lease) {
+	t.Helper()
+	b = NewBudget(100)
+	a, c = b.Lease(), b.Lease()
+	for _, l := range []*Lease{a, c} {
+		if err := l.Grow(context.Background(), 50); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, a, c
+}
+
 func TestHoldingLeasesDoNotWaitForEachOtherForEver(t *testing.T) {
-	b := NewBudget(100)
-	a, c := b.Lease(), b.Lease()
+	_, a, _ := halves(t)
 	ctx := context.Background()
-	if err := a.Grow(ctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Grow(ctx, 50); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	err := a.Grow(ctx, 10)
 	if !errors.Is(err, ErrBudgetBusy) {
@@ -224,15 +230,8 @@ func TestReadEventsBatchIsStillStrict(t *testing.T) {
 }
 
 func TestRepliesThatAllWaitGiveWayAtOnce(t *testing.T) {
-	b := NewBudget(100)
-	a, c := b.Lease(), b.Lease()
+	b, a, c := halves(t)
 	ctx := context.Background()
-	if err := a.Grow(ctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Grow(ctx, 50); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- a.Grow(ctx, 30) }()

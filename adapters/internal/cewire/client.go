@@ -232,6 +232,35 @@ func NewStatusError(url string, r *Response) *StatusError {
 	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))}
 }
 
+// PostError marks an error of Post for the engine: a dial that failed is
+// runner.Unavailable (the peer is away, which says nothing about the
+// message: retried without spending MV_RETRY_* steps), another transport
+// error is retried as it is, and anything else (an event that cannot be
+// sent, a reply above its limits) is runner.Permanent.
+func PostError(err error) error {
+	var te *TransportError
+	switch {
+	case IsUnreachable(err):
+		return runner.Unavailable(err)
+	case errors.As(err, &te):
+		return err
+	}
+	return runner.Permanent(err)
+}
+
+// CheckStatus is nil for a 2xx answer and otherwise a *StatusError:
+// retried when Knative's delivery rules retry the status, else
+// runner.Permanent.
+func (c *Client) CheckStatus(r *Response) error {
+	switch {
+	case r.Status >= 200 && r.Status <= 299:
+		return nil
+	case RetryableStatus(r.Status):
+		return NewStatusError(c.url, r)
+	}
+	return runner.Permanent(NewStatusError(c.url, r))
+}
+
 // RetryableStatus reports whether Knative's delivery rules retry a status:
 // 5xx, 404 (endpoint not ready yet), 408, 409 and 429.
 func RetryableStatus(code int) bool {

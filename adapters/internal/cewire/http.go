@@ -16,6 +16,8 @@ import (
 	"github.com/cloudevents/sdk-go/v2/types"
 
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/monovertex/monovertex/runner"
 )
 
 // Mode is how an event travels in an HTTP request.
@@ -126,8 +128,40 @@ var ErrTooManyEvents = errors.New("batch holds more events than allowed")
 // ErrTooManyEvents, found before the events past the bound are decoded,
 // and every decoded event is charged to lease (its bytes plus
 // EventOverhead) as it is decoded, so a reply that fans out hugely stops at
-// the budget instead of at the end of the batch.
+// the budget instead of at the end of the batch. A binary-mode event's data
+// is body itself, not a copy: the caller must not write into body later.
 func ReadEventsLimited(ctx context.Context, h http.Header, body []byte, maxEvents int, lease *Lease) ([]event.Event, error) {
+	events, err := readEvents(ctx, h, body, maxEvents, lease)
+	if err != nil {
+		return nil, err
+	}
+	for i := range events {
+		if _, err := ToMessage(&events[i]); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
+// ReadMessagesLimited is ReadEventsLimited that returns the events mapped
+// to messages (ToMessage), each mapped once. Offsets are left to the caller.
+func ReadMessagesLimited(ctx context.Context, h http.Header, body []byte, maxEvents int, lease *Lease) ([]*runner.Message, error) {
+	events, err := readEvents(ctx, h, body, maxEvents, lease)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*runner.Message, len(events))
+	for i := range events {
+		if msgs[i], err = ToMessage(&events[i]); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+// readEvents decodes and validates the events of ReadEventsLimited; the
+// callers map them.
+func readEvents(ctx context.Context, h http.Header, body []byte, maxEvents int, lease *Lease) ([]event.Event, error) {
 	if !IsCloudEvent(h) {
 		return nil, ErrNotCloudEvent
 	}
@@ -147,7 +181,7 @@ func ReadEventsLimited(ctx context.Context, h http.Header, body []byte, maxEvent
 		if err := lease.Grow(ctx, int64(len(body))+EventOverhead); err != nil {
 			return nil, err
 		}
-		ev, err := binding.ToEvent(context.Background(), msg)
+		ev, err := toEvent(msg, body)
 		if err != nil {
 			return nil, fmt.Errorf("malformed CloudEvent: %w", err)
 		}
@@ -162,11 +196,28 @@ func ReadEventsLimited(ctx context.Context, h http.Header, body []byte, maxEvent
 		if err := events[i].Validate(); err != nil {
 			return nil, fmt.Errorf("invalid CloudEvent %q: %w", events[i].ID(), err)
 		}
-		if _, err := ToMessage(&events[i]); err != nil {
-			return nil, err
-		}
 	}
 	return events, nil
+}
+
+// toEvent decodes the one event of msg, whose body is body. In binary mode
+// body becomes the event's data as it is: the SDK would copy it into a
+// buffer of its own (binding.ToEvent reads BodyReader to its end), and body
+// is already a buffer that only this event will hold. The attributes are
+// still read by the SDK.
+func toEvent(msg *cehttp.Message, body []byte) (*event.Event, error) {
+	binary := msg.ReadEncoding() == binding.EncodingBinary
+	if binary {
+		msg.BodyReader = nil
+	}
+	ev, err := binding.ToEvent(context.Background(), msg)
+	if err != nil {
+		return nil, err
+	}
+	if binary && len(body) > 0 {
+		ev.DataEncoded = body
+	}
+	return ev, nil
 }
 
 // decodeBatch decodes a JSON array of events one at a time, as the SDK's

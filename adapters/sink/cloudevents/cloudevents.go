@@ -136,9 +136,8 @@ type Sink struct {
 	mapper    *cewire.Mapper
 	overrides map[string]string
 	log       *zap.SugaredLogger
-	// slots bounds the deliveries in flight across concurrent Write calls.
-	slots chan struct{}
-	floor *cewire.Floor
+	// calls bounds the deliveries in flight across concurrent Write calls.
+	calls *cewire.Calls
 }
 
 var _ runner.Sink = (*Sink)(nil)
@@ -165,8 +164,7 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 		mapper:    mapper,
 		overrides: ov,
 		log:       log,
-		slots:     make(chan struct{}, cfg.Concurrency),
-		floor:     cewire.NewFloor(cewire.PermanentRetryFloor),
+		calls:     cewire.NewCalls(cfg.Concurrency),
 	}, nil
 }
 
@@ -174,28 +172,16 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 // returns one result per message.
 func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.WriteResult, error) {
 	results := make([]runner.WriteResult, len(msgs))
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.ID
-	}
-	if err := s.floor.Wait(ctx, ids); err != nil {
-		return nil, fmt.Errorf("cloudevents sink: waiting out the retry floor of messages answered permanently: %w", err)
-	}
-	started := cewire.Each(ctx, s.slots, len(msgs), func(i int) {
+	started, err := s.calls.Run(ctx, msgs, func(i int) error {
 		err := s.deliver(ctx, msgs[i])
-		if err == nil {
-			return
+		if err != nil {
+			results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
 		}
-		if runner.IsPermanent(err) {
-			s.floor.Mark(msgs[i].ID)
-		}
-		if cewire.IsUnreachable(err) {
-			// The sink is away, which says nothing about the message: the
-			// engine retries it without spending MV_RETRY_* steps.
-			err = runner.Unavailable(err)
-		}
-		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: err}
+		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("cloudevents sink: %w", err)
+	}
 	for i := started; i < len(msgs); i++ {
 		results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("cloudevents sink: message %q not sent: %w", msgs[i].ID, ctx.Err())}
 	}
@@ -218,20 +204,12 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 	}
 	resp, err := s.client.Post(ctx, &ev, false)
 	if err != nil {
-		var te *cewire.TransportError
-		if errors.As(err, &te) {
-			return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err)
-		}
-		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err))
+		return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cewire.PostError(err))
 	}
-	switch {
-	case resp.Status >= 200 && resp.Status < 300:
-		return nil
-	case cewire.RetryableStatus(resp.Status):
-		return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cewire.NewStatusError(s.client.URL(), resp))
-	default:
-		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", m.ID, cewire.NewStatusError(s.client.URL(), resp)))
+	if err := s.client.CheckStatus(resp); err != nil {
+		return fmt.Errorf("cloudevents sink: message %q: %w", m.ID, err)
 	}
+	return nil
 }
 
 // Close drops the kept-alive connections.

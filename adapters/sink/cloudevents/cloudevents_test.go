@@ -2,14 +2,12 @@ package cloudevents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,9 +17,11 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 // messages maps what the receiver accepted back to messages.
@@ -261,23 +261,8 @@ func TestTimeoutIsRetryable(t *testing.T) {
 
 func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 	const limit = 4
-	var inflight, peak atomic.Int64
-	reached := make(chan struct{})
-	var once sync.Once
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inflight.Add(1)
-		defer inflight.Add(-1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
-		if n == limit {
-			once.Do(func() { close(reached) })
-		}
-		select {
-		case <-reached:
-		case <-time.After(10 * time.Second):
-		}
-		w.WriteHeader(http.StatusAccepted)
-	}))
+	probe := cewiretest.NewInflightProbe(limit)
+	srv := httptest.NewServer(probe)
 	defer srv.Close()
 	s := newSink(t, runner.RoleSink, srv.URL, func(c *Config) { c.Concurrency = limit })
 	msgs := make([]*runner.Message, 20)
@@ -293,14 +278,7 @@ func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 			t.Fatalf("%v", r.Err)
 		}
 	}
-	select {
-	case <-reached:
-	default:
-		t.Fatalf("never had %d deliveries in flight (peak %d)", limit, peak.Load())
-	}
-	if p := peak.Load(); p > limit {
-		t.Fatalf("peak %d deliveries in flight, limit %d", p, limit)
-	}
+	probe.Check(t, "deliveries")
 }
 
 func TestInvalidMessageIDIsPermanent(t *testing.T) {
@@ -314,36 +292,25 @@ func TestInvalidMessageIDIsPermanent(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	ok := Config{Sink: "http://broker-ingress.knative-eventing.svc/ns/default", Mode: "binary", Concurrency: 1, Timeout: time.Second}
-	cases := []struct {
-		name string
-		role runner.Role
-		edit func(*Config)
-		vr   string
-	}{
-		{"missing K_SINK", runner.RoleSink, func(c *Config) { c.Sink = "" }, "K_SINK"},
-		{"relative K_SINK", runner.RoleSink, func(c *Config) { c.Sink = "broker" }, "K_SINK"},
-		{"missing fallback URL", runner.RoleFallbackSink, func(c *Config) {}, "MV_FALLBACK_SINK_URL"},
-		{"overrides not JSON", runner.RoleSink, func(c *Config) { c.Overrides = "team=payments" }, "K_CE_OVERRIDES"},
-		{"override name invalid", runner.RoleSink, func(c *Config) { c.Overrides = `{"extensions":{"Team-Name":"x"}}` }, "K_CE_OVERRIDES"},
-		{"override of an attribute", runner.RoleSink, func(c *Config) { c.Overrides = `{"extensions":{"type":"x"}}` }, "K_CE_OVERRIDES"},
-		{"mode", runner.RoleSink, func(c *Config) { c.Mode = "json" }, "MV_CE_SINK_MODE"},
-		{"concurrency", runner.RoleSink, func(c *Config) { c.Concurrency = -1 }, "MV_CE_SINK_CONCURRENCY"},
-		{"ce source", runner.RoleSink, func(c *Config) { c.Source = "%zz" }, "MV_CE_SOURCE"},
-	}
-	if err := ok.Validate(runner.RoleSink); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
+	type cases = []runnertest.ConfigCase[Config]
+	runnertest.ConfigErrors(t, ok, runner.RoleSink, cases{
+		{Name: "missing K_SINK", Edit: func(c *Config) { c.Sink = "" }, Var: "K_SINK"},
+		{Name: "relative K_SINK", Edit: func(c *Config) { c.Sink = "broker" }, Var: "K_SINK"},
+		{Name: "overrides not JSON", Edit: func(c *Config) { c.Overrides = "team=payments" }, Var: "K_CE_OVERRIDES"},
+		{Name: "override name invalid", Edit: func(c *Config) { c.Overrides = `{"extensions":{"Team-Name":"x"}}` }, Var: "K_CE_OVERRIDES"},
+		{Name: "override of an attribute", Edit: func(c *Config) { c.Overrides = `{"extensions":{"type":"x"}}` }, Var: "K_CE_OVERRIDES"},
+		{Name: "mode", Edit: func(c *Config) { c.Mode = "json" }, Var: "MV_CE_SINK_MODE"},
+		{Name: "concurrency", Edit: func(c *Config) { c.Concurrency = -1 }, Var: "MV_CE_SINK_CONCURRENCY"},
+		{Name: "ce source", Edit: func(c *Config) { c.Source = "%zz" }, Var: "MV_CE_SOURCE"},
+	}, nil)
+	withFallback := ok
+	withFallback.FallbackURL = "http://fallback.default.svc"
+	runnertest.ConfigErrors(t, withFallback, runner.RoleFallbackSink, cases{
+		{Name: "missing fallback URL", Edit: func(c *Config) { c.FallbackURL = "" }, Var: "MV_FALLBACK_SINK_URL"},
+	}, nil)
 	withOverrides := ok
 	withOverrides.Overrides = `{"extensions":{"team":"payments"}}`
 	if err := withOverrides.Validate(runner.RoleSink); err != nil {
 		t.Fatalf("valid overrides rejected: %v", err)
-	}
-	for _, c := range cases {
-		cfg := ok
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		if err := cfg.Validate(c.role); !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("%s: err %v, want a ConfigError on %s", c.name, err, c.vr)
-		}
 	}
 }

@@ -3,14 +3,12 @@ package cloudevents
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -49,13 +47,8 @@ func TestOverridesAreDecodedStrictly(t *testing.T) {
 }
 
 func TestRedirectIsNotPostedAgainWithinTheFloor(t *testing.T) {
-	var calls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		http.Redirect(w, r, "/elsewhere", http.StatusMovedPermanently)
-	}))
-	defer srv.Close()
-	s := newSink(t, runner.RoleSink, srv.URL, nil)
+	url, calls := cewiretest.RedirectingReceiver(t)
+	s := newSink(t, runner.RoleSink, url, nil)
 	msgs := []*runner.Message{{ID: "a", Value: []byte("x")}, {ID: "b", Value: []byte("y")}}
 	start := time.Now()
 	// What MV_ON_FAILURE=retry with MV_RETRY_INTERVAL=1ms does: write the

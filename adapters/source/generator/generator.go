@@ -21,6 +21,7 @@ type Config struct {
 	KeyCount int           `envconfig:"MV_GENERATOR_KEY_COUNT" default:"0" desc:"number of distinct keys, 0 for unkeyed messages"`
 	Value    *int64        `envconfig:"MV_GENERATOR_VALUE" desc:"fixed \"value\" field of every payload; unset: the sequence number"`
 	Total    int64         `envconfig:"MV_GENERATOR_TOTAL" default:"0" desc:"stop after this many messages (for tests and benchmarks); 0 never stops"`
+	Fixed    bool          `envconfig:"MV_GENERATOR_FIXED_PAYLOAD" default:"false" desc:"send one payload, made at start, in every message (value MV_GENERATOR_VALUE or 0, createdts the start time): no allocation per message, for load tests of the rest of the pipeline"`
 }
 
 // Upper bounds of the generator's settings: past them a typo would take
@@ -60,7 +61,13 @@ type Source struct {
 	cfg     Config
 	replica string
 	prefix  string
-	padding []byte
+	// tail is the padding followed by the closing `"}`, so a payload is
+	// one short header and one append of tail's end (see payload).
+	tail []byte
+	// fixed is the one payload of every message with
+	// MV_GENERATOR_FIXED_PAYLOAD. It is shared, so nothing may write
+	// into a message's Value (the engine and sinks only read it).
+	fixed []byte
 
 	mu     sync.Mutex
 	seq    int64
@@ -70,13 +77,25 @@ type Source struct {
 
 // New returns a generator source for the given replica.
 func New(cfg Config, replica int) *Source {
-	pad := make([]byte, cfg.MsgSize)
-	for i := range pad {
-		pad[i] = 'x'
+	tail := make([]byte, cfg.MsgSize+len(closing))
+	for i := range cfg.MsgSize {
+		tail[i] = 'x'
 	}
+	copy(tail[cfg.MsgSize:], closing)
 	r := strconv.Itoa(replica)
-	return &Source{cfg: cfg, replica: r, prefix: r + "-", padding: pad, last: time.Now()}
+	s := &Source{cfg: cfg, replica: r, prefix: r + "-", tail: tail, last: time.Now()}
+	if cfg.Fixed {
+		var v int64
+		if cfg.Value != nil {
+			v = *cfg.Value
+		}
+		s.fixed = s.build(v, s.last)
+	}
+	return s
 }
+
+// closing ends every payload's padding string and the JSON object.
+const closing = `"}`
 
 // Read returns up to max messages as the rate allows, waiting at most
 // timeout for the first one.
@@ -126,13 +145,15 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 	msgs := make([]*runner.Message, n)
 	backing := make([]runner.Message, n)
+	var prev []byte
 	for i := range msgs {
 		seq := first + int64(i)
 		m := &backing[i]
 		m.ID = s.prefix + strconv.FormatInt(seq, 10)
 		m.EventTime = now
 		m.Offset = seq
-		m.Value = s.payload(seq, now)
+		m.Value = s.payload(seq, now, prev)
+		prev = m.Value
 		if s.cfg.KeyCount > 0 {
 			m.Keys = []string{"key-" + s.replica + "-" + strconv.FormatInt(seq%int64(s.cfg.KeyCount), 10)}
 		}
@@ -141,23 +162,39 @@ func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 	return msgs
 }
 
-// payload is {"value":V,"createdts":NS,"padding":"xxx"} padded to MsgSize,
-// or just the JSON when that is already longer.
-func (s *Source) payload(seq int64, now time.Time) []byte {
-	v := seq
-	if s.cfg.Value != nil {
-		v = *s.cfg.Value
+// payload is the value of message seq made at now. Without a per-message
+// part it is shared: the fixed payload, or, with MV_GENERATOR_VALUE, the
+// previous message's payload of the same read (same value, same createdts).
+func (s *Source) payload(seq int64, now time.Time, prev []byte) []byte {
+	switch {
+	case s.fixed != nil:
+		return s.fixed
+	case s.cfg.Value != nil:
+		if prev != nil {
+			return prev
+		}
+		return s.build(*s.cfg.Value, now)
 	}
-	b := make([]byte, 0, max(s.cfg.MsgSize, 64))
-	b = append(b, `{"value":`...)
+	return s.build(seq, now)
+}
+
+// build makes {"value":V,"createdts":NS,"padding":"xxx"} padded to MsgSize,
+// or just the JSON when that is already longer. The short header is made
+// first and the padding appended to it in one step: growing a slice by
+// append zeroes nothing it copies over, where make would clear all of a
+// large payload before the padding is written over it.
+func (s *Source) build(v int64, now time.Time) []byte {
+	var head [80]byte
+	b := append(head[:0], `{"value":`...)
 	b = strconv.AppendInt(b, v, 10)
 	b = append(b, `,"createdts":`...)
 	b = strconv.AppendInt(b, now.UnixNano(), 10)
 	b = append(b, `,"padding":"`...)
-	if pad := s.cfg.MsgSize - len(b) - 2; pad > 0 {
-		b = append(b, s.padding[:pad]...)
-	}
-	return append(b, `"}`...)
+	pad := max(s.cfg.MsgSize-len(b)-len(closing), 0)
+	out := append(b[:len(b):len(b)], s.tail[len(s.tail)-pad-len(closing):]...)
+	// Capacity ends at the length: an append to a shared payload anywhere
+	// downstream then copies instead of writing past it into its spare room.
+	return out[:len(out):len(out)]
 }
 
 // Ack has nothing to do: generated messages are not kept.

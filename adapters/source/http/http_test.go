@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,6 +20,7 @@ import (
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 func testConfig() Config {
@@ -52,17 +52,30 @@ type result struct {
 
 // post sends a request in the background; the answer arrives on the channel.
 func post(url string, header http.Header, body string) <-chan result {
+	return do(http.DefaultClient, url, header, strings.NewReader(body), int64(len(body)))
+}
+
+// postChunked is post without a Content-Length: the body is sent chunked.
+func postChunked(url, body string) <-chan result {
+	return do(http.DefaultClient, url, nil, strings.NewReader(body), -1)
+}
+
+// do posts a body of length bytes (-1: unknown, sent chunked) with client.
+func do(client *http.Client, url string, header http.Header, body io.Reader, length int64) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
-		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, url, body)
 		if err != nil {
 			ch <- result{err: err}
 			return
 		}
+		if length < 0 {
+			req.Body, req.GetBody, req.ContentLength = io.NopCloser(body), nil, -1
+		}
 		for k, v := range header {
 			req.Header[k] = v
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			ch <- result{err: err}
 			return
@@ -87,6 +100,17 @@ func await(t *testing.T, ch <-chan result) result {
 		t.Fatalf("no answer within 20s")
 	}
 	return result{}
+}
+
+// ackOK acks msgs and checks that the request waiting on ch is answered 200.
+func ackOK(t *testing.T, src *Source, msgs []*runner.Message, ch <-chan result, what string) result {
+	t.Helper()
+	_ = src.Ack(context.Background(), msgs)
+	r := await(t, ch)
+	if r.status != http.StatusOK {
+		t.Fatalf("%s: %d %+v", what, r.status, r.body)
+	}
+	return r
 }
 
 func pending(t *testing.T, ch <-chan result) {
@@ -286,10 +310,7 @@ func TestDuplicateIDInFlightIs409(t *testing.T) {
 	}
 	msgs := readN(t, src, 1)
 	pending(t, first)
-	_ = src.Ack(context.Background(), msgs)
-	if r := await(t, first); r.status != http.StatusOK {
-		t.Fatalf("first request: %d", r.status)
-	}
+	ackOK(t, src, msgs, first, "first request")
 	// Once final, the id may be used again.
 	again := post(url, hdr(HeaderID, "dup"), "three")
 	msgs = readN(t, src, 1)
@@ -343,10 +364,7 @@ func TestAuth(t *testing.T) {
 	if msgs[0].Headers["x-custom"] != "kept" {
 		t.Fatalf("headers %v", msgs[0].Headers)
 	}
-	_ = src.Ack(context.Background(), msgs)
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("authorized request: %d", r.status)
-	}
+	ackOK(t, src, msgs, ch, "authorized request")
 }
 
 func TestPlainBodyMapping(t *testing.T) {
@@ -435,35 +453,47 @@ func TestBatchWithOneNackIs500(t *testing.T) {
 }
 
 func TestMalformedRequestsAre400(t *testing.T) {
-	src, url := start(t, testConfig())
-	cases := []struct {
-		name string
-		h    http.Header
-		body string
-	}{
-		{"event time not a number", hdr(HeaderEventTime, "yesterday"), "x"},
-		{"event time as RFC 3339", hdr(HeaderEventTime, "2024-01-01T00:00:00Z"), "x"},
-		{"binary event without id", hdr("Ce-Specversion", "1.0", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
-		{"binary event with unknown specversion", hdr("Ce-Specversion", "2.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x"},
-		{"structured event not JSON", hdr("Content-Type", "application/cloudevents+json"), "{nope"},
-		{"structured event without source", hdr("Content-Type", "application/cloudevents+json"), `{"specversion":"1.0","id":"1","type":"t"}`},
-		{"batch not an array", hdr("Content-Type", cewire.BatchContentType), `{"specversion":"1.0"}`},
+	expect400(t, []badRequest{
+		{"event time not a number", hdr(HeaderEventTime, "yesterday"), "x", ""},
+		{"event time as RFC 3339", hdr(HeaderEventTime, "2024-01-01T00:00:00Z"), "x", ""},
+		{"binary event without id", hdr("Ce-Specversion", "1.0", "Ce-Source", "/s", "Ce-Type", "t"), "x", ""},
+		{"binary event with unknown specversion", hdr("Ce-Specversion", "2.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x", ""},
+		{"structured event not JSON", hdr("Content-Type", "application/cloudevents+json"), "{nope", ""},
+		{"structured event without source", hdr("Content-Type", "application/cloudevents+json"), `{"specversion":"1.0","id":"1","type":"t"}`, ""},
+		{"batch not an array", hdr("Content-Type", cewire.BatchContentType), `{"specversion":"1.0"}`, ""},
 		{"batch with duplicate ids", hdr("Content-Type", cewire.BatchContentType),
-			`[{"specversion":"1.0","id":"d","source":"/s","type":"t"},{"specversion":"1.0","id":"d","source":"/s","type":"t"}]`},
-		{"extension with a dash", hdr("Ce-Specversion", "1.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t", "Ce-Bad-Name", "x"), ""},
-		{"id not UTF-8", http.Header{HeaderID: {"a\xffb"}}, "x"},
-	}
+			`[{"specversion":"1.0","id":"d","source":"/s","type":"t"},{"specversion":"1.0","id":"d","source":"/s","type":"t"}]`, ""},
+		{"extension with a dash", hdr("Ce-Specversion", "1.0", "Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t", "Ce-Bad-Name", "x"), "", ""},
+		{"id not UTF-8", http.Header{HeaderID: {"a\xffb"}}, "x", ""},
+	})
+}
+
+// badRequest is a request the source must answer 400, with a reason that
+// contains want.
+type badRequest struct {
+	name string
+	h    http.Header
+	body string
+	want string
+}
+
+// expect400 posts each request to a fresh source, checks the 400 and its
+// reason, and that none of them was queued; it returns the source.
+func expect400(t *testing.T, cases []badRequest) (*Source, string) {
+	t.Helper()
+	src, url := start(t, testConfig())
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := await(t, post(url, c.h, c.body))
-			if r.status != http.StatusBadRequest || r.body.Error == "" {
-				t.Fatalf("answer %d %+v, want 400 with a reason", r.status, r.body)
+			if r.status != http.StatusBadRequest || r.body.Error == "" || !strings.Contains(r.body.Error, c.want) {
+				t.Fatalf("answer %d %+v, want 400 with a reason naming %q", r.status, r.body, c.want)
 			}
 		})
 	}
 	if p, _ := src.Pending(context.Background()); p != 0 {
-		t.Fatalf("%d malformed requests were queued", p)
+		t.Fatalf("%d refused requests were queued", p)
 	}
+	return src, url
 }
 
 func TestOversizeBodiesAre413(t *testing.T) {
@@ -475,22 +505,12 @@ func TestOversizeBodiesAre413(t *testing.T) {
 		t.Fatalf("with Content-Length: %d, want 413", r.status)
 	}
 	// Chunked: no Content-Length, the limit applies while reading.
-	req, _ := http.NewRequest(http.MethodPost, url, io.MultiReader(strings.NewReader(big)))
-	req.ContentLength = -1
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("chunked: %d, want 413", resp.StatusCode)
+	if r := await(t, postChunked(url, big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked: %d, want 413", r.status)
 	}
 	// Exactly the limit is fine.
 	ch := post(url, nil, big[:1024])
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("at the limit: %d", r.status)
-	}
+	ackOK(t, src, readN(t, src, 1), ch, "at the limit")
 	// A batch larger than the whole buffer could never be taken.
 	cfg = testConfig()
 	cfg.BufferSize = 1
@@ -521,19 +541,9 @@ func TestStalledBodyIs408AndDisconnected(t *testing.T) {
 	cfg := testConfig()
 	cfg.BodyTimeout = 300 * time.Millisecond
 	src, url := start(t, cfg)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	// Promise 100 bytes, send 5, then stall.
-	fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nhello")
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a stalled body: %v", err)
-	}
-	resp.Body.Close()
+	conn := rawRequest(t, url, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100", "hello")
+	resp := readResponse(t, conn, 10*time.Second)
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("stalled body: %d, want 408", resp.StatusCode)
 	}
@@ -572,10 +582,7 @@ func TestCallerHangingUpFreesItsQueuedMessage(t *testing.T) {
 	if string(msgs[0].Value) != "again" {
 		t.Fatalf("read %q", msgs[0].Value)
 	}
-	_ = src.Ack(context.Background(), msgs)
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("retry: %d", r.status)
-	}
+	ackOK(t, src, msgs, ch, "retry")
 }
 
 func TestReadReturnsWhatIsWaitingAtOnce(t *testing.T) {
@@ -596,29 +603,21 @@ func TestReadReturnsWhatIsWaitingAtOnce(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	cases := []struct {
-		edit func(*Config)
-		vr   string
-	}{
-		{func(c *Config) { c.MaxBody = 0 }, "MV_HTTP_MAX_BODY"},
-		{func(c *Config) { c.BufferSize = 0 }, "MV_HTTP_BUFFER_SIZE"},
-		{func(c *Config) { c.BodyTimeout = 0 }, "MV_HTTP_BODY_TIMEOUT"},
-		{func(c *Config) { c.AuthToken = "two words" }, "MV_HTTP_AUTH_TOKEN"},
-	}
-	for _, c := range cases {
-		cfg := testConfig()
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		err := cfg.Validate(runner.RoleSource)
-		if !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("err %v, want a ConfigError on %s", err, c.vr)
-		}
-		if err != nil && strings.Contains(err.Error(), "two words") {
-			t.Errorf("the error shows the token: %v", err)
-		}
-	}
+	runnertest.ConfigErrors(t, testConfig(), runner.RoleSource, []runnertest.ConfigCase[Config]{
+		{Name: "no body", Edit: func(c *Config) { c.MaxBody = 0 }, Var: "MV_HTTP_MAX_BODY"},
+		{Name: "no buffer", Edit: func(c *Config) { c.BufferSize = 0 }, Var: "MV_HTTP_BUFFER_SIZE"},
+		{Name: "no body timeout", Edit: func(c *Config) { c.BodyTimeout = 0 }, Var: "MV_HTTP_BODY_TIMEOUT"},
+		{Name: "token with a space", Edit: func(c *Config) { c.AuthToken = "two words" }, Var: "MV_HTTP_AUTH_TOKEN"},
+	}, tokenHidden)
 	if _, err := New(testConfig(), runner.Env{Name: "x"}); err == nil {
 		t.Fatalf("New without a mux succeeded")
+	}
+}
+
+// tokenHidden checks that a configuration error never shows the token.
+func tokenHidden(t *testing.T, cfg *Config, err error) {
+	if cfg.AuthToken != "" && strings.Contains(err.Error(), cfg.AuthToken) {
+		t.Fatalf("the error shows the token: %v", err)
 	}
 }
 
@@ -646,14 +645,6 @@ func TestStopReadingAnswersUnreadRequestsAtOnceAndKeepsReadOnes(t *testing.T) {
 }
 
 func TestCloudEventWithAControlCharacterInItsIDIs400(t *testing.T) {
-	src, url := start(t, testConfig())
-	h := http.Header{}
-	h.Set("Content-Type", "application/cloudevents+json")
-	body := `{"specversion":"1.0","id":"a\u0001b","source":"/test","type":"t","data":"x"}`
-	if r := await(t, post(url, h, body)); r.status != http.StatusBadRequest || !strings.Contains(r.body.Error, "printable") {
-		t.Fatalf("answer %d %+v, want 400 naming the id", r.status, r.body)
-	}
-	if p, _ := src.Pending(context.Background()); p != 0 {
-		t.Fatalf("%d messages queued from a refused request", p)
-	}
+	expect400(t, []badRequest{{"structured id with U+0001", hdr("Content-Type", "application/cloudevents+json"),
+		`{"specversion":"1.0","id":"a\u0001b","source":"/test","type":"t","data":"x"}`, "printable"}})
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 // rawRequest opens a connection and sends head (the request line and
@@ -125,21 +124,11 @@ func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
 	for _, n := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, presizeLimit, presizeLimit + 1, 200 << 10, 300 << 10} {
 		for _, chunked := range []bool{false, true} {
 			body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
-			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			length := int64(len(body))
 			if chunked {
-				req.Body = io.NopCloser(bytes.NewReader(body))
-				req.ContentLength = -1
+				length = -1
 			}
-			ch := make(chan int, 1)
-			go func() {
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					ch <- -1
-					return
-				}
-				resp.Body.Close()
-				ch <- resp.StatusCode
-			}()
+			ch := do(http.DefaultClient, url, nil, bytes.NewReader(body), length)
 			m := readN(t, src, 1)[0]
 			if !bytes.Equal(m.Value, body) {
 				t.Fatalf("%d bytes (chunked %v): value of %d bytes differs", n, chunked, len(m.Value))
@@ -148,8 +137,8 @@ func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
 				t.Fatalf("%d bytes (chunked %v): budget holds %d", n, chunked, u)
 			}
 			_ = src.Ack(context.Background(), []*runner.Message{m})
-			if code := <-ch; code != http.StatusOK {
-				t.Fatalf("%d bytes (chunked %v): %d", n, chunked, code)
+			if r := await(t, ch); r.status != http.StatusOK {
+				t.Fatalf("%d bytes (chunked %v): %d", n, chunked, r.status)
 			}
 			waitUsed(t, src, func(u int64) bool { return u == 0 }, "0 once answered")
 		}
@@ -159,15 +148,8 @@ func TestBodiesOfEverySizeArriveWhole(t *testing.T) {
 	if r := await(t, post(url, nil, big)); r.status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("above the limit: %d", r.status)
 	}
-	req, _ := http.NewRequest(http.MethodPost, url, io.NopCloser(strings.NewReader(big)))
-	req.ContentLength = -1
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("chunked above the limit: %d", resp.StatusCode)
+	if r := await(t, postChunked(url, big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked above the limit: %d", r.status)
 	}
 	waitUsed(t, src, func(u int64) bool { return u == 0 }, "0 after refusals")
 }
@@ -190,15 +172,9 @@ func TestSpentBudgetIs503WithRetryAfter(t *testing.T) {
 		t.Fatalf("answered after %v; a request should wait about %v for the budget", waited, admissionWait)
 	}
 	// Freed by the answer, the budget takes the next request at once.
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, held); r.status != http.StatusOK {
-		t.Fatalf("held request: %d", r.status)
-	}
+	ackOK(t, src, readN(t, src, 1), held, "held request")
 	ch := post(url, nil, "next")
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("after the budget was freed: %d", r.status)
-	}
+	ackOK(t, src, readN(t, src, 1), ch, "after the budget was freed")
 }
 
 func TestABodyWaitingForTheBudgetIsTakenWhenItFrees(t *testing.T) {
@@ -242,13 +218,7 @@ func TestFullBufferAnswersRetryAfter(t *testing.T) {
 }
 
 func TestStrictCloudEventsAre400(t *testing.T) {
-	src, url := start(t, testConfig())
-	cases := []struct {
-		name string
-		h    http.Header
-		body string
-		want string
-	}{
+	src, url := expect400(t, []badRequest{
 		{"binary event without specversion", hdr("Ce-Id", "1", "Ce-Source", "/s", "Ce-Type", "t"), "x", "Ce-Specversion"},
 		{"only ce-id", hdr("Ce-Id", "1"), "x", "Ce-Specversion"},
 		{"only ce-type", hdr("Ce-Type", "t", HeaderID, "n"), "x", "Ce-Specversion"},
@@ -256,61 +226,26 @@ func TestStrictCloudEventsAre400(t *testing.T) {
 			`[{"specversion":"1.0","id":" sp","source":"/s","type":"t"},{"specversion":"1.0","id":"sp","source":"/s","type":"t"}]`, "white space"},
 		{"structured id ending in a tab", hdr("Content-Type", "application/cloudevents+json"),
 			`{"specversion":"1.0","id":"sp\t","source":"/s","type":"t"}`, "white space"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := await(t, post(url, c.h, c.body))
-			if r.status != http.StatusBadRequest || !strings.Contains(r.body.Error, c.want) {
-				t.Fatalf("answer %d %+v, want 400 naming %s", r.status, r.body, c.want)
-			}
-		})
-	}
-	if p, _ := src.Pending(context.Background()); p != 0 {
-		t.Fatalf("%d refused messages were queued", p)
-	}
+	})
 	// A plain body with unrelated ce-like headers is still plain.
 	ch := post(url, hdr("Ce-Other", "v", HeaderID, "plain"), "x")
-	_ = src.Ack(context.Background(), readN(t, src, 1))
-	if r := await(t, ch); r.status != http.StatusOK {
-		t.Fatalf("plain body with Ce-Other: %d %+v", r.status, r.body)
-	}
+	ackOK(t, src, readN(t, src, 1), ch, "plain body with Ce-Other")
 }
 
 func TestSizeAndTokenSettingsAreBounded(t *testing.T) {
-	cases := []struct {
-		name string
-		edit func(*Config)
-		vr   string
-	}{
-		{"8 GiB body", func(c *Config) { c.MaxBody = 8 << 30; c.MaxInflight = 16 << 30 }, "MV_HTTP_MAX_BODY"},
-		{"body one byte above 1 GiB", func(c *Config) { c.MaxBody = MaxBodyLimit + 1; c.MaxInflight = 4 << 30 }, "MV_HTTP_MAX_BODY"},
-		{"no in-flight budget", func(c *Config) { c.MaxInflight = 0 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
-		{"in-flight budget above 64 GiB", func(c *Config) { c.MaxInflight = MaxInflightLimit + 1 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
-		{"in-flight budget below the largest body", func(c *Config) { c.MaxInflight = c.MaxBody - 1 }, "MV_HTTP_MAX_INFLIGHT_BYTES"},
-		{"token with NUL", func(c *Config) { c.AuthToken = "tok\x00en" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with escape", func(c *Config) { c.AuthToken = "tok\x1b[0m" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with DEL", func(c *Config) { c.AuthToken = "tok\x7f" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with a C1 control", func(c *Config) { c.AuthToken = "tok\u0085en" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token not UTF-8", func(c *Config) { c.AuthToken = "tok\xffen" }, "MV_HTTP_AUTH_TOKEN"},
-		{"token with a no-break space", func(c *Config) { c.AuthToken = "tok\u00a0en" }, "MV_HTTP_AUTH_TOKEN"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			cfg := testConfig()
-			c.edit(&cfg)
-			var ce *runner.ConfigError
-			err := cfg.Validate(runner.RoleSource)
-			if !errors.As(err, &ce) || ce.Var != c.vr {
-				t.Fatalf("err %v, want a ConfigError on %s", err, c.vr)
-			}
-			if cfg.AuthToken != "" && strings.Contains(err.Error(), cfg.AuthToken) {
-				t.Fatalf("the error shows the token: %v", err)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("the error is more than one line: %q", err)
-			}
-		})
-	}
+	runnertest.ConfigErrors(t, testConfig(), runner.RoleSource, []runnertest.ConfigCase[Config]{
+		{Name: "8 GiB body", Edit: func(c *Config) { c.MaxBody = 8 << 30; c.MaxInflight = 16 << 30 }, Var: "MV_HTTP_MAX_BODY"},
+		{Name: "body one byte above 1 GiB", Edit: func(c *Config) { c.MaxBody = MaxBodyLimit + 1; c.MaxInflight = 4 << 30 }, Var: "MV_HTTP_MAX_BODY"},
+		{Name: "no in-flight budget", Edit: func(c *Config) { c.MaxInflight = 0 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "in-flight budget above 64 GiB", Edit: func(c *Config) { c.MaxInflight = MaxInflightLimit + 1 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "in-flight budget below the largest body", Edit: func(c *Config) { c.MaxInflight = c.MaxBody - 1 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "token with NUL", Edit: func(c *Config) { c.AuthToken = "tok\x00en" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with escape", Edit: func(c *Config) { c.AuthToken = "tok\x1b[0m" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with DEL", Edit: func(c *Config) { c.AuthToken = "tok\x7f" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with a C1 control", Edit: func(c *Config) { c.AuthToken = "tok\u0085en" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token not UTF-8", Edit: func(c *Config) { c.AuthToken = "tok\xffen" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token with a no-break space", Edit: func(c *Config) { c.AuthToken = "tok\u00a0en" }, Var: "MV_HTTP_AUTH_TOKEN"},
+	}, tokenHidden)
 	for _, ok := range []Config{
 		{MaxBody: MaxBodyLimit, MaxInflight: MaxInflightLimit, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "abc-DEF_123.~+/="},
 		{MaxBody: 1, MaxInflight: 1, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "ключ"},

@@ -142,10 +142,9 @@ type Transformer struct {
 	mapper    *cewire.Mapper
 	budget    *cewire.Budget
 	maxEvents int
-	floor     *cewire.Floor
 	log       *zap.SugaredLogger
-	// slots bounds the calls in flight across concurrent Transform calls.
-	slots chan struct{}
+	// calls bounds the calls in flight across concurrent Transform calls.
+	calls *cewire.Calls
 }
 
 var _ runner.Transformer = (*Transformer)(nil)
@@ -174,9 +173,8 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 		mapper:    mapper,
 		budget:    budget,
 		maxEvents: cfg.MaxEvents,
-		floor:     cewire.NewFloor(cewire.PermanentRetryFloor),
 		log:       log,
-		slots:     make(chan struct{}, cfg.Concurrency),
+		calls:     cewire.NewCalls(cfg.Concurrency),
 	}, nil
 }
 
@@ -184,27 +182,17 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 // at a time, and returns one result per message in input order.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
 	results := make([]runner.TransformResult, len(msgs))
-	if err := t.floor.Wait(ctx, ids(msgs)); err != nil {
-		return nil, fmt.Errorf("cloudevents transformer: waiting out the retry floor of messages answered permanently: %w", err)
-	}
-	started := cewire.Each(ctx, t.slots, len(msgs), func(i int) {
+	started, err := t.calls.Run(ctx, msgs, func(i int) error {
 		results[i] = t.call(ctx, msgs[i])
-		if runner.IsPermanent(results[i].Err) {
-			t.floor.Mark(msgs[i].ID)
-		}
+		return results[i].Err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("cloudevents transformer: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cloudevents transformer: %d of %d calls cut short: %w", len(msgs)-started, len(msgs), err)
 	}
 	return results, nil
-}
-
-func ids(msgs []*runner.Message) []string {
-	out := make([]string, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.ID
-	}
-	return out
 }
 
 // call transforms one message; the error is the transport error, if any.
@@ -215,17 +203,7 @@ func (t *Transformer) call(ctx context.Context, m *runner.Message) runner.Transf
 	}
 	resp, err := t.client.Post(ctx, &ev, true)
 	if err != nil {
-		err = fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, err)
-		var te *cewire.TransportError
-		switch {
-		case cewire.IsUnreachable(err):
-			// The function is away (check MV_TRANSFORMER_URL and that it
-			// runs); the engine retries without spending MV_RETRY_* steps.
-			err = runner.Unavailable(err)
-		case !errors.As(err, &te):
-			err = runner.Permanent(err)
-		}
-		return runner.TransformResult{Err: err}
+		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cewire.PostError(err))}
 	}
 	defer resp.Lease.Release()
 	return t.result(ctx, m, resp)
@@ -238,15 +216,13 @@ func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewir
 		// Knative: a 202 is never a reply, whatever its body.
 		return runner.TransformResult{}
 	case resp.Status >= 200 && resp.Status < 300:
-	case cewire.RetryableStatus(resp.Status):
-		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cewire.NewStatusError(t.client.URL(), resp))}
 	default:
-		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cewire.NewStatusError(t.client.URL(), resp)))}
+		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, t.client.CheckStatus(resp))}
 	}
 	if !cewire.IsCloudEvent(resp.Header) && len(resp.Body) == 0 {
 		return runner.TransformResult{}
 	}
-	events, err := cewire.ReadEventsLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
+	outs, err := cewire.ReadMessagesLimited(ctx, resp.Header, resp.Body, t.maxEvents, resp.Lease)
 	switch {
 	case err == nil:
 	case errors.Is(err, cewire.ErrBudgetBusy) || ctx.Err() != nil:
@@ -257,14 +233,6 @@ func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewir
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: decoding the reply: %w (MV_TRANSFORMER_REPLY_BUDGET)", m.ID, err))}
 	default:
 		return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: function at %s answered %d with a body that is not a valid CloudEvent reply: %w", m.ID, t.client.URL(), resp.Status, err))}
-	}
-	outs := make([]*runner.Message, 0, len(events))
-	for i := range events {
-		o, err := cewire.ToMessage(&events[i])
-		if err != nil {
-			return runner.TransformResult{Err: runner.Permanent(fmt.Errorf("cloudevents transformer: message %q: reply: %w", m.ID, err))}
-		}
-		outs = append(outs, o)
 	}
 	return runner.TransformResult{Outputs: outs}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +17,11 @@ import (
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 func newTransformer(t *testing.T, url string, edit func(*Config)) *Transformer {
@@ -262,26 +263,9 @@ func TestUnreachableFunctionFailsEachMessageAsUnavailable(t *testing.T) {
 
 func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 	const limit = 3
-	var inflight, peak atomic.Int64
-	reached := make(chan struct{})
-	var once sync.Once
-	f := cetest.StartFunction(t, func(w http.ResponseWriter, _ *http.Request, _ *event.Event, _ int) {
-		n := inflight.Add(1)
-		defer inflight.Add(-1)
-		for {
-			p := peak.Load()
-			if n <= p || peak.CompareAndSwap(p, n) {
-				break
-			}
-		}
-		if n == limit {
-			once.Do(func() { close(reached) })
-		}
-		select {
-		case <-reached:
-		case <-time.After(10 * time.Second):
-		}
-		w.WriteHeader(http.StatusAccepted)
+	probe := cewiretest.NewInflightProbe(limit)
+	f := cetest.StartFunction(t, func(w http.ResponseWriter, r *http.Request, _ *event.Event, _ int) {
+		probe.ServeHTTP(w, r)
 	})
 	tr := newTransformer(t, f.URL, func(c *Config) { c.Concurrency = limit })
 	var wg sync.WaitGroup
@@ -299,14 +283,7 @@ func TestConcurrencyIsBoundedAndUsed(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	select {
-	case <-reached:
-	default:
-		t.Fatalf("never had %d calls in flight (peak %d)", limit, peak.Load())
-	}
-	if p := peak.Load(); p > limit {
-		t.Fatalf("peak of %d calls in flight, limit %d", p, limit)
-	}
+	probe.Check(t, "calls")
 	if c := f.Connections(); c > limit {
 		t.Fatalf("%d connections opened for %d calls in flight: keep-alive not used", c, limit)
 	}
@@ -341,28 +318,13 @@ func TestH2C(t *testing.T) {
 
 func TestConfigValidation(t *testing.T) {
 	ok := Config{URL: "http://fn.default.svc", Mode: "binary", Concurrency: 1, Timeout: time.Second, MaxReply: 1}
-	cases := []struct {
-		name string
-		edit func(*Config)
-		vr   string
-	}{
-		{"missing URL", func(c *Config) { c.URL = "" }, "MV_TRANSFORMER_URL"},
-		{"relative URL", func(c *Config) { c.URL = "/fn" }, "MV_TRANSFORMER_URL"},
-		{"ftp URL", func(c *Config) { c.URL = "ftp://x" }, "MV_TRANSFORMER_URL"},
-		{"mode", func(c *Config) { c.Mode = "batch" }, "MV_TRANSFORMER_MODE"},
-		{"concurrency", func(c *Config) { c.Concurrency = 0 }, "MV_TRANSFORMER_CONCURRENCY"},
-		{"max reply", func(c *Config) { c.MaxReply = 0 }, "MV_TRANSFORMER_MAX_REPLY"},
-		{"ce type", func(c *Config) { c.Type = "a\nb" }, "MV_CE_TYPE"},
-	}
-	if err := ok.Validate(runner.RoleTransformer); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
-	for _, c := range cases {
-		cfg := ok
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		if err := cfg.Validate(runner.RoleTransformer); !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("%s: err %v, want a ConfigError on %s", c.name, err, c.vr)
-		}
-	}
+	runnertest.ConfigErrors(t, ok, runner.RoleTransformer, []runnertest.ConfigCase[Config]{
+		{Name: "missing URL", Edit: func(c *Config) { c.URL = "" }, Var: "MV_TRANSFORMER_URL"},
+		{Name: "relative URL", Edit: func(c *Config) { c.URL = "/fn" }, Var: "MV_TRANSFORMER_URL"},
+		{Name: "ftp URL", Edit: func(c *Config) { c.URL = "ftp://x" }, Var: "MV_TRANSFORMER_URL"},
+		{Name: "mode", Edit: func(c *Config) { c.Mode = "batch" }, Var: "MV_TRANSFORMER_MODE"},
+		{Name: "concurrency", Edit: func(c *Config) { c.Concurrency = 0 }, Var: "MV_TRANSFORMER_CONCURRENCY"},
+		{Name: "max reply", Edit: func(c *Config) { c.MaxReply = 0 }, Var: "MV_TRANSFORMER_MAX_REPLY"},
+		{Name: "ce type", Edit: func(c *Config) { c.Type = "a\nb" }, Var: "MV_CE_TYPE"},
+	}, nil)
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/runnertest"
 )
 
 // streamForever answers 200 with a binary CloudEvent whose body never ends
@@ -156,13 +158,8 @@ func TestHugeFanOutIsPermanent(t *testing.T) {
 }
 
 func TestRedirectIsPermanentAndNotPostedAgainWithinTheFloor(t *testing.T) {
-	var calls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		http.Redirect(w, r, "/elsewhere", http.StatusMovedPermanently)
-	}))
-	defer srv.Close()
-	tr := newTransformer(t, srv.URL, nil)
+	url, calls := cewiretest.RedirectingReceiver(t)
+	tr := newTransformer(t, url, nil)
 	m := &runner.Message{ID: "m", Value: []byte("x")}
 	if r := transformOne(t, tr, m); !runner.IsPermanent(r.Err) || !strings.Contains(r.Err.Error(), "301") {
 		t.Fatalf("want a permanent 301 failure, got %v", r.Err)
@@ -192,26 +189,14 @@ func TestRedirectIsPermanentAndNotPostedAgainWithinTheFloor(t *testing.T) {
 
 func TestLimitSettingsValidation(t *testing.T) {
 	ok := Config{URL: "http://fn.default.svc", Mode: "binary", Concurrency: 1, Timeout: time.Second, MaxReply: 1 << 20}
-	cases := []struct {
-		name string
-		edit func(*Config)
-		vr   string
-	}{
-		{"max reply above 1 GiB", func(c *Config) { c.MaxReply = 2 << 30 }, "MV_TRANSFORMER_MAX_REPLY"},
-		{"budget below twice the max reply", func(c *Config) { c.ReplyBudget = 2 << 20 }, "MV_TRANSFORMER_REPLY_BUDGET"},
-		{"budget above 64 GiB", func(c *Config) { c.ReplyBudget = 65 << 30 }, "MV_TRANSFORMER_REPLY_BUDGET"},
-		{"budget negative", func(c *Config) { c.ReplyBudget = -1 }, "MV_TRANSFORMER_REPLY_BUDGET"},
-		{"events negative", func(c *Config) { c.MaxEvents = -1 }, "MV_TRANSFORMER_MAX_REPLY_EVENTS"},
-		{"events above a million", func(c *Config) { c.MaxEvents = 1000001 }, "MV_TRANSFORMER_MAX_REPLY_EVENTS"},
-	}
-	for _, c := range cases {
-		cfg := ok
-		c.edit(&cfg)
-		var ce *runner.ConfigError
-		if err := cfg.Validate(runner.RoleTransformer); !errors.As(err, &ce) || ce.Var != c.vr {
-			t.Errorf("%s: err %v, want a ConfigError on %s", c.name, err, c.vr)
-		}
-	}
+	runnertest.ConfigErrors(t, ok, runner.RoleTransformer, []runnertest.ConfigCase[Config]{
+		{Name: "max reply above 1 GiB", Edit: func(c *Config) { c.MaxReply = 2 << 30 }, Var: "MV_TRANSFORMER_MAX_REPLY"},
+		{Name: "budget below twice the max reply", Edit: func(c *Config) { c.ReplyBudget = 2 << 20 }, Var: "MV_TRANSFORMER_REPLY_BUDGET"},
+		{Name: "budget above 64 GiB", Edit: func(c *Config) { c.ReplyBudget = 65 << 30 }, Var: "MV_TRANSFORMER_REPLY_BUDGET"},
+		{Name: "budget negative", Edit: func(c *Config) { c.ReplyBudget = -1 }, Var: "MV_TRANSFORMER_REPLY_BUDGET"},
+		{Name: "events negative", Edit: func(c *Config) { c.MaxEvents = -1 }, Var: "MV_TRANSFORMER_MAX_REPLY_EVENTS"},
+		{Name: "events above a million", Edit: func(c *Config) { c.MaxEvents = 1000001 }, Var: "MV_TRANSFORMER_MAX_REPLY_EVENTS"},
+	}, nil)
 	big := ok
 	big.MaxReply = 200 << 20
 	if err := big.Validate(runner.RoleTransformer); err != nil {
