@@ -22,26 +22,39 @@ go_goroutines 12 1700000000000
 `
 
 func TestParseProm(t *testing.T) {
-	s, err := parseProm(promText)
+	m, err := parseProm(promText)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s) != 9 {
-		t.Fatalf("got %d samples, want 9", len(s))
-	}
-	if got := counter(s, "monovtx_ack_total"); got != 1234000 {
-		t.Errorf("monovtx_ack_total = %v, want 1234000", got)
-	}
-	if got := counter(s, "go_goroutines"); got != 12 {
-		t.Errorf("a sample with a timestamp: go_goroutines = %v, want 12", got)
-	}
-	for _, x := range s {
-		if x.name == "build_info" && (x.labels["commit"] != `a"b` || x.labels["version"] != "v1,2") {
-			t.Errorf("escaped and comma label values: %v", x.labels)
+	// 9 samples: 6 of the histogram (4 buckets, sum, count), 3 others.
+	samples := 0
+	for _, f := range m {
+		for _, mt := range f.GetMetric() {
+			if h := mt.GetHistogram(); h != nil {
+				samples += len(h.GetBucket()) + 2 // the buckets, _sum and _count
+			} else {
+				samples++
+			}
 		}
 	}
-	h := histogram(s, "monovtx_processing_time")
-	if len(h) != 4 || !math.IsInf(h[3].le, 1) || h[1].count != 60 {
+	if len(m) != 4 || samples != 9 {
+		t.Fatalf("got %d families, %d samples; want 4, 9", len(m), samples)
+	}
+	if got := counter(m, "monovtx_ack_total"); got != 1234000 {
+		t.Errorf("monovtx_ack_total = %v, want 1234000", got)
+	}
+	if got := counter(m, "go_goroutines"); got != 12 {
+		t.Errorf("a sample with a timestamp: go_goroutines = %v, want 12", got)
+	}
+	labels := map[string]string{}
+	for _, l := range m["build_info"].GetMetric()[0].GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["commit"] != `a"b` || labels["version"] != "v1,2" {
+		t.Errorf("escaped and comma label values: %v", labels)
+	}
+	h := histogram(m, "monovtx_processing_time")
+	if len(h) != 4 || !math.IsInf(h[3].le, 1) || h[1].count != 60 || h[3].count != 100 {
 		t.Fatalf("histogram = %v", h)
 	}
 }

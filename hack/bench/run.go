@@ -105,7 +105,7 @@ type statusDoc struct {
 type runnerSnapshot struct {
 	at      time.Time
 	status  statusDoc
-	samples []sample
+	metrics metrics
 }
 
 func snapshot(ctx context.Context, admin string) (runnerSnapshot, error) {
@@ -119,7 +119,7 @@ func snapshot(ctx context.Context, admin string) (runnerSnapshot, error) {
 	if err != nil {
 		return s, fmt.Errorf("runner /metrics: %w", err)
 	}
-	if s.samples, err = parseProm(string(body)); err != nil {
+	if s.metrics, err = parseProm(string(body)); err != nil {
 		return s, fmt.Errorf("runner /metrics: %w", err)
 	}
 	return s, nil
@@ -159,7 +159,7 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 		return r, fmt.Errorf("the runner is %q, not running, at the end of the window", s1.status.State)
 	}
 	r.rate = float64(acked) / s1.at.Sub(s0.at).Seconds()
-	hist := bucketDelta(histogram(s0.samples, "monovtx_processing_time"), histogram(s1.samples, "monovtx_processing_time"))
+	hist := bucketDelta(histogram(s0.metrics, "monovtx_processing_time"), histogram(s1.metrics, "monovtx_processing_time"))
 	r.p50 = bucketQuantile(0.5, hist) / 1000
 	r.p99 = bucketQuantile(0.99, hist) / 1000
 	r.notes = append(r.notes, problems(s0.status, s1.status)...)
