@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -215,17 +216,46 @@ func TestSelectScenarios(t *testing.T) {
 
 func TestTargets(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	r := &record{Scenario: "udsource->udsink", PayloadBytes: MiB, RatioToBaseline: f(0.85), PeakRSSMB: f(150), RSSBoundMB: rssBound(8, MiB, 4)}
-	ts := targets(r)
-	if len(ts) != 2 || ts[0].Met || !ts[1].Met {
-		t.Fatalf("targets = %+v", ts)
+	r := &record{Scenario: "udsource->udsink", PayloadBytes: MiB, RatioToSequential: f(1.4), CPUUsPerMiB: f(390), PeakRSSMB: f(97), RSSBoundMB: rssBound(8, MiB, 4)}
+	if *r.RSSBoundMB != 96 {
+		t.Errorf("RSS bound = %v, want 8*1*4+64 = 96", *r.RSSBoundMB)
 	}
-	if *r.RSSBoundMB != 164 {
-		t.Errorf("RSS bound = %v, want 2*(8*1*4)+100 = 164", *r.RSSBoundMB)
+	got := func(ts []target) string {
+		var parts []string
+		for _, x := range ts {
+			parts = append(parts, fmt.Sprintf("%s=%v %s", x.Field, *x.Figure, x.Result))
+		}
+		return strings.Join(parts, "; ")
 	}
-	r = &record{Scenario: "generator->blackhole", PayloadBytes: KiB, RatioToPeer: f(2.5)}
-	if ts := targets(r); len(ts) != 1 || !ts[0].Met {
-		t.Errorf("targets = %+v", ts)
+	if s, want := got(targets(r)), "ratio_to_sequential_baseline=1.4 MISS; cpu_us_per_mib=390 ok; peak_rss_mb=97 MISS"; s != want {
+		t.Errorf("udsource->udsink 1 MiB targets:\n got %s\nwant %s", s, want)
+	}
+	r = &record{Scenario: "udsource->udtransformer->udsink", PayloadBytes: KiB, RatioToSequential: f(1.5), CPUUsPerMiB: f(5000), RSSBoundMB: rssBound(500, KiB, 4)}
+	if s, want := got(targets(r)), "ratio_to_sequential_baseline=1.5 ok"; s != want {
+		t.Errorf("udtransformer 1 KiB targets (no CPU nor RSS target below 1 MiB):\n got %s\nwant %s", s, want)
+	}
+	r = &record{Scenario: "udsource->udtransformer->udsink", PayloadBytes: MiB, RatioToSequential: f(1.6), CPUUsPerMiB: f(790), PeakRSSMB: f(90), RSSBoundMB: rssBound(8, MiB, 4)}
+	if s, want := got(targets(r)), "ratio_to_sequential_baseline=1.6 ok; cpu_us_per_mib=790 ok; peak_rss_mb=90 ok"; s != want {
+		t.Errorf("udtransformer 1 MiB targets:\n got %s\nwant %s", s, want)
+	}
+	for _, c := range []struct {
+		r    *record
+		want string
+	}{
+		{&record{Scenario: "generator->blackhole", PayloadBytes: MiB, RatioToPeer: f(2.5), PeakRSSMB: f(50), RSSBoundMB: rssBound(8, MiB, 4)}, "ratio_to_peer=2.5 ok; peak_rss_mb=50 ok"},
+		{&record{Scenario: "generator->blackhole", PayloadBytes: KiB, RatioToPeer: f(2.5)}, ""},
+		{&record{Scenario: "http->blackhole", PayloadBytes: MiB, RatioToBaseline: f(0.85), PeakRSSMB: f(50), RSSBoundMB: rssBound(8, MiB, 4)}, "ratio_to_baseline=0.85 MISS; peak_rss_mb=50 ok"},
+		{&record{Scenario: "generator->cloudevents->blackhole", PayloadBytes: KiB, RatioToBaseline: f(1.0)}, "ratio_to_baseline=1 ok"},
+		{&record{Scenario: "jetstream->jetstream", PayloadBytes: MiB, PeakRSSMB: f(200), RSSBoundMB: rssBound(8, MiB, 4)}, "peak_rss_mb=200 MISS"},
+	} {
+		if s := got(targets(c.r)); s != c.want {
+			t.Errorf("%s %s targets:\n got %s\nwant %s", c.r.Scenario, sizeName(c.r.PayloadBytes), s, c.want)
+		}
+	}
+	// A figure that was not measured is a miss, with a null figure.
+	ts := targets(&record{Scenario: "udsource->udsink", PayloadBytes: KiB})
+	if len(ts) != 1 || ts[0].Figure != nil || ts[0].Met || ts[0].Result != "MISS" {
+		t.Errorf("unmeasured target = %+v", ts)
 	}
 }
 

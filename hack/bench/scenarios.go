@@ -220,10 +220,19 @@ type record struct {
 	LoadAverage           string               `json:"load_average"`
 }
 
-// target is one figure the issue aims at, and whether this run met it.
+// target is one figure an issue aims at, and whether this run met it:
+// What reads "<json field> <op> <bound>", Figure is that field's value
+// in this record (null when it was not measured, which is a miss), and
+// Result is "ok" or "MISS", so a run can be checked mechanically.
 type target struct {
-	What string `json:"what"`
-	Met  bool   `json:"met"`
+	What   string   `json:"what"`
+	Met    bool     `json:"met"`
+	Field  string   `json:"field"`
+	Figure *float64 `json:"figure"`
+	Op     string   `json:"op"` // "<=", ">=" (or a range)
+	Bound  float64  `json:"bound"`
+	Result string   `json:"result"`
+	Issue  int      `json:"issue,omitempty"`
 }
 
 // num returns a pointer for a measured figure, nil for NaN (not measured).
@@ -394,43 +403,69 @@ func (h *harness) missingKinds(needs []string) []string {
 	return missing
 }
 
-// targets are the issue's goals that apply to a record.
+// judged sets Result from Met.
+func (t target) judged() target {
+	t.Result = "MISS"
+	if t.Met {
+		t.Result = "ok"
+	}
+	return t
+}
+
+// targets are the goals of issue 11 (and the rate limit's) that apply to
+// a record.
 func targets(r *record) []target {
 	var out []target
-	ratio := func(what string, got *float64, want float64) {
+	add := func(field string, got *float64, op string, bound float64) {
+		t := target{What: fmt.Sprintf("%s %s %g", field, op, bound), Field: field, Figure: got, Op: op, Bound: bound, Issue: 11}
 		if got != nil {
-			out = append(out, target{fmt.Sprintf("%s >= %.1f", what, want), *got >= want})
+			t.Met = *got >= bound
+			if op == "<=" {
+				t.Met = *got <= bound
+			}
 		}
+		out = append(out, t.judged())
 	}
 	switch r.Scenario {
 	case "generator->blackhole":
-		if r.PayloadBytes == KiB {
-			ratio("x peer", r.RatioToPeer, 2)
+		if r.PayloadBytes == MiB {
+			add("ratio_to_peer", r.RatioToPeer, ">=", 2)
 		}
 	case "udsource->udsink", "udsource->udtransformer->udsink":
-		switch r.PayloadBytes {
-		case KiB:
-			ratio("x baseline", r.RatioToBaseline, 0.8)
-		case MiB:
-			ratio("x baseline", r.RatioToBaseline, 0.9)
+		if r.PayloadBytes == KiB || r.PayloadBytes == MiB {
+			add("ratio_to_sequential_baseline", r.RatioToSequential, ">=", 1.5)
+		}
+		if r.PayloadBytes == MiB {
+			bound := 400.0
+			if r.Scenario == "udsource->udtransformer->udsink" {
+				bound = 800
+			}
+			add("cpu_us_per_mib", r.CPUUsPerMiB, "<=", bound)
+		}
+	case "http->blackhole":
+		if r.PayloadBytes == MiB {
+			add("ratio_to_baseline", r.RatioToBaseline, ">=", 0.9)
 		}
 	case "generator->cloudevents->blackhole":
-		ratio("x baseline", r.RatioToBaseline, 0.8)
-		ratio("x peer", r.RatioToPeer, 1.2)
+		if r.PayloadBytes == KiB {
+			add("ratio_to_baseline", r.RatioToBaseline, ">=", 1.0)
+		}
 	case "ratelimit-memory-x1", "ratelimit-redis-x3":
 		if r.RatioToLimit != nil {
-			out = append(out, target{"read/max in 0.9..1.1", *r.RatioToLimit >= 0.9 && *r.RatioToLimit <= 1.1})
+			out = append(out, target{What: "read/max in 0.9..1.1", Met: *r.RatioToLimit >= 0.9 && *r.RatioToLimit <= 1.1,
+				Field: "ratio_to_limit", Figure: r.RatioToLimit, Op: "in 0.9..1.1", Bound: 1}.judged())
 		}
 	}
-	if r.PayloadBytes == MiB && r.PeakRSSMB != nil && r.RSSBoundMB != nil {
-		out = append(out, target{fmt.Sprintf("RSS <= %.0f MiB", *r.RSSBoundMB), *r.PeakRSSMB <= *r.RSSBoundMB})
+	if r.PayloadBytes == MiB && r.RSSBoundMB != nil && r.Skipped == "" {
+		add("peak_rss_mb", r.PeakRSSMB, "<=", *r.RSSBoundMB)
 	}
 	return out
 }
 
-// rssBound is the issue's memory goal: 2 x (batch x payload x in flight) + 100 MiB.
+// rssBound is issue 11's memory goal for a scenario: batch x payload x
+// batches in flight + 64 MiB.
 func rssBound(batch, size, inflight int) *float64 {
-	return num(2*float64(batch*size*inflight)/MiB + 100)
+	return num(float64(batch*size*inflight)/MiB + 64)
 }
 
 // sortedKeys returns m's keys in order, for stable output.
