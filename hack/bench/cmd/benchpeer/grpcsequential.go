@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
@@ -20,12 +19,10 @@ import (
 // keeps Numaflow's one-stream sink contract (numaflow-core's
 // sinker/sink/user_defined.rs) on this machine.
 func runGRPCSequential(ctx context.Context, args []string) error {
-	fs := newFlags("grpc-sequential")
+	fs, win := measureFlags("grpc-sequential")
 	dir := fs.String("dir", "", "directory of the SDK sockets")
 	batchSize := fs.Int("batch", 500, "messages per read (MV_READ_BATCH_SIZE)")
 	transform := fs.Bool("transform", false, "pass every batch through the source transformer")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,14 +40,7 @@ func runGRPCSequential(ctx context.Context, args []string) error {
 	go func() {
 		cancel(c.run(ctx, *batchSize, 0, &acked, &ackedBytes))
 	}()
-	res, err := window(ctx, *warmup, *duration, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			return cause
-		}
-		return err
-	}
-	return printResult(res)
+	return win.report(ctx, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
 }
 
 // sequentialClient holds the one stream per container of the sequential

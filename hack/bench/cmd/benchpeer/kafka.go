@@ -134,14 +134,12 @@ func ptr(s string) *string { return &s }
 // every ack, commit the batch's offsets, repeat. It counts records
 // committed over the window.
 func runKafkaBaseline(ctx context.Context, args []string) error {
-	fs := newFlags("kafka-baseline")
+	fs, win := measureFlags("kafka-baseline")
 	brokers := fs.String("brokers", "", "comma-separated brokers")
 	in := fs.String("in", "", "input topic")
 	out := fs.String("out", "", "output topic")
 	group := fs.String("group", "baseline", "consumer group")
 	batch := fs.Int("batch", 500, "records per poll")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -187,7 +185,7 @@ func runKafkaBaseline(ctx context.Context, args []string) error {
 		}
 		loopErr <- nil
 	}()
-	r, err := window(ctx, *warmup, *duration, func() (int64, int64) { return done.Load(), doneBytes.Load() })
+	r, err := win.measure(ctx, func() (int64, int64) { return done.Load(), doneBytes.Load() })
 	cancel()
 	if lerr := <-loopErr; lerr != nil && err == nil {
 		err = lerr

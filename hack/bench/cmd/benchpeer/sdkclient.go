@@ -43,59 +43,45 @@ func dialSDK(dir, sock string, extra ...grpc.DialOption) (*grpc.ClientConn, erro
 // openRead opens a ReadFn stream and completes its handshake.
 func openRead(ctx context.Context, cc *grpc.ClientConn) (sourcepb.Source_ReadFnClient, error) {
 	s, err := sourcepb.NewSourceClient(cc).ReadFn(ctx)
-	if err == nil {
-		err = s.Send(&sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = s.Recv()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open ReadFn: %w", err)
-	}
-	return s, nil
+	return handshake("ReadFn", s, err, &sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}})
 }
 
 // openAck opens an AckFn stream and completes its handshake.
 func openAck(ctx context.Context, cc *grpc.ClientConn) (sourcepb.Source_AckFnClient, error) {
 	s, err := sourcepb.NewSourceClient(cc).AckFn(ctx)
-	if err == nil {
-		err = s.Send(&sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = s.Recv()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open AckFn: %w", err)
-	}
-	return s, nil
+	return handshake("AckFn", s, err, &sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}})
 }
 
 // openSink opens a SinkFn stream and completes its handshake.
 func openSink(ctx context.Context, cc *grpc.ClientConn) (sinkpb.Sink_SinkFnClient, error) {
 	s, err := sinkpb.NewSinkClient(cc).SinkFn(ctx)
-	if err == nil {
-		err = s.Send(&sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = s.Recv()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open SinkFn: %w", err)
-	}
-	return s, nil
+	return handshake("SinkFn", s, err, &sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}})
 }
 
 // openTransform opens a SourceTransformFn stream and completes its handshake.
 func openTransform(ctx context.Context, cc *grpc.ClientConn) (transformStream, error) {
 	s, err := transformpb.NewSourceTransformClient(cc).SourceTransformFn(ctx)
+	return handshake[transformStream]("SourceTransformFn", s, err, &transformpb.SourceTransformRequest{Handshake: &transformpb.Handshake{Sot: true}})
+}
+
+// stream is the client side of a bidirectional Numaflow stream.
+type stream[Req, Resp any] interface {
+	Send(Req) error
+	Recv() (Resp, error)
+}
+
+// handshake completes the opening of a Numaflow stream (opened with err):
+// it sends hello (the SOT handshake) and waits for the server's answer.
+func handshake[S stream[Req, Resp], Req, Resp any](name string, s S, err error, hello Req) (S, error) {
 	if err == nil {
-		err = s.Send(&transformpb.SourceTransformRequest{Handshake: &transformpb.Handshake{Sot: true}})
+		err = s.Send(hello)
 	}
 	if err == nil {
 		_, err = s.Recv()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open SourceTransformFn: %w", err)
+		var none S
+		return none, fmt.Errorf("open %s: %w", name, err)
 	}
 	return s, nil
 }
