@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/wait"
 )
 
 // The rate limit scenarios read an unthrottled generator into a blackhole
@@ -106,7 +108,7 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 	}
 	// Past the ramp-up (and, with Redis, the second replicas wait after
 	// agreeing), with the configured warm-up on top.
-	if !sleepCtx(ctx, rateLimitRamp+2*time.Second+h.warmup) {
+	if !wait.Sleep(ctx, rateLimitRamp+2*time.Second+h.warmup) {
 		return r, ctx.Err()
 	}
 	// The limit refills at the top of every wall-clock second, so the
@@ -127,7 +129,7 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 		}
 		return each, time.Now(), nil
 	}
-	if !sleepCtx(ctx, untilHalfSecond()) {
+	if !wait.Sleep(ctx, untilHalfSecond()) {
 		return r, ctx.Err()
 	}
 	n0, t0, err := read()
@@ -135,7 +137,7 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 		return r, err
 	}
 	end := t0.Truncate(time.Second).Add(500 * time.Millisecond).Add(window)
-	if !sleepCtx(ctx, time.Until(end)) {
+	if !wait.Sleep(ctx, time.Until(end)) {
 		return r, ctx.Err()
 	}
 	n1, t1, err := read()

@@ -20,8 +20,12 @@ type sideResult struct {
 	rss      float64 // MiB, NaN when not measured
 	// cpu is the side's own process' CPU time per message in the window,
 	// in µs: steadier than the rate on a shared machine.
-	cpu   float64
-	notes []string
+	cpu float64
+	// procs is the CPU time per message of each process of the side, by
+	// kind (the runner and the SDK servers or function it drives), in µs;
+	// cores is each one's CPU time over the window's length.
+	procs, cores map[string]float64
+	notes        []string
 }
 
 func nanResult() sideResult {
@@ -129,26 +133,22 @@ func snapshot(ctx context.Context, admin string) (runnerSnapshot, error) {
 // window: acked messages per second from /status, batch processing time
 // quantiles from the monovtx_processing_time histogram, peak RSS from
 // /proc. during runs alongside the window (a load generator) when set.
-func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin string) (sideResult, error) {
+func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin string, companions []*proc) (sideResult, error) {
 	r := nanResult()
-	if !sleepCtx(ctx, h.warmup) {
-		return r, ctx.Err()
-	}
-	s0, err := snapshot(ctx, admin)
+	var snaps []runnerSnapshot
+	w, err := h.measuredWindow(ctx, sc, "runner", admin+"/debug/pprof/profile", append([]*proc{p}, companions...), func() error {
+		s, err := snapshot(ctx, admin)
+		snaps = append(snaps, s)
+		return err
+	})
 	if err != nil {
 		return r, err
 	}
-	cpu := startCPU(p.cmd.Process.Pid)
-	prof := h.startProfile(sc, "runner", admin+"/debug/pprof/profile")
-	if !sleepCtx(ctx, h.duration) {
-		return r, ctx.Err()
-	}
-	s1, err := snapshot(ctx, admin)
-	if err != nil {
-		return r, err
-	}
+	s0, s1 := snaps[0], snaps[1]
 	acked := s1.status.Totals["acked"] - s0.status.Totals["acked"]
-	r.cpu = cpu.perMsg(float64(acked))
+	r.cpu = w.cpu[0].perMsg(float64(acked))
+	r.procs, r.cores = w.split(float64(acked))
+	prof := w.profile
 	if rss, err := peakRSSMiB(p.cmd.Process.Pid); err == nil {
 		r.rss = rss
 	}
@@ -197,7 +197,9 @@ func (h *harness) startProfile(sc scenario, role, url string) func() error {
 }
 
 // runRunnerSide starts the runner with env, measures it and stops it.
-func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, extra map[string]string) (sideResult, error) {
+// companions are the processes the runner drives (SDK servers, the
+// function), whose CPU time is counted beside the runner's.
+func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, extra map[string]string, companions ...*proc) (sideResult, error) {
 	env, admin, err := h.runnerEnv(batch, extra)
 	if err != nil {
 		return nanResult(), err
@@ -207,7 +209,7 @@ func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, ext
 		return nanResult(), err
 	}
 	defer p.stop(15 * time.Second)
-	r, err := h.measureRunner(ctx, sc, p, admin)
+	r, err := h.measureRunner(ctx, sc, p, admin, companions)
 	if err != nil {
 		return r, fmt.Errorf("%w\n%s", err, p.logTail(10))
 	}
@@ -366,46 +368,38 @@ func (h *harness) sidesUDS(sc scenario, rec *record) ([]side, func(), error) {
 	transform := strings.Contains(sc.name, "udtransformer")
 	batch := batchFor(sc.size)
 	runnerRecord(rec, sc, batch, batchLatency)
-	return []side{
-		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
-			dir, servers, err := h.startSDK(sc, transform, "runner")
+	// onFreshSDK is a side that runs against its own SDK servers.
+	onFreshSDK := func(role string, run func(ctx context.Context, sc scenario, dir string, servers []*proc) (sideResult, error)) side {
+		return side{role, func(ctx context.Context, sc scenario) (sideResult, error) {
+			dir, servers, err := h.startSDK(sc, transform, role)
 			if err != nil {
 				return nanResult(), err
 			}
 			defer os.RemoveAll(dir)
 			defer stopAll(servers)
+			return run(ctx, sc, dir, servers)
+		}}
+	}
+	// bareClient is a side of a benchpeer gRPC client.
+	bareClient := func(role, sub string, extra ...string) side {
+		return onFreshSDK(role, func(ctx context.Context, sc scenario, dir string, _ []*proc) (sideResult, error) {
+			args := append([]string{"-dir", dir, "-batch", strconv.Itoa(batch)}, extra...)
+			if transform {
+				args = append(args, "-transform")
+			}
+			return h.runPeerMeasure(ctx, sc, role, sub, args)
+		})
+	}
+	return []side{
+		onFreshSDK("runner", func(ctx context.Context, sc scenario, dir string, servers []*proc) (sideResult, error) {
 			env := map[string]string{"MV_SOURCE": "udsource", "MV_SINK": "udsink", "MV_UDS_DIR": dir}
 			if transform {
 				env["MV_TRANSFORMER"] = "udtransformer"
 			}
-			return h.runRunnerSide(ctx, sc, batch, env)
-		}},
-		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
-			dir, servers, err := h.startSDK(sc, transform, "baseline")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer os.RemoveAll(dir)
-			defer stopAll(servers)
-			args := []string{"-dir", dir, "-batch", strconv.Itoa(batch), "-inflight", strconv.Itoa(inflight)}
-			if transform {
-				args = append(args, "-transform")
-			}
-			return h.runPeerMeasure(ctx, sc, "baseline", "grpc-baseline", args)
-		}},
-		{"sequential", func(ctx context.Context, sc scenario) (sideResult, error) {
-			dir, servers, err := h.startSDK(sc, transform, "sequential")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer os.RemoveAll(dir)
-			defer stopAll(servers)
-			args := []string{"-dir", dir, "-batch", strconv.Itoa(batch)}
-			if transform {
-				args = append(args, "-transform")
-			}
-			return h.runPeerMeasure(ctx, sc, "sequential", "grpc-sequential", args)
-		}},
+			return h.runRunnerSide(ctx, sc, batch, env, servers...)
+		}),
+		bareClient("baseline", "grpc-baseline", "-inflight", strconv.Itoa(inflight)),
+		bareClient("sequential", "grpc-sequential"),
 	}, func() {}, nil
 }
 
@@ -440,7 +434,7 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 				"MV_TRANSFORMER_URL":         url,
 				"MV_TRANSFORMER_CONCURRENCY": strconv.Itoa(conc),
 				"MV_SINK":                    "blackhole",
-			}))
+			}), fn)
 		}},
 		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runPeerMeasure(ctx, sc, "baseline", "ce-baseline",

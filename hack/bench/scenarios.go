@@ -207,17 +207,28 @@ type record struct {
 	SequentialCPUUsPerMsg *float64 `json:"sequential_baseline_cpu_us_per_msg,omitempty"`
 	// The same CPU time per MiB of payload, and the runner's CPU per MiB
 	// over the sequential client's (below 1: the runner spends less).
-	CPUUsPerMiB           *float64             `json:"cpu_us_per_mib,omitempty"`
-	BaselineCPUUsPerMiB   *float64             `json:"baseline_cpu_us_per_mib,omitempty"`
-	SequentialCPUUsPerMiB *float64             `json:"sequential_baseline_cpu_us_per_mib,omitempty"`
-	CPURatioToSequential  *float64             `json:"cpu_ratio_to_sequential_baseline,omitempty"`
-	Targets               []target             `json:"targets,omitempty"`
-	Rounds                int                  `json:"rounds,omitempty"`
-	RoundRates            map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
-	Skipped               string               `json:"skipped,omitempty"`
-	Notes                 []string             `json:"notes,omitempty"`
-	Errors                []string             `json:"errors,omitempty"`
-	LoadAverage           string               `json:"load_average"`
+	CPUUsPerMiB           *float64 `json:"cpu_us_per_mib,omitempty"`
+	BaselineCPUUsPerMiB   *float64 `json:"baseline_cpu_us_per_mib,omitempty"`
+	SequentialCPUUsPerMiB *float64 `json:"sequential_baseline_cpu_us_per_mib,omitempty"`
+	CPURatioToSequential  *float64 `json:"cpu_ratio_to_sequential_baseline,omitempty"`
+	// The runner side's CPU split: each process' CPU µs per message and
+	// the cores it used (CPU seconds per second) in the window, by kind
+	// (runner, udsource, udsink, udtransformer, function).
+	ProcessCPUUsPerMsg map[string]float64 `json:"process_cpu_us_per_msg,omitempty"`
+	ProcessCores       map[string]float64 `json:"process_cores,omitempty"`
+	// CPUs is --cpus for this record (0: Go's default); with several
+	// (--cpus 1,2 or --sweep) MBPerSecByCPUs holds the scenario's MiB/s at
+	// each, and CoreScaling the last over the first.
+	CPUs           int                  `json:"cpus,omitempty"`
+	MBPerSecByCPUs map[string]float64   `json:"mb_per_sec_by_cpus,omitempty"`
+	CoreScaling    *float64             `json:"core_scaling,omitempty"`
+	Targets        []target             `json:"targets,omitempty"`
+	Rounds         int                  `json:"rounds,omitempty"`
+	RoundRates     map[string][]float64 `json:"round_rates,omitempty"` // msgs/s of each round, by side
+	Skipped        string               `json:"skipped,omitempty"`
+	Notes          []string             `json:"notes,omitempty"`
+	Errors         []string             `json:"errors,omitempty"`
+	LoadAverage    string               `json:"load_average"`
 }
 
 // target is one figure an issue aims at, and whether this run met it:
@@ -294,6 +305,7 @@ func fillRecord(rec *record, results map[string][]sideResult) {
 			rec.P50MS = num(agg.p50)
 			rec.P99MS = num(agg.p99)
 			rec.CPUUsPerMsg = num(agg.cpu)
+			rec.ProcessCPUUsPerMsg, rec.ProcessCores = agg.procs, agg.cores
 			rec.Notes = append(rec.Notes, agg.notes...)
 		case "baseline":
 			rec.BaselineMsgsPerSec = num(agg.rate)
@@ -373,6 +385,26 @@ func aggregate(rs []sideResult) sideResult {
 		}
 	}
 	out.rate, out.p50, out.p99, out.cpu = median(rates), median(p50s), median(p99s), median(cpus)
+	out.procs, out.cores = medianByKey(rs, func(r sideResult) map[string]float64 { return r.procs }), medianByKey(rs, func(r sideResult) map[string]float64 { return r.cores })
+	return out
+}
+
+// medianByKey is the median over the rounds of each key of a per-process
+// map (nil when no round has one).
+func medianByKey(rs []sideResult, m func(sideResult) map[string]float64) map[string]float64 {
+	all := map[string][]float64{}
+	for _, r := range rs {
+		for k, v := range m(r) {
+			all[k] = append(all[k], v)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for k, vs := range all {
+		out[k] = math.Round(median(vs)*1000) / 1000
+	}
 	return out
 }
 
@@ -466,14 +498,4 @@ func targets(r *record) []target {
 // batches in flight + 64 MiB.
 func rssBound(batch, size, inflight int) *float64 {
 	return num(float64(batch*size*inflight)/MiB + 64)
-}
-
-// sortedKeys returns m's keys in order, for stable output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
