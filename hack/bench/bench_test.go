@@ -345,3 +345,40 @@ func TestMarkdownRowsHaveTheHeadersCells(t *testing.T) {
 		}
 	}
 }
+
+func TestCPUsFlagAndSweep(t *testing.T) {
+	var c cpusFlag
+	if err := c.Set("1, 2"); err != nil || c.String() != "1,2" {
+		t.Fatalf("--cpus 1,2 = %v, %v", c, err)
+	}
+	if err := c.Set("two"); err == nil {
+		t.Fatal("--cpus two accepted")
+	}
+	if bin, args := pinArgs("/usr/bin/taskset", 1, 2, "runner", []string{"-x"}); bin != "/usr/bin/taskset" || strings.Join(args, " ") != "-c 0-0 runner -x" {
+		t.Errorf("pinned to 1 of 2 CPUs: %s %v", bin, args)
+	}
+	for _, n := range []int{0, 2, 4} {
+		if bin, args := pinArgs("/usr/bin/taskset", n, 2, "runner", nil); bin != "runner" || len(args) != 0 {
+			t.Errorf("--cpus %d on 2 CPUs pinned: %s %v", n, bin, args)
+		}
+	}
+	f := func(v float64) *float64 { return &v }
+	recs := []*record{
+		{Scenario: "udsource->udsink", PayloadBytes: MiB, CPUs: 1, MBPerSec: f(200), ProcessCores: map[string]float64{"runner": 0.5, "udsink": 0.3}, ProcessCPUUsPerMsg: map[string]float64{"runner": 2500, "udsink": 1500}},
+		{Scenario: "generator->blackhole", PayloadBytes: KiB, CPUs: 1, MBPerSec: f(100)},
+		{Scenario: "udsource->udsink", PayloadBytes: MiB, CPUs: 2, MBPerSec: f(300)},
+		{Scenario: "generator->blackhole", PayloadBytes: KiB, CPUs: 2},
+	}
+	fillSweep(recs, []int{1, 2})
+	if r := recs[2]; r.CoreScaling == nil || *r.CoreScaling != 1.5 || r.MBPerSecByCPUs["1"] != 200 || r.MBPerSecByCPUs["2"] != 300 {
+		t.Errorf("udsink sweep = %v, %v", r.MBPerSecByCPUs, r.CoreScaling)
+	}
+	if r := recs[1]; r.CoreScaling != nil || r.MBPerSecByCPUs["1"] != 100 {
+		t.Errorf("a scenario that failed at 2 CPUs: %v, %v", r.MBPerSecByCPUs, r.CoreScaling)
+	}
+	var b strings.Builder
+	writeSweep(&b, recs, []int{1, 2}, true)
+	if !strings.Contains(b.String(), "| udsource->udsink | 1MiB | 200.0 | 300.0 | 1.50 | runner 0.50 (2500), udsink 0.30 (1500) | - |") {
+		t.Errorf("sweep table:\n%s", b.String())
+	}
+}

@@ -23,20 +23,13 @@ const kafkaLag = 64 * MiB
 func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
 	batch := batchFor(sc.size)
 	runnerRecord(rec, sc, batch, batchLatency)
-	port, err := freePort()
-	if err != nil {
-		return nil, nil, err
-	}
-	brokers := "127.0.0.1:" + strconv.Itoa(port)
-	kf, err := h.start("kfake-"+sc.id(), h.kfakeBin, []string{"-ports", strconv.Itoa(port), "-retention-every", "500ms"}, nil, false)
+	kf, brokers, err := h.startListening("kfake-"+sc.id(), h.kfakeBin, func(port int) []string {
+		return []string{"-ports", strconv.Itoa(port), "-retention-every", "500ms"}
+	}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	cleanup := func() { kf.stop(10 * time.Second) }
-	if err := waitUntil("kfake to listen", 30*time.Second, kf, func() bool { return dialOK(brokers) }); err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	n := kafkaLag / sc.size
 	rec.Notes = append(rec.Notes, fmt.Sprintf("a feeder keeps %d records (%d MiB) of 6 partitions ahead of each side's group", n, kafkaLag/MiB))
 	var seq atomic.Int64

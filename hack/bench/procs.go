@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -44,6 +45,7 @@ func (h *harness) start(name, bin string, args []string, env map[string]string, 
 	if err != nil {
 		return nil, err
 	}
+	bin, args = pinArgs(h.taskset, h.cpus, runtime.NumCPU(), bin, args)
 	cmd := exec.Command(bin, args...)
 	// The runner's MV_* settings come from the scenario only: one left in
 	// the caller's shell (MV_UDSINK_STREAMS=4, say) would change what is
@@ -175,6 +177,43 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startListening starts a server process on a free loopback port (args
+// says how to pass the port to it) and waits until it accepts
+// connections; it returns the process and its host:port. On failure the
+// process is stopped.
+func (h *harness) startListening(name, bin string, args func(port int) []string, env map[string]string) (*proc, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := h.start(name, bin, args(port), env, false)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := waitUntil(name+" to listen on "+addr, 30*time.Second, p, func() bool { return dialOK(addr) }); err != nil {
+		p.stop(5 * time.Second)
+		return nil, "", err
+	}
+	return p, addr, nil
+}
+
+// dialOK reports whether addr accepts a TCP connection.
+func dialOK(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// addrArgs passes a server's address as "-addr 127.0.0.1:<port>" after
+// the benchpeer subcommand.
+func addrArgs(sub string) func(port int) []string {
+	return func(port int) []string { return []string{sub, "-addr", "127.0.0.1:" + strconv.Itoa(port)} }
 }
 
 // waitUntil polls ok every 10ms until it returns true, p ends, or timeout.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -175,24 +174,7 @@ func (h *harness) startRedis(sc scenario) (*proc, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("redis-server is not installed (apt-get install redis-server): %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := h.start("redis-"+sc.id(), bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, nil, false)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := waitUntil("redis-server to listen", 10*time.Second, p, func() bool {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}); err != nil {
-		p.stop(time.Second)
-		return nil, "", err
-	}
-	return p, addr, nil
+	return h.startListening("redis-"+sc.id(), bin, func(port int) []string {
+		return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	}, nil)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -412,21 +411,12 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 	conc := h.concurrency
 	runnerRecord(rec, sc, batch, batchLatency)
 	rec.Concurrency = conc
-	port, err := freePort()
+	fn, addr, err := h.startListening("function-"+sc.id(), h.peerBin, addrArgs("function"), nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	url := "http://" + addr + "/"
-	fn, err := h.start("function-"+sc.id(), h.peerBin, []string{"function", "-addr", addr}, nil, false)
-	if err != nil {
-		return nil, nil, err
-	}
 	cleanup := func() { fn.stop(5 * time.Second) }
-	if err := waitUntil("the function to listen", 30*time.Second, fn, func() bool { return dialOK(addr) }); err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), map[string]string{
@@ -446,15 +436,6 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 	}, cleanup, nil
 }
 
-func dialOK(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
 // --- HTTP source ---
 
 func (h *harness) sidesHTTPSource(sc scenario, rec *record) ([]side, func(), error) {
@@ -468,19 +449,11 @@ func (h *harness) sidesHTTPSource(sc scenario, rec *record) ([]side, func(), err
 		}},
 		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
 			r := nanResult()
-			port, err := freePort()
-			if err != nil {
-				return r, err
-			}
-			addr := "127.0.0.1:" + strconv.Itoa(port)
-			p, err := h.start("http-server-"+sc.id(), h.peerBin, []string{"http-server", "-addr", addr}, h.peerEnv(sc, "baseline"), false)
+			p, addr, err := h.startListening("http-server-"+sc.id(), h.peerBin, addrArgs("http-server"), h.peerEnv(sc, "baseline"))
 			if err != nil {
 				return r, err
 			}
 			defer p.stop(5 * time.Second)
-			if err := waitUntil("the HTTP server to listen", 30*time.Second, p, func() bool { return dialOK(addr) }); err != nil {
-				return r, err
-			}
 			var cpu *cpuMeter
 			lr, err := h.load(ctx, "http://"+addr+"/", sc.size, conc, func() { cpu = startCPU(p.cmd.Process.Pid) }, nil)
 			r.rate, r.p50, r.p99 = lr.rate, lr.p50, lr.p99

@@ -36,20 +36,12 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	if *bufSize > 0 {
 		extra = append(extra, grpc.WithReadBufferSize(*bufSize), grpc.WithWriteBufferSize(*bufSize))
 	}
-	srcConn, err := dialSDK(*dir, sourceSock, extra...)
+	conns, err := dialConns(*dir, *transform, extra...)
 	if err != nil {
-		return fmt.Errorf("connect to the source: %w", err)
+		return err
 	}
-	sinkConn, err := dialSDK(*dir, sinkSock, extra...)
-	if err != nil {
-		return fmt.Errorf("connect to the sink: %w", err)
-	}
-	var trConn *grpc.ClientConn
-	if *transform {
-		if trConn, err = dialSDK(*dir, transformSock, extra...); err != nil {
-			return fmt.Errorf("connect to the transformer: %w", err)
-		}
-	}
+	defer conns.close()
+	srcConn, sinkConn, trConn := conns.src, conns.sink, conns.tr
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

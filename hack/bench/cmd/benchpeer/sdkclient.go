@@ -40,6 +40,40 @@ func dialSDK(dir, sock string, extra ...grpc.DialOption) (*grpc.ClientConn, erro
 	return grpc.NewClient("unix://"+filepath.Join(dir, sock), append(opts, extra...)...)
 }
 
+// sdkConns are a client's connections to the SDK servers: one per
+// container, as Numaflow's sidecar clients have.
+type sdkConns struct {
+	src, sink *grpc.ClientConn
+	tr        *grpc.ClientConn // nil without a transformer
+}
+
+// dialConns connects to the source and sink servers in dir, and to the
+// transformer when transform is set.
+func dialConns(dir string, transform bool, extra ...grpc.DialOption) (*sdkConns, error) {
+	c := &sdkConns{}
+	socks := map[string]**grpc.ClientConn{sourceSock: &c.src, sinkSock: &c.sink}
+	if transform {
+		socks[transformSock] = &c.tr
+	}
+	for sock, into := range socks {
+		cc, err := dialSDK(dir, sock, extra...)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("connect to %s: %w", sock, err)
+		}
+		*into = cc
+	}
+	return c, nil
+}
+
+func (c *sdkConns) close() {
+	for _, cc := range []*grpc.ClientConn{c.src, c.sink, c.tr} {
+		if cc != nil {
+			cc.Close()
+		}
+	}
+}
+
 // openRead opens a ReadFn stream and completes its handshake.
 func openRead(ctx context.Context, cc *grpc.ClientConn) (sourcepb.Source_ReadFnClient, error) {
 	s, err := sourcepb.NewSourceClient(cc).ReadFn(ctx)
