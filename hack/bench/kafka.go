@@ -20,6 +20,23 @@ const kafkaLag = 64 * MiB
 // sidesKafka runs the runner (MV_SOURCE=kafka, MV_SINK=kafka) and the
 // bare franz-go loop against one kfake process, each on fresh topics
 // filled with the same records before it starts.
+// startFeeder starts a benchpeer loader (kafka-load, js-load) with args
+// plus -follow: it fills the input and keeps topping it up until the
+// returned stop. It returns once the first fill is stored.
+func (h *harness) startFeeder(name string, args []string) (stop func(), err error) {
+	ready := filepath.Join(h.work, fmt.Sprintf("ready-%03d", procSeq.Add(1)))
+	p, err := h.start(name, h.peerBin, append(args, "-follow", "-ready-file", ready), nil, false)
+	if err != nil {
+		return nil, err
+	}
+	stop = func() { p.stop(10 * time.Second) }
+	if err := waitUntil("the input to be filled", 5*time.Minute, p, func() bool { return exists(ready) }); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
 func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
 	batch := batchFor(sc.size)
 	runnerRecord(rec, sc, batch, batchLatency)
@@ -40,23 +57,14 @@ func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
 		k := seq.Add(1)
 		in, out = fmt.Sprintf("in-%s-%d", role, k), fmt.Sprintf("out-%s-%d", role, k)
 		group = role + "-" + in
-		ready := filepath.Join(h.work, "kafka-ready-"+in)
 		args := []string{"kafka-load", "-brokers", brokers, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size),
-			"-follow", "-ready-file", ready, "-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
+			"-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
 		if len(last) > 0 {
 			args = append(args, "-delete", strings.Join(last, ","))
 		}
 		last = []string{in, out}
-		p, err := h.start("kafka-feed-"+sc.id(), h.peerBin, args, nil, false)
-		if err != nil {
-			return "", "", "", nil, err
-		}
-		stop = func() { p.stop(10 * time.Second) }
-		if err := waitUntil("the input to be filled", 5*time.Minute, p, func() bool { return exists(ready) }); err != nil {
-			stop()
-			return "", "", "", nil, err
-		}
-		return in, out, group, stop, nil
+		stop, err = h.startFeeder("kafka-feed-"+sc.id(), args)
+		return in, out, group, stop, err
 	}
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {

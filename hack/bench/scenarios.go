@@ -135,6 +135,13 @@ func catalogue() []*family {
 			sides:    (*harness).sidesKafka,
 		},
 		{
+			name: "jetstream->jetstream", sizes: []int{KiB, 64 * KiB, MiB},
+			needs:    []string{"MV_SOURCE=jetstream", "MV_SINK=jetstream"},
+			baseline: "bare nats.go loop (fetch a batch, publish it, wait for the publish acks, ack with the last confirmed)",
+			what:     "a JetStream work-queue stream into another on one nats-server (a separate process, max_payload 8 MiB, memory storage), kept 64 MiB ahead",
+			sides:    (*harness).sidesJetStream,
+		},
+		{
 			name: "uds-pump", sizes: []int{KiB, 64 * KiB, MiB},
 			what:  "raw Unix-socket byte pump, one writer and one reader: the physical limit for large payloads",
 			sides: (*harness).sidesPump,

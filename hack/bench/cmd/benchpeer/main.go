@@ -45,6 +45,9 @@ var commands = map[string]command{
 	"pump":            {"raw Unix-socket byte pump: one writer, one reader, fixed-size chunks", runPump},
 	"kafka-load":      {"create Kafka topics and fill the input with fixed-size records", runKafkaLoad},
 	"kafka-baseline":  {"bare franz-go loop: poll a batch, produce it, wait for the acks, commit, repeat", runKafkaBaseline},
+	"nats-server":     {"nats-server with JetStream on 127.0.0.1, max_payload 8 MiB", runNATSServer},
+	"js-load":         {"create JetStream streams and fill the input with fixed-size messages", runJSLoad},
+	"js-baseline":     {"bare nats.go loop: fetch a batch, publish it, wait for the publish acks, ack, repeat", runJSBaseline},
 }
 
 func main() {
