@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -34,19 +32,13 @@ func (h *harness) sidesJetStream(sc scenario, rec *record) ([]side, func(), erro
 	cleanup := func() { srv.stop(10 * time.Second); os.RemoveAll(store) }
 	url := "nats://" + addr
 	n := max(jsLag/sc.size, 4*batch*inflight)
-	var last []string
+	streams := &feeder{h: h, name: "js-feed-" + sc.id()}
 	// feed makes fresh streams for one side, fills the input and keeps
 	// topping it up until stopped.
 	feed := func(role string) (in, out string, stop func(), err error) {
-		k := procSeq.Add(1)
-		in, out = fmt.Sprintf("in-%s-%d", role, k), fmt.Sprintf("out-%s-%d", role, k)
-		args := []string{"js-load", "-url", url, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size)}
-		if len(last) > 0 {
-			args = append(args, "-delete", strings.Join(last, ","))
-		}
-		last = []string{in, out}
-		stop, err = h.startFeeder("js-feed-"+sc.id(), args)
-		return in, out, stop, err
+		return streams.start(role, func(in, out string) []string {
+			return []string{"js-load", "-url", url, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size)}
+		})
 	}
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -17,26 +16,42 @@ import (
 // of 3x that per partition drops what was read.
 const kafkaLag = 64 * MiB
 
-// sidesKafka runs the runner (MV_SOURCE=kafka, MV_SINK=kafka) and the
-// bare franz-go loop against one kfake process, each on fresh topics
-// filled with the same records before it starts.
-// startFeeder starts a benchpeer loader (kafka-load, js-load) with args
-// plus -follow: it fills the input and keeps topping it up until the
-// returned stop. It returns once the first fill is stored.
-func (h *harness) startFeeder(name string, args []string) (stop func(), err error) {
-	ready := filepath.Join(h.work, fmt.Sprintf("ready-%03d", procSeq.Add(1)))
-	p, err := h.start(name, h.peerBin, append(args, "-follow", "-ready-file", ready), nil, false)
+// feeder gives each side of a broker scenario fresh input and output
+// topics or streams, filled by a benchpeer loader (kafka-load, js-load),
+// which deletes the previous side's first.
+type feeder struct {
+	h    *harness
+	name string
+	last []string
+}
+
+// start names the side's input and output, starts the loader with
+// args(in, out) plus -follow (it fills the input and keeps topping it up
+// until the returned stop) and returns once the first fill is stored.
+func (f *feeder) start(role string, args func(in, out string) []string) (in, out string, stop func(), err error) {
+	k := procSeq.Add(1)
+	in, out = fmt.Sprintf("in-%s-%d", role, k), fmt.Sprintf("out-%s-%d", role, k)
+	a := args(in, out)
+	if len(f.last) > 0 {
+		a = append(a, "-delete", strings.Join(f.last, ","))
+	}
+	f.last = []string{in, out}
+	ready := filepath.Join(f.h.work, fmt.Sprintf("ready-%03d", k))
+	p, err := f.h.start(f.name, f.h.peerBin, append(a, "-follow", "-ready-file", ready), nil, false)
 	if err != nil {
-		return nil, err
+		return "", "", nil, err
 	}
 	stop = func() { p.stop(10 * time.Second) }
 	if err := waitUntil("the input to be filled", 5*time.Minute, p, func() bool { return exists(ready) }); err != nil {
 		stop()
-		return nil, err
+		return "", "", nil, err
 	}
-	return stop, nil
+	return in, out, stop, nil
 }
 
+// sidesKafka runs the runner (MV_SOURCE=kafka, MV_SINK=kafka) and the
+// bare franz-go loop against one kfake process, each on fresh topics
+// filled with the same records before it starts.
 func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
 	batch := batchFor(sc.size)
 	runnerRecord(rec, sc, batch, batchLatency)
@@ -49,22 +64,15 @@ func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
 	cleanup := func() { kf.stop(10 * time.Second) }
 	n := kafkaLag / sc.size
 	rec.Notes = append(rec.Notes, fmt.Sprintf("a feeder keeps %d records (%d MiB) of 6 partitions ahead of each side's group", n, kafkaLag/MiB))
-	var seq atomic.Int64
-	var last []string
+	topics := &feeder{h: h, name: "kafka-feed-" + sc.id()}
 	// feed makes fresh topics for one side, fills the input and keeps
 	// topping it up until stopped.
 	feed := func(role string) (in, out, group string, stop func(), err error) {
-		k := seq.Add(1)
-		in, out = fmt.Sprintf("in-%s-%d", role, k), fmt.Sprintf("out-%s-%d", role, k)
-		group = role + "-" + in
-		args := []string{"kafka-load", "-brokers", brokers, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size),
-			"-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
-		if len(last) > 0 {
-			args = append(args, "-delete", strings.Join(last, ","))
-		}
-		last = []string{in, out}
-		stop, err = h.startFeeder("kafka-feed-"+sc.id(), args)
-		return in, out, group, stop, err
+		in, out, stop, err = topics.start(role, func(in, out string) []string {
+			return []string{"kafka-load", "-brokers", brokers, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size),
+				"-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
+		})
+		return in, out, role + "-" + in, stop, err
 	}
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {

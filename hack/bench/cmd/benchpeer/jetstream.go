@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -69,13 +68,8 @@ func jsConnect(url string) (*nats.Conn, jetstream.JetStream, error) {
 func runJSLoad(ctx context.Context, args []string) error {
 	fs := newFlags("js-load")
 	url := fs.String("url", "", "NATS URL")
-	in := fs.String("in", "", "input stream (its subject is the same name)")
-	out := fs.String("out", "", "output stream (its subject is the same name)")
-	del := fs.String("delete", "", "comma-separated streams to delete first")
-	n := fs.Int("n", 10000, "messages to publish")
-	size := fs.Int("size", 1024, "payload bytes")
-	follow := fs.Bool("follow", false, "keep -n messages more in -in than in -out until stopped")
-	ready := fs.String("ready-file", "", "file created once the first -n messages are stored")
+	f := feedFlags(fs, "stream (its subject is the same name)", 10000)
+	in, out, del := &f.in, &f.out, &f.del
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,10 +93,7 @@ func runJSLoad(ctx context.Context, args []string) error {
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 	}
-	value := make([]byte, *size)
-	for i := range value {
-		value[i] = 'x'
-	}
+	value := f.value()
 	publish := func(count int64) error {
 		futures := make([]jetstream.PubAckFuture, 0, count)
 		for range count {
@@ -114,44 +105,19 @@ func runJSLoad(ctx context.Context, args []string) error {
 		}
 		return waitPubAcks(ctx, futures)
 	}
-	if err := publish(int64(*n)); err != nil {
-		return err
-	}
-	total := int64(*n)
-	if *ready != "" {
-		if err := os.WriteFile(*ready, nil, 0o644); err != nil {
-			return err
-		}
-	}
-	if !*follow {
-		return printResult(result{Msgs: total})
-	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return printResult(result{Msgs: total})
-		case <-t.C:
-		}
+	return f.run(ctx, publish, func() (int64, error) {
 		// What was consumed is what reached the output (last sequences
 		// only grow, unlike the message counts of limited streams).
-		si, err1 := js.Stream(ctx, *in)
-		so, err2 := js.Stream(ctx, *out)
-		if err1 != nil || err2 != nil {
-			continue
+		si, err := js.Stream(ctx, *in)
+		if err != nil {
+			return 0, err
 		}
-		lag := int64(si.CachedInfo().State.LastSeq) - int64(so.CachedInfo().State.LastSeq)
-		if more := int64(*n) - lag; more > int64(*n)/4 {
-			if err := publish(more); err != nil {
-				if ctx.Err() != nil {
-					return printResult(result{Msgs: total})
-				}
-				return err
-			}
-			total += more
+		so, err := js.Stream(ctx, *out)
+		if err != nil {
+			return 0, err
 		}
-	}
+		return int64(si.CachedInfo().State.LastSeq) - int64(so.CachedInfo().State.LastSeq), nil
+	})
 }
 
 // waitPubAcks waits for the server to confirm every publish.
