@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,15 @@ func jsConnect(url string) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// parseConnect parses a JetStream subcommand's args and connects to its
+// -url.
+func parseConnect(fs *flag.FlagSet, url *string, args []string) (*nats.Conn, jetstream.JetStream, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	return jsConnect(*url)
+}
+
 // runJSLoad deletes the streams of an earlier side, creates the input
 // stream (a work queue: what is acked is gone, so the server holds only
 // the unread input) and the output stream (the newest 256 MiB kept), both
@@ -69,25 +79,21 @@ func runJSLoad(ctx context.Context, args []string) error {
 	fs := newFlags("js-load")
 	url := fs.String("url", "", "NATS URL")
 	f := feedFlags(fs, "stream (its subject is the same name)", 10000)
-	in, out, del := &f.in, &f.out, &f.del
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, js, err := jsConnect(*url)
+	nc, js, err := parseConnect(fs, url, args)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if *del != "" {
-		for _, s := range strings.Split(*del, ",") {
+	if f.del != "" {
+		for _, s := range strings.Split(f.del, ",") {
 			if err := js.DeleteStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 				return fmt.Errorf("delete stream %s: %w", s, err)
 			}
 		}
 	}
 	for _, cfg := range []jetstream.StreamConfig{
-		{Name: *in, Subjects: []string{*in}, Storage: jetstream.MemoryStorage, Retention: jetstream.WorkQueuePolicy},
-		{Name: *out, Subjects: []string{*out}, Storage: jetstream.MemoryStorage, MaxBytes: 256 << 20, Discard: jetstream.DiscardOld},
+		{Name: f.in, Subjects: []string{f.in}, Storage: jetstream.MemoryStorage, Retention: jetstream.WorkQueuePolicy},
+		{Name: f.out, Subjects: []string{f.out}, Storage: jetstream.MemoryStorage, MaxBytes: 256 << 20, Discard: jetstream.DiscardOld},
 	} {
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
@@ -97,22 +103,22 @@ func runJSLoad(ctx context.Context, args []string) error {
 	publish := func(count int64) error {
 		futures := make([]jetstream.PubAckFuture, 0, count)
 		for range count {
-			f, err := js.PublishAsync(*in, value)
+			fut, err := js.PublishAsync(f.in, value)
 			if err != nil {
 				return err
 			}
-			futures = append(futures, f)
+			futures = append(futures, fut)
 		}
 		return waitPubAcks(ctx, futures)
 	}
 	return f.run(ctx, publish, func() (int64, error) {
 		// What was consumed is what reached the output (last sequences
 		// only grow, unlike the message counts of limited streams).
-		si, err := js.Stream(ctx, *in)
+		si, err := js.Stream(ctx, f.in)
 		if err != nil {
 			return 0, err
 		}
-		so, err := js.Stream(ctx, *out)
+		so, err := js.Stream(ctx, f.out)
 		if err != nil {
 			return 0, err
 		}
@@ -146,10 +152,7 @@ func runJSBaseline(ctx context.Context, args []string) error {
 	in := fs.String("in", "", "input stream")
 	out := fs.String("out", "", "output subject")
 	batch := fs.Int("batch", 500, "messages per fetch (MV_READ_BATCH_SIZE)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	nc, js, err := jsConnect(*url)
+	nc, js, err := parseConnect(fs, url, args)
 	if err != nil {
 		return err
 	}
