@@ -32,21 +32,12 @@ func (h *harness) sidesJetStream(sc scenario, rec *record) ([]side, func(), erro
 	cleanup := func() { srv.stop(10 * time.Second); os.RemoveAll(store) }
 	url := "nats://" + addr
 	n := max(jsLag/sc.size, 4*batch*inflight)
-	streams := &feeder{h: h, name: "js-feed-" + sc.id()}
-	// feed makes fresh streams for one side, fills the input and keeps
-	// topping it up until stopped.
-	feed := func(role string) (in, out string, stop func(), err error) {
-		return streams.start(role, func(in, out string) []string {
-			return []string{"js-load", "-url", url, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size)}
-		})
-	}
+	// Fresh streams for each side, filled and kept topped up.
+	streams := &feeder{h: h, name: "js-feed-" + sc.id(), args: func(in, out string) []string {
+		return []string{"js-load", "-url", url, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size)}
+	}}
 	return []side{
-		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
-			in, out, stop, err := feed("runner")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer stop()
+		streams.side("runner", func(ctx context.Context, sc scenario, in, out string) (sideResult, error) {
 			return h.runRunnerSide(ctx, sc, batch, map[string]string{
 				"MV_SOURCE":             "jetstream",
 				"MV_SINK":               "jetstream",
@@ -55,15 +46,10 @@ func (h *harness) sidesJetStream(sc scenario, rec *record) ([]side, func(), erro
 				"MV_JETSTREAM_CONSUMER": "runner",
 				"MV_JETSTREAM_SUBJECT":  out,
 			}, srv)
-		}},
-		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
-			in, out, stop, err := feed("baseline")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer stop()
+		}),
+		streams.side("baseline", func(ctx context.Context, sc scenario, in, out string) (sideResult, error) {
 			return h.runPeerMeasure(ctx, sc, "baseline", "js-baseline",
 				[]string{"-url", url, "-in", in, "-out", out, "-batch", strconv.Itoa(batch)})
-		}},
+		}),
 	}, cleanup, nil
 }

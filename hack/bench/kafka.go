@@ -22,16 +22,30 @@ const kafkaLag = 64 * MiB
 type feeder struct {
 	h    *harness
 	name string
+	args func(in, out string) []string // the loader's command line
 	last []string
+}
+
+// side is a side that runs on fresh input and output, filled and kept
+// topped up while run runs.
+func (f *feeder) side(role string, run func(ctx context.Context, sc scenario, in, out string) (sideResult, error)) side {
+	return side{role, func(ctx context.Context, sc scenario) (sideResult, error) {
+		in, out, stop, err := f.start(role)
+		if err != nil {
+			return nanResult(), err
+		}
+		defer stop()
+		return run(ctx, sc, in, out)
+	}}
 }
 
 // start names the side's input and output, starts the loader with
 // args(in, out) plus -follow (it fills the input and keeps topping it up
 // until the returned stop) and returns once the first fill is stored.
-func (f *feeder) start(role string, args func(in, out string) []string) (in, out string, stop func(), err error) {
+func (f *feeder) start(role string) (in, out string, stop func(), err error) {
 	k := procSeq.Add(1)
 	in, out = fmt.Sprintf("in-%s-%d", role, k), fmt.Sprintf("out-%s-%d", role, k)
-	a := args(in, out)
+	a := f.args(in, out)
 	if len(f.last) > 0 {
 		a = append(a, "-delete", strings.Join(f.last, ","))
 	}
@@ -64,41 +78,27 @@ func (h *harness) sidesKafka(sc scenario, rec *record) ([]side, func(), error) {
 	cleanup := func() { kf.stop(10 * time.Second) }
 	n := kafkaLag / sc.size
 	rec.Notes = append(rec.Notes, fmt.Sprintf("a feeder keeps %d records (%d MiB) of 6 partitions ahead of each side's group", n, kafkaLag/MiB))
-	topics := &feeder{h: h, name: "kafka-feed-" + sc.id()}
-	// feed makes fresh topics for one side, fills the input and keeps
-	// topping it up until stopped.
-	feed := func(role string) (in, out, group string, stop func(), err error) {
-		in, out, stop, err = topics.start(role, func(in, out string) []string {
-			return []string{"kafka-load", "-brokers", brokers, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size),
-				"-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
-		})
-		return in, out, role + "-" + in, stop, err
-	}
+	// Fresh topics for each side, filled and kept topped up; each side's
+	// consumer group is named after its input.
+	topics := &feeder{h: h, name: "kafka-feed-" + sc.id(), args: func(in, out string) []string {
+		return []string{"kafka-load", "-brokers", brokers, "-in", in, "-out", out, "-n", strconv.Itoa(n), "-size", strconv.Itoa(sc.size),
+			"-retention-bytes", strconv.Itoa(3 * kafkaLag / 6)}
+	}}
 	return []side{
-		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
-			in, out, group, stop, err := feed("runner")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer stop()
+		topics.side("runner", func(ctx context.Context, sc scenario, in, out string) (sideResult, error) {
 			return h.runRunnerSide(ctx, sc, batch, map[string]string{
 				"MV_SOURCE":                  "kafka",
 				"MV_SINK":                    "kafka",
 				"MV_KAFKA_BROKERS":           brokers,
 				"MV_KAFKA_TOPIC":             in,
-				"MV_KAFKA_GROUP":             group,
+				"MV_KAFKA_GROUP":             "runner-" + in,
 				"MV_KAFKA_SINK_TOPIC":        out,
 				"MV_KAFKA_MAX_MESSAGE_BYTES": strconv.Itoa(16 << 20),
 			})
-		}},
-		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
-			in, out, group, stop, err := feed("baseline")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer stop()
+		}),
+		topics.side("baseline", func(ctx context.Context, sc scenario, in, out string) (sideResult, error) {
 			return h.runPeerMeasure(ctx, sc, "baseline", "kafka-baseline",
-				[]string{"-brokers", brokers, "-in", in, "-out", out, "-group", group, "-batch", strconv.Itoa(batch)})
-		}},
+				[]string{"-brokers", brokers, "-in", in, "-out", out, "-group", "baseline-" + in, "-batch", strconv.Itoa(batch)})
+		}),
 	}, cleanup, nil
 }
