@@ -606,7 +606,12 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		// batch goroutines can hand the CPU to each other for seconds with
 		// GOMAXPROCS=1 (a pod with a one-CPU limit), starving the admin and
 		// $PORT servers that probes hit. Yielding once per batch lets them in.
-		runtime.Gosched()
+		// With more Ps an idle one polls the network, and the yield only
+		// costs (generator->blackhole at 1 KiB, GOMAXPROCS=2, medians of 3
+		// runs: 1.69 CPU µs per message with it, 1.60 without).
+		if runtime.GOMAXPROCS(0) == 1 {
+			runtime.Gosched()
+		}
 		switch {
 		case err == nil:
 			failures = 0

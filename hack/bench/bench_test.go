@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"regexp"
 	"strings"
@@ -22,26 +23,39 @@ go_goroutines 12 1700000000000
 `
 
 func TestParseProm(t *testing.T) {
-	s, err := parseProm(promText)
+	m, err := parseProm(promText)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s) != 9 {
-		t.Fatalf("got %d samples, want 9", len(s))
-	}
-	if got := counter(s, "monovtx_ack_total"); got != 1234000 {
-		t.Errorf("monovtx_ack_total = %v, want 1234000", got)
-	}
-	if got := counter(s, "go_goroutines"); got != 12 {
-		t.Errorf("a sample with a timestamp: go_goroutines = %v, want 12", got)
-	}
-	for _, x := range s {
-		if x.name == "build_info" && (x.labels["commit"] != `a"b` || x.labels["version"] != "v1,2") {
-			t.Errorf("escaped and comma label values: %v", x.labels)
+	// 9 samples: 6 of the histogram (4 buckets, sum, count), 3 others.
+	samples := 0
+	for _, f := range m {
+		for _, mt := range f.GetMetric() {
+			if h := mt.GetHistogram(); h != nil {
+				samples += len(h.GetBucket()) + 2 // the buckets, _sum and _count
+			} else {
+				samples++
+			}
 		}
 	}
-	h := histogram(s, "monovtx_processing_time")
-	if len(h) != 4 || !math.IsInf(h[3].le, 1) || h[1].count != 60 {
+	if len(m) != 4 || samples != 9 {
+		t.Fatalf("got %d families, %d samples; want 4, 9", len(m), samples)
+	}
+	if got := counter(m, "monovtx_ack_total"); got != 1234000 {
+		t.Errorf("monovtx_ack_total = %v, want 1234000", got)
+	}
+	if got := counter(m, "go_goroutines"); got != 12 {
+		t.Errorf("a sample with a timestamp: go_goroutines = %v, want 12", got)
+	}
+	labels := map[string]string{}
+	for _, l := range m["build_info"].GetMetric()[0].GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if labels["commit"] != `a"b` || labels["version"] != "v1,2" {
+		t.Errorf("escaped and comma label values: %v", labels)
+	}
+	h := histogram(m, "monovtx_processing_time")
+	if len(h) != 4 || !math.IsInf(h[3].le, 1) || h[1].count != 60 || h[3].count != 100 {
 		t.Fatalf("histogram = %v", h)
 	}
 }
@@ -202,17 +216,46 @@ func TestSelectScenarios(t *testing.T) {
 
 func TestTargets(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
-	r := &record{Scenario: "udsource->udsink", PayloadBytes: MiB, RatioToBaseline: f(0.85), PeakRSSMB: f(150), RSSBoundMB: rssBound(8, MiB, 4)}
-	ts := targets(r)
-	if len(ts) != 2 || ts[0].Met || !ts[1].Met {
-		t.Fatalf("targets = %+v", ts)
+	r := &record{Scenario: "udsource->udsink", PayloadBytes: MiB, RatioToSequential: f(1.4), CPUUsPerMiB: f(390), PeakRSSMB: f(97), RSSBoundMB: rssBound(8, MiB, 4)}
+	if *r.RSSBoundMB != 96 {
+		t.Errorf("RSS bound = %v, want 8*1*4+64 = 96", *r.RSSBoundMB)
 	}
-	if *r.RSSBoundMB != 164 {
-		t.Errorf("RSS bound = %v, want 2*(8*1*4)+100 = 164", *r.RSSBoundMB)
+	got := func(ts []target) string {
+		var parts []string
+		for _, x := range ts {
+			parts = append(parts, fmt.Sprintf("%s=%v %s", x.Field, *x.Figure, x.Result))
+		}
+		return strings.Join(parts, "; ")
 	}
-	r = &record{Scenario: "generator->blackhole", PayloadBytes: KiB, RatioToPeer: f(2.5)}
-	if ts := targets(r); len(ts) != 1 || !ts[0].Met {
-		t.Errorf("targets = %+v", ts)
+	if s, want := got(targets(r)), "ratio_to_sequential_baseline=1.4 MISS; cpu_us_per_mib=390 ok; peak_rss_mb=97 MISS"; s != want {
+		t.Errorf("udsource->udsink 1 MiB targets:\n got %s\nwant %s", s, want)
+	}
+	r = &record{Scenario: "udsource->udtransformer->udsink", PayloadBytes: KiB, RatioToSequential: f(1.5), CPUUsPerMiB: f(5000), RSSBoundMB: rssBound(500, KiB, 4)}
+	if s, want := got(targets(r)), "ratio_to_sequential_baseline=1.5 ok"; s != want {
+		t.Errorf("udtransformer 1 KiB targets (no CPU nor RSS target below 1 MiB):\n got %s\nwant %s", s, want)
+	}
+	r = &record{Scenario: "udsource->udtransformer->udsink", PayloadBytes: MiB, RatioToSequential: f(1.6), CPUUsPerMiB: f(790), PeakRSSMB: f(90), RSSBoundMB: rssBound(8, MiB, 4)}
+	if s, want := got(targets(r)), "ratio_to_sequential_baseline=1.6 ok; cpu_us_per_mib=790 ok; peak_rss_mb=90 ok"; s != want {
+		t.Errorf("udtransformer 1 MiB targets:\n got %s\nwant %s", s, want)
+	}
+	for _, c := range []struct {
+		r    *record
+		want string
+	}{
+		{&record{Scenario: "generator->blackhole", PayloadBytes: MiB, RatioToPeer: f(2.5), PeakRSSMB: f(50), RSSBoundMB: rssBound(8, MiB, 4)}, "ratio_to_peer=2.5 ok; peak_rss_mb=50 ok"},
+		{&record{Scenario: "generator->blackhole", PayloadBytes: KiB, RatioToPeer: f(2.5)}, ""},
+		{&record{Scenario: "http->blackhole", PayloadBytes: MiB, RatioToBaseline: f(0.85), PeakRSSMB: f(50), RSSBoundMB: rssBound(8, MiB, 4)}, "ratio_to_baseline=0.85 MISS; peak_rss_mb=50 ok"},
+		{&record{Scenario: "generator->cloudevents->blackhole", PayloadBytes: KiB, RatioToBaseline: f(1.0)}, "ratio_to_baseline=1 ok"},
+		{&record{Scenario: "jetstream->jetstream", PayloadBytes: MiB, PeakRSSMB: f(200), RSSBoundMB: rssBound(8, MiB, 4)}, "peak_rss_mb=200 MISS"},
+	} {
+		if s := got(targets(c.r)); s != c.want {
+			t.Errorf("%s %s targets:\n got %s\nwant %s", c.r.Scenario, sizeName(c.r.PayloadBytes), s, c.want)
+		}
+	}
+	// A figure that was not measured is a miss, with a null figure.
+	ts := targets(&record{Scenario: "udsource->udsink", PayloadBytes: KiB})
+	if len(ts) != 1 || ts[0].Figure != nil || ts[0].Met || ts[0].Result != "MISS" {
+		t.Errorf("unmeasured target = %+v", ts)
 	}
 }
 
@@ -300,5 +343,42 @@ func TestMarkdownRowsHaveTheHeadersCells(t *testing.T) {
 		if cells(l) != cells(lines[0]) {
 			t.Errorf("line %d has %d cells, the header %d:\n%s", i+2, cells(l), cells(lines[0]), l)
 		}
+	}
+}
+
+func TestCPUsFlagAndSweep(t *testing.T) {
+	var c cpusFlag
+	if err := c.Set("1, 2"); err != nil || c.String() != "1,2" {
+		t.Fatalf("--cpus 1,2 = %v, %v", c, err)
+	}
+	if err := c.Set("two"); err == nil {
+		t.Fatal("--cpus two accepted")
+	}
+	if bin, args := pinArgs("/usr/bin/taskset", 1, 2, "runner", []string{"-x"}); bin != "/usr/bin/taskset" || strings.Join(args, " ") != "-c 0-0 runner -x" {
+		t.Errorf("pinned to 1 of 2 CPUs: %s %v", bin, args)
+	}
+	for _, n := range []int{0, 2, 4} {
+		if bin, args := pinArgs("/usr/bin/taskset", n, 2, "runner", nil); bin != "runner" || len(args) != 0 {
+			t.Errorf("--cpus %d on 2 CPUs pinned: %s %v", n, bin, args)
+		}
+	}
+	f := func(v float64) *float64 { return &v }
+	recs := []*record{
+		{Scenario: "udsource->udsink", PayloadBytes: MiB, CPUs: 1, MBPerSec: f(200), ProcessCores: map[string]float64{"runner": 0.5, "udsink": 0.3}, ProcessCPUUsPerMsg: map[string]float64{"runner": 2500, "udsink": 1500}},
+		{Scenario: "generator->blackhole", PayloadBytes: KiB, CPUs: 1, MBPerSec: f(100)},
+		{Scenario: "udsource->udsink", PayloadBytes: MiB, CPUs: 2, MBPerSec: f(300)},
+		{Scenario: "generator->blackhole", PayloadBytes: KiB, CPUs: 2},
+	}
+	fillSweep(recs, []int{1, 2})
+	if r := recs[2]; r.CoreScaling == nil || *r.CoreScaling != 1.5 || r.MBPerSecByCPUs["1"] != 200 || r.MBPerSecByCPUs["2"] != 300 {
+		t.Errorf("udsink sweep = %v, %v", r.MBPerSecByCPUs, r.CoreScaling)
+	}
+	if r := recs[1]; r.CoreScaling != nil || r.MBPerSecByCPUs["1"] != 100 {
+		t.Errorf("a scenario that failed at 2 CPUs: %v, %v", r.MBPerSecByCPUs, r.CoreScaling)
+	}
+	var b strings.Builder
+	writeSweep(&b, recs, []int{1, 2}, true)
+	if !strings.Contains(b.String(), "| udsource->udsink | 1MiB | 200.0 | 300.0 | 1.50 | runner 0.50 (2500), udsink 0.30 (1500) | - |") {
+		t.Errorf("sweep table:\n%s", b.String())
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/wait"
 )
 
 // benthosHTTP is the http processor the CloudEvents peer calls the function
@@ -88,7 +90,7 @@ func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, 
 		// The load runs its own warm-up; the profile starts when it ends.
 		profc := make(chan func() error, 1)
 		go func() {
-			if sleepCtx(ctx, h.warmup) {
+			if wait.Sleep(ctx, h.warmup) {
 				profc <- h.startProfile(sc, "peer", base+"/debug/pprof/profile")
 			} else {
 				profc <- nil
@@ -103,25 +105,19 @@ func (h *harness) runBenthos(ctx context.Context, sc scenario, pipeline string, 
 		}
 		r.rate, r.cpu = rate, cpu
 	} else {
-		if !sleepCtx(ctx, h.warmup) {
-			return r, ctx.Err()
-		}
-		c0, t0, err := benthosSent(ctx, base)
+		var sent []float64
+		var at []time.Time
+		w, err := h.measuredWindow(ctx, sc, "peer", base+"/debug/pprof/profile", []*proc{p}, func() error {
+			c, t, err := benthosSent(ctx, base)
+			sent, at = append(sent, c), append(at, t)
+			return err
+		})
 		if err != nil {
 			return r, err
 		}
-		cpu := startCPU(p.cmd.Process.Pid)
-		prof := h.startProfile(sc, "peer", base+"/debug/pprof/profile")
-		if !sleepCtx(ctx, h.duration) {
-			return r, ctx.Err()
-		}
-		c1, t1, err := benthosSent(ctx, base)
-		if err != nil {
-			return r, err
-		}
-		prof()
-		r.rate = (c1 - c0) / t1.Sub(t0).Seconds()
-		r.cpu = cpu.perMsg(c1 - c0)
+		w.profile()
+		r.rate = (sent[1] - sent[0]) / at[1].Sub(at[0]).Seconds()
+		r.cpu = w.cpu[0].perMsg(sent[1] - sent[0])
 		if r.rate <= 0 {
 			return nanResult(), fmt.Errorf("benthos sent nothing during the window\n%s", p.logTail(10))
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/wait"
 )
 
 // loadResult is what the HTTP load client measured in its window.
@@ -70,7 +72,7 @@ func (h *harness) load(ctx context.Context, url string, size, conc int, onStart,
 			}
 		}()
 	}
-	if !sleepCtx(ctx, h.warmup) {
+	if !wait.Sleep(ctx, h.warmup) {
 		return res, ctx.Err()
 	}
 	if onStart != nil {
@@ -78,7 +80,7 @@ func (h *harness) load(ctx context.Context, url string, size, conc int, onStart,
 	}
 	phase.Store(measuring)
 	t0 := time.Now()
-	sleepCtx(ctx, h.duration)
+	wait.Sleep(ctx, h.duration)
 	phase.Store(finished)
 	elapsed := time.Since(t0)
 	if onEnd != nil {

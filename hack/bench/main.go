@@ -45,7 +45,9 @@ type harness struct {
 	kindsLine      string
 
 	warmup, duration time.Duration
-	cpus             int
+	cpus             int   // GOMAXPROCS (and CPUs pinned) of this pass, 0: Go's default
+	passes           []int // --cpus: one pass per value
+	taskset          string
 	concurrency      int
 	rounds           int
 	profileDir       string
@@ -58,7 +60,8 @@ func main() {
 		quick       = flag.Bool("quick", false, "short warm-up and measurement: every scenario in under a minute, figures less steady")
 		jsonPath    = flag.String("json", "", "write one JSON record per scenario to this file")
 		mdPath      = flag.String("markdown", "", "write the table as Markdown to this file")
-		cpus        = flag.Int("cpus", 0, "GOMAXPROCS for the runner, the baselines, the peers and the SDK servers alike (0 leaves Go's default)")
+		cpus        cpusFlag
+		sweep       = flag.Bool("sweep", false, "cores sweep: the same as --cpus 1,2")
 		profileDir  = flag.String("profile", "", "save a CPU profile of the runner (and of each baseline and peer) per scenario in this directory")
 		only        = flag.String("only", "", "run only the scenarios whose \"name/payload\" matches this regular expression, e.g. 'blackhole/1KiB'")
 		warmup      = flag.Duration("warmup", 0, "warm-up before each measurement (default 2s, 300ms with --quick)")
@@ -74,7 +77,14 @@ func main() {
 			"Runs the monovertex benchmark scenarios and prints a table; see hack/bench/RESULTS.md.\n\nFlags:\n")
 		flag.PrintDefaults()
 	}
+	flag.Var(&cpus, "cpus", "GOMAXPROCS for the runner, the baselines, the peers and the SDK servers alike, each also pinned to CPUs 0..N-1 with taskset (0 leaves Go's default); a list (1,2) runs every scenario once per value and adds the cores sweep")
 	flag.Parse()
+	if *sweep && len(cpus) == 0 {
+		cpus = cpusFlag{1, 2}
+	}
+	if len(cpus) == 0 {
+		cpus = cpusFlag{0}
+	}
 
 	var filter *regexp.Regexp
 	if *only != "" {
@@ -83,7 +93,7 @@ func main() {
 			fatalf("--only %q is not a regular expression: %v", *only, err)
 		}
 	}
-	h := &harness{cpus: *cpus, concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir}
+	h := &harness{passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir}
 	h.warmup, h.duration, h.rounds = 2*time.Second, 5*time.Second, 3
 	if *quick {
 		h.warmup, h.duration, h.rounds = 300*time.Millisecond, 700*time.Millisecond, 1
@@ -137,24 +147,35 @@ func main() {
 	if err := h.readKinds(); err != nil {
 		fatalf("%v", err)
 	}
+	h.taskset, _ = exec.LookPath("taskset")
 
 	fmt.Print(machineHeader(h))
 	fmt.Printf("warm-up %s, measured %s per side, %d round(s); runner kinds: %s\n\n", h.warmup, h.duration, h.rounds, h.kindsLine)
 
 	var records []*record
-	for _, sc := range scenarios {
-		if ctx.Err() != nil {
-			break
-		}
-		fmt.Fprintf(os.Stderr, "== %s\n", sc.id())
-		rec := h.runScenario(ctx, sc)
-		records = append(records, rec)
-		for _, e := range rec.Errors {
-			fmt.Fprintf(os.Stderr, "   error: %s\n", e)
+	for _, n := range h.passes {
+		h.cpus = n
+		for _, sc := range scenarios {
+			if ctx.Err() != nil {
+				break
+			}
+			pass := ""
+			if len(h.passes) > 1 {
+				pass = fmt.Sprintf(" (--cpus %d)", n)
+			}
+			fmt.Fprintf(os.Stderr, "== %s%s\n", sc.id(), pass)
+			rec := h.runScenario(ctx, sc)
+			rec.CPUs = n
+			records = append(records, rec)
+			for _, e := range rec.Errors {
+				fmt.Fprintf(os.Stderr, "   error: %s\n", e)
+			}
 		}
 	}
+	fillSweep(records, h.passes)
 	fmt.Println()
 	printTable(os.Stdout, records)
+	writeSweep(os.Stdout, records, h.passes, false)
 	fmt.Printf("\nbuild %s, scenarios %s; load average now %s\n",
 		built.Sub(started).Round(100*time.Millisecond), time.Since(built).Round(100*time.Millisecond), loadavg())
 	if h.keepLogs {
@@ -173,6 +194,7 @@ func main() {
 		f, err := os.Create(*mdPath)
 		if err == nil {
 			writeMarkdown(f, records)
+			writeSweep(f, records, h.passes, true)
 			err = f.Close()
 		}
 		if err != nil {
@@ -316,8 +338,11 @@ func machineHeader(h *harness) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "machine: %d CPUs (%s), %s memory, %s/%s, %s\n", runtime.NumCPU(), cpuModel(), memTotal(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 	gomaxprocs := "Go default"
-	if h.cpus > 0 {
-		gomaxprocs = fmt.Sprint(h.cpus)
+	if len(h.passes) > 1 || h.passes[0] > 0 {
+		gomaxprocs = (*cpusFlag)(&h.passes).String()
+		if h.taskset != "" {
+			gomaxprocs += " (each process pinned to CPUs 0..N-1 with taskset)"
+		}
 	}
 	fmt.Fprintf(&b, "GOMAXPROCS: %s; load average at start: %s\n", gomaxprocs, loadavg())
 	if out, err := exec.Command("git", "-C", h.repo, "rev-parse", "--short", "HEAD").Output(); err == nil {

@@ -13,11 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/wait"
 )
 
 // proc is one child process of the benchmark: the runner, an SDK server, a
@@ -42,6 +45,7 @@ func (h *harness) start(name, bin string, args []string, env map[string]string, 
 	if err != nil {
 		return nil, err
 	}
+	bin, args = pinArgs(h.taskset, h.cpus, runtime.NumCPU(), bin, args)
 	cmd := exec.Command(bin, args...)
 	// The runner's MV_* settings come from the scenario only: one left in
 	// the caller's shell (MV_UDSINK_STREAMS=4, say) would change what is
@@ -175,6 +179,43 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// startListening starts a server process on a free loopback port (args
+// says how to pass the port to it) and waits until it accepts
+// connections; it returns the process and its host:port. On failure the
+// process is stopped.
+func (h *harness) startListening(name, bin string, args func(port int) []string, env map[string]string) (*proc, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := h.start(name, bin, args(port), env, false)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := waitUntil(name+" to listen on "+addr, 30*time.Second, p, func() bool { return dialOK(addr) }); err != nil {
+		p.stop(5 * time.Second)
+		return nil, "", err
+	}
+	return p, addr, nil
+}
+
+// dialOK reports whether addr accepts a TCP connection.
+func dialOK(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// addrArgs passes a server's address as "-addr 127.0.0.1:<port>" after
+// the benchpeer subcommand.
+func addrArgs(sub string) func(port int) []string {
+	return func(port int) []string { return []string{sub, "-addr", "127.0.0.1:" + strconv.Itoa(port)} }
+}
+
 // waitUntil polls ok every 10ms until it returns true, p ends, or timeout.
 func waitUntil(what string, timeout time.Duration, p *proc, ok func() bool) error {
 	deadline := time.Now().Add(timeout)
@@ -274,18 +315,6 @@ func lastJSONLine(out string, into any) error {
 	return errors.New("no JSON result line in the output")
 }
 
-// sleepCtx sleeps for d; it reports false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
 // every Linux architecture Go supports).
 const userHZ = 100
@@ -319,11 +348,70 @@ func parseProcStatCPU(stat string) (float64, error) {
 	return (ut + st) / userHZ, nil
 }
 
+// window is what measuredWindow measured: the CPU time of each process
+// over the window, and the wait for the CPU profile.
+type window struct {
+	procs   []*proc
+	cpu     []*cpuMeter // of procs, in order
+	profile func() error
+	start   time.Time
+	seconds float64 // the window's length
+}
+
+// measuredWindow waits out the warm-up, calls mark, starts metering the
+// CPU time of procs and (with --profile) a CPU profile of role from
+// profileURL, waits out the measured window and calls mark again.
+func (h *harness) measuredWindow(ctx context.Context, sc scenario, role, profileURL string, procs []*proc, mark func() error) (*window, error) {
+	if !wait.Sleep(ctx, h.warmup) {
+		return nil, ctx.Err()
+	}
+	if err := mark(); err != nil {
+		return nil, err
+	}
+	w := &window{procs: procs, start: time.Now()}
+	for _, p := range procs {
+		w.cpu = append(w.cpu, startCPU(p.cmd.Process.Pid))
+	}
+	w.profile = h.startProfile(sc, role, profileURL)
+	if !wait.Sleep(ctx, h.duration) {
+		return nil, ctx.Err()
+	}
+	for _, c := range w.cpu {
+		c.stop()
+	}
+	w.seconds = time.Since(w.start).Seconds()
+	if err := mark(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// split is the CPU time of each process per message, in µs, and in cores
+// (CPU seconds per second of the window), by the process' kind (runner,
+// udsource, udsink, udtransformer, function).
+func (w *window) split(msgs float64) (perMsg, cores map[string]float64) {
+	perMsg, cores = map[string]float64{}, map[string]float64{}
+	for i, p := range w.procs {
+		if v := w.cpu[i].perMsg(msgs); !math.IsNaN(v) {
+			perMsg[p.kind()] += v
+			cores[p.kind()] += v * msgs / 1e6 / w.seconds
+		}
+	}
+	return perMsg, cores
+}
+
+// kind is the first part of the process' name: what it is.
+func (p *proc) kind() string {
+	k, _, _ := strings.Cut(p.name, "-")
+	return k
+}
+
 // cpuMeter measures one process' CPU time between two points.
 type cpuMeter struct {
-	pid   int
-	start float64
-	err   error
+	pid        int
+	start, end float64
+	stopped    bool
+	err        error
 }
 
 func startCPU(pid int) *cpuMeter {
@@ -332,9 +420,22 @@ func startCPU(pid int) *cpuMeter {
 	return c
 }
 
-// perMsg is the CPU time since start per message, in µs, NaN if unknown.
-func (c *cpuMeter) perMsg(msgs float64) float64 {
+// stop ends the measurement; without it, perMsg measures up to its call.
+func (c *cpuMeter) stop() {
 	end, err := procCPUSeconds(c.pid)
+	c.end, c.stopped = end, true
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// perMsg is the CPU time from start to stop (or to now) per message, in
+// µs, NaN if unknown.
+func (c *cpuMeter) perMsg(msgs float64) float64 {
+	end, err := c.end, error(nil)
+	if !c.stopped {
+		end, err = procCPUSeconds(c.pid)
+	}
 	if c.err != nil || err != nil || msgs <= 0 {
 		return math.NaN()
 	}

@@ -1,124 +1,28 @@
 package main
 
 import (
-	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// sample is one line of the Prometheus text format.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
+// metrics are the metric families of one scrape of a Prometheus text
+// endpoint (the runner's /metrics), by name.
+type metrics map[string]*dto.MetricFamily
 
-// parseProm reads the Prometheus text exposition format (what the runner's
-// /metrics serves): comments and blank lines are skipped, timestamps after
-// the value are ignored.
-func parseProm(text string) ([]sample, error) {
-	var out []sample
-	for n, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s, err := parsePromLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d %q: %w", n+1, line, err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-func parsePromLine(line string) (sample, error) {
-	s := sample{labels: map[string]string{}}
-	i := strings.IndexAny(line, "{ ")
-	if i <= 0 {
-		return s, fmt.Errorf("no metric name")
-	}
-	s.name = line[:i]
-	rest := line[i:]
-	if rest[0] == '{' {
-		end, err := parseLabels(rest, s.labels)
-		if err != nil {
-			return s, err
-		}
-		rest = rest[end:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return s, fmt.Errorf("no value")
-	}
-	v, err := parsePromFloat(fields[0])
+// parseProm reads the Prometheus text exposition format with
+// prometheus/common's own parser, the one Prometheus scrapes with.
+func parseProm(text string) (metrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
-		return s, err
+		return nil, err
 	}
-	s.value = v
-	return s, nil
-}
-
-// parseLabels reads {a="b",c="d"} at the start of s into into and returns
-// the index after the closing brace.
-func parseLabels(s string, into map[string]string) (int, error) {
-	i := 1
-	for {
-		for i < len(s) && (s[i] == ' ' || s[i] == ',') {
-			i++
-		}
-		if i >= len(s) {
-			return 0, fmt.Errorf("unterminated labels")
-		}
-		if s[i] == '}' {
-			return i + 1, nil
-		}
-		eq := strings.IndexByte(s[i:], '=')
-		if eq < 0 {
-			return 0, fmt.Errorf("label without '='")
-		}
-		name := strings.TrimSpace(s[i : i+eq])
-		i += eq + 1
-		if i >= len(s) || s[i] != '"' {
-			return 0, fmt.Errorf("label %s: value not quoted", name)
-		}
-		i++
-		var b strings.Builder
-		for ; ; i++ {
-			if i >= len(s) {
-				return 0, fmt.Errorf("label %s: unterminated value", name)
-			}
-			c := s[i]
-			if c == '\\' && i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					b.WriteByte('\n')
-				default:
-					b.WriteByte(s[i])
-				}
-				continue
-			}
-			if c == '"' {
-				i++
-				break
-			}
-			b.WriteByte(c)
-		}
-		into[name] = b.String()
-	}
-}
-
-func parsePromFloat(s string) (float64, error) {
-	switch s {
-	case "+Inf", "Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	}
-	return strconv.ParseFloat(s, 64)
+	return fams, nil
 }
 
 // bucket is one cumulative histogram bucket.
@@ -128,18 +32,24 @@ type bucket struct {
 }
 
 // histogram returns the cumulative buckets of the histogram name, summed
-// over every label set, sorted by upper bound.
-func histogram(samples []sample, name string) []bucket {
+// over every label set, sorted by upper bound, with the +Inf bucket (the
+// sample count, where the text had no +Inf line) last.
+func histogram(m metrics, name string) []bucket {
+	f := m[name]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		return nil
+	}
 	byLE := map[float64]float64{}
-	for _, s := range samples {
-		if s.name != name+"_bucket" {
-			continue
+	for _, mt := range f.GetMetric() {
+		h := mt.GetHistogram()
+		inf := false
+		for _, b := range h.GetBucket() {
+			byLE[b.GetUpperBound()] += float64(b.GetCumulativeCount())
+			inf = inf || math.IsInf(b.GetUpperBound(), 1)
 		}
-		le, err := parsePromFloat(s.labels["le"])
-		if err != nil {
-			continue
+		if !inf {
+			byLE[math.Inf(1)] += float64(h.GetSampleCount())
 		}
-		byLE[le] += s.value
 	}
 	out := make([]bucket, 0, len(byLE))
 	for le, c := range byLE {
@@ -149,13 +59,12 @@ func histogram(samples []sample, name string) []bucket {
 	return out
 }
 
-// counter returns the sum of the samples named name.
-func counter(samples []sample, name string) float64 {
+// counter returns the sum of the counter, gauge or untyped samples named
+// name over every label set.
+func counter(m metrics, name string) float64 {
 	var v float64
-	for _, s := range samples {
-		if s.name == name {
-			v += s.value
-		}
+	for _, mt := range m[name].GetMetric() {
+		v += mt.GetCounter().GetValue() + mt.GetGauge().GetValue() + mt.GetUntyped().GetValue()
 	}
 	return v
 }

@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/wait"
 )
 
 // The rate limit scenarios read an unthrottled generator into a blackhole
@@ -106,7 +107,7 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 	}
 	// Past the ramp-up (and, with Redis, the second replicas wait after
 	// agreeing), with the configured warm-up on top.
-	if !sleepCtx(ctx, rateLimitRamp+2*time.Second+h.warmup) {
+	if !wait.Sleep(ctx, rateLimitRamp+2*time.Second+h.warmup) {
 		return r, ctx.Err()
 	}
 	// The limit refills at the top of every wall-clock second, so the
@@ -127,7 +128,7 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 		}
 		return each, time.Now(), nil
 	}
-	if !sleepCtx(ctx, untilHalfSecond()) {
+	if !wait.Sleep(ctx, untilHalfSecond()) {
 		return r, ctx.Err()
 	}
 	n0, t0, err := read()
@@ -135,7 +136,7 @@ func (h *harness) runReplicas(ctx context.Context, sc scenario, n int, env map[s
 		return r, err
 	}
 	end := t0.Truncate(time.Second).Add(500 * time.Millisecond).Add(window)
-	if !sleepCtx(ctx, time.Until(end)) {
+	if !wait.Sleep(ctx, time.Until(end)) {
 		return r, ctx.Err()
 	}
 	n1, t1, err := read()
@@ -173,24 +174,7 @@ func (h *harness) startRedis(sc scenario) (*proc, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("redis-server is not installed (apt-get install redis-server): %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := h.start("redis-"+sc.id(), bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, nil, false)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := waitUntil("redis-server to listen", 10*time.Second, p, func() bool {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}); err != nil {
-		p.stop(time.Second)
-		return nil, "", err
-	}
-	return p, addr, nil
+	return h.startListening("redis-"+sc.id(), bin, func(port int) []string {
+		return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	}, nil)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,8 +19,12 @@ type sideResult struct {
 	rss      float64 // MiB, NaN when not measured
 	// cpu is the side's own process' CPU time per message in the window,
 	// in µs: steadier than the rate on a shared machine.
-	cpu   float64
-	notes []string
+	cpu float64
+	// procs is the CPU time per message of each process of the side, by
+	// kind (the runner and the SDK servers or function it drives), in µs;
+	// cores is each one's CPU time over the window's length.
+	procs, cores map[string]float64
+	notes        []string
 }
 
 func nanResult() sideResult {
@@ -105,7 +108,7 @@ type statusDoc struct {
 type runnerSnapshot struct {
 	at      time.Time
 	status  statusDoc
-	samples []sample
+	metrics metrics
 }
 
 func snapshot(ctx context.Context, admin string) (runnerSnapshot, error) {
@@ -119,7 +122,7 @@ func snapshot(ctx context.Context, admin string) (runnerSnapshot, error) {
 	if err != nil {
 		return s, fmt.Errorf("runner /metrics: %w", err)
 	}
-	if s.samples, err = parseProm(string(body)); err != nil {
+	if s.metrics, err = parseProm(string(body)); err != nil {
 		return s, fmt.Errorf("runner /metrics: %w", err)
 	}
 	return s, nil
@@ -129,26 +132,22 @@ func snapshot(ctx context.Context, admin string) (runnerSnapshot, error) {
 // window: acked messages per second from /status, batch processing time
 // quantiles from the monovtx_processing_time histogram, peak RSS from
 // /proc. during runs alongside the window (a load generator) when set.
-func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin string) (sideResult, error) {
+func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin string, companions []*proc) (sideResult, error) {
 	r := nanResult()
-	if !sleepCtx(ctx, h.warmup) {
-		return r, ctx.Err()
-	}
-	s0, err := snapshot(ctx, admin)
+	var snaps []runnerSnapshot
+	w, err := h.measuredWindow(ctx, sc, "runner", admin+"/debug/pprof/profile", append([]*proc{p}, companions...), func() error {
+		s, err := snapshot(ctx, admin)
+		snaps = append(snaps, s)
+		return err
+	})
 	if err != nil {
 		return r, err
 	}
-	cpu := startCPU(p.cmd.Process.Pid)
-	prof := h.startProfile(sc, "runner", admin+"/debug/pprof/profile")
-	if !sleepCtx(ctx, h.duration) {
-		return r, ctx.Err()
-	}
-	s1, err := snapshot(ctx, admin)
-	if err != nil {
-		return r, err
-	}
+	s0, s1 := snaps[0], snaps[1]
 	acked := s1.status.Totals["acked"] - s0.status.Totals["acked"]
-	r.cpu = cpu.perMsg(float64(acked))
+	r.cpu = w.cpu[0].perMsg(float64(acked))
+	r.procs, r.cores = w.split(float64(acked))
+	prof := w.profile
 	if rss, err := peakRSSMiB(p.cmd.Process.Pid); err == nil {
 		r.rss = rss
 	}
@@ -159,7 +158,7 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 		return r, fmt.Errorf("the runner is %q, not running, at the end of the window", s1.status.State)
 	}
 	r.rate = float64(acked) / s1.at.Sub(s0.at).Seconds()
-	hist := bucketDelta(histogram(s0.samples, "monovtx_processing_time"), histogram(s1.samples, "monovtx_processing_time"))
+	hist := bucketDelta(histogram(s0.metrics, "monovtx_processing_time"), histogram(s1.metrics, "monovtx_processing_time"))
 	r.p50 = bucketQuantile(0.5, hist) / 1000
 	r.p99 = bucketQuantile(0.99, hist) / 1000
 	r.notes = append(r.notes, problems(s0.status, s1.status)...)
@@ -197,7 +196,9 @@ func (h *harness) startProfile(sc scenario, role, url string) func() error {
 }
 
 // runRunnerSide starts the runner with env, measures it and stops it.
-func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, extra map[string]string) (sideResult, error) {
+// companions are the processes the runner drives (SDK servers, the
+// function), whose CPU time is counted beside the runner's.
+func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, extra map[string]string, companions ...*proc) (sideResult, error) {
 	env, admin, err := h.runnerEnv(batch, extra)
 	if err != nil {
 		return nanResult(), err
@@ -207,7 +208,7 @@ func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, ext
 		return nanResult(), err
 	}
 	defer p.stop(15 * time.Second)
-	r, err := h.measureRunner(ctx, sc, p, admin)
+	r, err := h.measureRunner(ctx, sc, p, admin, companions)
 	if err != nil {
 		return r, fmt.Errorf("%w\n%s", err, p.logTail(10))
 	}
@@ -369,46 +370,38 @@ func (h *harness) sidesUDS(sc scenario, rec *record) ([]side, func(), error) {
 	transform := strings.Contains(sc.name, "udtransformer")
 	batch := batchFor(sc.size)
 	runnerRecord(rec, sc, batch, batchLatency)
-	return []side{
-		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
-			dir, servers, err := h.startSDK(sc, transform, "runner")
+	// onFreshSDK is a side that runs against its own SDK servers.
+	onFreshSDK := func(role string, run func(ctx context.Context, sc scenario, dir string, servers []*proc) (sideResult, error)) side {
+		return side{role, func(ctx context.Context, sc scenario) (sideResult, error) {
+			dir, servers, err := h.startSDK(sc, transform, role)
 			if err != nil {
 				return nanResult(), err
 			}
 			defer os.RemoveAll(dir)
 			defer stopAll(servers)
+			return run(ctx, sc, dir, servers)
+		}}
+	}
+	// bareClient is a side of a benchpeer gRPC client.
+	bareClient := func(role, sub string, extra ...string) side {
+		return onFreshSDK(role, func(ctx context.Context, sc scenario, dir string, _ []*proc) (sideResult, error) {
+			args := append([]string{"-dir", dir, "-batch", strconv.Itoa(batch)}, extra...)
+			if transform {
+				args = append(args, "-transform")
+			}
+			return h.runPeerMeasure(ctx, sc, role, sub, args)
+		})
+	}
+	return []side{
+		onFreshSDK("runner", func(ctx context.Context, sc scenario, dir string, servers []*proc) (sideResult, error) {
 			env := map[string]string{"MV_SOURCE": "udsource", "MV_SINK": "udsink", "MV_UDS_DIR": dir}
 			if transform {
 				env["MV_TRANSFORMER"] = "udtransformer"
 			}
-			return h.runRunnerSide(ctx, sc, batch, env)
-		}},
-		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
-			dir, servers, err := h.startSDK(sc, transform, "baseline")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer os.RemoveAll(dir)
-			defer stopAll(servers)
-			args := []string{"-dir", dir, "-batch", strconv.Itoa(batch), "-inflight", strconv.Itoa(inflight)}
-			if transform {
-				args = append(args, "-transform")
-			}
-			return h.runPeerMeasure(ctx, sc, "baseline", "grpc-baseline", args)
-		}},
-		{"sequential", func(ctx context.Context, sc scenario) (sideResult, error) {
-			dir, servers, err := h.startSDK(sc, transform, "sequential")
-			if err != nil {
-				return nanResult(), err
-			}
-			defer os.RemoveAll(dir)
-			defer stopAll(servers)
-			args := []string{"-dir", dir, "-batch", strconv.Itoa(batch)}
-			if transform {
-				args = append(args, "-transform")
-			}
-			return h.runPeerMeasure(ctx, sc, "sequential", "grpc-sequential", args)
-		}},
+			return h.runRunnerSide(ctx, sc, batch, env, servers...)
+		}),
+		bareClient("baseline", "grpc-baseline", "-inflight", strconv.Itoa(inflight)),
+		bareClient("sequential", "grpc-sequential"),
 	}, func() {}, nil
 }
 
@@ -421,21 +414,12 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 	conc := h.concurrency
 	runnerRecord(rec, sc, batch, batchLatency)
 	rec.Concurrency = conc
-	port, err := freePort()
+	fn, addr, err := h.startListening("function-"+sc.id(), h.peerBin, addrArgs("function"), nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
 	url := "http://" + addr + "/"
-	fn, err := h.start("function-"+sc.id(), h.peerBin, []string{"function", "-addr", addr}, nil, false)
-	if err != nil {
-		return nil, nil, err
-	}
 	cleanup := func() { fn.stop(5 * time.Second) }
-	if err := waitUntil("the function to listen", 30*time.Second, fn, func() bool { return dialOK(addr) }); err != nil {
-		cleanup()
-		return nil, nil, err
-	}
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), map[string]string{
@@ -443,7 +427,7 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 				"MV_TRANSFORMER_URL":         url,
 				"MV_TRANSFORMER_CONCURRENCY": strconv.Itoa(conc),
 				"MV_SINK":                    "blackhole",
-			}))
+			}), fn)
 		}},
 		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runPeerMeasure(ctx, sc, "baseline", "ce-baseline",
@@ -453,15 +437,6 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 			return h.runBenthos(ctx, sc, benthosGenerate(sc.size, 1, &benthosHTTP{url: url, threads: conc}), nil)
 		}},
 	}, cleanup, nil
-}
-
-func dialOK(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 // --- HTTP source ---
@@ -477,19 +452,11 @@ func (h *harness) sidesHTTPSource(sc scenario, rec *record) ([]side, func(), err
 		}},
 		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
 			r := nanResult()
-			port, err := freePort()
-			if err != nil {
-				return r, err
-			}
-			addr := "127.0.0.1:" + strconv.Itoa(port)
-			p, err := h.start("http-server-"+sc.id(), h.peerBin, []string{"http-server", "-addr", addr}, h.peerEnv(sc, "baseline"), false)
+			p, addr, err := h.startListening("http-server-"+sc.id(), h.peerBin, addrArgs("http-server"), h.peerEnv(sc, "baseline"))
 			if err != nil {
 				return r, err
 			}
 			defer p.stop(5 * time.Second)
-			if err := waitUntil("the HTTP server to listen", 30*time.Second, p, func() bool { return dialOK(addr) }); err != nil {
-				return r, err
-			}
 			var cpu *cpuMeter
 			lr, err := h.load(ctx, "http://"+addr+"/", sc.size, conc, func() { cpu = startCPU(p.cmd.Process.Pid) }, nil)
 			r.rate, r.p50, r.p99 = lr.rate, lr.p50, lr.p99

@@ -13,12 +13,12 @@ func printTable(w io.Writer, recs []*record) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	width := len("scenario")
 	for _, r := range recs {
-		width = max(width, len(r.Scenario))
+		width = max(width, len(rowName(r)))
 	}
 	fmt.Fprintln(tw, "scenario"+strings.Repeat(" ", max(0, width-len("scenario")))+"\tpayload\tmsgs/s\tMiB/s\tbaseline msgs/s\tx base\tseq msgs/s\tx seq\tpeer msgs/s\tx peer\tRSS MiB\tp50 ms\tp99 ms\tCPU µs/msg\tbase|peer CPU\tCPU µs/MiB run|seq\tx seq CPU\ttargets\t")
 	var foot []string
 	for i, r := range recs {
-		name := r.Scenario + strings.Repeat(" ", width-len(r.Scenario)) // left-aligned in a right-aligned table
+		name := rowName(r) + strings.Repeat(" ", width-len(rowName(r))) // left-aligned in a right-aligned table
 		if r.Skipped != "" {
 			fmt.Fprintf(tw, "%s\t%s%s\tskipped [%d]\t\n", name, sizeName(r.PayloadBytes), strings.Repeat("\t-", 15), i+1)
 			foot = append(foot, fmt.Sprintf("[%d] %s/%s skipped: %s", i+1, r.Scenario, sizeName(r.PayloadBytes), r.Skipped))
@@ -93,6 +93,14 @@ func targetText(ts []target) string {
 	return strings.Join(parts, "; ")
 }
 
+// rowName is the scenario, with the CPU count when --cpus set one.
+func rowName(r *record) string {
+	if r.CPUs > 0 {
+		return fmt.Sprintf("%s @%dcpu", r.Scenario, r.CPUs)
+	}
+	return r.Scenario
+}
+
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
@@ -128,7 +136,7 @@ func writeMarkdown(w io.Writer, recs []*record) {
 	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, r := range recs {
 		if r.Skipped != "" {
-			fmt.Fprintf(w, "| %s | %s |%s skipped: %s |\n", r.Scenario, sizeName(r.PayloadBytes), strings.Repeat(" |", 14), r.Skipped)
+			fmt.Fprintf(w, "| %s | %s |%s skipped: %s |\n", rowName(r), sizeName(r.PayloadBytes), strings.Repeat(" |", 14), r.Skipped)
 			continue
 		}
 		tg := targetText(r.Targets)
@@ -136,7 +144,7 @@ func writeMarkdown(w io.Writer, recs []*record) {
 			tg += " (error: " + firstLine(r.Errors[0]) + ")"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s | %s | %s |\n",
-			r.Scenario, sizeName(r.PayloadBytes),
+			rowName(r), sizeName(r.PayloadBytes),
 			fmtRate(r.MsgsPerSec), fmtFloat(r.MBPerSec, 1),
 			fmtRate(r.BaselineMsgsPerSec), fmtFloat(r.RatioToBaseline, 2),
 			fmtRate(r.SequentialMsgsPerSec), fmtFloat(r.RatioToSequential, 2),

@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/cloudevents/sdk-go/v2/protocol"
@@ -21,14 +19,9 @@ import (
 // answers each event with the same event, the cheapest transformation that
 // still carries the payload both ways.
 func runFunction(ctx context.Context, args []string) error {
-	fs := newFlags("function")
-	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listenFlag("function", "127.0.0.1:8081", args)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *addr, err)
+		return err
 	}
 	p, err := cehttp.New(cehttp.WithListener(ln))
 	if err != nil {
@@ -48,12 +41,10 @@ func runFunction(ctx context.Context, args []string) error {
 // post: the most a CloudEvents client can get from that function at that
 // concurrency.
 func runCEBaseline(ctx context.Context, args []string) error {
-	fs := newFlags("ce-baseline")
+	fs, win := measureFlags("ce-baseline")
 	target := fs.String("url", "", "function URL")
 	size := fs.Int("size", 1024, "payload bytes of every event")
 	conc := fs.Int("concurrency", 16, "requests in flight")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,7 +100,7 @@ func runCEBaseline(ctx context.Context, args []string) error {
 			}
 		}()
 	}
-	r, err := window(ctx, *warmup, *duration, func() (int64, int64) { return done.Load(), doneBytes.Load() })
+	r, err := win.measure(ctx, func() (int64, int64) { return done.Load(), doneBytes.Load() })
 	cancel()
 	wg.Wait()
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 )
@@ -17,13 +16,11 @@ import (
 // protocols and servers on this machine when batches overlap; Numaflow's
 // own contract (one sink stream, one batch at a time) is grpc-sequential.
 func runGRPCBaseline(ctx context.Context, args []string) error {
-	fs := newFlags("grpc-baseline")
+	fs, win := measureFlags("grpc-baseline")
 	dir := fs.String("dir", "", "directory of the SDK sockets")
 	batchSize := fs.Int("batch", 500, "messages per read (MV_READ_BATCH_SIZE)")
 	inflight := fs.Int("inflight", 4, "batches in flight (MV_INFLIGHT_BATCHES)")
 	transform := fs.Bool("transform", false, "pass every batch through the source transformer")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	grpcWindow := fs.Int("window", 0, "gRPC initial stream and connection window in bytes (0: grpc-go's default, as the runner dials)")
 	bufSize := fs.Int("buffer", 0, "gRPC read and write buffer size in bytes (0: grpc-go's default)")
 	if err := fs.Parse(args); err != nil {
@@ -39,20 +36,12 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 	if *bufSize > 0 {
 		extra = append(extra, grpc.WithReadBufferSize(*bufSize), grpc.WithWriteBufferSize(*bufSize))
 	}
-	srcConn, err := dialSDK(*dir, sourceSock, extra...)
+	conns, err := dialConns(*dir, *transform, extra...)
 	if err != nil {
-		return fmt.Errorf("connect to the source: %w", err)
+		return err
 	}
-	sinkConn, err := dialSDK(*dir, sinkSock, extra...)
-	if err != nil {
-		return fmt.Errorf("connect to the sink: %w", err)
-	}
-	var trConn *grpc.ClientConn
-	if *transform {
-		if trConn, err = dialSDK(*dir, transformSock, extra...); err != nil {
-			return fmt.Errorf("connect to the transformer: %w", err)
-		}
-	}
+	defer conns.close()
+	srcConn, sinkConn, trConn := conns.src, conns.sink, conns.tr
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -115,14 +104,7 @@ func runGRPCBaseline(ctx context.Context, args []string) error {
 		}
 	}()
 
-	res, err := window(ctx, *warmup, *duration, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			return cause
-		}
-		return err
-	}
-	return printResult(res)
+	return win.report(ctx, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
 }
 
 // baselineWorker is one in-flight slot of the concurrent client: its own

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
-	"google.golang.org/grpc"
 )
 
 // runGRPCSequential is the sequential bare client: Numaflow's contract for
@@ -20,12 +18,10 @@ import (
 // keeps Numaflow's one-stream sink contract (numaflow-core's
 // sinker/sink/user_defined.rs) on this machine.
 func runGRPCSequential(ctx context.Context, args []string) error {
-	fs := newFlags("grpc-sequential")
+	fs, win := measureFlags("grpc-sequential")
 	dir := fs.String("dir", "", "directory of the SDK sockets")
 	batchSize := fs.Int("batch", 500, "messages per read (MV_READ_BATCH_SIZE)")
 	transform := fs.Bool("transform", false, "pass every batch through the source transformer")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,20 +39,13 @@ func runGRPCSequential(ctx context.Context, args []string) error {
 	go func() {
 		cancel(c.run(ctx, *batchSize, 0, &acked, &ackedBytes))
 	}()
-	res, err := window(ctx, *warmup, *duration, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil {
-			return cause
-		}
-		return err
-	}
-	return printResult(res)
+	return win.report(ctx, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
 }
 
 // sequentialClient holds the one stream per container of the sequential
 // bare client.
 type sequentialClient struct {
-	conns []*grpc.ClientConn
+	conns *sdkConns
 	read  sourcepb.Source_ReadFnClient
 	ack   sourcepb.Source_AckFnClient
 	tr    transformStream // nil without a transformer
@@ -66,54 +55,34 @@ type sequentialClient struct {
 
 // openSequential connects to the SDK servers in dir and opens the streams.
 func openSequential(ctx context.Context, dir string, transform bool) (c *sequentialClient, err error) {
-	c = &sequentialClient{}
+	conns, err := dialConns(dir, transform)
+	if err != nil {
+		return nil, err
+	}
+	c = &sequentialClient{conns: conns}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
-	dial := func(sock string) (*grpc.ClientConn, error) {
-		cc, err := dialSDK(dir, sock)
-		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", sock, err)
-		}
-		c.conns = append(c.conns, cc)
-		return cc, nil
-	}
-	src, err := dial(sourceSock)
-	if err != nil {
+	if c.read, err = openRead(ctx, conns.src); err != nil {
 		return c, err
 	}
-	if c.read, err = openRead(ctx, src); err != nil {
+	if c.ack, err = openAck(ctx, conns.src); err != nil {
 		return c, err
 	}
-	if c.ack, err = openAck(ctx, src); err != nil {
-		return c, err
-	}
-	if transform {
-		tr, err := dial(transformSock)
-		if err != nil {
-			return c, err
-		}
-		if c.tr, err = openTransform(ctx, tr); err != nil {
+	if conns.tr != nil {
+		if c.tr, err = openTransform(ctx, conns.tr); err != nil {
 			return c, err
 		}
 	}
-	sink, err := dial(sinkSock)
-	if err != nil {
-		return c, err
-	}
-	if c.sink, err = openSink(ctx, sink); err != nil {
+	if c.sink, err = openSink(ctx, conns.sink); err != nil {
 		return c, err
 	}
 	return c, nil
 }
 
-func (c *sequentialClient) close() {
-	for _, cc := range c.conns {
-		cc.Close()
-	}
-}
+func (c *sequentialClient) close() { c.conns.close() }
 
 // run moves batches of up to batch messages, one at a time, until ctx ends
 // (nil) or, when limit > 0, exactly limit messages are acked (the last read

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 )
@@ -13,14 +11,9 @@ import (
 // server that reads each body into memory and answers 200 with no work in
 // between.
 func runHTTPServer(ctx context.Context, args []string) error {
-	fs := newFlags("http-server")
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listenFlag("http-server", "127.0.0.1:8080", args)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *addr, err)
+		return err
 	}
 	srv := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,14 +23,9 @@ import (
 func runKafkaLoad(ctx context.Context, args []string) error {
 	fs := newFlags("kafka-load")
 	brokers := fs.String("brokers", "", "comma-separated brokers")
-	in := fs.String("in", "", "input topic to create and fill")
-	out := fs.String("out", "", "output topic to create")
-	del := fs.String("delete", "", "comma-separated topics to delete first")
+	f := feedFlags(fs, "topic", 100000)
+	in, out, del := &f.in, &f.out, &f.del
 	partitions := fs.Int("partitions", 6, "partitions of each topic")
-	n := fs.Int("n", 100000, "records to produce")
-	size := fs.Int("size", 1024, "value bytes")
-	follow := fs.Bool("follow", false, "keep -n records more in -in than in -out until stopped")
-	ready := fs.String("ready-file", "", "file created once the first -n records are acked")
 	retention := fs.Int64("retention-bytes", -1, "retention.bytes of each partition of both topics (-1: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,10 +51,7 @@ func runKafkaLoad(ctx context.Context, args []string) error {
 			return fmt.Errorf("create topic %s: %w", t, err)
 		}
 	}
-	value := make([]byte, *size)
-	for i := range value {
-		value[i] = 'x'
-	}
+	value := f.value()
 	var failed atomic.Int64
 	var firstErr atomic.Value
 	produce := func(count int64) error {
@@ -80,31 +71,12 @@ func runKafkaLoad(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	if err := produce(int64(*n)); err != nil {
-		return err
-	}
-	total := int64(*n)
-	if *ready != "" {
-		if err := os.WriteFile(*ready, nil, 0o644); err != nil {
-			return err
-		}
-	}
-	if !*follow {
-		return printResult(result{Msgs: total})
-	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return printResult(result{Msgs: total})
-		case <-t.C:
-		}
+	return f.run(ctx, produce, func() (int64, error) {
 		// What was consumed is what reached the output: unlike committed
 		// offsets it does not lag by a commit interval.
 		ends, err := adm.ListEndOffsets(ctx, *in, *out)
 		if err != nil {
-			continue
+			return 0, err
 		}
 		var lag int64
 		ends.Each(func(e kadm.ListedOffset) {
@@ -114,16 +86,8 @@ func runKafkaLoad(ctx context.Context, args []string) error {
 				lag -= e.Offset
 			}
 		})
-		if more := int64(*n) - lag; more > int64(*n)/4 {
-			if err := produce(more); err != nil {
-				if ctx.Err() != nil {
-					return printResult(result{Msgs: total})
-				}
-				return err
-			}
-			total += more
-		}
-	}
+		return lag, nil
+	})
 }
 
 func ptr(s string) *string { return &s }
@@ -134,14 +98,12 @@ func ptr(s string) *string { return &s }
 // every ack, commit the batch's offsets, repeat. It counts records
 // committed over the window.
 func runKafkaBaseline(ctx context.Context, args []string) error {
-	fs := newFlags("kafka-baseline")
+	fs, win := measureFlags("kafka-baseline")
 	brokers := fs.String("brokers", "", "comma-separated brokers")
 	in := fs.String("in", "", "input topic")
 	out := fs.String("out", "", "output topic")
 	group := fs.String("group", "baseline", "consumer group")
 	batch := fs.Int("batch", 500, "records per poll")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -187,7 +149,7 @@ func runKafkaBaseline(ctx context.Context, args []string) error {
 		}
 		loopErr <- nil
 	}()
-	r, err := window(ctx, *warmup, *duration, func() (int64, int64) { return done.Load(), doneBytes.Load() })
+	r, err := win.measure(ctx, func() (int64, int64) { return done.Load(), doneBytes.Load() })
 	cancel()
 	if lerr := <-loopErr; lerr != nil && err == nil {
 		err = lerr

@@ -15,12 +15,15 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/wait"
 )
 
 // command is one subcommand: it parses its flags from args and runs until
@@ -42,6 +45,9 @@ var commands = map[string]command{
 	"pump":            {"raw Unix-socket byte pump: one writer, one reader, fixed-size chunks", runPump},
 	"kafka-load":      {"create Kafka topics and fill the input with fixed-size records", runKafkaLoad},
 	"kafka-baseline":  {"bare franz-go loop: poll a batch, produce it, wait for the acks, commit, repeat", runKafkaBaseline},
+	"nats-server":     {"nats-server with JetStream on 127.0.0.1, max_payload 8 MiB", runNATSServer},
+	"js-load":         {"create JetStream streams and fill the input with fixed-size messages", runJSLoad},
+	"js-baseline":     {"bare nats.go loop: fetch a batch, publish it, wait for the publish acks, ack, repeat", runJSBaseline},
 }
 
 func main() {
@@ -99,16 +105,29 @@ func printResult(r result) error {
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
-// window waits for the warm-up, samples count, waits for the measured
+// window is the measured window of a baseline: -warmup, then -duration.
+type window struct{ warmup, duration time.Duration }
+
+// measureFlags returns the flag set of a measuring subcommand, with the
+// -warmup and -duration of its window.
+func measureFlags(name string) (*flag.FlagSet, *window) {
+	fs := newFlags(name)
+	w := &window{}
+	fs.DurationVar(&w.warmup, "warmup", 2*time.Second, "time before counting")
+	fs.DurationVar(&w.duration, "duration", 10*time.Second, "measured time")
+	return fs, w
+}
+
+// measure waits for the warm-up, samples count, waits for the measured
 // duration and samples again. It returns early with an error if ctx ends.
-func window(ctx context.Context, warmup, duration time.Duration, sample func() (msgs, bytes int64)) (result, error) {
-	if !sleepCtx(ctx, warmup) {
+func (w *window) measure(ctx context.Context, sample func() (msgs, bytes int64)) (result, error) {
+	if !wait.Sleep(ctx, w.warmup) {
 		return result{}, fmt.Errorf("stopped during warm-up: %w", ctx.Err())
 	}
 	m0, b0 := sample()
 	c0 := cpuSeconds()
 	t0 := time.Now()
-	if !sleepCtx(ctx, duration) {
+	if !wait.Sleep(ctx, w.duration) {
 		return result{}, fmt.Errorf("stopped during measurement: %w", ctx.Err())
 	}
 	m1, b1 := sample()
@@ -125,19 +144,35 @@ func cpuSeconds() float64 {
 	return tv(ru.Utime) + tv(ru.Stime)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
+// report measures the window and prints its result. The work fails by
+// cancelling ctx with a cause, which is then the error.
+func (w *window) report(ctx context.Context, sample func() (msgs, bytes int64)) error {
+	res, err := w.measure(ctx, sample)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		return err
 	}
+	return printResult(res)
 }
 
-// newFlags returns a flag set for a subcommand with the flags every
-// measuring subcommand shares.
+// listenFlag parses the one flag of a server subcommand, -addr (def when
+// not given), and listens on it.
+func listenFlag(name, def string, args []string) (net.Listener, error) {
+	fs := newFlags(name)
+	addr := fs.String("addr", def, "listen address")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	return ln, nil
+}
+
+// newFlags returns the flag set of a subcommand.
 func newFlags(name string) *flag.FlagSet {
 	return flag.NewFlagSet("benchpeer "+name, flag.ContinueOnError)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"log"
 	"path/filepath"
@@ -138,40 +139,42 @@ func transformServer(dir string, tr sourcetransformer.SourceTransformer) numaflo
 
 func runUDSource(ctx context.Context, args []string) error {
 	fs := newFlags("udsource")
-	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
 	size := fs.Int("size", 1024, "payload bytes of every message")
-	if err := fs.Parse(args); err != nil {
+	dir, err := parseDir(fs, args)
+	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("-dir is required")
-	}
-	return sourceServer(*dir, &fastSource{payload: bytes.Repeat([]byte{'x'}, *size)}).Start(ctx)
+	return sourceServer(dir, &fastSource{payload: bytes.Repeat([]byte{'x'}, *size)}).Start(ctx)
 }
 
 func runUDSink(ctx context.Context, args []string) error {
-	fs := newFlags("udsink")
-	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
-	if err := fs.Parse(args); err != nil {
+	dir, err := parseDir(newFlags("udsink"), args)
+	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("-dir is required")
-	}
 	sink := &acceptSink{}
-	err := sinkServer(*dir, sink).Start(ctx)
+	err = sinkServer(dir, sink).Start(ctx)
 	log.Printf("udsink: %d messages in %d batches, at most %d Sink calls (SinkFn streams) at once", sink.received.Load(), sink.batches.Load(), sink.mostActive.Load())
 	return err
 }
 
 func runUDTransformer(ctx context.Context, args []string) error {
-	fs := newFlags("udtransformer")
-	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
-	if err := fs.Parse(args); err != nil {
+	dir, err := parseDir(newFlags("udtransformer"), args)
+	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		return fmt.Errorf("-dir is required")
+	return transformServer(dir, &identityTransformer{}).Start(ctx)
+}
+
+// parseDir adds the SDK servers' -dir flag to fs, parses args and
+// requires -dir.
+func parseDir(fs *flag.FlagSet, args []string) (string, error) {
+	dir := fs.String("dir", "", "directory of the sockets and server-info files (MV_UDS_DIR)")
+	if err := fs.Parse(args); err != nil {
+		return "", err
 	}
-	return transformServer(*dir, &identityTransformer{}).Start(ctx)
+	if *dir == "" {
+		return "", fmt.Errorf("-dir is required")
+	}
+	return *dir, nil
 }

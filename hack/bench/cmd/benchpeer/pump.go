@@ -8,17 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 )
 
 // runPump writes fixed-size chunks through a Unix socket to a reader in the
 // same process: two copies through the kernel and nothing else, the
 // physical limit any protocol over a Unix socket works under.
 func runPump(ctx context.Context, args []string) error {
-	fs := newFlags("pump")
+	fs, win := measureFlags("pump")
 	size := fs.Int("size", 1<<20, "bytes per chunk (the payload size)")
-	warmup := fs.Duration("warmup", 2*time.Second, "time before counting")
-	duration := fs.Duration("duration", 10*time.Second, "measured time")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +67,7 @@ func runPump(ctx context.Context, args []string) error {
 			}
 		}
 	}()
-	r, err := window(ctx, *warmup, *duration, func() (int64, int64) { return chunks.Load(), total.Load() })
+	r, err := win.measure(ctx, func() (int64, int64) { return chunks.Load(), total.Load() })
 	cancel()
 	w.Close()
 	if err != nil {

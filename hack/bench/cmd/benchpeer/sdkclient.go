@@ -40,62 +40,82 @@ func dialSDK(dir, sock string, extra ...grpc.DialOption) (*grpc.ClientConn, erro
 	return grpc.NewClient("unix://"+filepath.Join(dir, sock), append(opts, extra...)...)
 }
 
+// sdkConns are a client's connections to the SDK servers: one per
+// container, as Numaflow's sidecar clients have.
+type sdkConns struct {
+	src, sink *grpc.ClientConn
+	tr        *grpc.ClientConn // nil without a transformer
+}
+
+// dialConns connects to the source and sink servers in dir, and to the
+// transformer when transform is set.
+func dialConns(dir string, transform bool, extra ...grpc.DialOption) (*sdkConns, error) {
+	c := &sdkConns{}
+	socks := map[string]**grpc.ClientConn{sourceSock: &c.src, sinkSock: &c.sink}
+	if transform {
+		socks[transformSock] = &c.tr
+	}
+	for sock, into := range socks {
+		cc, err := dialSDK(dir, sock, extra...)
+		if err != nil {
+			c.close()
+			return nil, fmt.Errorf("connect to %s: %w", sock, err)
+		}
+		*into = cc
+	}
+	return c, nil
+}
+
+func (c *sdkConns) close() {
+	for _, cc := range []*grpc.ClientConn{c.src, c.sink, c.tr} {
+		if cc != nil {
+			cc.Close()
+		}
+	}
+}
+
 // openRead opens a ReadFn stream and completes its handshake.
 func openRead(ctx context.Context, cc *grpc.ClientConn) (sourcepb.Source_ReadFnClient, error) {
 	s, err := sourcepb.NewSourceClient(cc).ReadFn(ctx)
-	if err == nil {
-		err = s.Send(&sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = s.Recv()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open ReadFn: %w", err)
-	}
-	return s, nil
+	return handshake("ReadFn", s, err, &sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}})
 }
 
 // openAck opens an AckFn stream and completes its handshake.
 func openAck(ctx context.Context, cc *grpc.ClientConn) (sourcepb.Source_AckFnClient, error) {
 	s, err := sourcepb.NewSourceClient(cc).AckFn(ctx)
-	if err == nil {
-		err = s.Send(&sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = s.Recv()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open AckFn: %w", err)
-	}
-	return s, nil
+	return handshake("AckFn", s, err, &sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}})
 }
 
 // openSink opens a SinkFn stream and completes its handshake.
 func openSink(ctx context.Context, cc *grpc.ClientConn) (sinkpb.Sink_SinkFnClient, error) {
 	s, err := sinkpb.NewSinkClient(cc).SinkFn(ctx)
-	if err == nil {
-		err = s.Send(&sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}})
-	}
-	if err == nil {
-		_, err = s.Recv()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open SinkFn: %w", err)
-	}
-	return s, nil
+	return handshake("SinkFn", s, err, &sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}})
 }
 
 // openTransform opens a SourceTransformFn stream and completes its handshake.
 func openTransform(ctx context.Context, cc *grpc.ClientConn) (transformStream, error) {
 	s, err := transformpb.NewSourceTransformClient(cc).SourceTransformFn(ctx)
+	return handshake[transformStream]("SourceTransformFn", s, err, &transformpb.SourceTransformRequest{Handshake: &transformpb.Handshake{Sot: true}})
+}
+
+// stream is the client side of a bidirectional Numaflow stream.
+type stream[Req, Resp any] interface {
+	Send(Req) error
+	Recv() (Resp, error)
+}
+
+// handshake completes the opening of a Numaflow stream (opened with err):
+// it sends hello (the SOT handshake) and waits for the server's answer.
+func handshake[S stream[Req, Resp], Req, Resp any](name string, s S, err error, hello Req) (S, error) {
 	if err == nil {
-		err = s.Send(&transformpb.SourceTransformRequest{Handshake: &transformpb.Handshake{Sot: true}})
+		err = s.Send(hello)
 	}
 	if err == nil {
 		_, err = s.Recv()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open SourceTransformFn: %w", err)
+		var none S
+		return none, fmt.Errorf("open %s: %w", name, err)
 	}
 	return s, nil
 }
