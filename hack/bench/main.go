@@ -17,6 +17,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -68,7 +69,7 @@ func main() {
 		duration    = flag.Duration("duration", 0, "measured time of each side per round (default 5s, 700ms with --quick)")
 		rounds      = flag.Int("rounds", 0, "rounds per scenario; the sides alternate and each figure is the median (default 3, 1 with --quick)")
 		concurrency = flag.Int("concurrency", 16, "requests in flight for the CloudEvents and HTTP scenarios")
-		binDir      = flag.String("bin", filepath.Join(os.TempDir(), "monovertex-bench-bin"), "where the built programs go (kept between runs; go build reuses its cache)")
+		binDir      = flag.String("bin", defaultBinDir(), "where the built programs go (kept between runs; go build reuses its cache); one per checkout, so two checkouts benchmarking at once never run each other's binaries")
 		list        = flag.Bool("list", false, "list the scenarios and exit")
 		keepLogs    = flag.Bool("keep", false, "keep the work directory (process logs, configs) after the run")
 	)
@@ -407,4 +408,16 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// defaultBinDir names a build directory for this checkout: two checkouts (git
+// worktrees) benchmarking at the same time used to share one directory and
+// overwrite each other's runner mid-run.
+func defaultBinDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "monovertex-bench-bin")
+	}
+	sum := sha256.Sum256([]byte(wd))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("monovertex-bench-bin-%x", sum[:4]))
 }
