@@ -649,29 +649,26 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 // writeSecondary writes what waits for the fallback and onSuccess sinks.
 func (b *batch) writeSecondary(ctx context.Context) error {
 	e := b.e
-	if len(b.toFallback) > 0 {
-		outs := b.toFallback
-		b.toFallback = nil
-		if e.fallback == nil {
-			return missingTier("FALLBACK", outs[0].msg.ID, "MV_FALLBACK_SINK")
-		}
-		t := e.fallbackTier()
-		if err := b.write(ctx, t, outs, b.lastTierResult(t), nil); err != nil {
-			return err
-		}
+	if err := b.writeLast(ctx, &b.toFallback, e.fallback, "FALLBACK", "MV_FALLBACK_SINK", e.fallbackTier); err != nil {
+		return err
 	}
-	if len(b.toOnSuccess) > 0 {
-		outs := b.toOnSuccess
-		b.toOnSuccess = nil
-		if e.onSuccess == nil {
-			return missingTier("ON_SUCCESS", outs[0].msg.ID, "MV_ON_SUCCESS_SINK")
-		}
-		t := e.onSuccessTier()
-		if err := b.write(ctx, t, outs, b.lastTierResult(t), nil); err != nil {
-			return err
-		}
+	return b.writeLast(ctx, &b.toOnSuccess, e.onSuccess, "ON_SUCCESS", "MV_ON_SUCCESS_SINK", e.onSuccessTier)
+}
+
+// writeLast writes the outputs waiting in queue to a tier with no tier
+// after it, and empties the queue. sink is that tier's sink, nil when it
+// is not configured; answer and variable name it in that error.
+func (b *batch) writeLast(ctx context.Context, queue *[]output, sink Sink, answer, variable string, tierOf func() tier) error {
+	outs := *queue
+	if len(outs) == 0 {
+		return nil
 	}
-	return nil
+	*queue = nil
+	if sink == nil {
+		return missingTier(answer, outs[0].msg.ID, variable)
+	}
+	t := tierOf()
+	return b.write(ctx, t, outs, b.lastTierResult(t), nil)
 }
 
 // lastTierResult handles the results of the fallback and onSuccess sinks,
