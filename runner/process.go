@@ -305,33 +305,8 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 // calls it made.
 func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (next []output, attempts int, err error) {
 	e := b.e
-	pending := outs
-	msgs := make([]*Message, 0, len(pending))
-	for round, calls := 0, 0; len(pending) > 0; {
-		msgs = msgs[:0]
-		for _, o := range pending {
-			msgs = append(msgs, o.msg)
-		}
-		start := time.Now()
-		attempts++
-		results, err := st.t.Transform(ctx, msgs)
-		observeSince(st.time, start)
-		if err == nil && len(results) != len(msgs) {
-			err = fmt.Errorf("%s returned %d results for %d messages", st.name, len(results), len(msgs))
-		}
-		if err != nil {
-			if IsFatal(err) || ctx.Err() != nil {
-				return nil, attempts, err
-			}
-			e.count(st.nErr, st.errors, 1)
-			e.recordError(fmt.Errorf("%s: %w", st.name, err))
-			e.log.Warnw(st.name+" call failed, retrying", "messages", len(msgs), zap.Error(err))
-			if err := b.callBackoff(ctx, calls); err != nil {
-				return nil, attempts, err
-			}
-			calls++
-			continue
-		}
+	call := roundCall[TransformResult]{name: st.name, failed: "call failed", call: st.t.Transform, time: st.time, nErr: st.nErr, errors: st.errors}
+	attempts, err = runRounds(ctx, b, call, outs, func(_ context.Context, pending []output, results []TransformResult, round int) ([]output, int, error) {
 		var again []output
 		away := 0
 		for j, r := range results {
@@ -396,17 +371,86 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				}
 			}
 		}
+		return again, away, nil
+	})
+	if err != nil {
+		return nil, attempts, err
+	}
+	return next, attempts, nil
+}
+
+// roundCall is the call a retry round makes, a stage's Transform or a
+// tier's Write, with the metrics and log line its failures go to.
+type roundCall[R any] struct {
+	name string
+	// failed is what the log says happened when the call itself failed.
+	failed string
+	call   func(context.Context, []*Message) ([]R, error)
+	time   prometheus.Observer
+	nErr   *atomic.Int64
+	errors prometheus.Counter
+	// errorsPerMessage counts a failed call once per message in it (a
+	// sink write fails every message it carried) instead of once.
+	errorsPerMessage bool
+	// stamp writes the round into each message's metadata (MetadataSink).
+	stamp bool
+}
+
+// runRounds is the retry loop a stage and a tier share: it calls c with
+// the messages of pending, retries a failed call after the call backoff,
+// hands the results of a call to settle, and offers what settle returns
+// again after the round backoff (or the wait for an unavailable peer when
+// every one of them was unavailable). It returns how many calls it made.
+func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []output, settle func(ctx context.Context, pending []output, results []R, round int) (again []output, away int, err error)) (attempts int, err error) {
+	e := b.e
+	msgs := make([]*Message, 0, len(pending))
+	for round, calls := 0, 0; len(pending) > 0; {
+		msgs = msgs[:0]
+		for _, o := range pending {
+			if c.stamp {
+				stampRetryCount(o.msg, round)
+			}
+			msgs = append(msgs, o.msg)
+		}
+		start := time.Now()
+		attempts++
+		results, err := c.call(ctx, msgs)
+		observeSince(c.time, start)
+		if err == nil && len(results) != len(msgs) {
+			err = fmt.Errorf("%s returned %d results for %d messages", c.name, len(results), len(msgs))
+		}
+		if err != nil {
+			if IsFatal(err) || ctx.Err() != nil {
+				return attempts, err
+			}
+			n := 1
+			if c.errorsPerMessage {
+				n = len(msgs)
+			}
+			e.count(c.nErr, c.errors, n)
+			e.recordError(fmt.Errorf("%s: %w", c.name, err))
+			e.log.Warnw(c.name+" "+c.failed+", retrying", "messages", len(msgs), zap.Error(err))
+			if err := b.callBackoff(ctx, calls); err != nil {
+				return attempts, err
+			}
+			calls++
+			continue
+		}
+		again, away, err := settle(ctx, pending, results, round)
+		if err != nil {
+			return attempts, err
+		}
 		pending = again
 		if len(pending) > 0 {
 			if len(pending) == away {
-				e.log.Warnw(st.name+" unavailable, retrying", "messages", away)
+				e.log.Warnw(c.name+" unavailable, retrying", "messages", away)
 			}
 			if err := b.backoff(ctx, len(pending) == away, &round, &calls); err != nil {
-				return nil, attempts, err
+				return attempts, err
 			}
 		}
 	}
-	return next, attempts, nil
+	return attempts, nil
 }
 
 // tier is one sink level: the primary sink, the fallback sink or the
@@ -485,35 +529,8 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 // messages the sink took and how many calls it made.
 func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult func(o output, r WriteResult, round int) (again bool, err error), afterRound func(context.Context) error) (total, attempts int, err error) {
 	e := b.e
-	msgs := make([]*Message, 0, len(outs))
-	for round, calls := 0, 0; len(outs) > 0; {
-		msgs = msgs[:0]
-		for _, o := range outs {
-			if t.stamp {
-				stampRetryCount(o.msg, round)
-			}
-			msgs = append(msgs, o.msg)
-		}
-		start := time.Now()
-		attempts++
-		results, err := t.sink.Write(ctx, msgs)
-		observeSince(t.time, start)
-		if err == nil && len(results) != len(msgs) {
-			err = fmt.Errorf("%s returned %d results for %d messages", t.name, len(results), len(msgs))
-		}
-		if err != nil {
-			if IsFatal(err) || ctx.Err() != nil {
-				return total, attempts, err
-			}
-			e.count(t.nErr, t.errors, len(msgs))
-			e.recordError(fmt.Errorf("%s: %w", t.name, err))
-			e.log.Warnw(t.name+" write failed, retrying", "messages", len(msgs), zap.Error(err))
-			if err := b.callBackoff(ctx, calls); err != nil {
-				return total, attempts, err
-			}
-			calls++
-			continue
-		}
+	call := roundCall[WriteResult]{name: t.name, failed: "write failed", call: t.sink.Write, time: t.time, nErr: t.nErr, errors: t.errors, errorsPerMessage: true, stamp: t.stamp}
+	attempts, err = runRounds(ctx, b, call, outs, func(ctx context.Context, outs []output, results []WriteResult, round int) ([]output, int, error) {
 		var again []output
 		written, away := 0, 0
 		for j, r := range results {
@@ -544,7 +561,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 			}
 			retry, err := onResult(o, r, round)
 			if err != nil {
-				return total, attempts, err
+				return nil, 0, err
 			}
 			if retry {
 				again = append(again, o)
@@ -555,20 +572,12 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 		b.ackFinal(ctx)
 		if afterRound != nil {
 			if err := afterRound(ctx); err != nil {
-				return total, attempts, err
+				return nil, 0, err
 			}
 		}
-		outs = again
-		if len(outs) > 0 {
-			if len(outs) == away {
-				e.log.Warnw(t.name+" unavailable, retrying", "messages", away)
-			}
-			if err := b.backoff(ctx, len(outs) == away, &round, &calls); err != nil {
-				return total, attempts, err
-			}
-		}
-	}
-	return total, attempts, nil
+		return again, away, nil
+	})
+	return total, attempts, err
 }
 
 // drop settles an output on purpose after its retries were spent.
@@ -640,29 +649,26 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 // writeSecondary writes what waits for the fallback and onSuccess sinks.
 func (b *batch) writeSecondary(ctx context.Context) error {
 	e := b.e
-	if len(b.toFallback) > 0 {
-		outs := b.toFallback
-		b.toFallback = nil
-		if e.fallback == nil {
-			return missingTier("FALLBACK", outs[0].msg.ID, "MV_FALLBACK_SINK")
-		}
-		t := e.fallbackTier()
-		if err := b.write(ctx, t, outs, b.lastTierResult(t), nil); err != nil {
-			return err
-		}
+	if err := b.writeLast(ctx, &b.toFallback, e.fallback, "FALLBACK", "MV_FALLBACK_SINK", e.fallbackTier); err != nil {
+		return err
 	}
-	if len(b.toOnSuccess) > 0 {
-		outs := b.toOnSuccess
-		b.toOnSuccess = nil
-		if e.onSuccess == nil {
-			return missingTier("ON_SUCCESS", outs[0].msg.ID, "MV_ON_SUCCESS_SINK")
-		}
-		t := e.onSuccessTier()
-		if err := b.write(ctx, t, outs, b.lastTierResult(t), nil); err != nil {
-			return err
-		}
+	return b.writeLast(ctx, &b.toOnSuccess, e.onSuccess, "ON_SUCCESS", "MV_ON_SUCCESS_SINK", e.onSuccessTier)
+}
+
+// writeLast writes the outputs waiting in queue to a tier with no tier
+// after it, and empties the queue. sink is that tier's sink, nil when it
+// is not configured; answer and variable name it in that error.
+func (b *batch) writeLast(ctx context.Context, queue *[]output, sink Sink, answer, variable string, tierOf func() tier) error {
+	outs := *queue
+	if len(outs) == 0 {
+		return nil
 	}
-	return nil
+	*queue = nil
+	if sink == nil {
+		return missingTier(answer, outs[0].msg.ID, variable)
+	}
+	t := tierOf()
+	return b.write(ctx, t, outs, b.lastTierResult(t), nil)
 }
 
 // lastTierResult handles the results of the fallback and onSuccess sinks,

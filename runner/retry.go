@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // RetryPolicy is the backoff between attempts of a failed sink or
@@ -48,17 +50,8 @@ func (p RetryPolicy) Delay(retry int) time.Duration {
 	return time.Duration(d)
 }
 
-// sleep waits for d or until ctx is done, and reports whether the wait ran out.
+// sleep waits for d or until ctx is done, and reports whether the wait ran
+// out. It is clock.Sleep under the name the engine's loops already use.
 func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, d)
 }

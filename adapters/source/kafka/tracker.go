@@ -54,14 +54,32 @@ func (t *partTracker) read(off int64, epoch int32) bool {
 		t.inflight++
 		return true
 	}
+	return t.move(off, stateNacked, stateInflight)
+}
+
+// move changes a held record from state from to state to, keeping the
+// counts of records in flight and nacked; it reports false for an offset
+// it does not hold in state from.
+func (t *partTracker) move(off int64, from, to entryState) bool {
 	i, ok := t.find(off)
-	if !ok || t.entries[i].st != stateNacked {
+	if !ok || t.entries[i].st != from {
 		return false
 	}
-	t.entries[i].st = stateInflight
-	t.nacked--
-	t.inflight++
+	t.add(from, -1)
+	t.add(to, 1)
+	t.entries[i].st = to
 	return true
+}
+
+// add changes the count of records in state st by d; acked records are
+// not counted.
+func (t *partTracker) add(st entryState, d int) {
+	switch st {
+	case stateInflight:
+		t.inflight += d
+	case stateNacked:
+		t.nacked += d
+	}
 }
 
 func (t *partTracker) find(off int64) (int, bool) {
@@ -80,14 +98,10 @@ func (t *partTracker) ack(off int64) bool {
 	if !ok {
 		return false
 	}
-	switch t.entries[i].st {
-	case stateAcked:
+	if t.entries[i].st == stateAcked {
 		return true
-	case stateInflight:
-		t.inflight--
-	case stateNacked:
-		t.nacked--
 	}
+	t.add(t.entries[i].st, -1)
 	t.entries[i].st = stateAcked
 	for t.head < len(t.entries) && t.entries[t.head].st == stateAcked {
 		t.final, t.finalEpoch = t.entries[t.head].off+1, t.entries[t.head].epoch
@@ -105,14 +119,7 @@ func (t *partTracker) ack(off int64) bool {
 // nack hands a record in flight back; it reports whether it did, and the
 // partition must then be read again from that offset.
 func (t *partTracker) nack(off int64) bool {
-	i, ok := t.find(off)
-	if !ok || t.entries[i].st != stateInflight {
-		return false
-	}
-	t.entries[i].st = stateNacked
-	t.inflight--
-	t.nacked++
-	return true
+	return t.move(off, stateInflight, stateNacked)
 }
 
 // held counts the records tracked: in flight, nacked, or acked above a
