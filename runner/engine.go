@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/monovertex/monovertex/internal/clock"
 	"github.com/monovertex/monovertex/runner/ratelimit"
 )
 
@@ -624,7 +625,7 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		default:
 			e.recordError(fmt.Errorf("source read: %w", err))
 			e.log.Warnw("source read failed, retrying", zap.Error(err))
-			if !sleep(ctx, e.callDelay(failures)) {
+			if !clock.Sleep(ctx, e.callDelay(failures)) {
 				return nil
 			}
 			failures++

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // inputState tracks one message read from the source until it is acked or
@@ -190,7 +192,7 @@ func (b *batch) ack(ctx context.Context, ready []*Message) (int, error) {
 			e.log.Errorw("ack failed, the source will redeliver these messages", "count", len(ready), zap.Error(err))
 			return attempt + 1, err
 		}
-		if !sleep(ctx, e.callDelay(attempt)) {
+		if !clock.Sleep(ctx, e.callDelay(attempt)) {
 			return attempt + 1, err
 		}
 	}
@@ -250,7 +252,7 @@ func (b *batch) handBack(ctx context.Context) {
 
 // callBackoff waits before retrying a call that failed as a whole.
 func (b *batch) callBackoff(ctx context.Context, round int) error {
-	if !sleep(ctx, b.e.callDelay(round)) {
+	if !clock.Sleep(ctx, b.e.callDelay(round)) {
 		return ctx.Err()
 	}
 	return nil
@@ -274,7 +276,7 @@ func (b *batch) backoff(ctx context.Context, peerAway bool, round, calls *int) e
 
 // retryBackoff waits before retrying the messages of a round that failed.
 func (b *batch) retryBackoff(ctx context.Context, round int) error {
-	if !sleep(ctx, b.e.opts.Retry.Delay(round)) {
+	if !clock.Sleep(ctx, b.e.opts.Retry.Delay(round)) {
 		return ctx.Err()
 	}
 	return nil

@@ -1,12 +1,9 @@
 package runner
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"time"
-
-	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // RetryPolicy is the backoff between attempts of a failed sink or
@@ -48,10 +45,4 @@ func (p RetryPolicy) Delay(retry int) time.Duration {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(d)
-}
-
-// sleep waits for d or until ctx is done, and reports whether the wait ran
-// out. It is clock.Sleep under the name the engine's loops already use.
-func sleep(ctx context.Context, d time.Duration) bool {
-	return clock.Sleep(ctx, d)
 }

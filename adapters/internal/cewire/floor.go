@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // PermanentRetryFloor is the shortest time between two posts of one message
@@ -73,16 +75,8 @@ func (f *Floor) Delay(ids []string) time.Duration {
 // Wait sleeps until the floor has passed for every message in ids, or ctx
 // ends (then it returns ctx's error).
 func (f *Floor) Wait(ctx context.Context, ids []string) error {
-	d := f.Delay(ids)
-	if d <= 0 {
+	if !clock.Sleep(ctx, f.Delay(ids)) {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return nil
 }
