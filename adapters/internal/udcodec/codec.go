@@ -313,7 +313,9 @@ func strip(content []byte, num protowire.Number) (kept, payload []byte, found, g
 		if n == num && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(content[off+tn:])
 			if len(v) > 0 {
-				payload, found = v, true
+				// Clipped, so an append to one payload reallocates instead
+				// of writing over the next one in the shared buffer.
+				payload, found = v[:len(v):len(v)], true
 				off += tn + vn
 				continue
 			}

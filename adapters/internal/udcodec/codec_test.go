@@ -170,6 +170,9 @@ func TestUnmarshalAliasesOneOwnedBuffer(t *testing.T) {
 	if d := uintptr(unsafePointer(b)) - uintptr(unsafePointer(a)); d <= uintptr(len(a)) || d > uintptr(len(wire)) {
 		t.Fatalf("payloads are not in one buffer (distance %d)", d)
 	}
+	if cap(a) != len(a) || cap(b) != len(b) {
+		t.Fatalf("payloads are not clipped (cap %d for %d bytes): an append would write over the next one", cap(a), len(a))
+	}
 	if !proto.Equal(got, m) {
 		t.Fatal("different message")
 	}
