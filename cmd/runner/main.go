@@ -58,6 +58,7 @@ func run() int {
 	log := newLogger(cfg.LogLevel)
 	log = log.Named("runner").With("mvtx_name", cfg.Name, "mvtx_replica", cfg.Replica)
 	defer log.Sync()
+	setMemoryLimit(log)
 
 	ctx := signalContext()
 	ctx = logging.WithLogger(ctx, log)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/monovertex/monovertex/runner"
@@ -343,6 +344,12 @@ func (c *Conn) warnOnce(msg string) {
 	}
 }
 
+// Buffer and flow-control window sizes of the connections to containers.
+const (
+	socketBufferSize = 256 << 10
+	windowSize       = 8 << 20
+)
+
 // Dial makes a gRPC client for a Unix socket, with the message size limit
 // large payloads need. It does not connect until the first call.
 func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
@@ -352,7 +359,11 @@ func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
 	}
 	cc, err := grpc.NewClient("unix://"+abs,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageSize), grpc.MaxCallSendMsgSize(maxMessageSize),
+			// Large payloads without extra copies or cleared buffers
+			// (package udcodec), on these connections only.
+			grpc.ForceCodecV2(codec)),
+		experimental.WithBufferPool(bufferPool),
 		// A local socket either answers at once or is not there: keep the
 		// reconnect backoff short so a restarted container is found quickly.
 		// The connection is watched for drops; an idle timeout would read
@@ -362,6 +373,17 @@ func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}),
+		// A Unix socket moves 256 KiB in one system call as cheaply as
+		// 32 KiB (grpc-go's default buffers), and at 1 MiB payloads the
+		// calls were the runner's largest cost (hack/bench profiles).
+		grpc.WithReadBufferSize(socketBufferSize),
+		grpc.WithWriteBufferSize(socketBufferSize),
+		// A fixed window lets a container send a whole batch of large
+		// answers without waiting for window updates; the protocol bounds
+		// what it sends (the records asked for, the answers to what was
+		// sent), so the window does not add to memory.
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(windowSize),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", abs, err)

@@ -171,6 +171,19 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 // uniqueRounds splits the message indexes into groups without repeated IDs,
 // because results are matched to requests by ID.
 func uniqueRounds(msgs []*runner.Message, idx []int) [][]int {
+	// Repeated IDs are rare: one pass with a sized set answers the usual
+	// case without the per-round maps below (2.8 % of the runner's CPU at
+	// 1 KiB in the hack/bench profile of 138aaee).
+	ids := make(map[string]struct{}, len(idx))
+	for _, i := range idx {
+		ids[msgs[i].ID] = struct{}{}
+	}
+	if len(ids) == len(idx) {
+		if len(idx) == 0 {
+			return nil
+		}
+		return [][]int{idx}
+	}
 	var rounds [][]int
 	var seen []map[string]bool
 	for _, i := range idx {

@@ -178,6 +178,9 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		rs.outstanding = true
 	}
 	var msgs []*runner.Message
+	if max > 0 {
+		msgs = make([]*runner.Message, 0, min(max, 4096))
+	}
 	for {
 		resp, err := rs.next(ctx)
 		switch {
@@ -224,7 +227,12 @@ func message(r *sourcepb.ReadResponse_Result) *runner.Message {
 // OffsetID is the message ID of an offset, as Numaflow forms it: the
 // offset in base64, a dash, the partition.
 func OffsetID(o *Offset) string {
-	return base64.StdEncoding.EncodeToString(o.Value) + "-" + strconv.Itoa(int(o.Partition))
+	// One buffer for the three parts: it runs once per message read.
+	b := make([]byte, 0, base64.StdEncoding.EncodedLen(len(o.Value))+12)
+	b = base64.StdEncoding.AppendEncode(b, o.Value)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(o.Partition), 10)
+	return string(b)
 }
 
 func (s *Source) readBroken(rs *readStream, what string, err error) error {
