@@ -58,8 +58,7 @@ func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	published := f.pace(ctx, n, 64, 6*time.Second)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
 
 	outage(t, p, r, 2*time.Second, r.distinct, nil)
@@ -82,10 +81,7 @@ func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 	}
 	t.Logf("all %d messages arrived, %d after the sink came back (first within %v); %d distinct ids answered 503; runner read %d acked %d; %d delivered twice",
 		n, n-before, recovered.Round(time.Millisecond), len(failed), read, acked, c.dups)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents sink 503 2s then gone 2s, MV_ON_FAILURE=retry", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),
@@ -121,8 +117,7 @@ func TestCloudEventsSinkOutageWithFallback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	published := f.pace(ctx, n, 64, 6*time.Second)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
 
 	outage(t, p, r, 2*time.Second, func() int { return r.distinct() + fb.distinct() }, nil)
@@ -175,10 +170,7 @@ func TestCloudEventsSinkOutageWithFallback(t *testing.T) {
 	read, acked, _ := totals(p)
 	t.Logf("fallback sink holds %d messages: the %d answered 503 on every attempt and %d exhausted at the cut; sink %d; runner read %d acked %d; %d delivered twice",
 		len(fallen), exhausted, atCut, len(accepted), read, acked, c.dups)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents sink 503 2s then gone 2s, MV_ON_FAILURE=fallback, 2 steps", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),
@@ -196,8 +188,7 @@ func TestSigtermDuringSinkOutage(t *testing.T) {
 	env := ceSinkEnv(f, r.URL)
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
 	f.PublishAll(n/2, 64)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 200 })
 	r.setMode("down")
 	time.Sleep(500 * time.Millisecond)
@@ -211,20 +202,7 @@ func TestSigtermDuringSinkOutage(t *testing.T) {
 	exitNote := checkShutdown(t, code, took, 3*time.Second, "CloudEvents sink gone")
 	r.setMode("ok")
 	f.Publish(context.Background(), n/2, n, 1000, 64, 0)
-	restarted := time.Now()
-	p2 := testutil.StartRunner(t, env)
-	p2.WaitReady(60 * time.Second)
-	f.waitReceived(n, 120*time.Second, r)
-	recovered := time.Since(restarted)
-	got, _ := r.snapshot()
-	c := countIDs(n, got)
-	if c.lost > 0 {
-		t.Fatalf("%d of %d messages lost", c.lost, n)
-	}
-	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
-		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p, p2)
+	c, recovered := f.restartAndReceive(t, env, n, 120*time.Second, r, p)
 	report(t, result{
 		Scenario: "SIGTERM while the CloudEvents sink is gone, then restart", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),

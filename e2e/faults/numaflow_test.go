@@ -89,6 +89,34 @@ func (p *udPipeline) startFallback() {
 	}))
 }
 
+// newFallbackPipeline starts example-udsource with total ids, example-udsink
+// answering FALLBACK for every id divisible by fallbackEvery, and a second
+// example-udsink as the runner's fallback sink; the test starts the runner.
+func newFallbackPipeline(t *testing.T, total, fallbackEvery int) *udPipeline {
+	p := newUDPipeline(t, total)
+	p.env["MV_FALLBACK_SINK"] = "udsink"
+	p.startSource()
+	p.startSink(fallbackEvery)
+	p.startFallback()
+	return p
+}
+
+// mustFollowFallbackRule counts the ids of a newFallbackPipeline's sinks and
+// fails the test if one is lost or not in the file the rule sends it to.
+func (p *udPipeline) mustFollowFallbackRule(fallbackEvery int) udCount {
+	p.t.Helper()
+	c := p.count(func(n int) string {
+		if n%fallbackEvery == 0 {
+			return "fallback.out"
+		}
+		return "sink.out"
+	}, "sink.out", "fallback.out")
+	if c.lost > 0 || c.wrongPlace > 0 {
+		p.t.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
+	}
+	return c
+}
+
 func (p *udPipeline) startRunner() {
 	p.runner = p.track(testutil.StartRunner(p.t, p.env))
 	p.runner.WaitReady(90 * time.Second)
@@ -187,16 +215,6 @@ func (p *udPipeline) count(fileOf func(n int) string, files ...string) udCount {
 	return c
 }
 
-func readyz(p *testutil.Process) int {
-	c := http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get(p.AdminURL + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestFallbackSinkContainerKilledMidStream kills the fallback sink
 // container with SIGKILL while messages flow and starts it again a few
 // seconds later: the runner waits for it without restarting, acks nothing
@@ -204,18 +222,14 @@ func readyz(p *testutil.Process) int {
 func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 	const fallbackEvery = 7 // example-udsink answers FALLBACK for n%7 == 0
 	total := pick(10_000, 50_000)
-	p := newUDPipeline(t, total)
-	p.env["MV_FALLBACK_SINK"] = "udsink"
-	p.startSource()
-	p.startSink(fallbackEvery)
-	p.startFallback()
+	p := newFallbackPipeline(t, total, fallbackEvery)
 	p.startRunner()
 	pid := p.runner.Cmd.Process.Pid
 	p.waitAcked(total/4, 90*time.Second)
 
 	p.fallback.Kill()
 	killed := time.Now()
-	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return p.runner.Readyz() == http.StatusServiceUnavailable })
 	p.checkAckedWereWritten("sink.out", "fallback.out")
 	// Every batch holds messages for the fallback sink, so the in-flight
 	// slots fill and reading stops while it is away.
@@ -241,15 +255,7 @@ func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 	if p.runner.Exited() || p.runner.Cmd.Process.Pid != pid {
 		t.Fatalf("the runner restarted")
 	}
-	c := p.count(func(n int) string {
-		if n%fallbackEvery == 0 {
-			return "fallback.out"
-		}
-		return "sink.out"
-	}, "sink.out", "fallback.out")
-	if c.lost > 0 || c.wrongPlace > 0 {
-		t.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
-	}
+	c := p.mustFollowFallbackRule(fallbackEvery)
 	st, _ := p.runner.Status()
 	t.Logf("fallback sink away %v; all %d ids acked %v after it came back; runner: read %d acked %d written %d fallback %d; %d duplicate lines",
 		restarted.Sub(killed).Round(time.Millisecond), total, recovered.Round(time.Millisecond), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.FallbackWritten, c.dupLines)
@@ -270,16 +276,12 @@ func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 func TestSigtermWhileFallbackContainerAway(t *testing.T) {
 	const fallbackEvery = 7
 	total := pick(6_000, 30_000)
-	p := newUDPipeline(t, total)
-	p.env["MV_FALLBACK_SINK"] = "udsink"
+	p := newFallbackPipeline(t, total, fallbackEvery)
 	p.env["MV_SHUTDOWN_TIMEOUT"] = "3s"
-	p.startSource()
-	p.startSink(fallbackEvery)
-	p.startFallback()
 	p.startRunner()
 	p.waitAcked(total/4, 90*time.Second)
 	p.fallback.Kill()
-	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return p.runner.Readyz() == http.StatusServiceUnavailable })
 	time.Sleep(time.Second)
 	code, took := sigterm(t, p.runner, 30*time.Second)
 	ackedAtStop := p.checkAckedWereWritten("sink.out", "fallback.out")
@@ -290,15 +292,7 @@ func TestSigtermWhileFallbackContainerAway(t *testing.T) {
 	p.startRunner()
 	p.waitAcked(total, 120*time.Second)
 	recovered := time.Since(restarted)
-	c := p.count(func(n int) string {
-		if n%fallbackEvery == 0 {
-			return "fallback.out"
-		}
-		return "sink.out"
-	}, "sink.out", "fallback.out")
-	if c.lost > 0 || c.wrongPlace > 0 {
-		t.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
-	}
+	c := p.mustFollowFallbackRule(fallbackEvery)
 	if code, took := sigterm(t, p.runner, 30*time.Second); code != 0 {
 		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
 	}
