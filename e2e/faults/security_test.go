@@ -154,6 +154,24 @@ func TestHTTPSourceLimitsBodiesAndHeaders(t *testing.T) {
 	noRaces(t, p)
 }
 
+// onConns opens n connections to addr and runs talk on each in a goroutine
+// of its own, counted in wg; the connection is closed when talk returns.
+func onConns(t *testing.T, wg *sync.WaitGroup, addr, what string, n int, talk func(conn net.Conn)) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s %d: %v", what, i, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer conn.Close()
+			talk(conn)
+		}()
+	}
+}
+
 // TestHTTPSourceSlowLorisCannotPinConnections opens many connections that
 // send their headers one byte at a time, and others that stall in the
 // body: the runner keeps answering ordinary requests meanwhile, answers the
@@ -166,46 +184,28 @@ func TestHTTPSourceSlowLorisCannotPinConnections(t *testing.T) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	closedAfter := make(chan time.Duration, loris)
-	for i := 0; i < loris; i++ {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			header := "POST / HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("s", 100)
-			for j := 0; j < len(header); j++ {
-				if _, err := conn.Write([]byte{header[j]}); err != nil {
-					closedAfter <- time.Since(start)
-					return
-				}
-				time.Sleep(200 * time.Millisecond)
+	onConns(t, &wg, addr, "connection", loris, func(conn net.Conn) {
+		header := "POST / HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("s", 100)
+		for j := 0; j < len(header); j++ {
+			if _, err := conn.Write([]byte{header[j]}); err != nil {
+				closedAfter <- time.Since(start)
+				return
 			}
-			// Never finished: the server must have closed it by now.
-			closedAfter <- -1
-		}()
-	}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// Never finished: the server must have closed it by now.
+		closedAfter <- -1
+	})
 	stalledAnswers := make(chan string, stalled)
-	for i := 0; i < stalled; i++ {
-		conn, err := net.Dial("tcp", addr)
+	onConns(t, &wg, addr, "stalled connection", stalled, func(conn net.Conn) {
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\nonly part", token)
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
 		if err != nil {
-			t.Fatalf("stalled connection %d: %v", i, err)
+			line = err.Error()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\nonly part", token)
-			conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			if err != nil {
-				line = err.Error()
-			}
-			stalledAnswers <- strings.TrimSpace(line)
-		}()
-	}
+		stalledAnswers <- strings.TrimSpace(line)
+	})
 	// Ordinary requests go through while all of those are open.
 	time.Sleep(500 * time.Millisecond)
 	auth := map[string]string{"Authorization": "Bearer " + token}
@@ -261,7 +261,7 @@ func TestNothingWorldWritable(t *testing.T) {
 		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 	}
 	var modes []string
-	for _, dir := range []string{p.dir, p.work} {
+	for _, dir := range []string{p.Dir, p.Work} {
 		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
