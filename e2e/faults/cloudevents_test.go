@@ -285,6 +285,14 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return true
 }
 
+// newCESink is the CloudEvents sink scenario: the JetStream fixture as the
+// source, a receiver as the sink, and the runner's environment for them.
+func newCESink(t *testing.T) (*jsFixture, *receiver, map[string]string) {
+	f := newJS(t)
+	r := startReceiver(t)
+	return f, r, ceSinkEnv(f, r.URL)
+}
+
 func ceSinkEnv(f *jsFixture, url string) map[string]string {
 	env := f.Env("faults")
 	env["MV_SINK"] = "cloudevents"
