@@ -176,21 +176,8 @@ func totals(p *testutil.Process) (read, acked, written int64) {
 // stopped" log line, for a runner that has exited.
 func lastTotals(t *testing.T, p *testutil.Process) (read, acked int64) {
 	t.Helper()
-	read, acked = -1, -1
-	for _, l := range strings.Split(p.Stderr.String(), "\n") {
-		var line struct {
-			Msg   string `json:"msg"`
-			Read  int64  `json:"read"`
-			Acked int64  `json:"acked"`
-		}
-		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "runner stopped" {
-			read, acked = line.Read, line.Acked
-		}
-	}
-	if read < 0 {
-		t.Fatalf("no \"runner stopped\" line in the runner's log:\n%s", testutil.Tail(p.Stderr.String(), 3000))
-	}
-	return read, acked
+	st := testutil.StopLine(t, p.Stderr.String())
+	return st.Read, st.Acked
 }
 
 // goMetric reads an unlabelled metric (such as go_goroutines) from the
