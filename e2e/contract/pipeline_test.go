@@ -46,10 +46,8 @@ func newPipeline(t *testing.T, s setup) *pipeline {
 	p := &pipeline{Examples: testutil.NewExamples(t, "mvct"), s: s, model: newModel(s.total, s.sinkCondition), sinks: map[string]*testutil.Process{}}
 	p.runnerEnv = p.RunnerEnv(map[string]string{
 		"MV_NAME":              "contract",
-		"MV_SOURCE":            "udsource",
 		"MV_TRANSFORMER":       "udtransformer",
 		"MV_UDF":               "udmap",
-		"MV_SINK":              "udsink",
 		"MV_FALLBACK_SINK":     "udsink",
 		"MV_ON_SUCCESS_SINK":   "udsink",
 		"MV_BYPASS_FALLBACK":   bypassFallback,

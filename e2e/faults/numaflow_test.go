@@ -31,8 +31,6 @@ func newUDPipeline(t *testing.T, total int) *udPipeline {
 	p := &udPipeline{Examples: testutil.NewExamples(t, "mvfl"), total: total}
 	p.env = p.RunnerEnv(map[string]string{
 		"MV_NAME":            "faults-ud",
-		"MV_SOURCE":          "udsource",
-		"MV_SINK":            "udsink",
 		"MV_READ_BATCH_SIZE": "200",
 	})
 	return p

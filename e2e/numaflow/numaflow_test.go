@@ -68,9 +68,7 @@ type pipeline struct {
 func newPipeline(t *testing.T, total, size int) *pipeline {
 	p := &pipeline{Examples: testutil.NewExamples(t, "mvnf"), total: total, size: size}
 	p.runnerEnv = p.RunnerEnv(map[string]string{
-		"MV_SOURCE":          "udsource",
 		"MV_TRANSFORMER":     "udtransformer",
-		"MV_SINK":            "udsink",
 		"MV_FALLBACK_SINK":   "udsink",
 		"MV_READ_BATCH_SIZE": "500",
 	})

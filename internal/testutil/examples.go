@@ -89,11 +89,13 @@ func (x *Examples) StartRunner(env map[string]string) *Process {
 }
 
 // RunnerEnv is the runner environment the Numaflow pipeline tests share:
-// short reads and pending checks, time for a container to start (60s) or
-// to come back (30s), and a 10s shutdown budget; settings add to it or
-// override it.
+// reading from example-udsource and writing to example-udsink, short reads
+// and pending checks, time for a container to start (60s) or to come back
+// (30s), and a 10s shutdown budget; settings add to it or override it.
 func (x *Examples) RunnerEnv(settings map[string]string) map[string]string {
 	env := map[string]string{
+		"MV_SOURCE":                "udsource",
+		"MV_SINK":                  "udsink",
 		"MV_READ_TIMEOUT":          "100ms",
 		"MV_PENDING_INTERVAL":      "200ms",
 		"MV_UDF_RECONNECT_TIMEOUT": "30s",
