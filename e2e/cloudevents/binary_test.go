@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,6 +29,26 @@ func ids(evs []event.Event) map[string]event.Event {
 	return m
 }
 
+// chainEnv is the runner's environment for the chain both runner tests
+// use: the CloudEvents function at fnURL, the sink at sinkURL with an
+// extension override, and the fallback sink at fallbackURL for what fails
+// three retry steps; extra adds the source and the rest.
+func chainEnv(fnURL, sinkURL, fallbackURL string, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"MV_TRANSFORMER":       "cloudevents",
+		"MV_TRANSFORMER_URL":   fnURL,
+		"MV_SINK":              "cloudevents",
+		"K_SINK":               sinkURL,
+		"K_CE_OVERRIDES":       `{"extensions":{"team":"payments"}}`,
+		"MV_FALLBACK_SINK":     "cloudevents",
+		"MV_FALLBACK_SINK_URL": fallbackURL,
+		"MV_ON_FAILURE":        "fallback",
+		"MV_RETRY_STEPS":       "3",
+	}
+	maps.Copy(env, extra)
+	return env
+}
+
 // TestRunnerHTTPSourceFunctionSink runs the runner binary: callers post to
 // its $PORT, it calls a CloudEvents function and delivers to K_SINK (or the
 // fallback sink), and each caller is answered after its message is final.
@@ -35,25 +56,16 @@ func TestRunnerHTTPSourceFunctionSink(t *testing.T) {
 	fn := cetest.StartFunction(t, rules)
 	sink := cetest.StartReceiver(t, nil)
 	fallback := cetest.StartReceiver(t, nil)
-	p := testutil.StartRunner(t, map[string]string{
+	p := testutil.StartRunner(t, chainEnv(fn.URL, sink.URL, fallback.URL, map[string]string{
 		"MV_NAME":              "in",
 		"MV_SOURCE":            "http",
-		"MV_TRANSFORMER":       "cloudevents",
-		"MV_TRANSFORMER_URL":   fn.URL,
-		"MV_SINK":              "cloudevents",
-		"K_SINK":               sink.URL,
-		"K_CE_OVERRIDES":       `{"extensions":{"team":"payments"}}`,
-		"MV_FALLBACK_SINK":     "cloudevents",
-		"MV_FALLBACK_SINK_URL": fallback.URL,
-		"MV_ON_FAILURE":        "fallback",
-		"MV_RETRY_STEPS":       "3",
 		"MV_CE_TYPE":           "com.example.test",
 		"MV_HTTP_AUTH_TOKEN":   "tok",
 		"MV_HTTP_MAX_BODY":     "4096",
 		"MV_HTTP_BODY_TIMEOUT": "500ms",
 		"MV_READ_TIMEOUT":      "50ms",
 		"MV_SHUTDOWN_TIMEOUT":  "5s",
-	})
+	}))
 	p.WaitReady(90 * time.Second)
 	url := p.PortURL + "/vertices/in"
 	auth := []string{"Authorization", "Bearer tok"}
@@ -117,22 +129,12 @@ func TestRunnerHTTPSourceFunctionSink(t *testing.T) {
 
 	// Rejections at the door never reach the function.
 	before := len(fn.Events())
-	rejections := []struct {
-		name    string
-		body    string
-		headers []string
-		status  int
-	}{
+	expectStatuses(t, url, []request{
 		{"no token", "x", nil, http.StatusUnauthorized},
 		{"oversize", strings.Repeat("x", 5000), auth, http.StatusRequestEntityTooLarge},
 		{"invalid CloudEvent", `{"specversion":"1.0","id":"x"}`, append([]string{"Content-Type", "application/cloudevents+json"}, auth...), http.StatusBadRequest},
 		{"bad keys header is fine, bad time is not", "x", append([]string{httpsrc.HeaderEventTime, "12:00"}, auth...), http.StatusBadRequest},
-	}
-	for _, r := range rejections {
-		if a := wait(t, sendAsync(url, r.body, r.headers...)); a.Status != r.status {
-			t.Fatalf("%s: %+v, want %d", r.name, a, r.status)
-		}
-	}
+	})
 	if status := stalledBody(t, strings.TrimPrefix(p.PortURL, "http://")); status != http.StatusRequestTimeout {
 		t.Fatalf("stalled body: %d, want 408", status)
 	}
@@ -187,25 +189,16 @@ func TestRunnerGeneratorFunctionSink(t *testing.T) {
 	sink := cetest.StartReceiver(t, nil)
 	fallback := cetest.StartReceiver(t, nil)
 	const total = 300
-	p := testutil.StartRunner(t, map[string]string{
+	p := testutil.StartRunner(t, chainEnv(fn.URL, sink.URL, fallback.URL, map[string]string{
 		"MV_NAME":                "gen",
 		"MV_SOURCE":              "generator",
 		"MV_GENERATOR_TOTAL":     strconv.Itoa(total),
 		"MV_GENERATOR_RPU":       "3000",
 		"MV_GENERATOR_KEY_COUNT": "3",
-		"MV_TRANSFORMER":         "cloudevents",
-		"MV_TRANSFORMER_URL":     fn.URL,
-		"MV_SINK":                "cloudevents",
-		"K_SINK":                 sink.URL,
-		"K_CE_OVERRIDES":         `{"extensions":{"team":"payments"}}`,
-		"MV_FALLBACK_SINK":       "cloudevents",
-		"MV_FALLBACK_SINK_URL":   fallback.URL,
-		"MV_ON_FAILURE":          "fallback",
-		"MV_RETRY_STEPS":         "3",
 		"MV_CE_TYPE":             "com.example.gen",
 		"MV_CE_SOURCE":           "https://example.com/gen",
 		"MV_READ_BATCH_SIZE":     "50",
-	})
+	}))
 	if code := p.Wait(120 * time.Second); code != 0 {
 		t.Fatalf("runner exited %d", code)
 	}

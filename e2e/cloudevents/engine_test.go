@@ -127,24 +127,14 @@ func TestRejectionsThroughTheEngine(t *testing.T) {
 	sink := cetest.StartReceiver(t, nil)
 	p := startPipeline(t, pipelineSpec{sinkURL: sink.URL, source: httpsrc.Config{AuthToken: "tok", MaxBody: 512}})
 	bearer := []string{"Authorization", "Bearer tok"}
-	cases := []struct {
-		name    string
-		body    string
-		headers []string
-		status  int
-	}{
+	expectStatuses(t, p.URL, []request{
 		{"no token", "x", nil, http.StatusUnauthorized},
 		{"wrong token", "x", []string{"Authorization", "Bearer nope"}, http.StatusUnauthorized},
 		{"oversize", strings.Repeat("x", 513), bearer, http.StatusRequestEntityTooLarge},
 		{"invalid CloudEvent", "x", append([]string{"Ce-Specversion", "1.0", "Ce-Id", "1"}, bearer...), http.StatusBadRequest},
 		{"bad event time", "x", append([]string{httpsrc.HeaderEventTime, "soon"}, bearer...), http.StatusBadRequest},
 		{"good", "x", append([]string{httpsrc.HeaderID, "ok-1"}, bearer...), http.StatusOK},
-	}
-	for _, c := range cases {
-		if a := wait(t, sendAsync(p.URL, c.body, c.headers...)); a.Status != c.status {
-			t.Errorf("%s: %+v, want %d", c.name, a, c.status)
-		}
-	}
+	})
 	evs := sink.Events()
 	if len(evs) != 1 || evs[0].ID() != "ok-1" {
 		t.Fatalf("sink got %d events, want only ok-1", len(evs))

@@ -204,3 +204,21 @@ func notYet(t *testing.T, ch <-chan answer, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// request is one request and the status it must be answered with.
+type request struct {
+	name    string
+	body    string
+	headers []string // name, value, name, value...
+	status  int
+}
+
+// expectStatuses posts each request to url and checks its answer's status.
+func expectStatuses(t *testing.T, url string, reqs []request) {
+	t.Helper()
+	for _, r := range reqs {
+		if a := wait(t, sendAsync(url, r.body, r.headers...)); a.Status != r.status {
+			t.Errorf("%s: %+v, want %d", r.name, a, r.status)
+		}
+	}
+}

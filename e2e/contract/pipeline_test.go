@@ -44,23 +44,16 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, s setup) *pipeline {
 	p := &pipeline{Examples: testutil.NewExamples(t, "mvct"), s: s, model: newModel(s.total, s.sinkCondition), sinks: map[string]*testutil.Process{}}
-	p.runnerEnv = map[string]string{
-		"MV_NAME":                  "contract",
-		"MV_SOURCE":                "udsource",
-		"MV_TRANSFORMER":           "udtransformer",
-		"MV_UDF":                   "udmap",
-		"MV_SINK":                  "udsink",
-		"MV_FALLBACK_SINK":         "udsink",
-		"MV_ON_SUCCESS_SINK":       "udsink",
-		"MV_BYPASS_FALLBACK":       bypassFallback,
-		"MV_BYPASS_ON_SUCCESS":     bypassOnSuccess,
-		"MV_READ_BATCH_SIZE":       "500",
-		"MV_READ_TIMEOUT":          "100ms",
-		"MV_PENDING_INTERVAL":      "200ms",
-		"MV_UDF_RECONNECT_TIMEOUT": "30s",
-		"MV_UDF_STARTUP_TIMEOUT":   "60s",
-		"MV_SHUTDOWN_TIMEOUT":      "10s",
-	}
+	p.runnerEnv = p.RunnerEnv(map[string]string{
+		"MV_NAME":              "contract",
+		"MV_TRANSFORMER":       "udtransformer",
+		"MV_UDF":               "udmap",
+		"MV_FALLBACK_SINK":     "udsink",
+		"MV_ON_SUCCESS_SINK":   "udsink",
+		"MV_BYPASS_FALLBACK":   bypassFallback,
+		"MV_BYPASS_ON_SUCCESS": bypassOnSuccess,
+		"MV_READ_BATCH_SIZE":   "500",
+	})
 	if s.sinkCondition {
 		p.runnerEnv["MV_BYPASS_SINK"] = bypassSink
 	}
@@ -75,10 +68,8 @@ func newPipeline(t *testing.T, s setup) *pipeline {
 }
 
 func (p *pipeline) startSource() {
-	p.source = p.Start("example-udsource", "./cmd/example-udsource", map[string]string{
-		"EXAMPLE_TOTAL":      strconv.Itoa(p.s.total),
-		"EXAMPLE_STATE_FILE": p.File("acked"), "EXAMPLE_NACK_LOG": p.File("nacks"),
-		"EXAMPLE_STRICT_READS": "true",
+	p.source = p.StartSource(p.s.total, map[string]string{
+		"EXAMPLE_NACK_LOG": p.File("nacks"), "EXAMPLE_STRICT_READS": "true",
 	})
 }
 
@@ -100,7 +91,6 @@ func (p *pipeline) startMap() {
 // sink (fileSink), the fallback sink or the onSuccess sink.
 func (p *pipeline) startSink(file string) {
 	env := map[string]string{
-		"EXAMPLE_OUT_FILE":     p.File(file),
 		"EXAMPLE_OVERLAP_FILE": p.File(file + ".overlap"),
 		"EXAMPLE_FAIL_EVERY":   strconv.Itoa(sFailEvery),
 	}
@@ -121,7 +111,7 @@ func (p *pipeline) startSink(file string) {
 		env["EXAMPLE_SINK_MODE"] = "onsuccess"
 		name += "-onsuccess"
 	}
-	p.sinks[file] = p.Start(name, "./cmd/example-udsink", env)
+	p.sinks[file] = p.StartSink(name, file, env)
 }
 
 // buildAll builds every program before any starts, so a slow -race build

@@ -2,13 +2,9 @@ package faults_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,61 +15,13 @@ import (
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
-// ceFunction is a CloudEvents function on 127.0.0.1 that echoes each event
-// back, except for the messages poison picks: those get the answer of
-// misbehave. It counts calls per event id.
-type ceFunction struct {
-	*httptest.Server
-	poison    func(seq int) bool
-	misbehave func(w http.ResponseWriter, req *http.Request)
-
-	mu    sync.Mutex
-	calls map[string]int
-	total atomic.Int64
-}
-
-func startCEFunction(t *testing.T, poison func(seq int) bool, misbehave func(w http.ResponseWriter, req *http.Request)) *ceFunction {
-	t.Helper()
-	fn := &ceFunction{poison: poison, misbehave: misbehave, calls: map[string]int{}}
-	fn.Server = httptest.NewServer(http.HandlerFunc(fn.handle))
-	t.Cleanup(fn.Close)
-	return fn
-}
-
-func (fn *ceFunction) handle(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return
-	}
-	id := eventID(req, body)
-	seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-	fn.mu.Lock()
-	fn.calls[id]++
-	fn.mu.Unlock()
-	fn.total.Add(1)
-	if fn.poison(seq) {
-		fn.misbehave(w, req)
-		return
-	}
-	w.Header().Set("Ce-Specversion", "1.0")
-	w.Header().Set("Ce-Id", id)
-	w.Header().Set("Ce-Source", "/ce-function")
-	w.Header().Set("Ce-Type", "dev.monovertex.echo")
-	if ct := req.Header.Get("Content-Type"); ct != "" {
-		w.Header().Set("Content-Type", ct)
-	}
-	w.WriteHeader(http.StatusOK)
-	w.Write(body)
-}
-
 // callsOf returns the calls of every message poison picks, and of the others.
-func (fn *ceFunction) callsOf(n int) (poisoned, healthy map[string]int) {
+func (fn *faultyFunction) callsOf(n int) (poisoned, healthy map[string]int) {
 	fn.mu.Lock()
 	defer fn.mu.Unlock()
 	poisoned, healthy = map[string]int{}, map[string]int{}
 	for _, id := range inputIDs(n) {
-		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-		if fn.poison(seq) {
+		if fn.poison(seqOf(id)) {
 			poisoned[id] = fn.calls[id]
 		} else {
 			healthy[id] = fn.calls[id]
@@ -132,8 +80,7 @@ func TestCEHugeReplyIsCutAtTheLimitAndGoesToFallback(t *testing.T) {
 	env["MV_ON_FAILURE"] = "fallback"
 	env["MV_RETRY_STEPS"] = "3"
 	env["MV_FALLBACK_SINK"] = "jetstream"
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	time.Sleep(500 * time.Millisecond)
 	idle, err := procstat.RSS(p.Cmd.Process.Pid)
 	if err != nil {
@@ -147,13 +94,7 @@ func TestCEHugeReplyIsCutAtTheLimitAndGoesToFallback(t *testing.T) {
 	top := peak(sampler.finish())
 	tl := f.Count(n, true)
 	tl.MustBeComplete(t)
-	wrong := 0
-	for _, id := range inputIDs(n) {
-		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-		if poison(seq) != tl.Fallback[id] {
-			wrong++
-		}
-	}
+	wrong := misplaced(n, poison, tl.Fallback)
 	poisoned, _ := fn.callsOf(n)
 	calls := 0
 	for _, c := range poisoned {
@@ -172,10 +113,7 @@ func TestCEHugeReplyIsCutAtTheLimitAndGoesToFallback(t *testing.T) {
 	if top > bound {
 		t.Fatalf("peak RSS %d MiB above idle %d MiB + bound: %d MiB", top/mebi, idle/mebi, bound/mebi)
 	}
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents function answers 1 in 4 messages with 100 MB streamed; MV_TRANSFORMER_MAX_REPLY=8 MiB, _REPLY_BUDGET=32 MiB, MV_ON_FAILURE=fallback",
 		Messages: n, Lost: tl.Lost, Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: "-",
@@ -208,8 +146,7 @@ func TestCERedirectIsTriedOnce(t *testing.T) {
 			env["MV_RETRY_STEPS"] = "5"
 			env["MV_ON_FAILURE"] = "fallback"
 			env["MV_FALLBACK_SINK"] = "jetstream"
-			p := testutil.StartRunner(t, env)
-			p.WaitReady(60 * time.Second)
+			p := startRunner(t, env)
 			f.PublishAll(n, 64)
 			if peer == "function" {
 				f.WaitSettled(n, 120*time.Second)
@@ -255,10 +192,7 @@ func TestCERedirectIsTriedOnce(t *testing.T) {
 				}
 			}
 			t.Logf("%s answering 301 to %d of %d messages: %d calls for them (1 each), fallback stream holds exactly those", peer, len(poisoned), n, tries)
-			if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-				t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-			}
-			noRaces(t, p)
+			stopClean(t, p)
 			report(t, result{
 				Scenario: fmt.Sprintf("CloudEvents %s answers 301 to half the messages, MV_ON_FAILURE=fallback, MV_RETRY_INTERVAL=1ms, 5 steps", peer),
 				Messages: n, Lost: lost, Duplicated: "-", Recovery: "-",
@@ -291,8 +225,7 @@ func TestCERedirectWithRetryIsNotSpun(t *testing.T) {
 	env["MV_RETRY_INTERVAL"] = "1ms"
 	env["MV_ON_FAILURE"] = "retry"
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	f.PublishAll(n, 64)
 	testutil.WaitFor(t, 30*time.Second, "every message tried", func() bool {
 		poisoned, _ := fn.callsOf(n)

@@ -16,7 +16,7 @@ import (
 // (written counts them). With only the failing sink, written is frozen, so
 // nothing is acked beyond what was written before the outage (acks of those
 // may still land late). It returns when the receiver is back.
-func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, written func() int, during func(phase string)) {
+func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, written func() int) {
 	t.Helper()
 	for _, phase := range []string{"503", "down"} {
 		r.setMode(phase)
@@ -31,9 +31,6 @@ func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, wri
 			if w := written(); acked > int64(w) {
 				t.Fatalf("%s: the runner acked %d messages, the sinks took %d", phase, acked, w)
 			}
-			if during != nil {
-				during(phase)
-			}
 			time.Sleep(100 * time.Millisecond)
 		}
 		if r.distinct() != accepted0 {
@@ -45,32 +42,48 @@ func outage(t *testing.T, p *testutil.Process, r *receiver, d time.Duration, wri
 	r.setMode("ok")
 }
 
+// sinkOutage publishes n messages over about 6s, starts the runner with
+// env, and once events flow takes the first receiver through the outage
+// (503 for 2s, then gone for 2s) while the rest (the fallback sink) stay up.
+// It returns the runner, the time from the sink's return to its next
+// event, and what the sink held at its return, once the receivers hold all
+// n messages.
+func (f *jsFixture) sinkOutage(t *testing.T, n int, env map[string]string, rs ...*receiver) (p *testutil.Process, recovered time.Duration, before int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	published := f.pace(ctx, n, 64, 6*time.Second)
+	p = startRunner(t, env)
+	r := rs[0]
+	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
+
+	outage(t, p, r, 2*time.Second, func() int {
+		held := 0
+		for _, s := range rs {
+			held += s.distinct()
+		}
+		return held
+	})
+	back := time.Now()
+	before = r.distinct()
+	testutil.WaitFor(t, 30*time.Second, "events flowing again", func() bool { return r.distinct() > before })
+	recovered = time.Since(back)
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	f.waitReceived(n, 120*time.Second, rs...)
+	return p, recovered, before
+}
+
 // TestCloudEventsSinkOutageWithRetry: the sink answers 503, then is gone,
 // then is back, for far longer than the retry steps last. With
 // MV_ON_FAILURE=retry nothing is acked while it is down and every message
 // arrives after.
 func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 	n := pick(6000, 30000)
-	f := newJS(t)
-	r := startReceiver(t)
-	env := ceSinkEnv(f, r.URL)
+	f, r, env := newCESink(t)
 	env["MV_ON_FAILURE"] = "retry"
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	published := f.pace(ctx, n, 64, 6*time.Second)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
-	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
-
-	outage(t, p, r, 2*time.Second, r.distinct, nil)
-	back := time.Now()
-	before := r.distinct()
-	testutil.WaitFor(t, 30*time.Second, "events flowing again", func() bool { return r.distinct() > before })
-	recovered := time.Since(back)
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	f.waitReceived(n, 120*time.Second, r)
+	p, recovered, before := f.sinkOutage(t, n, env, r)
 	accepted, failed := r.snapshot()
 	c := countIDs(n, accepted)
 	read, acked, _ := totals(p)
@@ -82,10 +95,7 @@ func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 	}
 	t.Logf("all %d messages arrived, %d after the sink came back (first within %v); %d distinct ids answered 503; runner read %d acked %d; %d delivered twice",
 		n, n-before, recovered.Round(time.Millisecond), len(failed), read, acked, c.dups)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents sink 503 2s then gone 2s, MV_ON_FAILURE=retry", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),
@@ -109,31 +119,14 @@ func TestCloudEventsSinkOutageWithRetry(t *testing.T) {
 func TestCloudEventsSinkOutageWithFallback(t *testing.T) {
 	n := pick(6000, 30000)
 	const steps = 2
-	f := newJS(t)
-	r := startReceiver(t)
+	f, r, env := newCESink(t)
 	fb := startReceiver(t)
-	env := ceSinkEnv(f, r.URL)
 	env["MV_ON_FAILURE"] = "fallback"
 	env["MV_RETRY_STEPS"] = strconv.Itoa(steps)
 	env["MV_RETRY_INTERVAL"] = "20ms"
 	env["MV_FALLBACK_SINK"] = "cloudevents"
 	env["MV_FALLBACK_SINK_URL"] = fb.URL
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	published := f.pace(ctx, n, 64, 6*time.Second)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
-	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 500 })
-
-	outage(t, p, r, 2*time.Second, func() int { return r.distinct() + fb.distinct() }, nil)
-	back := time.Now()
-	before := r.distinct()
-	testutil.WaitFor(t, 30*time.Second, "events flowing again", func() bool { return r.distinct() > before })
-	recovered := time.Since(back)
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	f.waitReceived(n, 120*time.Second, r, fb)
+	p, recovered, _ := f.sinkOutage(t, n, env, r, fb)
 	accepted, failed := r.snapshot()
 	fallen, _ := fb.snapshot()
 	c := countIDs(n, accepted, fallen)
@@ -175,10 +168,7 @@ func TestCloudEventsSinkOutageWithFallback(t *testing.T) {
 	read, acked, _ := totals(p)
 	t.Logf("fallback sink holds %d messages: the %d answered 503 on every attempt and %d exhausted at the cut; sink %d; runner read %d acked %d; %d delivered twice",
 		len(fallen), exhausted, atCut, len(accepted), read, acked, c.dups)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents sink 503 2s then gone 2s, MV_ON_FAILURE=fallback, 2 steps", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),
@@ -191,13 +181,10 @@ func TestCloudEventsSinkOutageWithFallback(t *testing.T) {
 // a new runner delivers everything once the sink is back.
 func TestSigtermDuringSinkOutage(t *testing.T) {
 	n := pick(4000, 20000)
-	f := newJS(t)
-	r := startReceiver(t)
-	env := ceSinkEnv(f, r.URL)
+	f, r, env := newCESink(t)
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
 	f.PublishAll(n/2, 64)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 30*time.Second, "events flowing", func() bool { return r.distinct() >= 200 })
 	r.setMode("down")
 	time.Sleep(500 * time.Millisecond)
@@ -211,20 +198,7 @@ func TestSigtermDuringSinkOutage(t *testing.T) {
 	exitNote := checkShutdown(t, code, took, 3*time.Second, "CloudEvents sink gone")
 	r.setMode("ok")
 	f.Publish(context.Background(), n/2, n, 1000, 64, 0)
-	restarted := time.Now()
-	p2 := testutil.StartRunner(t, env)
-	p2.WaitReady(60 * time.Second)
-	f.waitReceived(n, 120*time.Second, r)
-	recovered := time.Since(restarted)
-	got, _ := r.snapshot()
-	c := countIDs(n, got)
-	if c.lost > 0 {
-		t.Fatalf("%d of %d messages lost", c.lost, n)
-	}
-	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
-		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p, p2)
+	c, recovered := f.restartAndReceive(t, env, n, 120*time.Second, r, p)
 	report(t, result{
 		Scenario: "SIGTERM while the CloudEvents sink is gone, then restart", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),

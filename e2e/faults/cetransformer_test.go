@@ -7,9 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,21 +18,44 @@ import (
 // faultyFunction is a CloudEvents function on 127.0.0.1 that echoes each
 // event back as its reply, except when its rule says to misbehave for that
 // event and attempt: hang past the caller's timeout, answer 503, answer 200
-// with a body that is no CloudEvent, or reset the connection. A storm makes
-// it answer 500 to everything for a while.
+// with a body that is no CloudEvent, reset the connection, or give the
+// answer of its misbehave handler. A storm makes it answer 500 to
+// everything for a while. It counts calls per event id.
 type faultyFunction struct {
 	*httptest.Server
 	rule func(seq, attempt int) string
+	// poison and misbehave are set by startCEFunction: the messages poison
+	// picks get the answer of misbehave, every time.
+	poison    func(seq int) bool
+	misbehave http.HandlerFunc
 
 	mu     sync.Mutex
 	storm  bool
 	calls  map[string]int
 	faults map[string]int // fault kind -> answers given
+	total  atomic.Int64
 }
 
 func startFunction(t *testing.T, rule func(seq, attempt int) string) *faultyFunction {
 	t.Helper()
-	fn := &faultyFunction{rule: rule, calls: map[string]int{}, faults: map[string]int{}}
+	return serveFunction(t, &faultyFunction{rule: rule})
+}
+
+// startCEFunction starts a function that answers the messages poison picks
+// with misbehave, on every attempt, and echoes the others.
+func startCEFunction(t *testing.T, poison func(seq int) bool, misbehave http.HandlerFunc) *faultyFunction {
+	t.Helper()
+	rule := func(seq, _ int) string {
+		if poison(seq) {
+			return "misbehave"
+		}
+		return "ok"
+	}
+	return serveFunction(t, &faultyFunction{rule: rule, poison: poison, misbehave: misbehave})
+}
+
+func serveFunction(t *testing.T, fn *faultyFunction) *faultyFunction {
+	fn.calls, fn.faults = map[string]int{}, map[string]int{}
 	fn.Server = httptest.NewServer(http.HandlerFunc(fn.handle))
 	t.Cleanup(fn.Close)
 	return fn
@@ -51,7 +73,7 @@ func (fn *faultyFunction) handle(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	id := eventID(req, body)
-	seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
+	seq := seqOf(id)
 	fn.mu.Lock()
 	fn.calls[id]++
 	attempt := fn.calls[id]
@@ -63,7 +85,10 @@ func (fn *faultyFunction) handle(w http.ResponseWriter, req *http.Request) {
 	}
 	fn.faults[kind]++
 	fn.mu.Unlock()
+	fn.total.Add(1)
 	switch kind {
+	case "misbehave":
+		fn.misbehave(w, req)
 	case "storm":
 		http.Error(w, "storm", http.StatusInternalServerError)
 	case "503":
@@ -148,8 +173,7 @@ func TestTransformerFaultsWithRetry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	published := f.pace(ctx, n, 64, 4*time.Second)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 60*time.Second, "a quarter written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/4) })
 	fn.setStorm(true)
 	time.Sleep(time.Second)
@@ -169,10 +193,7 @@ func TestTransformerFaultsWithRetry(t *testing.T) {
 	}
 	st, _ := p.Status()
 	t.Logf("function: %s; runner: read %d acked %d written %d transformer errors %d", fn.stats(), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.TransformerErrors)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents function: timeout, 503 x2, garbage, reset per message + 1s storm of 500s, retry", Messages: n, Lost: tl.Lost,
 		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: round(recovered),
@@ -201,25 +222,17 @@ func TestTransformerFaultsWithFallback(t *testing.T) {
 	// those messages down.
 	env["MV_TRANSFORMER_TIMEOUT"] = "2s"
 	f.PublishAll(n, 64)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	f.WaitSettled(n, 120*time.Second)
 	tl := f.Count(n, true)
 	tl.MustBeComplete(t)
-	wrong := 0
-	for _, id := range inputIDs(n) {
-		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-		if poison(seq) != tl.Fallback[id] {
-			wrong++
-		}
-	}
+	wrong := misplaced(n, poison, tl.Fallback)
 	if wrong > 0 {
 		t.Fatalf("%d messages in the wrong stream: the fallback stream must hold exactly the %d answered with garbage", wrong, n/5)
 	}
 	fn.mu.Lock()
 	for id, c := range fn.calls {
-		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
-		if poison(seq) && c != 1 {
+		if poison(seqOf(id)) && c != 1 {
 			t.Errorf("message %s got %d calls: a garbage reply is permanent and must not be retried", id, c)
 		}
 	}
@@ -227,10 +240,7 @@ func TestTransformerFaultsWithFallback(t *testing.T) {
 	st, _ := p.Status()
 	t.Logf("fallback stream holds exactly the %d messages answered with garbage; function: %s; runner: read %d acked %d written %d fallback %d",
 		len(tl.Fallback), fn.stats(), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.FallbackWritten)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "CloudEvents function: timeout, 503 x2, garbage, reset per message, MV_ON_FAILURE=fallback, 3 steps", Messages: n, Lost: tl.Lost,
 		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: "-",
@@ -248,8 +258,7 @@ func TestSigtermDuringTransformerStorm(t *testing.T) {
 	env := transformerEnv(f, fn.URL)
 	env["MV_SHUTDOWN_TIMEOUT"] = "8s"
 	f.PublishAll(n, 64)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 60*time.Second, "a quarter written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/4) })
 	fn.setStorm(true)
 	time.AfterFunc(1500*time.Millisecond, func() { fn.setStorm(false) })
@@ -263,17 +272,7 @@ func TestSigtermDuringTransformerStorm(t *testing.T) {
 	if read != acked {
 		t.Fatalf("the drain left %d of %d read messages unacked although the storm passed within the budget", read-acked, read)
 	}
-	restarted := time.Now()
-	p2 := testutil.StartRunner(t, env)
-	p2.WaitReady(60 * time.Second)
-	f.WaitSettled(n, 120*time.Second)
-	recovered := time.Since(restarted)
-	tl := f.Count(n, true)
-	tl.MustBeComplete(t)
-	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
-		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p, p2)
+	tl, recovered := f.restartAndCount(t, env, n, p)
 	report(t, result{
 		Scenario: "SIGTERM during a storm of 500s from the function, then restart", Messages: n, Lost: tl.Lost,
 		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: round(recovered),

@@ -9,9 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // receiver is a CloudEvents receiver on a fixed 127.0.0.1 port that can be
@@ -163,6 +166,24 @@ func inputIDs(n int) []string {
 	return ids
 }
 
+// seqOf is the input stream sequence of a message ID from inputIDs.
+func seqOf(id string) int {
+	seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
+	return seq
+}
+
+// misplaced counts the n input messages that are in the fallback stream
+// although poison does not pick them, or that poison picks but are not.
+func misplaced(n int, poison func(seq int) bool, fallback map[string]bool) int {
+	wrong := 0
+	for _, id := range inputIDs(n) {
+		if poison(seqOf(id)) != fallback[id] {
+			wrong++
+		}
+	}
+	return wrong
+}
+
 // idCount is the end count over receivers.
 type idCount struct{ lost, inBoth, dups int }
 
@@ -185,6 +206,33 @@ func countIDs(n int, sets ...map[string]int) idCount {
 		}
 	}
 	return c
+}
+
+// mustHaveAll counts the input ids over what the receivers accepted and
+// fails the test if any of the n messages is in none of them.
+func mustHaveAll(t *testing.T, n int, rs ...*receiver) idCount {
+	t.Helper()
+	sets := make([]map[string]int, len(rs))
+	for i, r := range rs {
+		sets[i], _ = r.snapshot()
+	}
+	c := countIDs(n, sets...)
+	if c.lost > 0 {
+		t.Fatalf("%d of %d messages lost", c.lost, n)
+	}
+	return c
+}
+
+// restartAndReceive starts a new runner with env after the runner earlier
+// stopped, waits up to timeout until the receiver r holds all n messages,
+// fails the test if one is lost, and stops the new runner cleanly. It
+// returns the count and how long the new runner took to deliver.
+func (f *jsFixture) restartAndReceive(t *testing.T, env map[string]string, n int, timeout time.Duration, r *receiver, earlier *testutil.Process) (idCount, time.Duration) {
+	t.Helper()
+	p, recovered := restart(t, env, func() { f.waitReceived(n, timeout, r) })
+	c := mustHaveAll(t, n, r)
+	stopClean(t, p, earlier)
+	return c, recovered
 }
 
 // waitReceived waits until the receivers together hold n distinct events
@@ -235,6 +283,14 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// newCESink is the CloudEvents sink scenario: the JetStream fixture as the
+// source, a receiver as the sink, and the runner's environment for them.
+func newCESink(t *testing.T) (*jsFixture, *receiver, map[string]string) {
+	f := newJS(t)
+	r := startReceiver(t)
+	return f, r, ceSinkEnv(f, r.URL)
 }
 
 func ceSinkEnv(f *jsFixture, url string) map[string]string {

@@ -136,7 +136,7 @@ func TestSinkThatBreaksTheProtocolIsAnErrorNotAnAck(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			p := newUDPipeline(t, total)
 			sink := &badSink{mode: mode, bad: 5, written: map[string]int{}}
-			serveUDS(t, p.dir, "sink.sock", "sinker-server-info", info.Sinker, func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sink) })
+			serveUDS(t, p.Dir, "sink.sock", "sinker-server-info", info.Sinker, func(s *grpc.Server) { sinkpb.RegisterSinkServer(s, sink) })
 			p.startSource()
 			p.startRunner()
 			p.waitAcked(total, 60*time.Second)
@@ -144,7 +144,7 @@ func TestSinkThatBreaksTheProtocolIsAnErrorNotAnAck(t *testing.T) {
 			sink.mu.Lock()
 			lost, notWritten := 0, 0
 			for n := 0; n < total; n++ {
-				id := udParentID(n)
+				id := testutil.ExampleSourceID(n)
 				switch {
 				case sink.written[id] == 0 && acked[n]:
 					notWritten++
@@ -253,7 +253,7 @@ func TestTransformerThatBreaksTheProtocolIsAnErrorNotAnAck(t *testing.T) {
 			p.env["MV_TRANSFORMER"] = "udtransformer"
 			p.env["MV_UDF_CALL_TIMEOUT"] = "2s"
 			tr := &badTransformer{mode: mode, bad: 3}
-			serveUDS(t, p.dir, "sourcetransform.sock", "sourcetransformer-server-info", info.Sourcetransformer, func(s *grpc.Server) { stpb.RegisterSourceTransformServer(s, tr) })
+			serveUDS(t, p.Dir, "sourcetransform.sock", "sourcetransformer-server-info", info.Sourcetransformer, func(s *grpc.Server) { stpb.RegisterSourceTransformServer(s, tr) })
 			p.startSource()
 			p.startSink(0)
 			p.startRunner()

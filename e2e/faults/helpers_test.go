@@ -102,6 +102,53 @@ func sigterm(t *testing.T, p *testutil.Process, wait time.Duration) (int, time.D
 	return code, time.Since(start)
 }
 
+// startRunner starts the runner with env and waits until it is ready.
+func startRunner(t *testing.T, env map[string]string) *testutil.Process {
+	t.Helper()
+	p := testutil.StartRunner(t, env)
+	p.WaitReady(60 * time.Second)
+	return p
+}
+
+// restart starts a new runner with env after an earlier one stopped, waits
+// until it is ready and until settled returns, and says how long that took
+// from the start: the scenario's recovery.
+func restart(t *testing.T, env map[string]string, settled func()) (*testutil.Process, time.Duration) {
+	t.Helper()
+	restarted := time.Now()
+	p := startRunner(t, env)
+	settled()
+	return p, time.Since(restarted)
+}
+
+// stopClean ends a scenario: the runner p must exit 0 within 30s of
+// SIGTERM, and neither it nor the runners the test started before it
+// (earlier) may have reported a data race.
+func stopClean(t *testing.T, p *testutil.Process, earlier ...*testutil.Process) {
+	t.Helper()
+	name := "runner"
+	if len(earlier) > 0 {
+		name = "second runner"
+	}
+	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM (%v)", name, code, took)
+	}
+	noRaces(t, append(earlier, p)...)
+}
+
+// restartAndCount starts a new runner with env after the runner earlier
+// stopped, waits until all n messages are settled, fails the test if one
+// is lost, and stops the new runner cleanly. It returns the count and how
+// long the new runner took to finish.
+func (f *jsFixture) restartAndCount(t *testing.T, env map[string]string, n int, earlier *testutil.Process) (natstest.Tally, time.Duration) {
+	t.Helper()
+	p, recovered := restart(t, env, func() { f.WaitSettled(n, 120*time.Second) })
+	tl := f.Count(n, true)
+	tl.MustBeComplete(t)
+	stopClean(t, p, earlier)
+	return tl, recovered
+}
+
 // jsFixture is the JetStream pipeline fixture (natstest.Pipeline) with the
 // fault tests' own additions.
 type jsFixture struct{ *natstest.Pipeline }
@@ -129,21 +176,8 @@ func totals(p *testutil.Process) (read, acked, written int64) {
 // stopped" log line, for a runner that has exited.
 func lastTotals(t *testing.T, p *testutil.Process) (read, acked int64) {
 	t.Helper()
-	read, acked = -1, -1
-	for _, l := range strings.Split(p.Stderr.String(), "\n") {
-		var line struct {
-			Msg   string `json:"msg"`
-			Read  int64  `json:"read"`
-			Acked int64  `json:"acked"`
-		}
-		if json.Unmarshal([]byte(l), &line) == nil && line.Msg == "runner stopped" {
-			read, acked = line.Read, line.Acked
-		}
-	}
-	if read < 0 {
-		t.Fatalf("no \"runner stopped\" line in the runner's log:\n%s", testutil.Tail(p.Stderr.String(), 3000))
-	}
-	return read, acked
+	st := testutil.StopLine(t, p.Stderr.String())
+	return st.Read, st.Acked
 }
 
 // goMetric reads an unlabelled metric (such as go_goroutines) from the

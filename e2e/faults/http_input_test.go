@@ -17,8 +17,7 @@ import (
 // with " sp" and "sp" delivered sp twice), are answered 400 and nothing of
 // theirs is written; the well-formed events around them are written once.
 func TestHTTPStrictCloudEventsAre400AndNotDelivered(t *testing.T) {
-	p := testutil.StartRunner(t, httpSourceEnv(nil))
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, httpSourceEnv(nil))
 	auth := "Bearer " + token
 	ce := func(kv ...string) map[string]string {
 		h := map[string]string{"Authorization": auth}
@@ -43,7 +42,7 @@ func TestHTTPStrictCloudEventsAre400AndNotDelivered(t *testing.T) {
 		{"structured \"trail\\t\"", ce("Content-Type", "application/cloudevents+json"), event("trail\t")},
 	}
 	for _, r := range refused {
-		if code, body := post(t, p.PortURL+"/", []byte(r.body), r.header); code != http.StatusBadRequest {
+		if code, body := testutil.Post(t, p.PortURL+"/", []byte(r.body), r.header); code != http.StatusBadRequest {
 			t.Fatalf("%s: %d %s, want 400", r.name, code, body)
 		}
 	}
@@ -57,7 +56,7 @@ func TestHTTPStrictCloudEventsAre400AndNotDelivered(t *testing.T) {
 		{ce("X-Numaflow-Id", "plain-1", "Ce-Other", "x"), "plain"},
 	}
 	for i, a := range accepted {
-		if code, body := post(t, p.PortURL+"/", []byte(a.body), a.header); code != http.StatusOK {
+		if code, body := testutil.Post(t, p.PortURL+"/", []byte(a.body), a.header); code != http.StatusOK {
 			t.Fatalf("well-formed request %d: %d %s", i, code, body)
 		}
 	}

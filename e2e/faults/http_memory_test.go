@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,22 +25,6 @@ func (s *rssSampler) snapshot() []int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int64(nil), s.samples...)
-}
-
-// vmHWM returns the peak resident set size of a process in bytes, from
-// /proc (VmHWM).
-func vmHWM(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // sinkIDs counts the ids in the log sink's output, one line per message.
@@ -154,15 +137,14 @@ func TestHTTPHostileLengthsKeepMemoryBounded(t *testing.T) {
 			} else {
 				delete(env, "MV_HTTP_AUTH_TOKEN")
 			}
-			p := testutil.StartRunner(t, env)
-			p.WaitReady(60 * time.Second)
+			p := startRunner(t, env)
 			pid := p.Cmd.Process.Pid
 			time.Sleep(500 * time.Millisecond)
 			idle, err := procstat.RSS(pid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			hwmIdle, _ := vmHWM(pid)
+			hwmIdle, _ := procstat.PeakRSS(pid)
 			sampler := sampleRSS(pid, 5*time.Millisecond)
 			addr := strings.TrimPrefix(p.PortURL, "http://")
 			conns := make([]net.Conn, hostile)
@@ -203,7 +185,7 @@ func TestHTTPHostileLengthsKeepMemoryBounded(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 			top := peak(sampler.finish())
-			if hwm, err := vmHWM(pid); err == nil && hwm > hwmIdle {
+			if hwm, err := procstat.PeakRSS(pid); err == nil && hwm > hwmIdle {
 				top = max(top, hwm)
 			}
 			for _, c := range conns {

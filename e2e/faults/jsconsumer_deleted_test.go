@@ -3,7 +3,6 @@ package faults_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -21,16 +20,6 @@ func (f *jsFixture) deleteConsumer() {
 	}
 }
 
-func readyzCode(p *testutil.Process) int {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(p.AdminURL + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestJetStreamConsumerDeletedMidRun deletes the runner's durable consumer
 // (nats consumer rm) while it moves messages, twice, and publishes more
 // while it is gone. The runner created the consumer, so it creates it
@@ -40,8 +29,7 @@ func TestJetStreamConsumerDeletedMidRun(t *testing.T) {
 	n := pick(20_000, 100_000)
 	f := newJS(t)
 	f.PublishAll(n/2, 64)
-	p := testutil.StartRunner(t, f.Env("faults"))
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, f.Env("faults"))
 	var recoveries []time.Duration
 	for k, at := range []int{n / 8, n / 3} {
 		testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d written", at), func() bool { return f.StreamMsgs(outStream) >= uint64(at) })
@@ -57,15 +45,12 @@ func TestJetStreamConsumerDeletedMidRun(t *testing.T) {
 		recoveries = append(recoveries, time.Since(deleted))
 	}
 	f.WaitSettled(n, 180*time.Second)
-	if code := readyzCode(p); code != 200 {
+	if code := p.Readyz(); code != 200 {
 		t.Fatalf("/readyz %d after the consumer came back", code)
 	}
 	tl := f.Count(n, true)
 	tl.MustBeComplete(t)
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := f.JS.Consumer(ctx, inStream, consumer)
@@ -102,12 +87,11 @@ func TestJetStreamForeignConsumerDeletedExitsOne(t *testing.T) {
 	f.PublishAll(n, 64)
 	env := f.Env("faults")
 	env["MV_JETSTREAM_CONSUMER_TIMEOUT"] = "3s"
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/5) })
 	f.deleteConsumer()
 	deleted := time.Now()
-	testutil.WaitFor(t, 10*time.Second, "/readyz to report the consumer missing", func() bool { return readyzCode(p) == 503 || p.Exited() })
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the consumer missing", func() bool { return p.Readyz() == 503 || p.Exited() })
 	notReady := time.Since(deleted)
 	code := p.Wait(30 * time.Second)
 	took := time.Since(deleted)
@@ -122,15 +106,7 @@ func TestJetStreamForeignConsumerDeletedExitsOne(t *testing.T) {
 	if _, err := f.JS.CreateOrUpdateConsumer(ctx, inStream, owned); err != nil {
 		t.Fatal(err)
 	}
-	p2 := testutil.StartRunner(t, env)
-	p2.WaitReady(60 * time.Second)
-	f.WaitSettled(n, 120*time.Second)
-	tl := f.Count(n, true)
-	tl.MustBeComplete(t)
-	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
-		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p, p2)
+	tl, _ := f.restartAndCount(t, env, n, p)
 	report(t, result{
 		Scenario: "JetStream consumer of another owner deleted mid-run", Messages: n, Lost: tl.Lost,
 		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish),

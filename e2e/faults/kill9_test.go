@@ -57,8 +57,7 @@ func TestRunnerKilledTenTimesLosesNothing(t *testing.T) {
 	var outAtKill uint64
 	start := time.Now()
 	for k := 0; k <= kills; k++ {
-		p := testutil.StartRunner(t, env)
-		p.WaitReady(60 * time.Second)
+		p := startRunner(t, env)
 		if k > 0 && outAtKill < uint64(n) {
 			// Recovered once the output grows past where the kill left it
 			// (on a slow machine the kills can outlast the publisher, and
@@ -128,8 +127,7 @@ func TestSigtermDuringJetStreamOutage(t *testing.T) {
 	f.PublishAll(n/2, 64)
 	env := f.Env("faults")
 	env["MV_SHUTDOWN_TIMEOUT"] = "3s"
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 60*time.Second, "a fifth written", func() bool { return f.StreamMsgs(outStream) >= uint64(n/5) })
 	f.Srv.Shutdown()
 	time.Sleep(500 * time.Millisecond)
@@ -141,17 +139,7 @@ func TestSigtermDuringJetStreamOutage(t *testing.T) {
 	if err := f.Publish(context.Background(), n/2, n, 1000, 64, 0); err != nil {
 		t.Fatal(err)
 	}
-	restarted := time.Now()
-	p2 := testutil.StartRunner(t, env)
-	p2.WaitReady(60 * time.Second)
-	f.WaitSettled(n, 120*time.Second)
-	recovered := time.Since(restarted)
-	tl := f.Count(n, true)
-	tl.MustBeComplete(t)
-	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
-		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p, p2)
+	tl, recovered := f.restartAndCount(t, env, n, p)
 	report(t, result{
 		Scenario: "SIGTERM while the nats-server is down, then server and runner restart", Messages: n, Lost: tl.Lost,
 		Duplicated: fmt.Sprintf("0 stored; %d published twice", tl.DuplicatePublish), Recovery: round(recovered),

@@ -54,7 +54,7 @@ func TestLogSinkIntoAClosedPipe(t *testing.T) {
 	if !strings.Contains(stderr, "broken pipe") {
 		t.Errorf("the runner's log does not say why it stopped (broken pipe):\n%s", testutil.Tail(stderr, 2000))
 	}
-	stop := lastTotalsFrom(t, stderr)
+	stop := testutil.StopLine(t, stderr)
 	written := map[string]bool{}
 	for _, id := range logLineIDs(t, first+string(rest)) {
 		written[id] = true
@@ -72,12 +72,12 @@ func TestLogSinkIntoAClosedPipe(t *testing.T) {
 		}
 	}
 	t.Logf("exit %d %v after the pipe closed; %d lines reached the pipe, %d acked (runner says read %d acked %d), %d handed back unacked",
-		code, took.Round(time.Millisecond), len(written), ackedIDs, stop.read, stop.acked, len(unacked))
+		code, took.Round(time.Millisecond), len(written), ackedIDs, stop.Read, stop.Acked, len(unacked))
 	if ackedUnwritten > 0 {
 		t.Fatalf("%d messages acked whose lines never reached the pipe", ackedUnwritten)
 	}
-	if int64(ackedIDs) < stop.acked {
-		t.Fatalf("the runner says it acked %d, the consumer shows %d acked", stop.acked, ackedIDs)
+	if int64(ackedIDs) < stop.Acked {
+		t.Fatalf("the runner says it acked %d, the consumer shows %d acked", stop.Acked, ackedIDs)
 	}
 	report(t, result{
 		Scenario: "log sink into a closed pipe (runner | head -1), JetStream source", Messages: n, Lost: 0,
@@ -85,22 +85,4 @@ func TestLogSinkIntoAClosedPipe(t *testing.T) {
 		Recovery:   fmt.Sprintf("exit %d after %s", code, round(took)),
 		Notes:      fmt.Sprintf("%d lines reached the pipe, %d acked, none acked unwritten; the rest redelivered", len(written), ackedIDs),
 	})
-}
-
-type stopCounts struct{ read, acked int64 }
-
-// lastTotalsFrom reads the "runner stopped" totals from a runner's stderr.
-func lastTotalsFrom(t *testing.T, stderr string) stopCounts {
-	t.Helper()
-	read, acked := int64(-1), int64(-1)
-	for _, l := range strings.Split(stderr, "\n") {
-		if !strings.Contains(l, `"msg":"runner stopped"`) {
-			continue
-		}
-		fmt.Sscanf(l[strings.Index(l, `"read":`):], `"read":%d,"acked":%d`, &read, &acked)
-	}
-	if read < 0 {
-		t.Fatalf("no \"runner stopped\" line with totals in:\n%s", testutil.Tail(stderr, 3000))
-	}
-	return stopCounts{read, acked}
 }

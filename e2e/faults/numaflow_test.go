@@ -1,15 +1,9 @@
 package faults_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/base64"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,106 +16,79 @@ import (
 // that never returns, and large payloads. These add the fallback sink
 // container and sidecars that break the protocol.
 
-// udParentID is the message ID udsource gives example-udsource's id n.
-func udParentID(n int) string {
-	return base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0"
-}
-
-// udPipeline is a set of Numaflow containers and a runner sharing a socket
-// directory.
+// udPipeline is a set of Numaflow example containers and a runner sharing
+// a socket directory (testutil.Examples, which also checks every process
+// for data races at the end).
 type udPipeline struct {
-	t     *testing.T
-	dir   string // sockets and server-info files
-	work  string // state and output files
+	*testutil.Examples
 	total int
 	env   map[string]string
-	procs []*testutil.Process
 
 	source, sink, fallback, runner *testutil.Process
 }
 
 func newUDPipeline(t *testing.T, total int) *udPipeline {
-	dir, err := os.MkdirTemp("", "mvfl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p := &udPipeline{t: t, dir: dir, work: t.TempDir(), total: total}
-	p.env = map[string]string{
-		"MV_NAME":                  "faults-ud",
-		"MV_SOURCE":                "udsource",
-		"MV_SINK":                  "udsink",
-		"MV_UDS_DIR":               dir,
-		"MV_READ_BATCH_SIZE":       "200",
-		"MV_READ_TIMEOUT":          "100ms",
-		"MV_PENDING_INTERVAL":      "200ms",
-		"MV_UDF_RECONNECT_TIMEOUT": "30s",
-		"MV_UDF_STARTUP_TIMEOUT":   "60s",
-		"MV_SHUTDOWN_TIMEOUT":      "10s",
-	}
-	t.Cleanup(func() { noRaces(t, p.procs...) })
+	p := &udPipeline{Examples: testutil.NewExamples(t, "mvfl"), total: total}
+	p.env = p.RunnerEnv(map[string]string{
+		"MV_NAME":            "faults-ud",
+		"MV_READ_BATCH_SIZE": "200",
+	})
 	return p
 }
 
-func (p *udPipeline) file(name string) string { return filepath.Join(p.work, name) }
-
-func (p *udPipeline) track(proc *testutil.Process) *testutil.Process {
-	p.procs = append(p.procs, proc)
-	return proc
-}
-
 func (p *udPipeline) startSource() {
-	p.source = p.track(testutil.Start(p.t, "example-udsource", testutil.Build(p.t, "./cmd/example-udsource"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_TOTAL": strconv.Itoa(p.total), "EXAMPLE_STATE_FILE": p.file("acked"),
-	}))
+	p.source = p.StartSource(p.total, nil)
 }
 
 // startSink starts example-udsink; fallbackEvery 0 writes everything.
 func (p *udPipeline) startSink(fallbackEvery int) {
-	p.sink = p.track(testutil.Start(p.t, "example-udsink", testutil.Build(p.t, "./cmd/example-udsink"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_OUT_FILE": p.file("sink.out"), "EXAMPLE_FALLBACK_EVERY": strconv.Itoa(fallbackEvery),
-	}))
+	p.sink = p.StartSink("example-udsink", "sink.out", map[string]string{"EXAMPLE_FALLBACK_EVERY": strconv.Itoa(fallbackEvery)})
 }
 
 func (p *udPipeline) startFallback() {
-	p.fallback = p.track(testutil.Start(p.t, "example-udsink-fallback", testutil.Build(p.t, "./cmd/example-udsink"), map[string]string{
-		"MV_UDS_DIR": p.dir, "EXAMPLE_OUT_FILE": p.file("fallback.out"), "EXAMPLE_SINK_MODE": "fallback",
-	}))
+	p.fallback = p.StartSink("example-udsink-fallback", "fallback.out", map[string]string{"EXAMPLE_SINK_MODE": "fallback"})
 }
 
-func (p *udPipeline) startRunner() {
-	p.runner = p.track(testutil.StartRunner(p.t, p.env))
-	p.runner.WaitReady(90 * time.Second)
+// newFallbackPipeline starts example-udsource with total ids, example-udsink
+// answering FALLBACK for every id divisible by fallbackEvery, and a second
+// example-udsink as the runner's fallback sink; the test starts the runner.
+func newFallbackPipeline(t *testing.T, total, fallbackEvery int) *udPipeline {
+	p := newUDPipeline(t, total)
+	p.env["MV_FALLBACK_SINK"] = "udsink"
+	p.startSource()
+	p.startSink(fallbackEvery)
+	p.startFallback()
+	return p
 }
+
+// mustFollowFallbackRule counts the ids of a newFallbackPipeline's sinks and
+// fails the test if one is lost or not in the file the rule sends it to.
+func (p *udPipeline) mustFollowFallbackRule(fallbackEvery int) udCount {
+	p.T.Helper()
+	c := p.count(func(n int) string {
+		if n%fallbackEvery == 0 {
+			return "fallback.out"
+		}
+		return "sink.out"
+	}, "sink.out", "fallback.out")
+	if c.lost > 0 || c.wrongPlace > 0 {
+		p.T.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
+	}
+	return c
+}
+
+func (p *udPipeline) startRunner() { p.runner = p.StartRunner(p.env) }
 
 // acked returns the ids in example-udsource's state file.
-func (p *udPipeline) acked() map[int]bool {
-	b, err := os.ReadFile(p.file("acked"))
-	out := map[int]bool{}
-	if err != nil {
-		return out
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if n, err := strconv.Atoi(l); err == nil {
-			out[n] = true
-		}
-	}
-	return out
-}
+func (p *udPipeline) acked() map[int]bool { return p.ReadAcked("acked") }
 
-// lines returns how often each message id appears in an example-udsink
-// output file; a line cut short by a kill is skipped.
+// lines returns how often each message id appears well made in an
+// example-udsink output file.
 func (p *udPipeline) lines(name string) map[string]int {
 	out := map[string]int{}
-	b, err := os.ReadFile(p.file(name))
-	if err != nil {
-		return out
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if f := strings.Split(sc.Text(), "\t"); len(f) == 6 && f[5] == "ok" {
-			out[f[0]]++
+	for _, l := range p.ReadSinkLines(name) {
+		if l.WellMade {
+			out[l.ID]++
 		}
 	}
 	return out
@@ -129,11 +96,9 @@ func (p *udPipeline) lines(name string) map[string]int {
 
 // waitAcked waits until n ids are acked, failing early if the runner exits.
 func (p *udPipeline) waitAcked(n int, timeout time.Duration) {
-	p.t.Helper()
-	testutil.WaitFor(p.t, timeout, fmt.Sprintf("%d ids acked", n), func() bool {
-		if p.runner != nil && p.runner.Exited() {
-			p.t.Fatalf("runner exited with %d:\n%s", p.runner.ExitCode(), testutil.Tail(p.runner.Stderr.String(), 4000))
-		}
+	p.T.Helper()
+	testutil.WaitFor(p.T, timeout, fmt.Sprintf("%d ids acked", n), func() bool {
+		p.RunnerAlive()
 		return len(p.acked()) >= n
 	})
 }
@@ -142,7 +107,7 @@ func (p *udPipeline) waitAcked(n int, timeout time.Duration) {
 // the files named; the acks are read first, so anything acked by then was
 // written before.
 func (p *udPipeline) checkAckedWereWritten(files ...string) int {
-	p.t.Helper()
+	p.T.Helper()
 	acked := p.acked()
 	have := map[string]bool{}
 	for _, f := range files {
@@ -151,8 +116,8 @@ func (p *udPipeline) checkAckedWereWritten(files ...string) int {
 		}
 	}
 	for n := range acked {
-		if !have[udParentID(n)] {
-			p.t.Fatalf("id %d was acked but never written", n)
+		if !have[testutil.ExampleSourceID(n)] {
+			p.T.Fatalf("id %d was acked but never written", n)
 		}
 	}
 	return len(acked)
@@ -164,14 +129,14 @@ type udCount struct{ lost, wrongPlace, dupLines int }
 // count checks every id 0..total-1 is in the file fileOf(n) says, once or
 // more, and nowhere else.
 func (p *udPipeline) count(fileOf func(n int) string, files ...string) udCount {
-	p.t.Helper()
+	p.T.Helper()
 	var c udCount
 	got := map[string]map[string]int{}
 	for _, f := range files {
 		got[f] = p.lines(f)
 	}
 	for n := 0; n < p.total; n++ {
-		id := udParentID(n)
+		id := testutil.ExampleSourceID(n)
 		want := fileOf(n)
 		if got[want][id] == 0 {
 			c.lost++
@@ -187,16 +152,6 @@ func (p *udPipeline) count(fileOf func(n int) string, files ...string) udCount {
 	return c
 }
 
-func readyz(p *testutil.Process) int {
-	c := http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Get(p.AdminURL + "/readyz")
-	if err != nil {
-		return 0
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestFallbackSinkContainerKilledMidStream kills the fallback sink
 // container with SIGKILL while messages flow and starts it again a few
 // seconds later: the runner waits for it without restarting, acks nothing
@@ -204,18 +159,14 @@ func readyz(p *testutil.Process) int {
 func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 	const fallbackEvery = 7 // example-udsink answers FALLBACK for n%7 == 0
 	total := pick(10_000, 50_000)
-	p := newUDPipeline(t, total)
-	p.env["MV_FALLBACK_SINK"] = "udsink"
-	p.startSource()
-	p.startSink(fallbackEvery)
-	p.startFallback()
+	p := newFallbackPipeline(t, total, fallbackEvery)
 	p.startRunner()
 	pid := p.runner.Cmd.Process.Pid
 	p.waitAcked(total/4, 90*time.Second)
 
 	p.fallback.Kill()
 	killed := time.Now()
-	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return p.runner.Readyz() == http.StatusServiceUnavailable })
 	p.checkAckedWereWritten("sink.out", "fallback.out")
 	// Every batch holds messages for the fallback sink, so the in-flight
 	// slots fill and reading stops while it is away.
@@ -241,15 +192,7 @@ func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 	if p.runner.Exited() || p.runner.Cmd.Process.Pid != pid {
 		t.Fatalf("the runner restarted")
 	}
-	c := p.count(func(n int) string {
-		if n%fallbackEvery == 0 {
-			return "fallback.out"
-		}
-		return "sink.out"
-	}, "sink.out", "fallback.out")
-	if c.lost > 0 || c.wrongPlace > 0 {
-		t.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
-	}
+	c := p.mustFollowFallbackRule(fallbackEvery)
 	st, _ := p.runner.Status()
 	t.Logf("fallback sink away %v; all %d ids acked %v after it came back; runner: read %d acked %d written %d fallback %d; %d duplicate lines",
 		restarted.Sub(killed).Round(time.Millisecond), total, recovered.Round(time.Millisecond), st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.FallbackWritten, c.dupLines)
@@ -270,16 +213,12 @@ func TestFallbackSinkContainerKilledMidStream(t *testing.T) {
 func TestSigtermWhileFallbackContainerAway(t *testing.T) {
 	const fallbackEvery = 7
 	total := pick(6_000, 30_000)
-	p := newUDPipeline(t, total)
-	p.env["MV_FALLBACK_SINK"] = "udsink"
+	p := newFallbackPipeline(t, total, fallbackEvery)
 	p.env["MV_SHUTDOWN_TIMEOUT"] = "3s"
-	p.startSource()
-	p.startSink(fallbackEvery)
-	p.startFallback()
 	p.startRunner()
 	p.waitAcked(total/4, 90*time.Second)
 	p.fallback.Kill()
-	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return readyz(p.runner) == http.StatusServiceUnavailable })
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the fallback sink away", func() bool { return p.runner.Readyz() == http.StatusServiceUnavailable })
 	time.Sleep(time.Second)
 	code, took := sigterm(t, p.runner, 30*time.Second)
 	ackedAtStop := p.checkAckedWereWritten("sink.out", "fallback.out")
@@ -290,15 +229,7 @@ func TestSigtermWhileFallbackContainerAway(t *testing.T) {
 	p.startRunner()
 	p.waitAcked(total, 120*time.Second)
 	recovered := time.Since(restarted)
-	c := p.count(func(n int) string {
-		if n%fallbackEvery == 0 {
-			return "fallback.out"
-		}
-		return "sink.out"
-	}, "sink.out", "fallback.out")
-	if c.lost > 0 || c.wrongPlace > 0 {
-		t.Fatalf("%d ids lost, %d written where the rules do not send them", c.lost, c.wrongPlace)
-	}
+	c := p.mustFollowFallbackRule(fallbackEvery)
 	if code, took := sigterm(t, p.runner, 30*time.Second); code != 0 {
 		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
 	}

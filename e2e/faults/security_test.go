@@ -44,25 +44,6 @@ func httpSourceEnv(extra map[string]string) map[string]string {
 	return env
 }
 
-func post(t *testing.T, url string, body []byte, header map[string]string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	c := http.Client{Timeout: 20 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // TestHTTPSourceRejectsBadTokensAndNeverShowsTheToken checks the bearer
 // token through the runner binary: missing, wrong, near-miss and
 // wrong-scheme tokens are 401 and nothing of theirs is written; the right
@@ -70,25 +51,24 @@ func post(t *testing.T, url string, body []byte, header map[string]string) (int,
 // the sink's output, /status, /metrics, the answers, nor in the one line of
 // a configuration error about it.
 func TestHTTPSourceRejectsBadTokensAndNeverShowsTheToken(t *testing.T) {
-	p := testutil.StartRunner(t, httpSourceEnv(nil))
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, httpSourceEnv(nil))
 	var answers []string
 	for i, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Bearer " + token[:len(token)-1], "Bearer " + token + "x", "bearer " + token, "Basic " + token, token, "Bearer  " + token} {
 		h := map[string]string{"X-Numaflow-Id": "bad-" + strconv.Itoa(i)}
 		if auth != "" {
 			h["Authorization"] = auth
 		}
-		code, body := post(t, p.PortURL+"/", []byte("rejected"), h)
+		code, body := testutil.Post(t, p.PortURL+"/", []byte("rejected"), h)
 		if code != http.StatusUnauthorized {
 			t.Fatalf("Authorization %q: %d %s, want 401", auth, code, body)
 		}
-		answers = append(answers, body)
+		answers = append(answers, string(body))
 	}
-	code, body := post(t, p.PortURL+"/", []byte("accepted"), map[string]string{"Authorization": "Bearer " + token, "X-Numaflow-Id": "good"})
+	code, body := testutil.Post(t, p.PortURL+"/", []byte("accepted"), map[string]string{"Authorization": "Bearer " + token, "X-Numaflow-Id": "good"})
 	if code != http.StatusOK {
 		t.Fatalf("right token: %d %s", code, body)
 	}
-	answers = append(answers, body)
+	answers = append(answers, string(body))
 	// A configuration error about the token must not print it either.
 	bad := testutil.Start(t, "runner-bad-token", testutil.BuildRunner(t), httpSourceEnv(map[string]string{
 		"MV_HTTP_AUTH_TOKEN": token + " spaced", "PORT": strconv.Itoa(testutil.FreePort(t)), "MV_ADMIN_PORT": strconv.Itoa(testutil.FreePort(t)),
@@ -123,10 +103,9 @@ func TestHTTPSourceRejectsBadTokensAndNeverShowsTheToken(t *testing.T) {
 // 413 whether it announces its length or not, a header block above the
 // server's limit is refused, and neither is written.
 func TestHTTPSourceLimitsBodiesAndHeaders(t *testing.T) {
-	p := testutil.StartRunner(t, httpSourceEnv(nil))
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, httpSourceEnv(nil))
 	auth := map[string]string{"Authorization": "Bearer " + token}
-	if code, body := post(t, p.PortURL+"/", bytes.Repeat([]byte("x"), 5000), auth); code != http.StatusRequestEntityTooLarge {
+	if code, body := testutil.Post(t, p.PortURL+"/", bytes.Repeat([]byte("x"), 5000), auth); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("5000-byte body with Content-Length: %d %s, want 413", code, body)
 	}
 	// Chunked, so the length is only known by reading.
@@ -162,7 +141,7 @@ func TestHTTPSourceLimitsBodiesAndHeaders(t *testing.T) {
 	if err != nil || !strings.Contains(status, "431") {
 		t.Fatalf("2 MiB of headers: %q %v, want 431", status, err)
 	}
-	if code, body := post(t, p.PortURL+"/", []byte("small"), auth); code != http.StatusOK {
+	if code, body := testutil.Post(t, p.PortURL+"/", []byte("small"), auth); code != http.StatusOK {
 		t.Fatalf("a request within the limits: %d %s", code, body)
 	}
 	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
@@ -175,6 +154,24 @@ func TestHTTPSourceLimitsBodiesAndHeaders(t *testing.T) {
 	noRaces(t, p)
 }
 
+// onConns opens n connections to addr and runs talk on each in a goroutine
+// of its own, counted in wg; the connection is closed when talk returns.
+func onConns(t *testing.T, wg *sync.WaitGroup, addr, what string, n int, talk func(conn net.Conn)) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s %d: %v", what, i, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer conn.Close()
+			talk(conn)
+		}()
+	}
+}
+
 // TestHTTPSourceSlowLorisCannotPinConnections opens many connections that
 // send their headers one byte at a time, and others that stall in the
 // body: the runner keeps answering ordinary requests meanwhile, answers the
@@ -182,57 +179,38 @@ func TestHTTPSourceLimitsBodiesAndHeaders(t *testing.T) {
 // connections after its read-header timeout (10s).
 func TestHTTPSourceSlowLorisCannotPinConnections(t *testing.T) {
 	const loris, stalled = 200, 50
-	p := testutil.StartRunner(t, httpSourceEnv(map[string]string{"MV_HTTP_BODY_TIMEOUT": "1s"}))
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, httpSourceEnv(map[string]string{"MV_HTTP_BODY_TIMEOUT": "1s"}))
 	addr := strings.TrimPrefix(p.PortURL, "http://")
 	start := time.Now()
 	var wg sync.WaitGroup
 	closedAfter := make(chan time.Duration, loris)
-	for i := 0; i < loris; i++ {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("connection %d: %v", i, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			header := "POST / HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("s", 100)
-			for j := 0; j < len(header); j++ {
-				if _, err := conn.Write([]byte{header[j]}); err != nil {
-					closedAfter <- time.Since(start)
-					return
-				}
-				time.Sleep(200 * time.Millisecond)
+	onConns(t, &wg, addr, "connection", loris, func(conn net.Conn) {
+		header := "POST / HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("s", 100)
+		for j := 0; j < len(header); j++ {
+			if _, err := conn.Write([]byte{header[j]}); err != nil {
+				closedAfter <- time.Since(start)
+				return
 			}
-			// Never finished: the server must have closed it by now.
-			closedAfter <- -1
-		}()
-	}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// Never finished: the server must have closed it by now.
+		closedAfter <- -1
+	})
 	stalledAnswers := make(chan string, stalled)
-	for i := 0; i < stalled; i++ {
-		conn, err := net.Dial("tcp", addr)
+	onConns(t, &wg, addr, "stalled connection", stalled, func(conn net.Conn) {
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\nonly part", token)
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
 		if err != nil {
-			t.Fatalf("stalled connection %d: %v", i, err)
+			line = err.Error()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100\r\n\r\nonly part", token)
-			conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			if err != nil {
-				line = err.Error()
-			}
-			stalledAnswers <- strings.TrimSpace(line)
-		}()
-	}
+		stalledAnswers <- strings.TrimSpace(line)
+	})
 	// Ordinary requests go through while all of those are open.
 	time.Sleep(500 * time.Millisecond)
 	auth := map[string]string{"Authorization": "Bearer " + token}
 	for i := 0; i < 20; i++ {
-		if code, body := post(t, p.PortURL+"/", []byte("ordinary-"+strconv.Itoa(i)), auth); code != http.StatusOK {
+		if code, body := testutil.Post(t, p.PortURL+"/", []byte("ordinary-"+strconv.Itoa(i)), auth); code != http.StatusOK {
 			t.Fatalf("ordinary request %d during the slow-loris attack: %d %s", i, code, body)
 		}
 	}
@@ -275,11 +253,7 @@ func TestHTTPSourceSlowLorisCannotPinConnections(t *testing.T) {
 func TestNothingWorldWritable(t *testing.T) {
 	old := syscall.Umask(0o022)
 	t.Cleanup(func() { syscall.Umask(old) })
-	p := newUDPipeline(t, 200)
-	p.env["MV_FALLBACK_SINK"] = "udsink"
-	p.startSource()
-	p.startSink(7)
-	p.startFallback()
+	p := newFallbackPipeline(t, 200, 7)
 	p.startRunner()
 	r := p.runner
 	p.waitAcked(200, 60*time.Second)
@@ -287,7 +261,7 @@ func TestNothingWorldWritable(t *testing.T) {
 		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 	}
 	var modes []string
-	for _, dir := range []string{p.dir, p.work} {
+	for _, dir := range []string{p.Dir, p.Work} {
 		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil

@@ -3,7 +3,6 @@ package faults_test
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +83,7 @@ func slowRule(r *receiver) func(id string) time.Duration {
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	return func(id string) time.Duration {
-		seq, _ := strconv.Atoi(strings.TrimPrefix(id, inStream+":"))
+		seq := seqOf(id)
 		mu.Lock()
 		first := !seen[id]
 		seen[id] = true
@@ -112,8 +111,7 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	f.PublishAll(n, slowPayload)
 	bound := int64(slowBatch * slowPayload * slowInflight)
 
-	p := testutil.StartRunner(t, slowSinkEnv(f, r.URL))
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, slowSinkEnv(f, r.URL))
 	base, err := procstat.RSS(p.Cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +138,7 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	<-heapDone
 	took := time.Since(start)
 	samples := s.finish()
-	accepted, _ := r.snapshot()
-	c := countIDs(n, accepted)
-	if c.lost > 0 {
-		t.Fatalf("%d of %d messages lost", c.lost, n)
-	}
+	c := mustHaveAll(t, n, r)
 	if len(samples) < 10 {
 		t.Fatalf("only %d RSS samples", len(samples))
 	}
@@ -176,10 +170,7 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	if st.Totals.SinkErrors == 0 {
 		t.Fatalf("no delivery timed out: the test proves nothing about timeouts")
 	}
-	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
-		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p)
+	stopClean(t, p)
 	report(t, result{
 		Scenario: "slow sink (50ms per event, 1 in 50 first attempts past the 1s timeout)", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: "-",
@@ -197,8 +188,7 @@ func TestSigtermDuringSlowSink(t *testing.T) {
 	r.delay = slowRule(r)
 	f.PublishAll(n, 1024)
 	env := slowSinkEnv(f, r.URL)
-	p := testutil.StartRunner(t, env)
-	p.WaitReady(60 * time.Second)
+	p := startRunner(t, env)
 	testutil.WaitFor(t, 60*time.Second, "a quarter delivered", func() bool { return r.distinct() >= n/4 })
 	code, took := sigterm(t, p, 30*time.Second)
 	read, acked := lastTotals(t, p)
@@ -210,20 +200,7 @@ func TestSigtermDuringSlowSink(t *testing.T) {
 	if read != acked || acked > int64(accepted) {
 		t.Fatalf("after the drain: read %d acked %d, receiver holds %d", read, acked, accepted)
 	}
-	restarted := time.Now()
-	p2 := testutil.StartRunner(t, env)
-	p2.WaitReady(60 * time.Second)
-	f.waitReceived(n, 180*time.Second, r)
-	recovered := time.Since(restarted)
-	got, _ := r.snapshot()
-	c := countIDs(n, got)
-	if c.lost > 0 {
-		t.Fatalf("%d of %d messages lost", c.lost, n)
-	}
-	if code, took := sigterm(t, p2, 30*time.Second); code != 0 {
-		t.Fatalf("second runner exited %d after SIGTERM (%v)", code, took)
-	}
-	noRaces(t, p, p2)
+	c, recovered := f.restartAndReceive(t, env, n, 180*time.Second, r, p)
 	report(t, result{
 		Scenario: "SIGTERM while writing to the slow sink, then restart", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: round(recovered),

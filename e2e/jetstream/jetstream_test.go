@@ -50,6 +50,52 @@ func (f *fixture) stop(p *testutil.Process) {
 	}
 }
 
+// startUnderLoad publishes a backlog of n/2 messages, then the rest at about
+// 5000 a second, starts the runner and waits until a quarter of the n are
+// written. The channel gives the paced publisher's result.
+func (f *fixture) startUnderLoad(n int) (*testutil.Process, <-chan error) {
+	t := f.T
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := f.Publish(ctx, 0, n/2, 2000, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan error, 1)
+	go func() { published <- f.Publish(ctx, n/2, n, 500, 0, 100*time.Millisecond) }()
+	p := testutil.StartRunner(t, f.env())
+	p.WaitReady(30 * time.Second)
+	testutil.WaitFor(t, 60*time.Second, "a quarter of the messages written", func() bool {
+		return f.StreamMsgs(natstest.OutStream) >= uint64(n/4)
+	})
+	return p, published
+}
+
+// drain waits for the publisher, for every message in the output, and for
+// the runner p to have settled all it read; then it stops p and checks
+// that the output holds each input message exactly once. What a stopped
+// runner left unacked comes back after MV_JETSTREAM_ACK_WAIT (5s); acks in
+// flight when the server went away either fail (the messages come back
+// and are written again) or complete late.
+func (f *fixture) drain(p *testutil.Process, published <-chan error, n int) {
+	t := f.T
+	t.Helper()
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	f.WaitSettled(n, 120*time.Second)
+	if p.Exited() {
+		t.Fatalf("runner exited (%d) before every message was written", p.ExitCode())
+	}
+	waitSettled(t, p)
+	if st, err := p.Status(); err == nil {
+		t.Logf("runner totals: read %d, acked %d, written %d, nacked %d, sink errors %d, ack errors %d (reads beyond %d are redeliveries, de-duplicated by the output stream)",
+			st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.Nacked, st.Totals.SinkErrors, st.Totals.AckErrors, n)
+	}
+	f.stop(p)
+	f.checkExactlyOnce(n)
+}
+
 // waitSettled waits until the runner acked or nacked every message it read.
 func waitSettled(t *testing.T, p *testutil.Process) {
 	t.Helper()
@@ -98,21 +144,9 @@ func TestMovesEveryMessageExactlyOnce(t *testing.T) {
 func TestSigtermMidStreamThenRestartLosesNothing(t *testing.T) {
 	f := setup(t)
 	const n = 20000
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// A backlog, so batches are in flight when the signal comes, then about
-	// 5000 messages a second while the runner stops and starts again.
-	if err := f.Publish(ctx, 0, n/2, 2000, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	published := make(chan error, 1)
-	go func() { published <- f.Publish(ctx, n/2, n, 500, 0, 100*time.Millisecond) }()
-
-	p := testutil.StartRunner(t, f.env())
-	p.WaitReady(30 * time.Second)
-	testutil.WaitFor(t, 60*time.Second, "a quarter of the messages written", func() bool {
-		return f.StreamMsgs(natstest.OutStream) >= n/4
-	})
+	// Batches are in flight when the signal comes, and messages keep
+	// coming while the runner stops and starts again.
+	p, published := f.startUnderLoad(n)
 	f.stop(p)
 	stoppedAt := f.StreamMsgs(natstest.OutStream)
 	pending, ackPending := natstest.ConsumerState(t, f.JS, natstest.InStream, natstest.Consumer)
@@ -123,35 +157,15 @@ func TestSigtermMidStreamThenRestartLosesNothing(t *testing.T) {
 
 	p2 := testutil.StartRunner(t, f.env())
 	p2.WaitReady(30 * time.Second)
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	// Anything the stopped runner left unacked comes back after
-	// MV_JETSTREAM_ACK_WAIT (5s).
-	f.WaitSettled(n, 120*time.Second)
-	waitSettled(t, p2)
-	f.stop(p2)
-	f.checkExactlyOnce(n)
+	f.drain(p2, published, n)
 }
 
 func TestServerRestartMidRunLosesNothing(t *testing.T) {
 	f := setup(t)
 	const n = 20000
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// A backlog, so batches are in flight when the server goes away, and a
-	// publisher that keeps going through the outage.
-	if err := f.Publish(ctx, 0, n/2, 2000, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	published := make(chan error, 1)
-	go func() { published <- f.Publish(ctx, n/2, n, 500, 0, 100*time.Millisecond) }()
-
-	p := testutil.StartRunner(t, f.env())
-	p.WaitReady(30 * time.Second)
-	testutil.WaitFor(t, 60*time.Second, "a quarter of the messages written", func() bool {
-		return f.StreamMsgs(natstest.OutStream) >= n/4
-	})
+	// Batches are in flight when the server goes away, and the publisher
+	// keeps going through the outage.
+	p, published := f.startUnderLoad(n)
 	f.Srv.Shutdown()
 	if st, err := p.Status(); err == nil {
 		t.Logf("server shut down with %d messages written", st.Totals.Written)
@@ -167,20 +181,5 @@ func TestServerRestartMidRunLosesNothing(t *testing.T) {
 	f.Srv.Restart(t)
 	t.Logf("server restarted on %s (same port and store) after a 1s+ outage", f.Srv.URL())
 	p.WaitReady(30 * time.Second)
-	if err := <-published; err != nil {
-		t.Fatal(err)
-	}
-	f.WaitSettled(n, 120*time.Second)
-	if p.Exited() {
-		t.Fatalf("runner exited (%d) after the server restart", p.ExitCode())
-	}
-	// Acks in flight when the server went away either fail (the messages
-	// come back and are written again) or complete late.
-	waitSettled(t, p)
-	if st, err := p.Status(); err == nil {
-		t.Logf("runner totals: read %d, acked %d, written %d, nacked %d, sink errors %d, ack errors %d (reads beyond %d are redeliveries, de-duplicated by the output stream)",
-			st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.Nacked, st.Totals.SinkErrors, st.Totals.AckErrors, n)
-	}
-	f.stop(p)
-	f.checkExactlyOnce(n)
+	f.drain(p, published, n)
 }

@@ -67,26 +67,16 @@ type pipeline struct {
 
 func newPipeline(t *testing.T, total, size int) *pipeline {
 	p := &pipeline{Examples: testutil.NewExamples(t, "mvnf"), total: total, size: size}
-	p.runnerEnv = map[string]string{
-		"MV_SOURCE":                "udsource",
-		"MV_TRANSFORMER":           "udtransformer",
-		"MV_SINK":                  "udsink",
-		"MV_FALLBACK_SINK":         "udsink",
-		"MV_READ_BATCH_SIZE":       "500",
-		"MV_READ_TIMEOUT":          "100ms",
-		"MV_PENDING_INTERVAL":      "200ms",
-		"MV_UDF_RECONNECT_TIMEOUT": "30s",
-		"MV_UDF_STARTUP_TIMEOUT":   "60s",
-		"MV_SHUTDOWN_TIMEOUT":      "10s",
-	}
+	p.runnerEnv = p.RunnerEnv(map[string]string{
+		"MV_TRANSFORMER":     "udtransformer",
+		"MV_FALLBACK_SINK":   "udsink",
+		"MV_READ_BATCH_SIZE": "500",
+	})
 	return p
 }
 
 func (p *pipeline) startSource() {
-	p.source = p.Start("example-udsource", "./cmd/example-udsource", map[string]string{
-		"EXAMPLE_TOTAL": strconv.Itoa(p.total), "EXAMPLE_MSG_SIZE": strconv.Itoa(p.size),
-		"EXAMPLE_STATE_FILE": p.File("acked"),
-	})
+	p.source = p.StartSource(p.total, map[string]string{"EXAMPLE_MSG_SIZE": strconv.Itoa(p.size)})
 }
 
 func (p *pipeline) startTransformer() {
@@ -96,15 +86,11 @@ func (p *pipeline) startTransformer() {
 }
 
 func (p *pipeline) startSink() {
-	p.sink = p.Start("example-udsink", "./cmd/example-udsink", map[string]string{
-		"EXAMPLE_OUT_FILE": p.File("sink.out"),
-	})
+	p.sink = p.StartSink("example-udsink", "sink.out", nil)
 }
 
 func (p *pipeline) startFallback() {
-	p.fallback = p.Start("example-udsink-fallback", "./cmd/example-udsink", map[string]string{
-		"EXAMPLE_OUT_FILE": p.File("fallback.out"), "EXAMPLE_SINK_MODE": "fallback",
-	})
+	p.fallback = p.StartSink("example-udsink-fallback", "fallback.out", map[string]string{"EXAMPLE_SINK_MODE": "fallback"})
 }
 
 func (p *pipeline) startAll() {

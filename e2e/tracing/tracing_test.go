@@ -97,25 +97,6 @@ func intAttr(s *tracepb.Span, key string) int64 {
 	return -1
 }
 
-// post sends one request to the runner's HTTP source and returns the status.
-func post(t *testing.T, url, body string, header map[string]string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	c := &http.Client{Timeout: 60 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestTraceThroughEveryHop: two requests, one with a W3C traceparent
 // header (a binary CloudEvent) and one with the CloudEvents
 // distributed-tracing extension (a structured CloudEvent), go through the
@@ -168,7 +149,7 @@ func TestTraceThroughEveryHop(t *testing.T) {
 		requests[1].traceID, requests[1].spanID)
 	// One after the other, so each request is a batch of its own.
 	for _, r := range requests {
-		if code := post(t, p.PortURL+"/", r.body, r.header); code != http.StatusOK {
+		if code, _ := testutil.Post(t, p.PortURL+"/", []byte(r.body), r.header); code != http.StatusOK {
 			t.Fatalf("%s: answer %d, want 200", r.id, code)
 		}
 	}

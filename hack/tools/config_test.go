@@ -109,7 +109,7 @@ func TestDashboard(t *testing.T) {
 	if str(dash, "uid") == "" || str(dash, "title") == "" {
 		t.Error("the dashboard needs a uid and a title")
 	}
-	exprs := strings.Join(exprsIn(dash), "\n")
+	exprs := strings.Join(stringsUnder(dash, "expr"), "\n")
 	if exprs == "" {
 		t.Fatal("the dashboard has no queries")
 	}
@@ -136,24 +136,4 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("a dashboard panel queries %s, which the runner does not export", n)
 		}
 	}
-}
-
-// exprsIn returns every "expr" string anywhere in v.
-func exprsIn(v any) []string {
-	var out []string
-	switch x := v.(type) {
-	case map[string]any:
-		for k, y := range x {
-			if s, ok := y.(string); ok && k == "expr" {
-				out = append(out, s)
-				continue
-			}
-			out = append(out, exprsIn(y)...)
-		}
-	case []any:
-		for _, y := range x {
-			out = append(out, exprsIn(y)...)
-		}
-	}
-	return out
 }

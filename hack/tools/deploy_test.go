@@ -85,7 +85,7 @@ func TestDeployPath(t *testing.T) {
 			gotBinaries := map[string]bool{}
 			images := map[string]bool{}
 			for _, m := range docs {
-				for _, img := range imagesIn(m.obj) {
+				for _, img := range stringsUnder(m.obj, "image") {
 					if strings.HasPrefix(img, host+"/") {
 						images[img] = true
 					}
@@ -362,21 +362,22 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) []
 	return stdout.Bytes()
 }
 
-// imagesIn returns every string under an "image" key anywhere in obj.
-func imagesIn(obj any) []string {
+// stringsUnder returns every string under key anywhere in v (decoded
+// JSON or YAML), such as the "image" of every container.
+func stringsUnder(v any, key string) []string {
 	var out []string
-	switch v := obj.(type) {
+	switch x := v.(type) {
 	case map[string]any:
-		for k, x := range v {
-			if s, ok := x.(string); ok && k == "image" {
+		for k, y := range x {
+			if s, ok := y.(string); ok && k == key {
 				out = append(out, s)
 				continue
 			}
-			out = append(out, imagesIn(x)...)
+			out = append(out, stringsUnder(y, key)...)
 		}
 	case []any:
-		for _, x := range v {
-			out = append(out, imagesIn(x)...)
+		for _, y := range x {
+			out = append(out, stringsUnder(y, key)...)
 		}
 	}
 	return out

@@ -109,6 +109,42 @@ func envOf(c corev1.Container) map[string]string {
 	return env
 }
 
+// exampleService is a Knative Service of one of the deploy/ examples.
+type exampleService struct {
+	what string // "deploy/<example> Service <name>", for messages
+	svc  servingv1.Service
+	// env is the environment of its runner container (the one that sets
+	// MV_NAME), nil when it has none.
+	env map[string]string
+}
+
+// exampleServices decodes every serving.knative.dev/v1 Service of the
+// deploy/ examples.
+func exampleServices(t *testing.T, root string) []exampleService {
+	t.Helper()
+	var out []exampleService
+	for _, ex := range exampleDirs(t, root) {
+		docs, _ := readExample(t, root, ex)
+		for _, m := range docs {
+			if m.kind != "Service" || m.apiVersion != "serving.knative.dev/v1" {
+				continue
+			}
+			s := exampleService{}
+			if err := yaml.Unmarshal(m.raw, &s.svc); err != nil {
+				t.Fatal(err)
+			}
+			s.what = fmt.Sprintf("deploy/%s Service %s", ex, s.svc.Name)
+			for _, c := range s.svc.Spec.Template.Spec.Containers {
+				if e := envOf(c); e["MV_NAME"] != "" {
+					s.env = e
+				}
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // isRunner reports whether c runs the runner image (ko:// or resolved).
 func isRunner(c corev1.Container, runnerImages map[string]bool) bool {
 	return c.Image == "ko://"+module+"/cmd/runner" || runnerImages[c.Image]
@@ -369,75 +405,59 @@ func TestScalingWiring(t *testing.T) {
 		used = append(used, metricName.FindAllString(q, -1)...)
 	}
 	scaled := 0
-	for _, ex := range exampleDirs(t, root) {
-		docs, _ := readExample(t, root, ex)
-		for _, m := range docs {
-			if m.kind != "Service" || m.apiVersion != "serving.knative.dev/v1" {
-				continue
+	for _, s := range exampleServices(t, root) {
+		what, env := s.what, s.env
+		ann := s.svc.Spec.Template.Annotations
+		if ann[autoscaling.ClassAnnotationKey] != autoscaling.HPA {
+			continue
+		}
+		scaled++
+		if env == nil {
+			t.Errorf("%s: no runner container (none sets MV_NAME)", what)
+			continue
+		}
+		for ann2env, def := range map[string]string{autoscaling.MinScaleAnnotationKey: "MV_MIN_SCALE", autoscaling.MaxScaleAnnotationKey: "MV_MAX_SCALE"} {
+			if ann[ann2env] == "" {
+				t.Errorf("%s: set %s: the HPA class needs both bounds", what, ann2env)
 			}
-			var svc servingv1.Service
-			if err := yaml.Unmarshal(m.raw, &svc); err != nil {
-				t.Fatal(err)
+			if env[def] != ann[ann2env] {
+				t.Errorf("%s: %s=%q but %s is %q: keep them equal (the runner clamps its recommendation to them)", what, def, env[def], ann2env, ann[ann2env])
 			}
-			ann := svc.Spec.Template.Annotations
-			if ann[autoscaling.ClassAnnotationKey] != autoscaling.HPA {
-				continue
+		}
+		target := env["MV_SCALE_TARGET_SECONDS"]
+		if target == "" {
+			target = "20" // the runner's default
+		}
+		metric := ann[autoscaling.MetricAnnotationKey]
+		if metric == "monovtx_backlog_seconds" && ann[autoscaling.TargetAnnotationKey] != target {
+			t.Errorf("%s: scales on %s with target %q but MV_SCALE_TARGET_SECONDS is %s: keep them equal",
+				what, metric, ann[autoscaling.TargetAnnotationKey], target)
+		}
+		if so, ok := ann["autoscaling.knative.dev/scaled-object-override"]; ok {
+			// A ScaledObject given whole to Knative's autoscaler-keda
+			// extension: its kafka trigger must watch what the runner reads.
+			checkKafkaScaledObject(t, what, so, env)
+			continue
+		}
+		if q, ok := ann["autoscaling.knative.dev/prometheus-query"]; ok {
+			// KEDA, through Knative's autoscaler-keda extension.
+			if !strings.Contains(q, `mvtx_name="`+env["MV_NAME"]+`"`) {
+				t.Errorf("%s: the KEDA query %q does not select mvtx_name=%q (the runner's MV_NAME)", what, q, env["MV_NAME"])
 			}
-			scaled++
-			what := fmt.Sprintf("deploy/%s Service %s", ex, svc.Name)
-			var env map[string]string
-			for _, c := range svc.Spec.Template.Spec.Containers {
-				if e := envOf(c); e["MV_NAME"] != "" {
-					env = e
-				}
+			if strings.Contains(q, "vector(") && !strings.Contains(q, "vector("+target+")") {
+				t.Errorf("%s: the KEDA query's fallback must be vector(%s), the target, which keeps the current count", what, target)
 			}
-			if env == nil {
-				t.Errorf("%s: no runner container (none sets MV_NAME)", what)
-				continue
+			if mt := ann["autoscaling.knative.dev/metric-type"]; mt != "Value" {
+				t.Errorf("%s: metric-type %q: the query is one cluster-wide P / R, so the HPA must take it as a Value (ceil(pods x value / target))", what, mt)
 			}
-			for ann2env, def := range map[string]string{autoscaling.MinScaleAnnotationKey: "MV_MIN_SCALE", autoscaling.MaxScaleAnnotationKey: "MV_MAX_SCALE"} {
-				if ann[ann2env] == "" {
-					t.Errorf("%s: set %s: the HPA class needs both bounds", what, ann2env)
-				}
-				if env[def] != ann[ann2env] {
-					t.Errorf("%s: %s=%q but %s is %q: keep them equal (the runner clamps its recommendation to them)", what, def, env[def], ann2env, ann[ann2env])
-				}
+			if _, err := url.ParseRequestURI(ann["autoscaling.knative.dev/prometheus-address"]); err != nil {
+				t.Errorf("%s: prometheus-address: %v", what, err)
 			}
-			target := env["MV_SCALE_TARGET_SECONDS"]
-			if target == "" {
-				target = "20" // the runner's default
-			}
-			metric := ann[autoscaling.MetricAnnotationKey]
-			if metric == "monovtx_backlog_seconds" && ann[autoscaling.TargetAnnotationKey] != target {
-				t.Errorf("%s: scales on %s with target %q but MV_SCALE_TARGET_SECONDS is %s: keep them equal",
-					what, metric, ann[autoscaling.TargetAnnotationKey], target)
-			}
-			if so, ok := ann["autoscaling.knative.dev/scaled-object-override"]; ok {
-				// A ScaledObject given whole to Knative's autoscaler-keda
-				// extension: its kafka trigger must watch what the runner reads.
-				checkKafkaScaledObject(t, what, so, env)
-				continue
-			}
-			if q, ok := ann["autoscaling.knative.dev/prometheus-query"]; ok {
-				// KEDA, through Knative's autoscaler-keda extension.
-				if !strings.Contains(q, `mvtx_name="`+env["MV_NAME"]+`"`) {
-					t.Errorf("%s: the KEDA query %q does not select mvtx_name=%q (the runner's MV_NAME)", what, q, env["MV_NAME"])
-				}
-				if strings.Contains(q, "vector(") && !strings.Contains(q, "vector("+target+")") {
-					t.Errorf("%s: the KEDA query's fallback must be vector(%s), the target, which keeps the current count", what, target)
-				}
-				if mt := ann["autoscaling.knative.dev/metric-type"]; mt != "Value" {
-					t.Errorf("%s: metric-type %q: the query is one cluster-wide P / R, so the HPA must take it as a Value (ceil(pods x value / target))", what, mt)
-				}
-				if _, err := url.ParseRequestURI(ann["autoscaling.knative.dev/prometheus-address"]); err != nil {
-					t.Errorf("%s: prometheus-address: %v", what, err)
-				}
-				used = append(used, metricName.FindAllString(q, -1)...)
-				continue
-			}
-			if _, ok := adapterQueries[metric]; !ok {
-				t.Errorf("%s: scales on the Pods metric %q, which no rule in deploy/prometheus-adapter/values.yaml serves", what, metric)
-			}
+			used = append(used, metricName.FindAllString(q, -1)...)
+			continue
+		}
+		if _, ok := adapterQueries[metric]; !ok {
+			t.Errorf("%s: scales on the Pods metric %q, which no rule in deploy/prometheus-adapter/values.yaml serves", what, metric)
 		}
 	}
 	if scaled == 0 {

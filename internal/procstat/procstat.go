@@ -18,18 +18,25 @@ import (
 )
 
 // RSS is the resident set size of process pid in bytes (VmRSS).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS:") }
+
+// PeakRSS is the largest resident set size process pid has had, in bytes
+// (VmHWM).
+func PeakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM:") }
+
+// statusBytes reads a size in kB from /proc/<pid>/status, such as VmRSS.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, err
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", strings.TrimSuffix(field, ":"), pid)
 }
 
 // OpenFiles is the number of file descriptors process pid holds, -1 if

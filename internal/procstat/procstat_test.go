@@ -61,4 +61,7 @@ func TestRSSAndOpenFilesOfThisProcess(t *testing.T) {
 	if _, err := RSS(-1); err == nil {
 		t.Fatal("RSS of no process must fail")
 	}
+	if peak, err := PeakRSS(os.Getpid()); err != nil || peak < rss {
+		t.Fatalf("PeakRSS = %d, %v; want at least the RSS %d seen before", peak, err, rss)
+	}
 }

@@ -55,6 +55,27 @@ func (x *Examples) Start(name, pkg string, env map[string]string) *Process {
 	return x.track(Start(x.T, name, Build(x.T, pkg), all))
 }
 
+// StartSource starts example-udsource with ids 0 to total-1, writing the
+// ids acked to the state file "acked" (ReadAcked); settings add to its
+// environment.
+func (x *Examples) StartSource(total int, settings map[string]string) *Process {
+	env := map[string]string{"EXAMPLE_TOTAL": strconv.Itoa(total), "EXAMPLE_STATE_FILE": x.File("acked")}
+	for k, v := range settings {
+		env[k] = v
+	}
+	return x.Start("example-udsource", "./cmd/example-udsource", env)
+}
+
+// StartSink starts example-udsink as name, writing what it takes to the
+// output file out (ReadSinkLines); settings add to its environment.
+func (x *Examples) StartSink(name, out string, settings map[string]string) *Process {
+	env := map[string]string{"EXAMPLE_OUT_FILE": x.File(out)}
+	for k, v := range settings {
+		env[k] = v
+	}
+	return x.Start(name, "./cmd/example-udsink", env)
+}
+
 // StartRunner starts the runner on the socket directory and waits until it
 // is ready.
 func (x *Examples) StartRunner(env map[string]string) *Process {
@@ -65,6 +86,26 @@ func (x *Examples) StartRunner(env map[string]string) *Process {
 	x.Runner = x.track(StartRunner(x.T, all))
 	x.Runner.WaitReady(90 * time.Second)
 	return x.Runner
+}
+
+// RunnerEnv is the runner environment the Numaflow pipeline tests share:
+// reading from example-udsource and writing to example-udsink, short reads
+// and pending checks, time for a container to start (60s) or to come back
+// (30s), and a 10s shutdown budget; settings add to it or override it.
+func (x *Examples) RunnerEnv(settings map[string]string) map[string]string {
+	env := map[string]string{
+		"MV_SOURCE":                "udsource",
+		"MV_SINK":                  "udsink",
+		"MV_READ_TIMEOUT":          "100ms",
+		"MV_PENDING_INTERVAL":      "200ms",
+		"MV_UDF_RECONNECT_TIMEOUT": "30s",
+		"MV_UDF_STARTUP_TIMEOUT":   "60s",
+		"MV_SHUTDOWN_TIMEOUT":      "10s",
+	}
+	for k, v := range settings {
+		env[k] = v
+	}
+	return env
 }
 
 func (x *Examples) track(p *Process) *Process {

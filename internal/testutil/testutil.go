@@ -304,10 +304,29 @@ func (p *Process) ExitCode() int { return p.exitCode }
 // Get fetches url and returns its status and body; errors fail the test.
 func Get(t testing.TB, url string) (int, []byte) {
 	t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
+	return send(t, http.MethodGet, url, nil, nil, 10*time.Second)
+}
+
+// Post sends body to url with header and returns the answer's status and
+// body; errors fail the test.
+func Post(t testing.TB, url string, body []byte, header map[string]string) (int, []byte) {
+	t.Helper()
+	return send(t, http.MethodPost, url, bytes.NewReader(body), header, 60*time.Second)
+}
+
+func send(t testing.TB, method, url string, body io.Reader, header map[string]string, timeout time.Duration) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	c := http.Client{Timeout: timeout}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
