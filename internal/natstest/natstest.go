@@ -214,8 +214,9 @@ func ReadAll(t testing.TB, js jetstream.JetStream, stream string) []jetstream.Ms
 	return out
 }
 
-// ConsumerState returns the consumer's NumPending and NumAckPending.
-func ConsumerState(t testing.TB, js jetstream.JetStream, stream, consumer string) (pending, ackPending int) {
+// ConsumerInfo returns what the server holds for the consumer now (its
+// configuration and delivery state).
+func ConsumerInfo(t testing.TB, js jetstream.JetStream, stream, consumer string) *jetstream.ConsumerInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -227,5 +228,12 @@ func ConsumerState(t testing.TB, js jetstream.JetStream, stream, consumer string
 	if err != nil {
 		t.Fatalf("natstest: consumer info %s/%s: %v", stream, consumer, err)
 	}
+	return info
+}
+
+// ConsumerState returns the consumer's NumPending and NumAckPending.
+func ConsumerState(t testing.TB, js jetstream.JetStream, stream, consumer string) (pending, ackPending int) {
+	t.Helper()
+	info := ConsumerInfo(t, js, stream, consumer)
 	return int(info.NumPending), info.NumAckPending
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
+	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -55,19 +56,6 @@ func deleteConsumer(t *testing.T, js jetstream.JetStream, stream, name string) {
 	}
 }
 
-// consumerConfig returns the configuration the server holds for the
-// consumer.
-func consumerConfig(t *testing.T, js jetstream.JetStream, stream, name string) jetstream.ConsumerConfig {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, stream, name)
-	if err != nil {
-		t.Fatalf("consumer %s of stream %s: %v", name, stream, err)
-	}
-	return c.CachedInfo().Config
-}
-
 func TestDeletedConsumerIsCreatedAgainAndLosesNothing(t *testing.T) {
 	_, js, cfg := serverWithStream(t, "DEL")
 	cfg.DeliverPolicy = "new" // the case where a blind re-create would skip messages
@@ -87,7 +75,7 @@ func TestDeletedConsumerIsCreatedAgainAndLosesNothing(t *testing.T) {
 	if err := src.Ready(context.Background()); err != nil {
 		t.Fatalf("not ready after the consumer was created again: %v", err)
 	}
-	got := consumerConfig(t, js, "DEL", "runner")
+	got := natstest.ConsumerInfo(t, js, "DEL", "runner").Config
 	if got.AckWait != cfg.AckWait || got.MaxAckPending != cfg.MaxAckPending || got.AckPolicy != jetstream.AckExplicitPolicy {
 		t.Fatalf("created again with %+v", got)
 	}

@@ -450,7 +450,7 @@ func TestCreatesTheConsumerWithTheConfiguredSettings(t *testing.T) {
 	cfg.FilterSubject = "NEWC.a"
 	newSource(t, cfg)
 	newSource(t, cfg) // a second replica binds to the same consumer
-	got := consumerConfig(t, js, "NEWC", "runner")
+	got := natstest.ConsumerInfo(t, js, "NEWC", "runner").Config
 	if got.AckPolicy != jetstream.AckExplicitPolicy || got.AckWait != 7*time.Second || got.MaxAckPending != 1234 || got.FilterSubject != "NEWC.a" || got.Durable != "runner" {
 		t.Fatalf("consumer config %+v", got)
 	}
