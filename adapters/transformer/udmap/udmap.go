@@ -28,7 +28,6 @@ package udmap
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -52,28 +51,16 @@ import (
 var (
 	DropTag = mapper.DROP
 	NackTag = mapper.NACK
-	FailTag = fmt.Sprintf("%U__FAIL__", '\\')
+	FailTag = udconn.FailTag
 )
 
-// Config holds the udmap settings; they are shared by every Numaflow adapter.
+// Config holds the udmap settings, the udconn.Settings every Numaflow
+// adapter shares, for callers outside the adapters that build one with New.
 type Config struct {
 	udconn.Settings
 }
 
-func init() {
-	runner.RegisterTransformer("udmap", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Transformer, error) {
-		cfg.Settings.Connection = env.Connection
-		t, err := New(ctx, cfg.Settings, env.Logger)
-		if t != nil {
-			t.SetConcurrency(env.Concurrency)
-		}
-		if err != nil {
-			return nil, err
-		}
-		t.ReportErrorsTo(env.Errors, env.Role)
-		return t, nil
-	})
-}
+func init() { udconn.RegisterTransformer("udmap", New) }
 
 // Transformer is a runner.Transformer backed by a Numaflow map UDF
 // container. Concurrent calls share one MapFn stream; in unary and stream
@@ -275,52 +262,11 @@ func request(m *runner.Message, id string) *mappb.MapRequest {
 // result turns the results of one input into the engine's result, by
 // numaflow-core's rules (mapper/map.rs UserDefinedMessage, message.rs
 // dropped/nacked/failed, sinker/sink.rs and pipeline/isb/writer.rs for what
-// happens to nacked and dropped outputs):
-//
-//   - a FAIL-tagged result fails the input, which is retried with the retry
-//     strategy (numaflow-core re-sends it to the UDF, then MV_ON_FAILURE);
-//   - a NACK-tagged result nacks the input, with nack_options.delay in
-//     milliseconds (numaflow-core message.rs NackOptions) as the
-//     redelivery delay. Numaflow still writes the input's other outputs and
-//     nacks it, so it comes back and they are written again; here none of
-//     them is written, which ends the same way with fewer duplicates;
-//   - DROP-tagged results are left out; none left means dropped on purpose;
-//   - every other result is an output with the map's keys, value, tags and
-//     user metadata, the input's system metadata, and (left empty, so the
-//     engine fills them from the input) its event time and headers.
+// happens to nacked and dropped outputs; see udconn.TransformResult). A
+// map cannot set an output's event time or headers: they stay empty, so
+// the engine fills them from the input.
 func result(in *runner.Message, results []*mappb.MapResponse_Result) runner.TransformResult {
-	for _, r := range results {
-		if slices.Contains(r.GetTags(), FailTag) {
-			return runner.TransformResult{Err: fmt.Errorf("udmap: the map UDF failed message %s (%s tag)", in.ID, FailTag)}
-		}
-	}
-	for _, r := range results {
-		if slices.Contains(r.GetTags(), NackTag) {
-			return runner.TransformResult{Nack: true, NackDelay: time.Duration(r.GetNackOptions().GetDelay()) * time.Millisecond}
-		}
-	}
-	var outs []*runner.Message
-	for _, r := range results {
-		if slices.Contains(r.GetTags(), DropTag) {
-			continue
-		}
-		keys := r.GetKeys()
-		if keys == nil {
-			// The map chose no keys: keep it that way rather than letting
-			// the engine copy the input's.
-			keys = []string{}
-		}
-		value := r.GetValue()
-		if value == nil {
-			value = []byte{}
-		}
-		o := &runner.Message{Keys: keys, Value: value, Metadata: udconn.OutputMetadata(in.Metadata, r.GetMetadata())}
-		if tags := r.GetTags(); len(tags) > 0 {
-			o.Tags = slices.Clone(tags)
-		}
-		outs = append(outs, o)
-	}
-	return runner.TransformResult{Outputs: outs}
+	return udconn.TransformResult(in, results, "udmap: the map UDF", DropTag, NackTag, nil)
 }
 
 // broken marks the stream and the connection failed and says so.

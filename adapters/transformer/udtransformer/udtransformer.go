@@ -9,7 +9,6 @@ package udtransformer
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -34,28 +33,17 @@ import (
 var (
 	DropTag = sourcetransformer.DROP
 	NackTag = sourcetransformer.NACK
-	FailTag = fmt.Sprintf("%U__FAIL__", '\\')
+	FailTag = udconn.FailTag
 )
 
-// Config holds the udtransformer settings; they are shared by every Numaflow adapter.
+// Config holds the udtransformer settings, the udconn.Settings every
+// Numaflow adapter shares, for callers outside the adapters that build one
+// with New.
 type Config struct {
 	udconn.Settings
 }
 
-func init() {
-	runner.RegisterTransformer("udtransformer", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Transformer, error) {
-		cfg.Settings.Connection = env.Connection
-		t, err := New(ctx, cfg.Settings, env.Logger)
-		if t != nil {
-			t.SetConcurrency(env.Concurrency)
-		}
-		if err != nil {
-			return nil, err
-		}
-		t.ReportErrorsTo(env.Errors, env.Role)
-		return t, nil
-	})
-}
+func init() { udconn.RegisterTransformer("udtransformer", New) }
 
 // Transformer is a runner.Transformer backed by a Numaflow transformer
 // container. Concurrent calls share one stream; the container works on all
@@ -217,49 +205,16 @@ func request(m *runner.Message, id string) *stpb.SourceTransformRequest {
 }
 
 // result turns one response into the engine's result, by numaflow-core's
-// rules (src/transformer.rs, transformer/user_defined.rs, message.rs):
-// a fail-tagged result fails the input, which is retried; a nack-tagged
-// one hands the input back to the source after its nack_options delay (in
-// milliseconds); drop-tagged results are left out (all of them dropped
-// means the input was dropped on purpose); the rest are the outputs with
-// the keys, event time, tags and user metadata the container chose, and
-// the input's system metadata.
+// rules (src/transformer.rs, transformer/user_defined.rs, message.rs; see
+// udconn.TransformResult): the outputs carry the event time the container
+// chose, besides what every transformer output carries.
 func result(in *runner.Message, resp *stpb.SourceTransformResponse) runner.TransformResult {
-	for _, r := range resp.GetResults() {
-		if slices.Contains(r.GetTags(), FailTag) {
-			return runner.TransformResult{Err: fmt.Errorf("udtransformer: the transformer failed message %s (%s tag)", in.ID, FailTag)}
-		}
-	}
-	for _, r := range resp.GetResults() {
-		if slices.Contains(r.GetTags(), NackTag) {
-			return runner.TransformResult{Nack: true, NackDelay: time.Duration(r.GetNackOptions().GetDelay()) * time.Millisecond}
-		}
-	}
-	var outs []*runner.Message
-	for _, r := range resp.GetResults() {
-		if slices.Contains(r.GetTags(), DropTag) {
-			continue
-		}
-		keys := r.GetKeys()
-		if keys == nil {
-			// The container chose no keys: keep it that way rather than
-			// letting the engine copy the input's.
-			keys = []string{}
-		}
-		value := r.GetValue()
-		if value == nil {
-			value = []byte{}
-		}
-		o := &runner.Message{Keys: keys, Value: value, Metadata: udconn.OutputMetadata(in.Metadata, r.GetMetadata())}
-		if et := r.GetEventTime(); et != nil {
-			o.EventTime = et.AsTime()
-		}
-		if tags := r.GetTags(); len(tags) > 0 {
-			o.Tags = slices.Clone(tags)
-		}
-		outs = append(outs, o)
-	}
-	return runner.TransformResult{Outputs: outs}
+	return udconn.TransformResult(in, resp.GetResults(), "udtransformer: the transformer", DropTag, NackTag,
+		func(o *runner.Message, r *stpb.SourceTransformResponse_Result) {
+			if et := r.GetEventTime(); et != nil {
+				o.EventTime = et.AsTime()
+			}
+		})
 }
 
 // broken marks the stream and the connection failed and says so.
