@@ -9,10 +9,10 @@ import (
 
 // Sleep sleeps for d; it reports false if ctx ended first.
 func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	// Since Go 1.23 an unreferenced time.After timer is collected, so the
+	// plain form no longer leaks the timer when ctx ends first.
 	select {
-	case <-t.C:
+	case <-time.After(d):
 		return true
 	case <-ctx.Done():
 		return false
