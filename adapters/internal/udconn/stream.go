@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // ErrContainerClosedStream is what a stream reports when the container
@@ -20,18 +22,72 @@ var ErrContainerClosedStream = errors.New("the container closed the stream")
 // Protocol describes one bidirectional Numaflow RPC (ReadFn, AckFn, SinkFn,
 // SourceTransformFn, MapFn) to the stream helper: every one of them is
 // opened with a start-of-transmission handshake that the container echoes.
+// Make one with NewProtocol.
 type Protocol[Req, Resp any] struct {
 	// Name is the RPC's name in errors ("SinkFn").
 	Name string
 	// Open starts the RPC on cc.
 	Open func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[Req, Resp], error)
-	// Handshake makes the request that opens the stream (handshake.sot set).
-	Handshake func() *Req
-	// IsHandshake reports whether resp is the container's handshake answer.
-	IsHandshake func(resp *Resp) bool
 	// HandshakeWithinCallTimeout bounds the wait for the handshake answer
 	// by MV_UDF_CALL_TIMEOUT as well as by the caller's context.
 	HandshakeWithinCallTimeout bool
+
+	handshake   func() *Req
+	isHandshake func(resp *Resp) bool
+}
+
+// NewProtocol describes the RPC that rpc opens on the client newClient
+// makes, such as NewProtocol[mappb.MapRequest, mappb.MapResponse]("MapFn",
+// mappb.NewMapClient, mappb.MapClient.MapFn). The handshake is the one
+// every Numaflow stream shares, so it is derived here rather than written
+// per protocol: a request with handshake.sot set, answered by a response
+// with it set. Req and Resp must be Numaflow protobuf messages with that
+// field; NewProtocol panics otherwise, at package initialisation where
+// the adapters call it.
+func NewProtocol[Req, Resp, C any, S grpc.BidiStreamingClient[Req, Resp]](name string, newClient func(grpc.ClientConnInterface) C, rpc func(C, context.Context, ...grpc.CallOption) (S, error)) Protocol[Req, Resp] {
+	reqHS, reqSot := handshakeField(name, new(Req))
+	respHS, respSot := handshakeField(name, new(Resp))
+	return Protocol[Req, Resp]{
+		Name: name,
+		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[Req, Resp], error) {
+			s, err := rpc(newClient(cc), ctx)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		handshake: func() *Req {
+			req := new(Req)
+			any(req).(proto.Message).ProtoReflect().Mutable(reqHS).Message().Set(reqSot, protoreflect.ValueOfBool(true))
+			return req
+		},
+		isHandshake: func(resp *Resp) bool {
+			return any(resp).(proto.Message).ProtoReflect().Get(respHS).Message().Get(respSot).Bool()
+		},
+	}
+}
+
+// BoundHandshake returns p with HandshakeWithinCallTimeout set: the
+// handshake answer is awaited no longer than MV_UDF_CALL_TIMEOUT.
+func (p Protocol[Req, Resp]) BoundHandshake() Protocol[Req, Resp] {
+	p.HandshakeWithinCallTimeout = true
+	return p
+}
+
+// handshakeField finds the handshake message field of m and the sot flag in it.
+func handshakeField(name string, m any) (hs, sot protoreflect.FieldDescriptor) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		panic(fmt.Sprintf("udconn: %s: %T is not a protobuf message", name, m))
+	}
+	hs = pm.ProtoReflect().Descriptor().Fields().ByName("handshake")
+	if hs != nil && hs.Message() != nil {
+		sot = hs.Message().Fields().ByName("sot")
+	}
+	if sot == nil || sot.Kind() != protoreflect.BoolKind {
+		panic(fmt.Sprintf("udconn: %s: %T has no handshake.sot flag", name, m))
+	}
+	return hs, sot
 }
 
 // Stream is one bidirectional stream to a Numaflow container after its
@@ -64,7 +120,7 @@ func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.Clien
 	c, err := p.Open(sctx, cc)
 	s := &Stream[Req, Resp]{conn: conn, gen: gen, c: c, cancel: cancel, dead: make(chan struct{})}
 	if err == nil {
-		err = c.Send(p.Handshake())
+		err = c.Send(p.handshake())
 	}
 	if err == nil {
 		hctx := ctx
@@ -75,7 +131,7 @@ func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.Clien
 		}
 		var resp *Resp
 		resp, err = s.RecvWithin(hctx)
-		if err == nil && !p.IsHandshake(resp) {
+		if err == nil && !p.isHandshake(resp) {
 			err = fmt.Errorf("protocol error: the first response is not a handshake: %v", resp)
 		}
 	}

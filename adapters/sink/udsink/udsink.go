@@ -311,15 +311,7 @@ func (s *Sink) serveError(ids []string) error {
 // sinkFn is the SinkFn protocol: opened with a handshake, which
 // numaflow-go answers at once; MV_UDF_CALL_TIMEOUT bounds it like any
 // other answer.
-var sinkFn = udconn.Protocol[sinkpb.SinkRequest, sinkpb.SinkResponse]{
-	Name: "SinkFn",
-	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sinkpb.SinkRequest, sinkpb.SinkResponse], error) {
-		return sinkpb.NewSinkClient(cc).SinkFn(ctx)
-	},
-	Handshake:                  func() *sinkpb.SinkRequest { return &sinkpb.SinkRequest{Handshake: &sinkpb.Handshake{Sot: true}} },
-	IsHandshake:                func(r *sinkpb.SinkResponse) bool { return r.GetHandshake().GetSot() },
-	HandshakeWithinCallTimeout: true,
-}
+var sinkFn = udconn.NewProtocol[sinkpb.SinkRequest, sinkpb.SinkResponse]("SinkFn", sinkpb.NewSinkClient, sinkpb.SinkClient.SinkFn).BoundHandshake()
 
 // stream is one SinkFn stream after its handshake.
 type stream = udconn.Stream[sinkpb.SinkRequest, sinkpb.SinkResponse]

@@ -101,22 +101,8 @@ func (s *Source) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 
 // The Numaflow source protocols: ReadFn and AckFn, each opened with a handshake.
 var (
-	readFn = udconn.Protocol[sourcepb.ReadRequest, sourcepb.ReadResponse]{
-		Name: "ReadFn",
-		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sourcepb.ReadRequest, sourcepb.ReadResponse], error) {
-			return sourcepb.NewSourceClient(cc).ReadFn(ctx)
-		},
-		Handshake:   func() *sourcepb.ReadRequest { return &sourcepb.ReadRequest{Handshake: &sourcepb.Handshake{Sot: true}} },
-		IsHandshake: func(r *sourcepb.ReadResponse) bool { return r.GetHandshake().GetSot() },
-	}
-	ackFn = udconn.Protocol[sourcepb.AckRequest, sourcepb.AckResponse]{
-		Name: "AckFn",
-		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[sourcepb.AckRequest, sourcepb.AckResponse], error) {
-			return sourcepb.NewSourceClient(cc).AckFn(ctx)
-		},
-		Handshake:   func() *sourcepb.AckRequest { return &sourcepb.AckRequest{Handshake: &sourcepb.Handshake{Sot: true}} },
-		IsHandshake: func(r *sourcepb.AckResponse) bool { return r.GetHandshake().GetSot() },
-	}
+	readFn = udconn.NewProtocol[sourcepb.ReadRequest, sourcepb.ReadResponse]("ReadFn", sourcepb.NewSourceClient, sourcepb.SourceClient.ReadFn)
+	ackFn  = udconn.NewProtocol[sourcepb.AckRequest, sourcepb.AckResponse]("AckFn", sourcepb.NewSourceClient, sourcepb.SourceClient.AckFn)
 )
 
 // readStream is one ReadFn stream after its handshake. A goroutine

@@ -18,14 +18,7 @@ import (
 var errReset = errors.New("stream reset")
 
 // mapFn is the MapFn protocol of every map mode, opened with a handshake.
-var mapFn = udconn.Protocol[mappb.MapRequest, mappb.MapResponse]{
-	Name: "MapFn",
-	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[mappb.MapRequest, mappb.MapResponse], error) {
-		return mappb.NewMapClient(cc).MapFn(ctx)
-	},
-	Handshake:   func() *mappb.MapRequest { return &mappb.MapRequest{Handshake: &mappb.Handshake{Sot: true}} },
-	IsHandshake: func(r *mappb.MapResponse) bool { return r.GetHandshake().GetSot() },
-}
+var mapFn = udconn.NewProtocol[mappb.MapRequest, mappb.MapResponse]("MapFn", mappb.NewMapClient, mappb.MapClient.MapFn)
 
 // reply is the results for one request, routed to the call that sent it.
 type reply struct {

@@ -105,16 +105,7 @@ type reply struct {
 }
 
 // sourceTransformFn is the SourceTransformFn protocol, opened with a handshake.
-var sourceTransformFn = udconn.Protocol[stpb.SourceTransformRequest, stpb.SourceTransformResponse]{
-	Name: "SourceTransformFn",
-	Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[stpb.SourceTransformRequest, stpb.SourceTransformResponse], error) {
-		return stpb.NewSourceTransformClient(cc).SourceTransformFn(ctx)
-	},
-	Handshake: func() *stpb.SourceTransformRequest {
-		return &stpb.SourceTransformRequest{Handshake: &stpb.Handshake{Sot: true}}
-	},
-	IsHandshake: func(r *stpb.SourceTransformResponse) bool { return r.GetHandshake().GetSot() },
-}
+var sourceTransformFn = udconn.NewProtocol[stpb.SourceTransformRequest, stpb.SourceTransformResponse]("SourceTransformFn", stpb.NewSourceTransformClient, stpb.SourceTransformClient.SourceTransformFn)
 
 // stream is one SourceTransformFn stream after its handshake, with the
 // calls waiting for responses on it.
