@@ -301,15 +301,38 @@ func (s *Stream[Req, Resp]) Close() {
 // the adapter's stream type S (which embeds a *Stream): it is opened on
 // first use, and again once it failed or the container came back on a new
 // connection.
-type Current[S interface {
+type Current[S adapterStream] struct {
+	mu     sync.Mutex
+	st     S
+	closed bool
+}
+
+// adapterStream is what Current needs of an adapter's stream type.
+type adapterStream interface {
 	comparable
 	Gen() uint64
 	Err() error
 	Reset(error)
-}] struct {
-	mu     sync.Mutex
-	st     S
-	closed bool
+}
+
+// OpenCurrent returns cur's stream for conn's current connection. When
+// there is none (or it failed, or belongs to an older connection) it
+// opens a stream of protocol p under parent with Open, its handshake
+// bounded by ctx, and makes it the adapter's stream type with wrap (which
+// also starts its receive loop), so the adapters share one open path.
+func OpenCurrent[S adapterStream, Req, Resp any](ctx, parent context.Context, conn *Conn, cur *Current[S], p Protocol[Req, Resp], wrap func(*Stream[Req, Resp]) S) (S, error) {
+	var none S
+	cc, gen, err := conn.Get(ctx)
+	if err != nil {
+		return none, err
+	}
+	return cur.Get(gen, func() (S, error) {
+		st, err := Open(ctx, parent, conn, cc, gen, p)
+		if err != nil {
+			return none, err
+		}
+		return wrap(st), nil
+	})
 }
 
 // errReplaced ends a stream whose connection was replaced.

@@ -229,15 +229,7 @@ func (s *Source) readBroken(rs *readStream, what string, err error) error {
 // readStream returns the read stream of the current connection, opening it
 // with the handshake when needed. The caller holds readMu.
 func (s *Source) readStream(ctx context.Context) (*readStream, error) {
-	cc, gen, err := s.conn.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.rd.Get(gen, func() (*readStream, error) {
-		st, err := udconn.Open(ctx, s.ctx, s.conn, cc, gen, readFn)
-		if err != nil {
-			return nil, err
-		}
+	return udconn.OpenCurrent(ctx, s.ctx, s.conn, &s.rd, readFn, func(st *udconn.Stream[sourcepb.ReadRequest, sourcepb.ReadResponse]) *readStream {
 		rs := &readStream{Stream: st, ch: make(chan *sourcepb.ReadResponse, 64)}
 		go rs.Receive(func(resp *sourcepb.ReadResponse) error {
 			select {
@@ -247,7 +239,7 @@ func (s *Source) readStream(ctx context.Context) (*readStream, error) {
 				return rs.Err()
 			}
 		})
-		return rs, nil
+		return rs
 	})
 }
 
@@ -320,22 +312,14 @@ func offsets(msgs []*runner.Message) ([]*sourcepb.Offset, error) {
 // ackStream returns the ack stream of the current connection, opening it
 // with the handshake when needed.
 func (s *Source) ackStream(ctx context.Context) (*ackStream, error) {
-	cc, gen, err := s.conn.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.ack.Get(gen, func() (*ackStream, error) {
-		st, err := udconn.Open(ctx, s.ctx, s.conn, cc, gen, ackFn)
-		if err != nil {
-			return nil, err
-		}
+	return udconn.OpenCurrent(ctx, s.ctx, s.conn, &s.ack, ackFn, func(st *udconn.Stream[sourcepb.AckRequest, sourcepb.AckResponse]) *ackStream {
 		as := &ackStream{Stream: st}
 		go func() {
 			err := as.Receive(func(*sourcepb.AckResponse) error { return as.answer() })
 			s.ack.Drop(as)
 			as.Break(err)
 		}()
-		return as, nil
+		return as
 	})
 }
 

@@ -1,14 +1,12 @@
 package udmap
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 
 	mappb "github.com/numaproj/numaflow-go/pkg/apis/proto/map/v1"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
 )
@@ -47,16 +45,12 @@ type stream struct {
 	eot chan struct{} // batch mode: closed by the container's EOT for the batch on the stream
 }
 
-// open starts a MapFn stream under parent (which outlives the call) and
-// does the handshake, bounded by ctx (the call's).
-func open(ctx, parent context.Context, conn *udconn.Conn, cc *grpc.ClientConn, gen uint64, mode udconn.MapMode, log *zap.SugaredLogger) (*stream, error) {
-	s, err := udconn.Open(ctx, parent, conn, cc, gen, mapFn)
-	if err != nil {
-		return nil, err
-	}
+// newStream takes a MapFn stream after its handshake and starts routing
+// its responses.
+func newStream(s *udconn.Stream[mappb.MapRequest, mappb.MapResponse], mode udconn.MapMode, log *zap.SugaredLogger) *stream {
 	st := &stream{Stream: s, mode: mode, log: log}
 	go st.Receive(st.route)
-	return st, nil
+	return st
 }
 
 // route hands one response's results to the call waiting for them.

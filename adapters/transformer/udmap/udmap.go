@@ -285,12 +285,8 @@ func (t *Transformer) reset(st *stream) {
 // stream returns the stream of the current connection, opening it (with
 // the handshake) when there is none.
 func (t *Transformer) stream(ctx context.Context) (*stream, error) {
-	cc, gen, err := t.conn.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return t.st.Get(gen, func() (*stream, error) {
-		return open(ctx, t.ctx, t.conn, cc, gen, t.mode, t.log)
+	return udconn.OpenCurrent(ctx, t.ctx, t.conn, &t.st, mapFn, func(s *udconn.Stream[mappb.MapRequest, mappb.MapResponse]) *stream {
+		return newStream(s, t.mode, t.log)
 	})
 }
 

@@ -217,15 +217,7 @@ func (t *Transformer) broken(st *stream, err error) error {
 // stream returns the stream of the current connection, opening it (with
 // the handshake) when there is none.
 func (t *Transformer) stream(ctx context.Context) (*stream, error) {
-	cc, gen, err := t.conn.Get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return t.st.Get(gen, func() (*stream, error) {
-		s, err := udconn.Open(ctx, t.ctx, t.conn, cc, gen, sourceTransformFn)
-		if err != nil {
-			return nil, err
-		}
+	return udconn.OpenCurrent(ctx, t.ctx, t.conn, &t.st, sourceTransformFn, func(s *udconn.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]) *stream {
 		st := &stream{Stream: s}
 		go st.Receive(func(resp *stpb.SourceTransformResponse) error {
 			w, ok := st.waiting.Get(resp.GetId(), true)
@@ -238,7 +230,7 @@ func (t *Transformer) stream(ctx context.Context) (*stream, error) {
 			w.ch <- reply{k: w.k, resp: resp}
 			return nil
 		})
-		return st, nil
+		return st
 	})
 }
 
