@@ -20,6 +20,7 @@ import (
 	cesink "github.com/monovertex/monovertex/adapters/sink/cloudevents"
 	httpsrc "github.com/monovertex/monovertex/adapters/source/http"
 	cetransformer "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -184,16 +185,7 @@ func sendAsync(url, body string, headers ...string) <-chan answer {
 
 func wait(t *testing.T, ch <-chan answer) answer {
 	t.Helper()
-	select {
-	case a := <-ch:
-		if a.Err != nil {
-			t.Fatalf("request failed: %v", a.Err)
-		}
-		return a
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no answer within 60s")
-		return answer{}
-	}
+	return testutil.Receive(t, ch, 60*time.Second, func(a answer) error { return a.Err })
 }
 
 func notYet(t *testing.T, ch <-chan answer, d time.Duration) {

@@ -382,6 +382,26 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// Receive returns the value ch delivers within timeout, such as the answer
+// of a request sent in the background; it fails the test when none
+// arrives, or when failed reports an error for the value (nil: none can).
+func Receive[T any](t testing.TB, ch <-chan T, timeout time.Duration, failed func(T) error) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		if failed != nil {
+			if err := failed(v); err != nil {
+				t.Fatalf("request failed: %v", err)
+			}
+		}
+		return v
+	case <-time.After(timeout):
+		t.Fatalf("no answer within %v", timeout)
+		var none T
+		return none
+	}
+}
+
 // StopTotals are the totals of the runner's last log line, "runner stopped".
 type StopTotals struct {
 	Msg             string `json:"msg"`

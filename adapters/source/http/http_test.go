@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 	"github.com/monovertex/monovertex/runner/runnertest"
@@ -90,16 +91,7 @@ func do(client *http.Client, url string, header http.Header, body io.Reader, len
 
 func await(t *testing.T, ch <-chan result) result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			t.Fatalf("request failed: %v", r.err)
-		}
-		return r
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no answer within 20s")
-	}
-	return result{}
+	return testutil.Receive(t, ch, 20*time.Second, func(r result) error { return r.err })
 }
 
 // ackOK acks msgs and checks that the request waiting on ch is answered 200.
