@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/internal/procstat"
 	"github.com/monovertex/monovertex/internal/testutil"
@@ -34,10 +35,7 @@ func (fn *faultyFunction) callsOf(n int) (poisoned, healthy map[string]int) {
 // streamed in 64 KiB chunks a millisecond apart (no Content-Length): it
 // would take about two seconds to finish.
 func streamHuge(w http.ResponseWriter, req *http.Request) {
-	w.Header().Set("Ce-Specversion", "1.0")
-	w.Header().Set("Ce-Id", "huge")
-	w.Header().Set("Ce-Source", "/ce-function")
-	w.Header().Set("Ce-Type", "dev.monovertex.huge")
+	cetest.SetBinary(w.Header(), "huge", "/ce-function", "dev.monovertex.huge")
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	chunk := make([]byte, 64<<10)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monovertex/monovertex/internal/cetest"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -112,10 +113,7 @@ func (fn *faultyFunction) handle(w http.ResponseWriter, req *http.Request) {
 		}
 		conn.Close()
 	default:
-		w.Header().Set("Ce-Specversion", "1.0")
-		w.Header().Set("Ce-Id", id)
-		w.Header().Set("Ce-Source", "/faulty-function")
-		w.Header().Set("Ce-Type", "dev.monovertex.echo")
+		cetest.SetBinary(w.Header(), id, "/faulty-function", "dev.monovertex.echo")
 		if ct := req.Header.Get("Content-Type"); ct != "" {
 			w.Header().Set("Content-Type", ct)
 		}

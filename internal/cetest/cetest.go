@@ -197,6 +197,16 @@ func Reply(w http.ResponseWriter, r *http.Request, ev event.Event) {
 	}
 }
 
+// SetBinary sets the context attributes of a binary-mode CloudEvent on h,
+// for the handlers that write a reply by hand because they stream it, cut
+// it or send it wrong on purpose, which the SDK's writer cannot do.
+func SetBinary(h http.Header, id, source, typ string) {
+	h.Set("Ce-Specversion", "1.0")
+	h.Set("Ce-Id", id)
+	h.Set("Ce-Source", source)
+	h.Set("Ce-Type", typ)
+}
+
 // ReplyBatch answers 200 with evs as application/cloudevents-batch+json.
 func ReplyBatch(w http.ResponseWriter, evs []event.Event) {
 	for i := range evs {

@@ -28,10 +28,7 @@ type streamForever struct {
 }
 
 func (s *streamForever) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Ce-Specversion", "1.0")
-	w.Header().Set("Ce-Id", "big")
-	w.Header().Set("Ce-Source", "/big")
-	w.Header().Set("Ce-Type", "big")
+	cetest.SetBinary(w.Header(), "big", "/big", "big")
 	w.WriteHeader(http.StatusOK)
 	chunk := make([]byte, 32<<10)
 	for r.Context().Err() == nil {
