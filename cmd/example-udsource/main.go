@@ -202,24 +202,23 @@ func (s *source) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- so
 	defer timer.Stop()
 	for {
 		ids, wake, due := s.take(int(req.Count()))
-		for _, id := range ids {
-			m := sourcer.NewMessage(value(id, s.size), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))),
-				eventBase.Add(time.Duration(id)*time.Millisecond)).
-				WithKeys([]string{"k" + strconv.Itoa(id%4)}).
-				WithHeaders(map[string]string{"example-id": strconv.Itoa(id)})
-			select {
-			case ch <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
 		if len(ids) > 0 {
+			examplesrv.Deliver(ctx, ch, ids, s.message)
 			return
 		}
 		if !s.wait(ctx, wake, due, timer.C) {
 			return
 		}
 	}
+}
+
+// message is the message of id: its offset is the id, its event time
+// eventBase plus id milliseconds.
+func (s *source) message(id int) sourcer.Message {
+	return sourcer.NewMessage(value(id, s.size), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))),
+		eventBase.Add(time.Duration(id)*time.Millisecond)).
+		WithKeys([]string{"k" + strconv.Itoa(id%4)}).
+		WithHeaders(map[string]string{"example-id": strconv.Itoa(id)})
 }
 
 // wait blocks until a nack wakes the source, the earliest nacked id is due

@@ -56,6 +56,18 @@ func Number(v []byte) (int, bool) {
 	return n, i > 0
 }
 
+// Deliver sends msg(id) on ch for each of ids in turn, as a source's Read
+// hands the SDK what it read, and stops early when ctx ends.
+func Deliver[T any](ctx context.Context, ch chan<- T, ids []int, msg func(id int) T) {
+	for _, id := range ids {
+		select {
+		case ch <- msg(id):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // Serve logs the line format makes (where the server listens, for the
 // test's log) and runs start, an SDK server's Start, until it returns; an
 // error ends the process.

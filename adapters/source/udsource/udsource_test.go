@@ -16,6 +16,7 @@ import (
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
 	"github.com/monovertex/monovertex/adapters/source/udsource"
+	"github.com/monovertex/monovertex/internal/examplesrv"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
@@ -81,16 +82,8 @@ func (s *store) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sou
 	defer deadline.Stop()
 	for {
 		ids, wake := s.take(int(req.Count()))
-		for _, id := range ids {
-			m := sourcer.NewMessage(value(id), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))), time.UnixMilli(int64(1_700_000_000_000+id))).
-				WithKeys([]string{"k" + strconv.Itoa(id%3)}).WithHeaders(map[string]string{"n": strconv.Itoa(id)})
-			select {
-			case ch <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
 		if len(ids) > 0 {
+			examplesrv.Deliver(ctx, ch, ids, message)
 			return
 		}
 		select {
@@ -102,6 +95,12 @@ func (s *store) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sou
 		case <-time.After(100 * time.Millisecond): // ack timeouts expire without a wake-up
 		}
 	}
+}
+
+// message is the message of id, with the id as its offset.
+func message(id int) sourcer.Message {
+	return sourcer.NewMessage(value(id), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))), time.UnixMilli(int64(1_700_000_000_000+id))).
+		WithKeys([]string{"k" + strconv.Itoa(id%3)}).WithHeaders(map[string]string{"n": strconv.Itoa(id)})
 }
 
 func offsetID(o sourcer.Offset) int {
