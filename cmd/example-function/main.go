@@ -21,9 +21,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log"
 	"net/http"
 	"os"
@@ -32,9 +30,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/monovertex/monovertex/internal/cereply"
 )
 
 // maxBody bounds the events the function accepts.
@@ -83,30 +82,9 @@ func newHandler(upper bool) http.Handler {
 			http.Error(w, "not a valid CloudEvent: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		switch string(ev.Data()) {
-		case "drop":
-			w.WriteHeader(http.StatusAccepted)
-		case "fanout":
-			replies := make([]event.Event, 3)
-			for i := range replies {
-				replies[i] = reply(ev, upper)
-				replies[i].SetID(fmt.Sprintf("%s-%d", ev.ID(), i))
-				// In JSON, data_base64 carries any bytes unchanged; inline
-				// "data" would need a JSON content type and valid JSON.
-				replies[i].DataBase64 = len(replies[i].DataEncoded) > 0
-			}
-			body, err := json.Marshal(replies)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-			w.Header().Set("Content-Type", event.ApplicationCloudEventsBatchJSON)
-			_, _ = w.Write(body)
-		default:
-			out := reply(ev, upper)
-			if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&out), http.StatusOK, w); err != nil {
-				log.Printf("example-function: write reply to %s: %v", ev.ID(), err)
-			}
+		mark := func(in *event.Event) event.Event { return reply(in, upper) }
+		if err := cereply.Reference(w, r, ev, mark); err != nil {
+			log.Printf("example-function: write reply to %s: %v", ev.ID(), err)
 		}
 	})
 	return mux

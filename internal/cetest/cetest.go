@@ -6,7 +6,6 @@ package cetest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,11 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/binding"
 	ceclient "github.com/cloudevents/sdk-go/v2/client"
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/protocol"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/monovertex/monovertex/internal/cereply"
 )
 
 // Receiver is an sdk-go CloudEvents receiver listening on 127.0.0.1.
@@ -192,7 +192,7 @@ func (f *Function) Connections() int64 { return f.conns.Load() }
 
 // Reply answers 200 with ev in binary mode.
 func Reply(w http.ResponseWriter, r *http.Request, ev event.Event) {
-	if err := cehttp.WriteResponseWriter(r.Context(), binding.ToMessage(&ev), http.StatusOK, w); err != nil {
+	if err := cereply.Reply(w, r, ev); err != nil {
 		panic(fmt.Sprintf("cetest: write reply: %v", err))
 	}
 }
@@ -209,32 +209,16 @@ func SetBinary(h http.Header, id, source, typ string) {
 
 // ReplyBatch answers 200 with evs as application/cloudevents-batch+json.
 func ReplyBatch(w http.ResponseWriter, evs []event.Event) {
-	for i := range evs {
-		// data_base64 carries any bytes; inline data needs JSON.
-		evs[i].DataBase64 = len(evs[i].DataEncoded) > 0
-	}
-	b, err := json.Marshal(evs)
-	if err != nil {
+	if err := cereply.Batch(w, evs); err != nil {
 		panic(fmt.Sprintf("cetest: marshal batch: %v", err))
 	}
-	w.Header().Set("Content-Type", event.ApplicationCloudEventsBatchJSON)
-	_, _ = w.Write(b)
 }
 
-// Reference answers as the transformer conformance suite expects: "drop"
-// gets 202, "fanout" a batch of three copies, anything else an echo.
+// Reference answers as the transformer conformance suite expects (see
+// cereply): "drop" gets 202, "fanout" a batch of three copies, anything
+// else an echo.
 func Reference(w http.ResponseWriter, r *http.Request, ev *event.Event, _ int) {
-	switch string(ev.Data()) {
-	case "drop":
-		w.WriteHeader(http.StatusAccepted)
-	case "fanout":
-		evs := make([]event.Event, 3)
-		for i := range evs {
-			evs[i] = ev.Clone()
-			evs[i].SetID(fmt.Sprintf("%s-%d", ev.ID(), i))
-		}
-		ReplyBatch(w, evs)
-	default:
-		Reply(w, r, *ev)
+	if err := cereply.Reference(w, r, ev, (*event.Event).Clone); err != nil {
+		panic(fmt.Sprintf("cetest: reference answer: %v", err))
 	}
 }
