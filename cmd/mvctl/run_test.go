@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -254,10 +253,7 @@ func deployWith(t *testing.T, l local) *deployed {
 // stop sends SIGTERM to the runner and returns its final totals.
 func (d *deployed) stop() testutil.StopTotals {
 	d.t.Helper()
-	d.runner.Signal(syscall.SIGTERM)
-	if code := d.runner.Wait(30 * time.Second); code != 0 {
-		d.t.Fatalf("runner exit %d after SIGTERM:\n%s", code, d.runner.Stderr.String())
-	}
+	d.runner.Stop(30 * time.Second)
 	for name, p := range d.sidecars {
 		if p.Exited() {
 			d.t.Fatalf("sidecar %s exited with %d:\n%s", name, p.ExitCode(), p.Stderr.String())

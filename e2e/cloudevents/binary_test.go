@@ -142,10 +142,7 @@ func TestRunnerHTTPSourceFunctionSink(t *testing.T) {
 		t.Fatalf("rejected requests reached the function")
 	}
 
-	p.Signal(syscall.SIGTERM)
-	if code := p.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM", code)
-	}
+	p.Stop(30 * time.Second)
 	st := testutil.StopLine(t, p.Stderr.String())
 	if st.Read != 18 || st.Acked != 18 || st.Nacked != 0 || st.Written != 15 || st.FallbackWritten != 6 || st.Dropped != 3 {
 		t.Fatalf("runner totals %+v", st)
@@ -293,10 +290,7 @@ func TestRunnerExampleFunction(t *testing.T) {
 	if len(evs) != 4 {
 		t.Fatalf("sink got %d events, want 4", len(evs))
 	}
-	fnProc.Signal(syscall.SIGTERM)
-	if code := fnProc.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("example-function exited %d on SIGTERM", code)
-	}
+	fnProc.Stop(30 * time.Second)
 }
 
 // TestRunnerShutdownAnswersWaitingCallers: a caller waiting on a message the

@@ -366,10 +366,7 @@ func TestMissingConfigDirWarnsAndRuns(t *testing.T) {
 		st, err := p.Status()
 		return err == nil && st.Paused
 	})
-	p.Signal(syscall.SIGTERM)
-	if code := p.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d after SIGTERM", code)
-	}
+	p.Stop(30 * time.Second)
 }
 
 // TestProbesAnswerWithOneCPUUnderLoad runs the runner binary as a pod with

@@ -8,7 +8,6 @@ package jetstream_test
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,10 +43,7 @@ func (f *fixture) checkExactlyOnce(n int) {
 // stop sends SIGTERM and expects a clean exit.
 func (f *fixture) stop(p *testutil.Process) {
 	f.T.Helper()
-	p.Signal(syscall.SIGTERM)
-	if code := p.Wait(40 * time.Second); code != 0 {
-		f.T.Fatalf("runner exited with %d after SIGTERM, want 0:\n%s", code, p.Stderr.String())
-	}
+	p.Stop(40 * time.Second)
 }
 
 // startUnderLoad publishes a backlog of n/2 messages, then the rest at about

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -128,10 +127,7 @@ func noFailedCheck(t *testing.T, procs ...*testutil.Process) {
 
 func stop(t *testing.T, p *testutil.Process) {
 	t.Helper()
-	p.Signal(syscall.SIGTERM)
-	if code := p.Wait(40 * time.Second); code != 0 {
-		t.Fatalf("%s exited with %d after SIGTERM", p.Name, code)
-	}
+	p.Stop(40 * time.Second)
 }
 
 // 100,000 records over 6 partitions through one runner: all arrive, and

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,10 +89,7 @@ func (c *cluster) scaleTo(n int) {
 	for len(c.replicas) > n {
 		r := c.replicas[len(c.replicas)-1]
 		c.replicas = c.replicas[:len(c.replicas)-1]
-		r.p.Signal(syscall.SIGTERM)
-		if code := r.p.Wait(30 * time.Second); code != 0 {
-			c.t.Fatalf("replica %d exited %d after SIGTERM on scale-down\n%s", r.index, code, r.p.Stderr.String())
-		}
+		r.p.Stop(30 * time.Second) // a scale-down drains like any stop
 		c.stopped = append(c.stopped, r)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -240,10 +239,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfgDir, "paused"), []byte("false"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.Signal(syscall.SIGTERM)
-	if code := p.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("runner exit code %d after SIGTERM, want 0", code)
-	}
+	p.Stop(30 * time.Second)
 	l := testutil.StopLine(t, p.Stderr.String())
 	lines := testutil.LogSinkIDs(t, p.Stdout.String())
 	if l.Read == 0 || l.Acked != l.Read || l.Written != l.Acked || int64(lines) != l.Written {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -126,10 +125,7 @@ func (x *Examples) CheckNoRaces() {
 // StopRunner sends SIGTERM and expects a clean exit.
 func (x *Examples) StopRunner() {
 	x.T.Helper()
-	x.Runner.Signal(syscall.SIGTERM)
-	if code := x.Runner.Wait(30 * time.Second); code != 0 {
-		x.T.Fatalf("runner exit code %d after SIGTERM:\n%s", code, Tail(x.Runner.Stderr.String(), 6000))
-	}
+	x.Runner.Stop(30 * time.Second)
 }
 
 // RunnerAlive fails the test if the runner has exited.

@@ -288,6 +288,17 @@ func (p *Process) Wait(timeout time.Duration) int {
 	}
 }
 
+// Stop sends SIGTERM, the way Kubernetes stops a pod, and fails the test
+// unless the process exits with 0 within timeout; the failure shows the
+// end of its stderr, where the runner says why it did not drain.
+func (p *Process) Stop(timeout time.Duration) {
+	p.t.Helper()
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(timeout); code != 0 {
+		p.t.Fatalf("%s exited with %d after SIGTERM, want 0:\n%s", p.Name, code, tail(p.Stderr.String(), 6000))
+	}
+}
+
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
 	select {
