@@ -58,12 +58,12 @@ func run() int {
 	log := newLogger(cfg.LogLevel)
 	log = log.Named("runner").With("mvtx_name", cfg.Name, "mvtx_replica", cfg.Replica)
 	defer log.Sync()
-	setMemoryLimit(log)
+	memLimit := setMemoryLimit()
 
 	ctx := signalContext()
 	ctx = logging.WithLogger(ctx, log)
 
-	code, err := start(ctx, cfg, log)
+	code, err := start(ctx, cfg, log, memLimit)
 	if err != nil {
 		var ce *runner.ConfigError
 		if errors.As(err, &ce) {
@@ -76,7 +76,9 @@ func run() int {
 	return code
 }
 
-func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int, error) {
+// start builds and runs the runner; memLimit are the log fields of the Go
+// memory limit setMemoryLimit chose, for the "runner started" line.
+func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger, memLimit []any) (int, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	labels := prometheus.Labels{runner.LabelName: cfg.Name, runner.LabelReplica: strconv.Itoa(cfg.Replica)}
@@ -183,8 +185,8 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger) (int
 	go serve(log, portSrv, portLn, "PORT")
 	go serve(log, adminSrv, adminLn, "admin")
 
-	log.Infow("runner started", "chain", eng.Chain(), "streaming", cfg.Streaming, "port", cfg.Port, "admin_port", cfg.AdminPort,
-		"version", version.Version, "commit", version.Commit)
+	log.Infow("runner started", append([]any{"chain", eng.Chain(), "streaming", cfg.Streaming, "port", cfg.Port, "admin_port", cfg.AdminPort,
+		"version", version.Version, "commit", version.Commit}, memLimit...)...)
 	if cfg.ConfigDir != "" {
 		// Read once before Run, so a runner started paused reads nothing.
 		if p, ok := readPaused(cfg.ConfigDir, log); ok {

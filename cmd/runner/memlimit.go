@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-
-	"go.uber.org/zap"
 )
 
 // memLimitShare is the part of the container's memory limit given to the Go
@@ -22,24 +21,24 @@ const memLimitShare = 0.9
 
 // setMemoryLimit gives the Go runtime a soft memory limit of
 // memLimitShare of the container's cgroup memory limit when the user did
-// not set GOMEMLIMIT, and logs which limit holds. Without it the heap may
-// grow to twice the live payloads (GOGC=100) before a collection, which with
-// megabyte payloads in flight can cross a pod's limit.
-func setMemoryLimit(log *zap.SugaredLogger) {
+// not set GOMEMLIMIT, and returns the log fields that say which limit
+// holds. Without it the heap may grow to twice the live payloads (GOGC=100)
+// before a collection, which with megabyte payloads in flight can cross a
+// pod's limit. It logs nothing itself: it runs before the settings are all
+// checked, and a runner refusing its settings prints one line only; the
+// fields go on the "runner started" line.
+func setMemoryLimit() []any {
 	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok {
-		log.Infow("Go memory limit from GOMEMLIMIT", "GOMEMLIMIT", v, "bytes", debug.SetMemoryLimit(-1))
-		return
+		return []any{"go_memory_limit_bytes", debug.SetMemoryLimit(-1), "go_memory_limit_from", "GOMEMLIMIT=" + v}
 	}
 	v2, v1 := readCgroupPaths("/proc/self/cgroup")
 	limit, file, ok := cgroupMemoryLimit("/", v2, v1)
 	if !ok {
-		log.Infow("no container memory limit found and GOMEMLIMIT unset; the Go heap has no soft limit")
-		return
+		return []any{"go_memory_limit_from", "none: no container memory limit found and GOMEMLIMIT unset"}
 	}
 	soft := int64(float64(limit) * memLimitShare)
 	debug.SetMemoryLimit(soft)
-	log.Infow("Go memory limit set from the container's memory limit (set GOMEMLIMIT to choose another)",
-		"container_limit_bytes", limit, "from", file, "go_memory_limit_bytes", soft, "share", memLimitShare)
+	return []any{"go_memory_limit_bytes", soft, "go_memory_limit_from", fmt.Sprintf("%v of the container limit %d in %s (set GOMEMLIMIT to choose another)", memLimitShare, limit, file)}
 }
 
 // readCgroupPaths returns the cgroup paths of /proc/self/cgroup's lines:
