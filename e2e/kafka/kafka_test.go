@@ -161,10 +161,24 @@ func TestRebalancesJoinAndKill(t *testing.T) {
 	c := kafkatest.Start(t, 1, map[string]int{"in": 6, "out": 6})
 	cl := c.Client(kgo.ProducerLinger(5 * time.Millisecond))
 	produced := make(chan struct{})
+	// The third runner must get partitions while records still arrive, or
+	// it has nothing to do and the test checks nothing about it: past a
+	// third of the records the producer slows down until it is acking.
+	thirdActive := make(chan struct{})
 	go func() {
 		defer close(produced)
-		for i := 0; i < n; i += 2000 {
-			kafkatest.Produce(t, cl, "in", values(i, i+2000), func(j int) []byte { return key(i + j) })
+		for i := 0; i < n; {
+			size := 2000
+			if i >= n/3 {
+				select {
+				case <-thirdActive:
+				default:
+					size = 200
+				}
+			}
+			size = min(size, n-i)
+			kafkatest.Produce(t, cl, "in", values(i, i+size), func(j int) []byte { return key(i + j) })
+			i += size
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
@@ -180,6 +194,11 @@ func TestRebalancesJoinAndKill(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, "10,000 committed", func() bool { return committedTotal(t, cl) >= 10_000 })
 	x := testutil.StartRunner(t, env("c"))
 	x.Name = "runner c"
+	testutil.WaitFor(t, 60*time.Second, "runner c acking: it joined the group and got partitions", func() bool {
+		st, err := x.Status()
+		return err == nil && st.Totals.Acked > 0
+	})
+	close(thirdActive)
 	testutil.WaitFor(t, 60*time.Second, "25,000 committed", func() bool { return committedTotal(t, cl) >= 25_000 })
 	b.Kill()
 	t.Logf("killed runner b at %d committed", committedTotal(t, cl))

@@ -290,12 +290,25 @@ func (p *Process) Wait(timeout time.Duration) int {
 
 // Stop sends SIGTERM, the way Kubernetes stops a pod, and fails the test
 // unless the process exits with 0 within timeout; the failure shows the
-// end of its stderr, where the runner says why it did not drain.
+// end of its stderr, where the runner says why it did not drain. A process
+// still running after timeout gets SIGQUIT, on which the runner (like any
+// Go program) prints every goroutine's stack: the failure then shows where
+// it was stuck.
 func (p *Process) Stop(timeout time.Duration) {
 	p.t.Helper()
 	p.Signal(syscall.SIGTERM)
-	if code := p.Wait(timeout); code != 0 {
-		p.t.Fatalf("%s exited with %d after SIGTERM, want 0:\n%s", p.Name, code, tail(p.Stderr.String(), 6000))
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+		p.t.Fatalf("%s still running %v after SIGTERM; its goroutines at SIGQUIT:\n%s", p.Name, timeout, tail(p.Stderr.String(), 60000))
+	}
+	if p.exitCode != 0 {
+		p.t.Fatalf("%s exited with %d after SIGTERM, want 0:\n%s", p.Name, p.exitCode, tail(p.Stderr.String(), 6000))
 	}
 }
 

@@ -718,7 +718,22 @@ func (s *Source) Close(ctx context.Context) error {
 		if err := s.commitAll(ctx); err != nil {
 			s.closeErr = err
 		}
-		s.cl.CloseAllowingRebalance()
+		// Leaving the group waits for a join in progress, which the
+		// coordinator may hold until every member rejoined or the group's
+		// rebalance timeout (60s by default, longer than a pod's grace
+		// period) passed. What is final is committed above, so past the
+		// shutdown budget the runner stops waiting; the group then drops
+		// this member after MV_KAFKA_SESSION_TIMEOUT.
+		left := make(chan struct{})
+		go func() {
+			s.cl.CloseAllowingRebalance()
+			close(left)
+		}()
+		select {
+		case <-left:
+		case <-ctx.Done():
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("kafka source: leaving group %q did not finish within the shutdown budget (%w); finished records are committed, and the group gives this replica's partitions to the others after MV_KAFKA_SESSION_TIMEOUT", s.cfg.Group, ctx.Err()))
+		}
 		if s.check != nil {
 			commits, violations, _ := s.check.summary()
 			s.log.Infow("commit check", "commits", commits, "violations", violations)
