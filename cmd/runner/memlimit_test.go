@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime/debug"
 	"testing"
 )
 
@@ -85,5 +87,20 @@ func TestReadCgroupPaths(t *testing.T) {
 	v2, v1 := readCgroupPaths(f)
 	if v2 != "/kubepods/pod1/c1" || v1 != "/kubepods/pod1" {
 		t.Fatalf("got v2 %q v1 %q", v2, v1)
+	}
+}
+
+// A GOMEMLIMIT the user set is left alone, and the "runner started" fields
+// say it holds, with the limit the runtime took from it.
+func TestSetMemoryLimitKeepsGOMEMLIMIT(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "400MiB")
+	before := debug.SetMemoryLimit(-1)
+	fields := setMemoryLimit()
+	if after := debug.SetMemoryLimit(-1); after != before {
+		t.Fatalf("memory limit changed from %d to %d with GOMEMLIMIT set", before, after)
+	}
+	want := []any{"go_memory_limit_bytes", before, "go_memory_limit_from", "GOMEMLIMIT=400MiB"}
+	if !reflect.DeepEqual(fields, want) {
+		t.Fatalf("fields %v, want %v", fields, want)
 	}
 }
