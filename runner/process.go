@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +24,19 @@ type inputState struct {
 	nackDelay time.Duration // the longest delay any of its outputs asked for
 	failed    bool          // it cannot reach a final state in this attempt
 	settled   bool          // acked or nacked already
+	// releases are the Release functions of its outputs, called with its
+	// own once it is acked: outputs of one input may share one buffer.
+	releases []func()
+}
+
+// overlaps reports whether a and b share memory, as an output that is a
+// slice of its input's payload does.
+func overlaps(a, b []byte) bool {
+	if cap(a) == 0 || cap(b) == 0 {
+		return false
+	}
+	a0, b0 := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return a0 < b0+uintptr(cap(b)) && b0 < a0+uintptr(cap(a))
 }
 
 // output is one message on its way to the sink, tied to its input.
@@ -43,6 +57,10 @@ type batch struct {
 	// span is the batch's trace span; nil when tracing is off, which every
 	// tracing step checks first so that it costs nothing then.
 	span trace.Span
+	// tainted is set once a call failed or a message had to be retried: an
+	// attempt that was cut short may still read its payloads, so from then
+	// on the batch releases none of them (see Message.Release).
+	tainted bool
 }
 
 // process moves one read batch through the stages and the sink tiers,
@@ -152,11 +170,15 @@ func (b *batch) nack(i int, delay time.Duration) {
 // source redelivers, which makes a duplicate, never a loss.
 func (b *batch) ackFinal(ctx context.Context) {
 	var ready []*Message
+	first := -1
 	for i := range b.inputs {
 		in := &b.inputs[i]
 		if !in.settled && !in.nack && !in.failed && in.remaining == 0 {
 			in.settled = true
 			ready = append(ready, in.msg)
+			if first < 0 {
+				first = i
+			}
 		}
 	}
 	if len(ready) == 0 {
@@ -164,6 +186,9 @@ func (b *batch) ackFinal(ctx context.Context) {
 	}
 	e := b.e
 	defer e.release(len(ready))
+	// The payloads go back after the ack (whatever its outcome): the
+	// sinks are done with them, and a redelivery brings its own.
+	defer b.recycle(first, ready)
 	if b.span != nil {
 		ctx, span := b.startSpan(ctx, "ack", len(ready))
 		attempts, err := b.ack(ctx, ready)
@@ -171,6 +196,30 @@ func (b *batch) ackFinal(ctx context.Context) {
 		return
 	}
 	b.ack(ctx, ready)
+}
+
+// recycle releases the payloads of the inputs in ready, which are the
+// settled inputs from index first on, in order, unless the batch is
+// tainted.
+func (b *batch) recycle(first int, ready []*Message) {
+	if b.tainted {
+		return
+	}
+	for i := first; len(ready) > 0 && i < len(b.inputs); i++ {
+		in := &b.inputs[i]
+		if in.msg != ready[0] {
+			continue
+		}
+		ready = ready[1:]
+		if r := in.msg.Release; r != nil {
+			in.msg.Release = nil
+			r()
+		}
+		for _, r := range in.releases {
+			r()
+		}
+		in.releases = nil
+	}
 }
 
 // ack acks ready, retrying a few times; it returns the calls it made and
@@ -319,6 +368,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				b.nack(o.parent, r.NackDelay)
 				b.final(o.parent)
 			case r.Err != nil:
+				b.tainted = true
 				e.count(st.nErr, st.errors, 1)
 				e.recordError(fmt.Errorf("%s: message %s: %w", st.name, o.msg.ID, r.Err))
 				if IsUnavailable(r.Err) {
@@ -347,7 +397,11 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				in.remaining += len(r.Outputs) - 1
 				passthrough := false
 				for k, out := range r.Outputs {
-					passthrough = passthrough || out == o.msg
+					passthrough = passthrough || out == o.msg || overlaps(out.Value, o.msg.Value)
+					if out.Release != nil && out != o.msg {
+						in.releases = append(in.releases, out.Release)
+						out.Release = nil
+					}
 					out.ID = outputID(o.msg.ID, k, len(r.Outputs))
 					if out.EventTime.IsZero() {
 						out.EventTime = o.msg.EventTime
@@ -368,8 +422,13 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				if !passthrough && o.msg == in.msg {
 					// Only the outputs travel on; the input stays for its ack
 					// handle. Releasing its payload keeps a transformer from
-					// doubling the memory of a batch of large messages.
+					// doubling the memory of a batch of large messages;
+					// its buffer can take the next one at once.
 					in.msg.Value = nil
+					if rel := in.msg.Release; rel != nil && !b.tainted {
+						in.msg.Release = nil
+						rel()
+					}
 				}
 			}
 		}
@@ -422,6 +481,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 			err = fmt.Errorf("%s returned %d results for %d messages", c.name, len(results), len(msgs))
 		}
 		if err != nil {
+			b.tainted = true
 			if IsFatal(err) || ctx.Err() != nil {
 				return attempts, err
 			}
@@ -543,6 +603,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				b.final(o.parent)
 				continue
 			case WriteFailed:
+				b.tainted = true
 				e.count(t.nErr, t.errors, 1)
 				if r.Err == nil {
 					r.Err = fmt.Errorf("%s reported failure for message %s", t.name, o.msg.ID)

@@ -32,6 +32,16 @@ type Message struct {
 	// Offset is the source's own handle, given back to it in Ack and Nack.
 	// The engine and sinks never look inside it.
 	Offset any
+	// Release, when the adapter that made the message sets it, gives the
+	// memory behind Value back to that adapter (package payloadpool). The
+	// engine calls it at most once, when nothing will read Value again: as
+	// a transformer's outputs replace the message, or after its input's
+	// ack. It leaves the memory to the garbage collector instead (never
+	// calls it) when any call that carried the batch failed, since a call
+	// cut short may still be reading. So that this is sound, a sink's Write
+	// and a transformer's Transform must not read any message's Value
+	// after they return successfully.
+	Release func()
 }
 
 // Metadata is the metadata Numaflow carries with a message from the source

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -125,6 +127,117 @@ type Response struct {
 // failure is a *TransportError; any HTTP answer, whatever its status, is a
 // Response.
 func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Response, error) {
+	var bodies bodyWatch
+	resp, err := c.post(ctx, ev, readBody, &bodies)
+	if werr := bodies.wait(bodyCloseWait); werr != nil && err == nil {
+		resp.Lease.Release()
+		return nil, &TransportError{URL: c.url, Err: werr}
+	}
+	return resp, err
+}
+
+// bodyCloseWait bounds how long Post waits, after the answer, for the
+// transport to close the request body. net/http may go on writing a body
+// after an early answer (for at most 50 ms before it drops the
+// connection, in Go's HTTP/1 transport); until it closes the body, the
+// event's data (a message's payload, which the engine may reuse once the
+// call returned) may still be read.
+const bodyCloseWait = 10 * time.Second
+
+// bodyWatch counts the request bodies the transport has not closed yet:
+// the one Post sets, and any GetBody makes for a retry once it is read
+// (the client makes one for a 307 or 308 before it learns it will not
+// follow the redirect, and never closes it).
+type bodyWatch struct {
+	open atomic.Int32
+	mu   sync.Mutex
+	done chan struct{} // made by a waiter, closed when open reaches 0
+}
+
+// watch wraps the body of req, and any body its GetBody makes.
+func (w *bodyWatch) watch(req *http.Request) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return
+	}
+	w.open.Add(1)
+	body := &watchedBody{ReadCloser: req.Body, w: w}
+	body.state.Store(bodyOpen)
+	req.Body = body
+	if get := req.GetBody; get != nil {
+		req.GetBody = func() (io.ReadCloser, error) {
+			rc, err := get()
+			if err != nil || rc == nil || rc == http.NoBody {
+				return rc, err
+			}
+			return &watchedBody{ReadCloser: rc, w: w}, nil
+		}
+	}
+}
+
+func (w *bodyWatch) closed() {
+	if w.open.Add(-1) != 0 {
+		return
+	}
+	w.mu.Lock()
+	if w.done != nil {
+		close(w.done)
+		w.done = nil
+	}
+	w.mu.Unlock()
+}
+
+// wait returns once every watched body is closed, or an error after d.
+func (w *bodyWatch) wait(d time.Duration) error {
+	if w.open.Load() == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	if w.open.Load() == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	done := make(chan struct{})
+	w.done = done
+	w.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the request body was still being sent %v after the answer", d)
+	}
+}
+
+// States of a watchedBody.
+const (
+	bodyUnread int32 = iota // not counted yet (made by GetBody, never read)
+	bodyOpen                // counted in open
+	bodyClosed
+)
+
+type watchedBody struct {
+	io.ReadCloser
+	w     *bodyWatch
+	state atomic.Int32
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	if b.state.Load() == bodyUnread && b.state.CompareAndSwap(bodyUnread, bodyOpen) {
+		b.w.open.Add(1)
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func (b *watchedBody) Close() error {
+	err := b.ReadCloser.Close()
+	if b.state.Swap(bodyClosed) == bodyOpen {
+		b.w.closed()
+	}
+	return err
+}
+
+func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodies *bodyWatch) (*Response, error) {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -141,6 +254,7 @@ func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Res
 		return nil, err
 	}
 	traceHeaders(req.Header, ev)
+	bodies.watch(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, &TransportError{URL: c.url, Err: err}

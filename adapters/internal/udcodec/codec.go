@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/monovertex/monovertex/internal/payloadpool"
 )
 
 // SpliceThreshold is the payload size from which a payload is sent as it
@@ -205,19 +207,49 @@ func insertionPoint(b []byte, num protowire.Number) int {
 // the message then owns, and its payloads alias that buffer instead of
 // being copied again; gRPC's buffers are never aliased, because gRPC
 // reuses them once Unmarshal returns.
+//
+// Given a *Received instead of a message, the buffer comes from package
+// payloadpool and the Received holds it, for its owner to release once
+// nothing reads the payloads any more.
 func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	rv, _ := v.(*Received)
+	if rv != nil {
+		v = rv.Msg
+	}
 	m, err := messageOf(v)
 	if err != nil {
 		return err
 	}
 	if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok && data.Len() >= SpliceThreshold {
-		if ok, err := unmarshalAliased(owned(data), m, r); ok || err != nil {
+		if rv != nil {
+			buf := payloadpool.Get(data.Len())
+			data.CopyTo(buf.B)
+			ok, cut, err := unmarshalAliased(buf.B, m, r)
+			if ok && err == nil && cut {
+				rv.Buf = buf
+				return nil
+			}
+			buf.Release() // nothing aliases it
+			if ok || err != nil {
+				return err
+			}
+		} else if ok, _, err := unmarshalAliased(owned(data), m, r); ok || err != nil {
 			return err
 		}
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// Received is what to give grpc-go's RecvMsg in place of a message whose
+// payloads should alias a pooled buffer: Msg is decoded as ever, and Buf
+// is the buffer its payloads alias (nil when none does, as for a small
+// message). The receiver must call Buf.Release once nothing reads them,
+// or leave the buffer to the garbage collector by never releasing it.
+type Received struct {
+	Msg proto.Message
+	Buf *payloadpool.Buffer
 }
 
 // owned copies data into one new buffer without clearing it first (a
@@ -242,21 +274,21 @@ type aliased struct {
 
 // unmarshalAliased decodes b into m with the payloads cut out (so
 // proto.Unmarshal copies only the small rest), then sets each payload to
-// its bytes in b. ok is false, with nothing done, for input this does not
+// its bytes in b; aliases says whether any payload now aliases b. ok is false, with nothing done, for input this does not
 // handle (bad wire bytes, a singular field sent twice): the caller then
 // decodes it the ordinary way, which also reports what is wrong.
-func unmarshalAliased(b []byte, m proto.Message, r rule) (ok bool, err error) {
+func unmarshalAliased(b []byte, m proto.Message, r rule) (ok, aliases bool, err error) {
 	rest := make([]byte, 0, 256)
 	var cut []aliased
 	elems := 0
 	for off := 0; off < len(b); {
 		n, typ, tn := protowire.ConsumeTag(b[off:])
 		if tn < 0 {
-			return false, nil
+			return false, false, nil
 		}
 		vn := protowire.ConsumeFieldValue(n, typ, b[off+tn:])
 		if vn < 0 {
-			return false, nil
+			return false, false, nil
 		}
 		if n != r.outer.Number() || typ != protowire.BytesType {
 			rest = append(rest, b[off:off+tn+vn]...)
@@ -264,12 +296,12 @@ func unmarshalAliased(b []byte, m proto.Message, r rule) (ok bool, err error) {
 			continue
 		}
 		if !r.outer.IsList() && elems > 0 {
-			return false, nil // merged occurrences: leave it to proto.Unmarshal
+			return false, false, nil // merged occurrences: leave it to proto.Unmarshal
 		}
 		content, _ := protowire.ConsumeBytes(b[off+tn:])
 		kept, payload, found, good := strip(content, r.inner.Number())
 		if !good {
-			return false, nil
+			return false, false, nil
 		}
 		rest = protowire.AppendTag(rest, n, protowire.BytesType)
 		rest = protowire.AppendBytes(rest, kept)
@@ -280,7 +312,7 @@ func unmarshalAliased(b []byte, m proto.Message, r rule) (ok bool, err error) {
 		off += tn + vn
 	}
 	if err := proto.Unmarshal(rest, m); err != nil {
-		return true, err
+		return true, false, err
 	}
 	pm := m.ProtoReflect()
 	for _, a := range cut {
@@ -292,7 +324,7 @@ func unmarshalAliased(b []byte, m proto.Message, r rule) (ok bool, err error) {
 		}
 		holder.Set(r.inner, protoreflect.ValueOfBytes(a.value))
 	}
-	return true, nil
+	return true, len(cut) > 0, nil
 }
 
 // strip returns content without its non-empty occurrences of bytes field

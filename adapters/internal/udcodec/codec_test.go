@@ -261,3 +261,78 @@ func TestPool(t *testing.T) {
 		t.Fatalf("Get(300) capacity %d after putting a 300-byte buffer, want 512", cap(*b))
 	}
 }
+
+func TestReceivedAliasesAPooledBufferOnlyWhenItHoldsAPayload(t *testing.T) {
+	c := testCodec()
+	for _, n := range sizes {
+		for name, m := range messages(n) {
+			t.Run(fmt.Sprintf("%s/%d", name, n), func(t *testing.T) {
+				wire, err := proto.Marshal(m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := m.ProtoReflect().New().Interface()
+				rv := &Received{Msg: got}
+				if err := c.Unmarshal(chunks(wire), rv); err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(got, m) {
+					t.Fatal("Unmarshal into a Received gave a different message")
+				}
+				var large [][]byte
+				got.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+					collectPayloads(fd, v, &large)
+					return true
+				})
+				wantBuf := false
+				for _, p := range large {
+					wantBuf = wantBuf || (len(p) > 0 && len(wire) >= SpliceThreshold && name != "SinkRequestHandshake")
+				}
+				if (rv.Buf != nil) != wantBuf {
+					t.Fatalf("Buf is %v with payloads of %d bytes in %d wire bytes", rv.Buf, n, len(wire))
+				}
+				if rv.Buf == nil {
+					return
+				}
+				for _, p := range large {
+					if len(p) > 0 && !rv.Buf.Backs(p) {
+						t.Fatal("a payload is not in the pooled buffer")
+					}
+				}
+				// Released and overwritten, as when the next message reuses
+				// it: the payloads were in it, so they change.
+				want := proto.Clone(got)
+				b := rv.Buf.B[:cap(rv.Buf.B)]
+				rv.Buf.Release()
+				clear(b)
+				if proto.Equal(got, want) {
+					t.Fatal("clearing the released buffer did not change the payloads: they were copied, not aliased")
+				}
+			})
+		}
+	}
+}
+
+// collectPayloads appends the values of the bytes fields named value or
+// payload in v (a field fd of a message), one level down.
+func collectPayloads(fd protoreflect.FieldDescriptor, v protoreflect.Value, out *[][]byte) {
+	if fd.Message() == nil {
+		return
+	}
+	each := func(m protoreflect.Message) {
+		for _, name := range []protoreflect.Name{"value", "payload"} {
+			if f := m.Descriptor().Fields().ByName(name); f != nil && f.Kind() == protoreflect.BytesKind {
+				*out = append(*out, m.Get(f).Bytes())
+			}
+		}
+	}
+	if fd.IsList() {
+		for i := 0; i < v.List().Len(); i++ {
+			each(v.List().Get(i).Message())
+		}
+		return
+	}
+	if !fd.IsMap() {
+		each(v.Message())
+	}
+}

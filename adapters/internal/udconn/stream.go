@@ -12,6 +12,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/monovertex/monovertex/adapters/internal/udcodec"
+	"github.com/monovertex/monovertex/internal/payloadpool"
 )
 
 // ErrContainerClosedStream is what a stream reports when the container
@@ -198,8 +201,21 @@ func (s *Stream[Req, Resp]) CloseSend() error {
 // Recv receives one response; the container ending the stream is
 // ErrContainerClosedStream.
 func (s *Stream[Req, Resp]) Recv() (*Resp, error) {
-	resp, err := s.c.Recv()
-	return resp, closedByContainer(err)
+	resp, _, err := s.RecvOwned()
+	return resp, err
+}
+
+// RecvOwned is Recv for responses whose payloads the caller will give
+// back: they alias buf (nil when no payload was large enough to pool),
+// which the caller releases once nothing reads them. Not releasing it
+// only leaves it to the garbage collector.
+func (s *Stream[Req, Resp]) RecvOwned() (*Resp, *payloadpool.Buffer, error) {
+	resp := new(Resp)
+	rv := udcodec.Received{Msg: any(resp).(proto.Message)}
+	if err := s.c.RecvMsg(&rv); err != nil {
+		return nil, nil, closedByContainer(err)
+	}
+	return resp, rv.Buf, nil
 }
 
 func closedByContainer(err error) error {
@@ -234,11 +250,17 @@ func (s *Stream[Req, Resp]) RecvWithin(ctx context.Context) (*Resp, error) {
 // returns an error; then it fails the stream with that error and returns
 // it. It is the stream's receive loop: run it in its own goroutine.
 func (s *Stream[Req, Resp]) Receive(handle func(resp *Resp) error) error {
+	return s.ReceiveOwned(func(resp *Resp, _ *payloadpool.Buffer) error { return handle(resp) })
+}
+
+// ReceiveOwned is Receive for handlers that release the buffer each
+// response's payloads alias (see RecvOwned).
+func (s *Stream[Req, Resp]) ReceiveOwned(handle func(resp *Resp, buf *payloadpool.Buffer) error) error {
 	s.receiving.Store(true)
 	for {
-		resp, err := s.Recv()
+		resp, buf, err := s.RecvOwned()
 		if err == nil {
-			err = handle(resp)
+			err = handle(resp, buf)
 		}
 		if err != nil {
 			s.Fail(err)

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"strconv"
@@ -94,6 +95,54 @@ func TestValuesOutliveTheirConnection(t *testing.T) {
 			if !bytes.Equal(h.Value, want[j]) {
 				t.Fatalf("after request %d the value of request %d changed", i, j)
 			}
+		}
+	}
+}
+
+// TestPooledBodiesGoBackOnlyThroughTheirMessage checks the buffers a body
+// with a length past the first buffer is read into (package payloadpool):
+// a message whose value is the body carries its Release, for the engine to
+// call after the ack; a message decoded out of the body (a structured
+// CloudEvent) does not hold it, and its value survives the buffer's reuse
+// by the requests after it.
+func TestPooledBodiesGoBackOnlyThroughTheirMessage(t *testing.T) {
+	src, url := start(t, testConfig())
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	post := func(h http.Header, body []byte) *runner.Message {
+		t.Helper()
+		ch := do(client, url, h, bytes.NewReader(body), int64(len(body)))
+		m := readN(t, src, 1)[0]
+		_ = src.Ack(context.Background(), []*runner.Message{m})
+		if r := await(t, ch); r.status != http.StatusOK {
+			t.Fatalf("answer %d", r.status)
+		}
+		return m
+	}
+	const size = 200 << 10
+	if m := post(nil, bytes.Repeat([]byte("s"), 1000)); m.Release != nil {
+		t.Fatal("a small body's message has a Release")
+	}
+	data := bytes.Repeat([]byte("d"), size)
+	structured := []byte(`{"specversion":"1.0","id":"st","source":"/s","type":"t","datacontenttype":"application/octet-stream","data_base64":"` +
+		base64.StdEncoding.EncodeToString(data) + `"}`)
+	held := post(hdr("Content-Type", "application/cloudevents+json"), structured)
+	if held.Release != nil || !bytes.Equal(held.Value, data) {
+		t.Fatalf("structured event: Release set %v, value of %d bytes", held.Release != nil, len(held.Value))
+	}
+	for i := range 6 {
+		body := bytes.Repeat([]byte{byte('a' + i)}, len(structured))
+		var h http.Header
+		if i%2 == 1 {
+			h = hdr("Ce-Specversion", "1.0", "Ce-Id", "ev"+strconv.Itoa(i), "Ce-Source", "/s", "Ce-Type", "t")
+		}
+		m := post(h, body)
+		if m.Release == nil || !bytes.Equal(m.Value, body) {
+			t.Fatalf("request %d: Release set %v, value intact %v", i, m.Release != nil, bytes.Equal(m.Value, body))
+		}
+		m.Release() // as the engine does after the ack
+		if !bytes.Equal(held.Value, data) {
+			t.Fatalf("after request %d reused a buffer, the structured event's value changed", i)
 		}
 	}
 }

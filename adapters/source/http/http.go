@@ -80,6 +80,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
+	"github.com/monovertex/monovertex/internal/payloadpool"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -273,7 +274,7 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// message holds them while the engine works on it.
 	lease := s.budget.Lease()
 	defer lease.Release()
-	body, status, err := s.readBody(w, r, lease)
+	body, pooled, status, err := s.readBody(w, r, lease)
 	if err != nil {
 		if status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", retryAfter)
@@ -284,6 +285,7 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	msgs, err := s.messages(r, body)
 	if err != nil {
+		pooled.Release()
 		status := http.StatusBadRequest
 		if errors.Is(err, cewire.ErrTooManyEvents) {
 			status = http.StatusRequestEntityTooLarge
@@ -292,8 +294,10 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, status, "%v", err)
 		return
 	}
+	giveBuffer(msgs, pooled)
 	req, status, err := s.enqueue(msgs)
 	if err != nil {
+		pooled.Release() // not queued: nothing else holds it
 		if status == http.StatusTooManyRequests {
 			w.Header().Set("Retry-After", retryAfter)
 		}
@@ -345,10 +349,36 @@ const (
 // in-flight budget before it is answered 503.
 const admissionWait = time.Second
 
+// giveBuffer hands the pooled body buffer to the message whose value it
+// holds, for the engine to release after the ack, or releases it at once
+// when no message holds it (events decoded from it, not aliasing it).
+// Messages never share it: a batch whose values alias the body is left
+// to the garbage collector.
+func giveBuffer(msgs []*runner.Message, pooled *payloadpool.Buffer) {
+	if pooled == nil {
+		return
+	}
+	var holder *runner.Message
+	for _, m := range msgs {
+		if pooled.Backs(m.Value) {
+			if holder != nil {
+				return
+			}
+			holder = m
+		}
+	}
+	if holder == nil {
+		pooled.Release()
+		return
+	}
+	holder.Release = pooled.Release
+}
+
 // readBody reads the whole body within MV_HTTP_BODY_TIMEOUT and
 // MV_HTTP_MAX_BODY, charging its buffer to lease before each growth, and
-// returns the status to answer if it cannot.
-func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.Lease) ([]byte, int, error) {
+// returns the status to answer if it cannot. A body with a length past
+// the first buffer is read into a pooled buffer, returned with it.
+func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.Lease) ([]byte, *payloadpool.Buffer, int, error) {
 	rc := http.NewResponseController(w)
 	// The server has no read timeout (it would also cut the wait for the
 	// ack), so bound the body here; then lift the bound so the server keeps
@@ -368,9 +398,14 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.
 	err := lease.Grow(admit, size)
 	cancel()
 	if err != nil {
-		return nil, budgetStatus(err), s.budgetError(err)
+		return nil, nil, budgetStatus(err), s.budgetError(err)
 	}
 	buf := make([]byte, 0, size)
+	var pooled *payloadpool.Buffer
+	fail := func(status int, err error) ([]byte, *payloadpool.Buffer, int, error) {
+		pooled.Release()
+		return nil, nil, status, err
+	}
 	for {
 		if len(buf) == cap(buf) {
 			next := min(2*int64(cap(buf)), most)
@@ -389,19 +424,27 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.
 				switch {
 				case err == io.EOF && n == 0:
 					_ = rc.SetReadDeadline(time.Time{})
-					return buf, 0, nil
+					return buf, pooled, 0, nil
 				case err == nil && n == 0:
 					continue
 				case err == nil || err == io.EOF:
 					err = &http.MaxBytesError{Limit: s.cfg.MaxBody}
 				}
-				status, err := s.readError(err)
-				return nil, status, err
+				return fail(s.readError(err))
 			}
 			if err := lease.Grow(r.Context(), next-int64(cap(buf))); err != nil {
-				return nil, budgetStatus(err), s.budgetError(err)
+				return fail(budgetStatus(err), s.budgetError(err))
 			}
-			grown := make([]byte, len(buf), next)
+			var grown []byte
+			if r.ContentLength >= 0 && pooled == nil {
+				// Its last size: a pooled buffer, not cleared (every byte
+				// is read into it before it is used), which the engine
+				// gives back once the message is acked.
+				pooled = payloadpool.Get(int(next))
+				grown = pooled.B[:len(buf):next]
+			} else {
+				grown = make([]byte, len(buf), next)
+			}
 			copy(grown, buf)
 			buf = grown
 		}
@@ -409,11 +452,10 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			_ = rc.SetReadDeadline(time.Time{})
-			return buf, 0, nil
+			return buf, pooled, 0, nil
 		}
 		if err != nil {
-			status, err := s.readError(err)
-			return nil, status, err
+			return fail(s.readError(err))
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/internal/payloadpool"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -110,30 +111,37 @@ var (
 // the stream; the answer to its request is then collected by the next Read.
 type readStream struct {
 	*udconn.Stream[sourcepb.ReadRequest, sourcepb.ReadResponse]
-	ch          chan *sourcepb.ReadResponse
+	ch          chan received
 	outstanding bool // a request was sent and its EOT has not arrived
 }
 
+// received is one response and the pooled buffer its payload aliases (nil
+// for a small payload).
+type received struct {
+	resp *sourcepb.ReadResponse
+	buf  *payloadpool.Buffer
+}
+
 // next returns the next response, preferring what already arrived over the
-// stream's failure (which comes after it), or nil and the failure.
-func (rs *readStream) next(ctx context.Context) (*sourcepb.ReadResponse, error) {
+// stream's failure (which comes after it), or the failure.
+func (rs *readStream) next(ctx context.Context) (received, error) {
 	select {
-	case resp := <-rs.ch:
-		return resp, nil
+	case r := <-rs.ch:
+		return r, nil
 	default:
 	}
 	select {
-	case resp := <-rs.ch:
-		return resp, nil
+	case r := <-rs.ch:
+		return r, nil
 	case <-rs.Dead():
 		select {
-		case resp := <-rs.ch:
-			return resp, nil
+		case r := <-rs.ch:
+			return r, nil
 		default:
-			return nil, rs.Err()
+			return received{}, rs.Err()
 		}
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return received{}, ctx.Err()
 	}
 }
 
@@ -168,7 +176,8 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		msgs = make([]*runner.Message, 0, min(max, 4096))
 	}
 	for {
-		resp, err := rs.next(ctx)
+		rcv, err := rs.next(ctx)
+		resp := rcv.resp
 		switch {
 		case err != nil && err == ctx.Err():
 			if len(msgs) > 0 {
@@ -180,7 +189,15 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		}
 		st := resp.GetStatus()
 		if r := resp.GetResult(); r != nil && !st.GetEot() {
-			msgs = append(msgs, message(r))
+			m := message(r)
+			if rcv.buf != nil {
+				// The engine gives the buffer back once the payload is
+				// written (or replaced by a transformer's output).
+				m.Release = rcv.buf.Release
+			}
+			msgs = append(msgs, m)
+		} else {
+			rcv.buf.Release()
 		}
 		if st.GetCode() == sourcepb.ReadResponse_Status_FAILURE {
 			if st.GetEot() {
@@ -230,10 +247,10 @@ func (s *Source) readBroken(rs *readStream, what string, err error) error {
 // with the handshake when needed. The caller holds readMu.
 func (s *Source) readStream(ctx context.Context) (*readStream, error) {
 	return udconn.OpenCurrent(ctx, s.ctx, s.conn, &s.rd, readFn, func(st *udconn.Stream[sourcepb.ReadRequest, sourcepb.ReadResponse]) *readStream {
-		rs := &readStream{Stream: st, ch: make(chan *sourcepb.ReadResponse, 64)}
-		go rs.Receive(func(resp *sourcepb.ReadResponse) error {
+		rs := &readStream{Stream: st, ch: make(chan received, 64)}
+		go rs.ReceiveOwned(func(resp *sourcepb.ReadResponse, buf *payloadpool.Buffer) error {
 			select {
-			case rs.ch <- resp:
+			case rs.ch <- received{resp, buf}:
 				return nil
 			case <-rs.Dead():
 				return rs.Err()
@@ -412,13 +429,15 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 	defer cancel()
 	var left []*sourcepb.Offset
 	for rs.outstanding {
-		resp, err := rs.next(dctx)
+		rcv, err := rs.next(dctx)
 		if err != nil {
 			if dctx.Err() == nil {
 				return // the stream broke
 			}
 			break
 		}
+		resp := rcv.resp
+		rcv.buf.Release() // only the offset is kept
 		if r := resp.GetResult(); r != nil && !resp.GetStatus().GetEot() {
 			left = append(left, r.GetOffset())
 		}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/internal/payloadpool"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -102,6 +103,7 @@ func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx
 type reply struct {
 	k    int // index in the call's messages
 	resp *stpb.SourceTransformResponse
+	buf  *payloadpool.Buffer // what the outputs' values alias, or nil
 }
 
 // sourceTransformFn is the SourceTransformFn protocol, opened with a handshake.
@@ -144,6 +146,13 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	defer claim.Close()
 	take := func(r reply) {
 		results[r.k] = result(msgs[r.k], r.resp)
+		if outs := results[r.k].Outputs; len(outs) > 0 {
+			// One buffer for all outputs of the input: the engine
+			// releases it once every one of them is written.
+			outs[0].Release = r.buf.Release
+		} else {
+			r.buf.Release()
+		}
 		waitingFor--
 		claim.Answered()
 	}
@@ -219,15 +228,16 @@ func (t *Transformer) broken(st *stream, err error) error {
 func (t *Transformer) stream(ctx context.Context) (*stream, error) {
 	return udconn.OpenCurrent(ctx, t.ctx, t.conn, &t.st, sourceTransformFn, func(s *udconn.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]) *stream {
 		st := &stream{Stream: s}
-		go st.Receive(func(resp *stpb.SourceTransformResponse) error {
+		go st.ReceiveOwned(func(resp *stpb.SourceTransformResponse, buf *payloadpool.Buffer) error {
 			w, ok := st.waiting.Get(resp.GetId(), true)
 			if !ok {
 				// A call that gave up (its context ended) or a container
 				// answering twice: either way nobody waits for it.
 				t.log.Debugw("dropping a transformer response nobody waits for", "id", resp.GetId())
+				buf.Release()
 				return nil
 			}
-			w.ch <- reply{k: w.k, resp: resp}
+			w.ch <- reply{k: w.k, resp: resp, buf: buf}
 			return nil
 		})
 		return st
