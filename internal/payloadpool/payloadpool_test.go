@@ -64,7 +64,7 @@ func TestAReleasedBufferIsReusedWithoutClearing(t *testing.T) {
 		if len(b.B) != 0 {
 			t.Fatalf("released buffer still shows %d bytes", len(b.B))
 		}
-		b.Release() // a second release does nothing
+		b.Release()            // a second release does nothing
 		c := Get(1<<20 + 1000) // the same class
 		d := Get(1<<20 + 1000) // never the same buffer as c
 		if &c.B[0] == &d.B[0] {
