@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/internal/payloadpool"
 )
 
 // errReset ends a stream the adapter gave up on (replaced, or a batch
@@ -22,15 +23,17 @@ var mapFn = udconn.NewProtocol[mappb.MapRequest, mappb.MapResponse]("MapFn", map
 type reply struct {
 	k       int // index in the call's messages
 	results []*mappb.MapResponse_Result
+	bufs    []*payloadpool.Buffer // what the results' values alias
 }
 
 // waiter is a call waiting for the results of one request. In stream mode
 // the results of several responses gather in acc until the request's EOT;
 // only the receive loop touches acc until it hands it over.
 type waiter struct {
-	k   int
-	ch  chan<- reply
-	acc []*mappb.MapResponse_Result
+	k    int
+	ch   chan<- reply
+	acc  []*mappb.MapResponse_Result
+	bufs []*payloadpool.Buffer
 }
 
 // stream is one MapFn stream after its handshake, with the calls waiting
@@ -49,33 +52,35 @@ type stream struct {
 // its responses.
 func newStream(s *udconn.Stream[mappb.MapRequest, mappb.MapResponse], mode udconn.MapMode, log *zap.SugaredLogger) *stream {
 	st := &stream{Stream: s, mode: mode, log: log}
-	go st.Receive(st.route)
+	go st.ReceiveOwned(st.route)
 	return st
 }
 
 // route hands one response's results to the call waiting for them.
-func (st *stream) route(resp *mappb.MapResponse) error {
+func (st *stream) route(resp *mappb.MapResponse, buf *payloadpool.Buffer) error {
 	eot := resp.GetStatus().GetEot()
 	switch st.mode {
 	case udconn.BatchMap:
 		if eot {
+			buf.Release()
 			return st.batchEnded()
 		}
-		st.deliver(resp.GetId(), resp.GetResults(), true)
+		st.deliver(resp.GetId(), resp.GetResults(), buf, true)
 	case udconn.StreamMap:
 		// Results, or the EOT that ends the request's results.
-		st.deliver(resp.GetId(), resp.GetResults(), eot)
+		st.deliver(resp.GetId(), resp.GetResults(), buf, eot)
 	default:
-		st.deliver(resp.GetId(), resp.GetResults(), true)
+		st.deliver(resp.GetId(), resp.GetResults(), buf, true)
 	}
 	return nil
 }
 
 // deliver adds results for request id and, when final, hands them all to
 // the call waiting for them.
-func (st *stream) deliver(id string, results []*mappb.MapResponse_Result, final bool) {
+func (st *stream) deliver(id string, results []*mappb.MapResponse_Result, buf *payloadpool.Buffer, final bool) {
 	w, ok := st.waiting.Get(id, final)
 	if !ok {
+		buf.Release()
 		// A call that gave up (its context ended) or a container answering
 		// an id it was not sent: either way nobody waits for it, as
 		// numaflow-core logs and skips it (mapper/map/unary.rs
@@ -84,8 +89,11 @@ func (st *stream) deliver(id string, results []*mappb.MapResponse_Result, final 
 		return
 	}
 	w.acc = append(w.acc, results...)
+	if buf != nil {
+		w.bufs = append(w.bufs, buf)
+	}
 	if final {
-		w.ch <- reply{k: w.k, results: w.acc} // buffered for every request of the call
+		w.ch <- reply{k: w.k, results: w.acc, bufs: w.bufs} // buffered for every request of the call
 	}
 }
 

@@ -197,6 +197,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	defer claim.Close()
 	take := func(r reply) {
 		results[r.k] = result(msgs[r.k], r.results)
+		udconn.GiveBuffers(&results[r.k], r.bufs...)
 		waitingFor--
 		claim.Answered()
 	}
