@@ -1,17 +1,24 @@
 package cewire
 
 import (
+	"bytes"
 	"context"
+	"runtime"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 func TestEachBoundsConcurrencyAndCallsEveryIndexOnce(t *testing.T) {
-	slots := make(chan struct{}, 3)
+	w := NewWorkers(3)
+	defer w.Stop()
 	var now, peak atomic.Int64
 	calls := make([]atomic.Int64, 50)
-	started := Each(context.Background(), slots, len(calls), func(i int) {
+	started := w.Each(context.Background(), len(calls), func(i int) {
 		n := now.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -28,15 +35,16 @@ func TestEachBoundsConcurrencyAndCallsEveryIndexOnce(t *testing.T) {
 		}
 	}
 	if p := peak.Load(); p > 3 {
-		t.Fatalf("%d calls at once, the slots allow 3", p)
+		t.Fatalf("%d calls at once, the workers allow 3", p)
 	}
 }
 
 func TestEachStopsStartingWhenTheContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	slots := make(chan struct{}, 1)
+	w := NewWorkers(1)
+	defer w.Stop()
 	var called atomic.Int64
-	started := Each(ctx, slots, 10, func(i int) {
+	started := w.Each(ctx, 10, func(i int) {
 		called.Add(1)
 		if i == 2 {
 			cancel()
@@ -45,4 +53,56 @@ func TestEachStopsStartingWhenTheContextEnds(t *testing.T) {
 	if started < 3 || started == 10 || called.Load() != int64(started) {
 		t.Fatalf("started %d, called %d; want the calls to stop after the cancel at index 2", started, called.Load())
 	}
+}
+
+// Calls of many batches, from several callers at once, run on at most max
+// goroutines, which stay for the next batch and end at Stop.
+func TestWorkersAreSharedReusedAndStopped(t *testing.T) {
+	w := NewWorkers(4)
+	before := runtime.NumGoroutine()
+	var now, peak atomic.Int64
+	var mu sync.Mutex
+	ids := map[uint64]bool{}
+	var callers sync.WaitGroup
+	for range 3 {
+		callers.Add(1)
+		go func() {
+			defer callers.Done()
+			for range 50 {
+				if started := w.Each(context.Background(), 8, func(int) {
+					n := now.Add(1)
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					mu.Lock()
+					ids[goroutineID()] = true
+					mu.Unlock()
+					time.Sleep(50 * time.Microsecond)
+					now.Add(-1)
+				}); started != 8 {
+					t.Errorf("started %d of 8", started)
+				}
+			}
+		}()
+	}
+	callers.Wait()
+	if p := peak.Load(); p > 4 {
+		t.Fatalf("%d calls at once across callers, the workers allow 4", p)
+	}
+	if len(ids) > 4 {
+		t.Fatalf("1,200 calls ran on %d goroutines, want at most 4 reused", len(ids))
+	}
+	w.Stop()
+	testutil.WaitFor(t, 5*time.Second, "the workers to end", func() bool { return runtime.NumGoroutine() <= before })
+	if started := w.Each(context.Background(), 3, func(int) { t.Error("called after Stop") }); started != 0 {
+		t.Fatalf("started %d after Stop", started)
+	}
+}
+
+// goroutineID is the calling goroutine's number, from its stack header.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
 }

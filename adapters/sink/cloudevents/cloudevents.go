@@ -214,6 +214,7 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 
 // Close drops the kept-alive connections.
 func (s *Sink) Close(context.Context) error {
+	s.calls.Stop()
 	s.client.CloseIdle()
 	return nil
 }

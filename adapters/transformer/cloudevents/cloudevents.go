@@ -239,6 +239,7 @@ func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewir
 
 // Close drops the kept-alive connections.
 func (t *Transformer) Close(context.Context) error {
+	t.calls.Stop()
 	t.client.CloseIdle()
 	return nil
 }
