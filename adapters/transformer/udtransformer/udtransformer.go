@@ -146,13 +146,7 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	defer claim.Close()
 	take := func(r reply) {
 		results[r.k] = result(msgs[r.k], r.resp)
-		if outs := results[r.k].Outputs; len(outs) > 0 {
-			// One buffer for all outputs of the input: the engine
-			// releases it once every one of them is written.
-			outs[0].Release = r.buf.Release
-		} else {
-			r.buf.Release()
-		}
+		udconn.GiveBuffers(&results[r.k], r.buf)
 		waitingFor--
 		claim.Answered()
 	}
