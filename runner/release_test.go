@@ -185,3 +185,27 @@ func TestAFailedCallKeepsTheBatchsPayloadsFromBeingReleased(t *testing.T) {
 		})
 	}
 }
+
+func TestHoldRunsNowWithoutOutputsAndOtherwiseChainsOnTheFirst(t *testing.T) {
+	var calls []string
+	rel := func(name string) func() { return func() { calls = append(calls, name) } }
+
+	var none runner.TransformResult
+	none.Hold(rel("now"))
+	if len(calls) != 1 || calls[0] != "now" {
+		t.Fatalf("without outputs: %v, want it run at once", calls)
+	}
+
+	calls = nil
+	res := runner.TransformResult{Outputs: []*runner.Message{{}, {}}}
+	res.Hold(nil)
+	res.Hold(rel("a"))
+	res.Hold(rel("b"))
+	if len(calls) != 0 || res.Outputs[1].Release != nil {
+		t.Fatalf("ran %v early, or put a release on the second output", calls)
+	}
+	res.Outputs[0].Release()
+	if fmt.Sprint(calls) != "[a b]" {
+		t.Fatalf("the first output's Release ran %v, want [a b]", calls)
+	}
+}

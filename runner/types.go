@@ -149,6 +149,26 @@ type TransformResult struct {
 	NackDelay time.Duration
 }
 
+// Hold hands the engine release, which frees memory that the outputs'
+// values may alias (a pooled receive buffer): the engine calls it once
+// every output is written, after the input's ack, like a Message's
+// Release. With no outputs it runs at once.
+func (r *TransformResult) Hold(release func()) {
+	switch {
+	case release == nil:
+	case len(r.Outputs) == 0:
+		release()
+	case r.Outputs[0].Release == nil:
+		r.Outputs[0].Release = release
+	default:
+		prev := r.Outputs[0].Release
+		r.Outputs[0].Release = func() {
+			prev()
+			release()
+		}
+	}
+}
+
 // Sink writes messages and reports a result for each.
 type Sink interface {
 	// Write returns one result per message, in order. A non-nil error means

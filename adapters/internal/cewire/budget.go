@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/payloadpool"
 )
 
 // Budget bounds the reply bytes held in memory at once by every call that
@@ -232,20 +234,32 @@ const (
 // A body of known length (contentLength >= 0, at most limit) is charged at
 // once, with what decoding it as one event takes, while the lease holds
 // nothing, and read into one buffer of that size: no join, and no waiting
-// while holding part of the budget.
-func readLimited(ctx context.Context, r io.Reader, contentLength, limit int64, lease *Lease) ([]byte, error) {
+// while holding part of the budget. Past payloadpool.MinSize that buffer is
+// pooled and returned too, for the caller to release once nothing reads
+// the body.
+func readLimited(ctx context.Context, r io.Reader, contentLength, limit int64, lease *Lease) ([]byte, *payloadpool.Buffer, error) {
 	r = io.LimitReader(r, limit+1)
 	if contentLength >= 0 && contentLength <= limit {
 		// The body, and the copy of it decoding makes, up front.
 		if err := lease.prepay(ctx, contentLength, contentLength+EventOverhead); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		body := make([]byte, contentLength)
+		// A large body goes into a pooled buffer, not cleared: every
+		// byte is read into it before anything reads it.
+		var pooled *payloadpool.Buffer
+		var body []byte
+		if contentLength > payloadpool.MinSize {
+			pooled = payloadpool.Get(int(contentLength))
+			body = pooled.B
+		} else {
+			body = make([]byte, contentLength)
+		}
 		got, err := io.ReadFull(r, body)
 		if err != nil && (err != io.EOF || contentLength > 0) {
-			return nil, fmt.Errorf("body shorter than its Content-Length of %d: %d bytes: %w", contentLength, got, err)
+			pooled.Release()
+			return nil, nil, fmt.Errorf("body shorter than its Content-Length of %d: %d bytes: %w", contentLength, got, err)
 		}
-		return body, nil
+		return body, pooled, nil
 	}
 	var chunks [][]byte
 	var total, charged int64
@@ -253,7 +267,7 @@ func readLimited(ctx context.Context, r io.Reader, contentLength, limit int64, l
 	for total <= limit {
 		n := min(size, limit+1-total)
 		if err := lease.Grow(ctx, n); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		charged += n
 		c := make([]byte, n)
@@ -264,23 +278,23 @@ func readLimited(ctx context.Context, r io.Reader, contentLength, limit int64, l
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		size = min(size*2, maxChunk)
 	}
 	if total > limit {
-		return nil, fmt.Errorf("%w of %d bytes", ErrReplyTooLarge, limit)
+		return nil, nil, fmt.Errorf("%w of %d bytes", ErrReplyTooLarge, limit)
 	}
 	if len(chunks) == 1 {
-		return chunks[0], nil
+		return chunks[0], nil, nil
 	}
 	if err := lease.Grow(ctx, total); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	body := make([]byte, 0, total)
 	for _, c := range chunks {
 		body = append(body, c...)
 	}
 	lease.Shrink(charged)
-	return body, nil
+	return body, nil, nil
 }

@@ -49,7 +49,7 @@ func TestReadLimitedNeverReadsPastTheLimit(t *testing.T) {
 			} else {
 				r = src
 			}
-			body, err := readLimited(context.Background(), r, -1, c.limit, lease)
+			body, _, err := readLimited(context.Background(), r, -1, c.limit, lease)
 			if !errors.Is(err, c.err) {
 				t.Fatalf("err %v, want %v", err, c.err)
 			}
@@ -75,13 +75,13 @@ func TestReadLimitedNeverReadsPastTheLimit(t *testing.T) {
 func TestReadLimitedWithAContentLengthChargesItOnce(t *testing.T) {
 	b := NewBudget(2000)
 	l := b.Lease()
-	body, err := readLimited(context.Background(), strings.NewReader("hello"), 5, 10, l)
+	body, _, err := readLimited(context.Background(), strings.NewReader("hello"), 5, 10, l)
 	// The body and the copy decoding it as one event makes.
 	if err != nil || string(body) != "hello" || l.Held() != 2*5+EventOverhead {
 		t.Fatalf("body %q, err %v, held %d", body, err, l.Held())
 	}
 	l.Release()
-	if _, err := readLimited(context.Background(), strings.NewReader("hel"), 5, 10, b.Lease()); err == nil {
+	if _, _, err := readLimited(context.Background(), strings.NewReader("hel"), 5, 10, b.Lease()); err == nil {
 		t.Fatal("a body shorter than its Content-Length was accepted")
 	}
 }
@@ -153,7 +153,7 @@ func TestBudgetHoldsUnderConcurrentReplies(t *testing.T) {
 			defer wg.Done()
 			l := b.Lease()
 			defer l.Release()
-			_, err := readLimited(context.Background(), io.LimitReader(&endless{}, limit), -1, limit, l)
+			_, _, err := readLimited(context.Background(), io.LimitReader(&endless{}, limit), -1, limit, l)
 			if err != nil && !errors.Is(err, ErrBudgetBusy) {
 				t.Error(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/monovertex/monovertex/internal/payloadpool"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -119,6 +120,10 @@ type Response struct {
 	// one); the caller charges what it decodes to it and releases it once
 	// done with the reply.
 	Lease *Lease
+	// Buf is the pooled buffer a large body was read into (nil otherwise),
+	// for the caller to release once nothing reads the body or what was
+	// decoded from it without a copy.
+	Buf *payloadpool.Buffer
 }
 
 // Post sends ev and reads the answer. With readBody false, or for an answer
@@ -131,6 +136,7 @@ func (c *Client) Post(ctx context.Context, ev *event.Event, readBody bool) (*Res
 	resp, err := c.post(ctx, ev, readBody, &bodies)
 	if werr := bodies.wait(bodyCloseWait); werr != nil && err == nil {
 		resp.Lease.Release()
+		resp.Buf.Release()
 		return nil, &TransportError{URL: c.url, Err: werr}
 	}
 	return resp, err
@@ -277,7 +283,7 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		return nil, fmt.Errorf("reply from %s announces %d bytes: %w of %d bytes (MV_TRANSFORMER_MAX_REPLY)", c.url, resp.ContentLength, ErrReplyTooLarge, c.maxReply)
 	}
 	lease := c.budget.Lease()
-	body, err := readLimited(ctx, resp.Body, resp.ContentLength, c.maxReply, lease)
+	body, pooled, err := readLimited(ctx, resp.Body, resp.ContentLength, c.maxReply, lease)
 	if err != nil {
 		lease.Release()
 		switch {
@@ -288,7 +294,7 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		}
 		return nil, &TransportError{URL: c.url, Err: fmt.Errorf("read reply: %w", err)}
 	}
-	out.Body = body
+	out.Body, out.Buf = body, pooled
 	out.Lease = lease
 	return out, nil
 }

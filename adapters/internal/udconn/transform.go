@@ -107,30 +107,14 @@ func TransformResult[R TransformOutput](in *runner.Message, results []R, who, dr
 	return runner.TransformResult{Outputs: outs}
 }
 
-// GiveBuffers hands the pooled buffers that a result's output values alias
-// to the engine: on its first output, whose Release the engine calls once
-// every output of the input is written (so they may share the buffers).
-// A result without outputs holds nothing, and the buffers go back at once.
+// GiveBuffers hands the pooled buffers that a result's output values
+// alias to the engine with runner.TransformResult.Hold: on its first
+// output, released once every output of the input is written (so they may
+// share the buffers), or at once when there is no output.
 func GiveBuffers(res *runner.TransformResult, bufs ...*payloadpool.Buffer) {
-	var held []*payloadpool.Buffer
 	for _, b := range bufs {
 		if b != nil {
-			held = append(held, b)
-		}
-	}
-	switch {
-	case len(held) == 0:
-	case len(res.Outputs) == 0:
-		for _, b := range held {
-			b.Release()
-		}
-	case len(held) == 1:
-		res.Outputs[0].Release = held[0].Release
-	default:
-		res.Outputs[0].Release = func() {
-			for _, b := range held {
-				b.Release()
-			}
+			res.Hold(b.Release)
 		}
 	}
 }

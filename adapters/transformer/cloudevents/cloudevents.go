@@ -206,7 +206,21 @@ func (t *Transformer) call(ctx context.Context, m *runner.Message) runner.Transf
 		return runner.TransformResult{Err: fmt.Errorf("cloudevents transformer: message %q: %w", m.ID, cewire.PostError(err))}
 	}
 	defer resp.Lease.Release()
-	return t.result(ctx, m, resp)
+	res := t.result(ctx, m, resp)
+	if resp.Buf != nil {
+		// A binary reply's data is its body: the outputs holding it give
+		// the buffer back after the input's ack; if none does, now.
+		held := false
+		for _, o := range res.Outputs {
+			held = held || resp.Buf.Backs(o.Value)
+		}
+		if held {
+			res.Hold(resp.Buf.Release)
+		} else {
+			resp.Buf.Release()
+		}
+	}
+	return res
 }
 
 // result turns the function's answer into the message's outputs.

@@ -1,6 +1,7 @@
 package cloudevents
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -327,4 +328,44 @@ func TestConfigValidation(t *testing.T) {
 		{Name: "max reply", Edit: func(c *Config) { c.MaxReply = 0 }, Var: "MV_TRANSFORMER_MAX_REPLY"},
 		{Name: "ce type", Edit: func(c *Config) { c.Type = "a\nb" }, Var: "MV_CE_TYPE"},
 	}, nil)
+}
+
+// A large reply is read into a pooled buffer. In binary mode the output's
+// value is the reply body itself, so the output carries the buffer's
+// release for the engine (after the input's ack); an output decoded out
+// of the body (structured mode) holds none, and keeps its bytes while
+// later replies reuse the buffer.
+func TestLargeRepliesArePooledAndReleasedThroughTheirOutputs(t *testing.T) {
+	f := cetest.StartFunction(t, cetest.Reference)
+	for _, mode := range []string{"binary", "structured"} {
+		t.Run(mode, func(t *testing.T) {
+			tr := newTransformer(t, f.URL, func(c *Config) { c.Mode = mode })
+			var kept []*runner.Message
+			var want [][]byte
+			for i := range 6 {
+				v := bytes.Repeat([]byte{byte('a' + i)}, 200<<10)
+				res := transformOne(t, tr, &runner.Message{ID: fmt.Sprintf("big-%d", i), Value: v})
+				if res.Err != nil || len(res.Outputs) != 1 {
+					t.Fatalf("reply %d: %+v", i, res)
+				}
+				o := res.Outputs[0]
+				if !bytes.Equal(o.Value, v) {
+					t.Fatalf("reply %d: output of %d bytes differs from the %d sent", i, len(o.Value), len(v))
+				}
+				if mode == "binary" && o.Release == nil {
+					t.Fatalf("reply %d: a binary reply's output holds its pooled body without a Release", i)
+				}
+				if o.Release != nil {
+					o.Release() // as the engine does after the ack
+					continue
+				}
+				kept, want = append(kept, o), append(want, v)
+				for j, k := range kept {
+					if !bytes.Equal(k.Value, want[j]) {
+						t.Fatalf("after reply %d the output of an earlier reply changed: it aliased a released buffer", i)
+					}
+				}
+			}
+		})
+	}
 }
