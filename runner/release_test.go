@@ -60,15 +60,21 @@ func acked(src *runnertest.Source, id string) func() error {
 	}
 }
 
-func TestPayloadsAreReleasedOnceAfterTheAck(t *testing.T) {
-	msgs := runnertest.Messages(100)
-	src := runnertest.NewSource(msgs)
-	var rel releases
-	want := map[string]int{}
+// trackedSource is a source of n messages whose Release must come after
+// their ack, exactly once each (want).
+func trackedSource(n int) (msgs []*runner.Message, src *runnertest.Source, rel *releases, want map[string]int) {
+	msgs = runnertest.Messages(n)
+	src = runnertest.NewSource(msgs)
+	rel, want = &releases{}, map[string]int{}
 	for _, m := range msgs {
 		rel.track(m, m.ID, acked(src, m.ID))
 		want[m.ID] = 1
 	}
+	return msgs, src, rel, want
+}
+
+func TestPayloadsAreReleasedOnceAfterTheAck(t *testing.T) {
+	_, src, rel, want := trackedSource(100)
 	sink := runnertest.NewSink(nil)
 	run(t, runner.Options{BatchSize: 10}, src, nil, sink, nil)
 	rel.check(t, want)
@@ -123,14 +129,7 @@ func TestAnInputThatAnOutputStillReadsIsReleasedAfterTheAck(t *testing.T) {
 		"slice":       func(m *runner.Message) *runner.Message { return &runner.Message{Value: m.Value[1:]} },
 	} {
 		t.Run(name, func(t *testing.T) {
-			msgs := runnertest.Messages(20)
-			src := runnertest.NewSource(msgs)
-			var rel releases
-			want := map[string]int{}
-			for _, m := range msgs {
-				rel.track(m, m.ID, acked(src, m.ID))
-				want[m.ID] = 1
-			}
+			_, src, rel, want := trackedSource(20)
 			tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
 				return runner.TransformResult{Outputs: []*runner.Message{out(m)}}
 			})
@@ -167,12 +166,7 @@ func TestAFailedCallKeepsTheBatchsPayloadsFromBeingReleased(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			msgs := runnertest.Messages(10)
-			src := runnertest.NewSource(msgs)
-			var rel releases
-			for _, m := range msgs {
-				rel.track(m, m.ID, acked(src, m.ID))
-			}
+			_, src, rel, _ := trackedSource(10)
 			sink := runnertest.NewSink(nil)
 			setup(sink)
 			run(t, runner.Options{BatchSize: 10}, src, nil, sink, nil)

@@ -40,7 +40,10 @@ type Buffer struct {
 }
 
 // Release gives the buffer back. Nothing may read or write B afterwards.
-// Releasing twice, or a nil Buffer, does nothing.
+// A nil Buffer, or a second Release before Get hands the buffer out
+// again, does nothing; after that it would give back the next user's
+// buffer, so each owner releases once (the engine clears Message.Release
+// when it calls it).
 func (b *Buffer) Release() {
 	if b == nil || !b.out {
 		return
