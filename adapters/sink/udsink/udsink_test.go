@@ -151,7 +151,9 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	rec := &recorder{}
 	// The SDK's own server, as a user's container runs it.
 	ep := udconn.SinkEndpoint(dir, false)
-	udftest.StartSDK(t, sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile)).Start)
+	udftest.StartSDK(t, func() udftest.SDKServer {
+		return sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile))
+	})
 	conformance.RunSink(t, conformance.SinkCase{
 		New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.Settings(dir), runner.RoleSink) },
 		Received: func(t *testing.T) []*runner.Message { return rec.received() },

@@ -179,7 +179,9 @@ func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
 	st := newStore(3 * time.Second)
 	ep := udconn.SourceEndpoint(dir)
-	udftest.StartSDK(t, sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile)).Start)
+	udftest.StartSDK(t, func() udftest.SDKServer {
+		return sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile))
+	})
 	conformance.RunSource(t, conformance.SourceCase{
 		New:      func(t *testing.T) runner.Source { return newSource(t, udftest.Settings(dir)) },
 		Produce:  func(t *testing.T, n int) [][]byte { return st.produce(n) },

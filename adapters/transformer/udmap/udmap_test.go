@@ -183,19 +183,19 @@ func refMap(t *testing.T, mode udconn.MapMode, adjust func(*udconn.Settings)) (*
 // name, until the test ends.
 func startSDKServer(t *testing.T, dir string, mode udconn.MapMode) {
 	ep := udconn.MapEndpoint(dir, mode)
-	var start func(context.Context) error
-	switch mode {
-	case udconn.BatchMap:
-		start = batchmapper.NewServer(batchmapper.BatchMapperFunc(batchRef),
-			batchmapper.WithSockAddr(ep.Socket), batchmapper.WithServerInfoFilePath(ep.InfoFile)).Start
-	case udconn.StreamMap:
-		start = mapstreamer.NewServer(mapstreamer.MapStreamerFunc(streamRef),
-			mapstreamer.WithSockAddr(ep.Socket), mapstreamer.WithServerInfoFilePath(ep.InfoFile)).Start
-	default:
-		start = mapper.NewServer(mapper.MapperFunc(unaryRef),
-			mapper.WithSockAddr(ep.Socket), mapper.WithServerInfoFilePath(ep.InfoFile)).Start
-	}
-	udftest.StartSDK(t, start)
+	udftest.StartSDK(t, func() udftest.SDKServer {
+		switch mode {
+		case udconn.BatchMap:
+			return batchmapper.NewServer(batchmapper.BatchMapperFunc(batchRef),
+				batchmapper.WithSockAddr(ep.Socket), batchmapper.WithServerInfoFilePath(ep.InfoFile))
+		case udconn.StreamMap:
+			return mapstreamer.NewServer(mapstreamer.MapStreamerFunc(streamRef),
+				mapstreamer.WithSockAddr(ep.Socket), mapstreamer.WithServerInfoFilePath(ep.InfoFile))
+		default:
+			return mapper.NewServer(mapper.MapperFunc(unaryRef),
+				mapper.WithSockAddr(ep.Socket), mapper.WithServerInfoFilePath(ep.InfoFile))
+		}
+	})
 }
 
 // serializedSend wraps numaflow-go v0.12's map stream service so that its

@@ -85,8 +85,10 @@ func newTransformer(t *testing.T, set udconn.Settings) *udtransformer.Transforme
 func TestConformanceWithSDKServer(t *testing.T) {
 	dir := udftest.Dir(t)
 	ep := udconn.TransformerEndpoint(dir)
-	udftest.StartSDK(t, sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
-		sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile)).Start)
+	udftest.StartSDK(t, func() udftest.SDKServer {
+		return sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
+			sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile))
+	})
 	conformance.RunTransformer(t, conformance.TransformerCase{
 		New:      func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.Settings(dir)) },
 		Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},

@@ -136,15 +136,30 @@ func WriteInfo(t testing.TB, ep udconn.Endpoint, content string) {
 	}
 }
 
-// StartSDK runs start, the Start of one of numaflow-go's own servers (which
-// writes its server-info file and listens as a user's container does),
-// until the test ends, and fails the test if the server does not stop
-// cleanly then.
-func StartSDK(t testing.TB, start func(context.Context) error) {
+// SDKServer is what every numaflow-go server's NewServer returns.
+type SDKServer interface{ Start(context.Context) error }
+
+// StartSDK runs a server made by newServer, one of numaflow-go's own
+// servers (which writes its server-info file and listens as a user's
+// container does), until the test ends, and fails the test if the server
+// does not stop cleanly then. A numaflow-go server stops itself when a
+// stream fails (a source's read stream closed by the client while the
+// server sends is one), which in a pod ends the container and the kubelet
+// starts it again; so does StartSDK, with a new server, at most 20 times.
+func StartSDK(t testing.TB, newServer func() SDKServer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- start(ctx) }()
+	go func() {
+		for restarts := 0; ; restarts++ {
+			err := newServer().Start(ctx)
+			if ctx.Err() != nil || restarts == 20 {
+				done <- err
+				return
+			}
+			t.Logf("SDK server stopped by itself (%v); starting it again, as the kubelet restarts a container", err)
+		}
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
