@@ -1,9 +1,13 @@
 package cewire
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,7 +81,7 @@ func TestBodyWatchIgnoresBodiesThatWereNeverRead(t *testing.T) {
 	ev.SetID("e")
 	ev.SetSource("s")
 	ev.SetType("t")
-	ev.DataEncoded = []byte("payload")
+	ev.DataEncoded = bytes.Repeat([]byte("p"), smallBody+1) // a small body is sent from a copy, unwatched
 	var w bodyWatch
 	resp, err := c.post(context.Background(), &ev, false, &w)
 	if err != nil {
@@ -88,5 +92,58 @@ func TestBodyWatchIgnoresBodiesThatWereNeverRead(t *testing.T) {
 	}
 	if err := w.wait(0); err != nil || w.open.Load() != 0 {
 		t.Fatalf("wait: %v with %d bodies open", err, w.open.Load())
+	}
+}
+
+// countingConn counts the writes a connection makes.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int32
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A small event goes out in one write, headers and body together, and from
+// a copy: the caller may change its data as soon as Post returns.
+func TestSmallBodiesGoOutInOneWriteFromACopy(t *testing.T) {
+	got := make(chan []byte, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+	}))
+	defer srv.Close()
+	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
+	var writes atomic.Int32
+	tr := c.http.Transport.(*http.Transport)
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{conn, &writes}, nil
+	}
+	const posts = 5
+	for i := range posts {
+		data := bytes.Repeat([]byte{byte('a' + i)}, 1024)
+		ev := event.New()
+		ev.SetID("e")
+		ev.SetSource("s")
+		ev.SetType("t")
+		ev.DataEncoded = data
+		resp, err := c.Post(context.Background(), &ev, false)
+		if err != nil || resp.Status != http.StatusOK {
+			t.Fatalf("post %d: %v, %+v", i, err, resp)
+		}
+		clear(data)
+		if b := <-got; !bytes.Equal(b, bytes.Repeat([]byte{byte('a' + i)}, 1024)) {
+			t.Fatalf("post %d: the function got %q...", i, b[:8])
+		}
+	}
+	if n := writes.Load(); n != posts {
+		t.Fatalf("%d posts made %d writes; want one each", posts, n)
 	}
 }

@@ -10,10 +10,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
+	"github.com/cloudevents/sdk-go/v2/event"
 
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+
+	"github.com/monovertex/monovertex/runner"
 )
 
 // sdkEvents decodes what ReadEvents decodes with the SDK's own
@@ -79,6 +83,85 @@ func FuzzBinaryEventMatchesTheSDK(f *testing.F) {
 		}
 		if gotErr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("got %v, the SDK decodes %v", got, want)
+		}
+	})
+}
+
+// sdkRequest is req written by the SDK's own binary-mode writer, the
+// standard writeBinary must match.
+func sdkRequest(t testing.TB, ev *event.Event, preset http.Header) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = preset.Clone()
+	if err := cehttp.WriteRequest(binding.WithForceBinary(context.Background()), binding.ToMessage(ev), req); err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// readBody reads what a request sends, and what its GetBody would resend.
+func readBody(t testing.TB, req *http.Request) (body, again []byte) {
+	t.Helper()
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+	}
+	if req.GetBody != nil {
+		r, err := req.GetBody()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ = io.ReadAll(r)
+	}
+	return body, again
+}
+
+// FuzzBinaryRequestMatchesTheSDK checks that a request written without
+// the SDK's binding carries exactly the headers and body the SDK writes,
+// for any message the mapper accepts and any header already configured.
+func FuzzBinaryRequestMatchesTheSDK(f *testing.F) {
+	f.Add("id-1", "k1", "note", "v", "subject", "s", []byte("hello"), int64(1_700_000_000_123), "text/plain", "Content-Type", "x/y")
+	f.Add("x", "", "dataschema", "https://example.com/s", "source", "/elsewhere", []byte{}, int64(0), "", "Ce-Id", "configured")
+	f.Add("x", "a,b", "type", "t2", "e1", "", []byte(`{"a":1}`), int64(-1), "application/json", "", "")
+	m := newMapper(f)
+	f.Fuzz(func(t *testing.T, id, key, h1, v1, h2, v2 string, value []byte, ms int64, ctype, presetName, presetValue string) {
+		msg := &runner.Message{ID: id, Value: value, Headers: map[string]string{h1: v1, h2: v2}}
+		if key != "" {
+			msg.Keys = []string{key}
+		}
+		if ms != 0 {
+			msg.EventTime = time.UnixMilli(ms)
+		}
+		if ctype != "" {
+			msg.Headers[HeaderContentType] = ctype
+		}
+		ev, err := m.ToEvent(msg)
+		if err != nil || ev.Validate() != nil || !headerSafe(&ev) {
+			return
+		}
+		preset := http.Header{}
+		if presetName != "" && presetValue != "" {
+			preset[http.CanonicalHeaderKey(presetName)] = []string{presetValue}
+		}
+		want := sdkRequest(t, &ev, preset)
+		got, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Header = preset.Clone()
+		if !writeBinary(got, &ev) {
+			t.Fatalf("a mapped event was left to the SDK: %v", ev)
+		}
+		if !reflect.DeepEqual(got.Header, want.Header) || got.ContentLength != want.ContentLength || (got.GetBody == nil) != (want.GetBody == nil) {
+			t.Fatalf("headers %v, length %d, GetBody %t; the SDK writes %v, %d, %t",
+				got.Header, got.ContentLength, got.GetBody != nil, want.Header, want.ContentLength, want.GetBody != nil)
+		}
+		gotBody, gotAgain := readBody(t, got)
+		wantBody, wantAgain := readBody(t, want)
+		if !bytes.Equal(gotBody, wantBody) || !bytes.Equal(gotAgain, wantAgain) {
+			t.Fatalf("body %q (again %q); the SDK sends %q (again %q)", gotBody, gotAgain, wantBody, wantAgain)
 		}
 	})
 }
