@@ -63,7 +63,7 @@ func main() {
 		mdPath      = flag.String("markdown", "", "write the table as Markdown to this file")
 		cpus        cpusFlag
 		sweep       = flag.Bool("sweep", false, "cores sweep: the same as --cpus 1,2")
-		profileDir  = flag.String("profile", "", "save a CPU profile of the runner (and of each baseline and peer) per scenario in this directory")
+		profileDir  = flag.String("profile", "", "save a CPU profile of the runner (and of each baseline and peer) per scenario in this directory, and the runner's heap profile with its memory statistics at the end of the first window")
 		only        = flag.String("only", "", "run only the scenarios whose \"name/payload\" matches this regular expression, e.g. 'blackhole/1KiB'")
 		warmup      = flag.Duration("warmup", 0, "warm-up before each measurement (default 2s, 300ms with --quick)")
 		duration    = flag.Duration("duration", 0, "measured time of each side per round (default 5s, 700ms with --quick)")

@@ -154,6 +154,13 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 	if err := prof(); err != nil {
 		r.notes = append(r.notes, "runner profile: "+err.Error())
 	}
+	// What the heap holds at the window's end, with the runtime's memory
+	// statistics (debug=1), to tell payloads from the rest of the RSS.
+	if path := h.profilePath(sc, "runner-heap"); path != "" {
+		if err := saveURL(admin+"/debug/pprof/heap?debug=1", strings.TrimSuffix(path, ".pprof")+".txt", 30*time.Second); err != nil {
+			r.notes = append(r.notes, "runner heap profile: "+err.Error())
+		}
+	}
 	if s1.status.State != "running" {
 		return r, fmt.Errorf("the runner is %q, not running, at the end of the window", s1.status.State)
 	}
