@@ -154,10 +154,15 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 	if err := prof(); err != nil {
 		r.notes = append(r.notes, "runner profile: "+err.Error())
 	}
-	// What the heap holds at the window's end, with the runtime's memory
-	// statistics (debug=1), to tell payloads from the rest of the RSS.
+	// What the heap holds at the window's end, to tell payloads from the
+	// rest of the RSS: the runtime's memory statistics as they are
+	// (debug=1), then a profile of what is live after a collection (gc=1).
 	if path := h.profilePath(sc, "runner-heap"); path != "" {
-		if err := saveURL(admin+"/debug/pprof/heap?debug=1", strings.TrimSuffix(path, ".pprof")+".txt", 30*time.Second); err != nil {
+		err := saveURL(admin+"/debug/pprof/heap?debug=1", strings.TrimSuffix(path, ".pprof")+".txt", 30*time.Second)
+		if err == nil {
+			err = saveURL(admin+"/debug/pprof/heap?gc=1", path, 30*time.Second)
+		}
+		if err != nil {
 			r.notes = append(r.notes, "runner heap profile: "+err.Error())
 		}
 	}
