@@ -74,10 +74,11 @@ func WriteRequest(ctx context.Context, req *http.Request, ev *event.Event, mode 
 // SDK's binding writes, byte for byte and in the same way (attributes
 // appended to what req already has, extensions replacing it), and the data
 // as the body. It reports false, having written nothing, for any other
-// event, which the SDK then writes. The SDK's path costs about twice the
-// rest of building a request (a spec lookup, an interface copy of the
-// whole context and a Format per attribute); FuzzBinaryRequestMatchesTheSDK
-// holds the two to the same output.
+// event, which the SDK then writes. The SDK's path looks each attribute
+// up in its spec table, copies the whole context through an interface and
+// formats every value (44 allocations per mapped and written 1 KiB
+// message in BenchmarkWriteBinaryRequest, 34 this way);
+// FuzzBinaryRequestMatchesTheSDK holds the two to the same output.
 func writeBinary(req *http.Request, ev *event.Event) bool {
 	ec, ok := ev.Context.(*event.EventContextV1)
 	if !ok {
