@@ -24,6 +24,11 @@ type inputState struct {
 	nackDelay time.Duration // the longest delay any of its outputs asked for
 	failed    bool          // it cannot reach a final state in this attempt
 	settled   bool          // acked or nacked already
+	// release is the input's own Message.Release, taken off the message
+	// as the batch starts: a transformer that copies the struct (out :=
+	// *m) must not carry it into an output, which would release the
+	// buffer twice.
+	release func()
 	// releases are the Release functions of its outputs, called with its
 	// own once it is acked: outputs of one input may share one buffer.
 	releases []func()
@@ -72,6 +77,7 @@ func (e *Engine) process(ctx context.Context, msgs []*Message, readStart, readEn
 	b := &batch{e: e, inputs: make([]inputState, len(msgs))}
 	for i, m := range msgs {
 		b.inputs[i].msg = m
+		b.inputs[i].release, m.Release = m.Release, nil
 	}
 	if e.tracer != nil {
 		ctx, b.span = e.startBatch(ctx, msgs, readStart, readEnd)
@@ -211,8 +217,8 @@ func (b *batch) recycle(first int, ready []*Message) {
 			continue
 		}
 		ready = ready[1:]
-		if r := in.msg.Release; r != nil {
-			in.msg.Release = nil
+		if r := in.release; r != nil {
+			in.release = nil
 			r()
 		}
 		for _, r := range in.releases {
@@ -402,6 +408,15 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 						in.releases = append(in.releases, out.Release)
 						out.Release = nil
 					}
+					if out == in.msg {
+						// The input passed on as an output stays the source's
+						// ack handle: its ID must not become an output's, and
+						// a later stage replacing it must not look like this
+						// stage replacing the input (a sibling output may
+						// still read its payload).
+						cp := *out
+						out = &cp
+					}
 					out.ID = outputID(o.msg.ID, k, len(r.Outputs))
 					if out.EventTime.IsZero() {
 						out.EventTime = o.msg.EventTime
@@ -425,8 +440,8 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					// doubling the memory of a batch of large messages;
 					// its buffer can take the next one at once.
 					in.msg.Value = nil
-					if rel := in.msg.Release; rel != nil && !b.tainted {
-						in.msg.Release = nil
+					if rel := in.release; rel != nil && !b.tainted {
+						in.release = nil
 						rel()
 					}
 				}

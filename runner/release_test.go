@@ -203,3 +203,71 @@ func TestHoldRunsNowWithoutOutputsAndOtherwiseChainsOnTheFirst(t *testing.T) {
 		t.Fatalf("the first output's Release ran %v, want [a b]", calls)
 	}
 }
+
+// A transformer may copy its input (out := *m) and change the copy; the
+// copy must not carry the input's Release, or the buffer would go back
+// twice (once as the input is replaced, once after its ack) and the
+// second time hand the next message's buffer out again.
+func TestACopyOfTheInputDoesNotCarryItsRelease(t *testing.T) {
+	msgs := runnertest.Messages(20)
+	src := runnertest.NewSource(msgs)
+	var rel releases
+	want := map[string]int{}
+	for _, m := range msgs {
+		rel.track(m, m.ID, func() error { return nil })
+		want[m.ID] = 1
+	}
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		out := *m
+		out.Value = []byte("new-" + m.ID)
+		return runner.TransformResult{Outputs: []*runner.Message{&out}}
+	})
+	sink := runnertest.NewSink(nil)
+	runAcked(t, runner.Options{BatchSize: 5}, src, 20, runner.Pipeline{Sink: sink,
+		Stages: []runner.Stage{{Kind: "test", Role: runner.StageTransformer, Transformer: tr}}})
+	rel.check(t, want)
+	for _, m := range msgs {
+		if got := sink.Message(m.ID); got == nil || string(got.Value) != "new-"+m.ID {
+			t.Fatalf("%s written as %+v", m.ID, got)
+		}
+	}
+}
+
+// A transformer passes its input on beside a second output that reads the
+// same payload; the next stage replaces the input but keeps the second.
+// The input's buffer may go back only after the ack (the second output is
+// written from it), and the input, still the source's ack handle, keeps
+// its ID.
+func TestAnInputPassedOnBesideASiblingIsReleasedAfterTheAck(t *testing.T) {
+	msgs, src, rel, want := trackedSource(12)
+	original := map[string]string{}
+	for _, m := range msgs {
+		original[m.ID] = string(m.Value)
+	}
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{m, {Value: m.Value, Tags: []string{"sibling"}}}}
+	})
+	udf := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		if len(m.Tags) > 0 {
+			return runner.TransformResult{Outputs: []*runner.Message{m}}
+		}
+		return runner.TransformResult{Outputs: []*runner.Message{{Value: []byte("replaced")}}}
+	})
+	sink := runnertest.NewSink(nil)
+	runAcked(t, runner.Options{BatchSize: 4}, src, 12, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
+		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+	}})
+	rel.check(t, want)
+	if n := len(sink.WrittenIDs()); n != 24 {
+		t.Fatalf("written %d, want 24", n)
+	}
+	for _, m := range msgs {
+		if got := sink.Message(m.ID + "-1"); got == nil || string(got.Value) != original[m.ID] {
+			t.Fatalf("the sibling of %s written as %+v, want %q", m.ID, got, original[m.ID])
+		}
+		if got := sink.Message(m.ID + "-0"); got == nil || string(got.Value) != "replaced" {
+			t.Fatalf("the replaced output of %s written as %+v", m.ID, got)
+		}
+	}
+}

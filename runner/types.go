@@ -40,7 +40,9 @@ type Message struct {
 	// calls it) when any call that carried the batch failed, since a call
 	// cut short may still be reading. So that this is sound, a sink's Write
 	// and a transformer's Transform must not read any message's Value
-	// after they return successfully.
+	// after they return successfully. The engine takes it off a message it
+	// reads as the batch starts, so a copy of the message (out := *m in a
+	// transformer) does not carry it.
 	Release func()
 }
 
