@@ -408,12 +408,13 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 						in.releases = append(in.releases, out.Release)
 						out.Release = nil
 					}
-					if out == in.msg {
-						// The input passed on as an output stays the source's
-						// ack handle: its ID must not become an output's, and
-						// a later stage replacing it must not look like this
-						// stage replacing the input (a sibling output may
-						// still read its payload).
+					if out == in.msg && len(r.Outputs) > 1 {
+						// The input passed on beside other outputs stays the
+						// source's ack handle: its ID must not become an
+						// output's, and a later stage replacing it must not
+						// look like that stage replacing the input (a sibling
+						// may still read its payload). Passed on alone, it
+						// keeps its ID and has no sibling: no copy.
 						cp := *out
 						out = &cp
 					}
