@@ -119,12 +119,15 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	s := sampleRSS(p.Cmd.Process.Pid, 100*time.Millisecond)
 	start := time.Now()
 	var heapMax, goalMax float64
+	var heap []int64 // heap in use, every 200ms
 	stopHeap := make(chan struct{})
 	heapDone := make(chan struct{})
 	go func() {
 		defer close(heapDone)
 		for {
-			heapMax = max(heapMax, goMetric(p, "go_memstats_heap_inuse_bytes"))
+			inuse := goMetric(p, "go_memstats_heap_inuse_bytes")
+			heapMax = max(heapMax, inuse)
+			heap = append(heap, int64(inuse))
 			goalMax = max(goalMax, goMetric(p, "go_memstats_next_gc_bytes"))
 			select {
 			case <-stopHeap:
@@ -152,9 +155,21 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 		n, slowPayload>>10, mib(int64(n)*slowPayload), float64(int64(n)*slowPayload)/float64(bound), mib(bound), took.Round(time.Millisecond), float64(n)/took.Seconds(),
 		mib(base), mib(top), mib(first), mib(second), mib(int64(heapMax)), mib(int64(goalMax)), n/50, st.Totals.Read, st.Totals.Acked, st.Totals.SinkErrors)
 	// Flat: the end of the run, with far more data moved, needs no more
-	// memory than after the ramp-up.
-	if second > first+first/4+(8<<20) {
-		t.Fatalf("RSS grew from %s in the second quarter of the run to %s in the last", mib(first), mib(second))
+	// memory than after the ramp-up. With the race detector the RSS is
+	// mostly its shadow memory (four times the heap here), which grows with
+	// the addresses the heap has used, so 10-35 % more in the last quarter
+	// than in the second, at this commit and before it alike; then the Go
+	// heap in use must be flat instead.
+	what, from, to := "RSS", first, second
+	if raceBuild {
+		hq := len(heap) / 4
+		if hq < 2 {
+			t.Fatalf("only %d heap samples", len(heap))
+		}
+		what, from, to = "the Go heap in use", peak(heap[hq:2*hq]), peak(heap[3*hq:])
+	}
+	if to > from+from/4+(8<<20) {
+		t.Fatalf("%s grew from %s in the second quarter of the run to %s in the last", what, mib(from), mib(to))
 	}
 	// The GC goal is twice the live heap (GOGC=100): what the runner keeps
 	// alive must stay within a small multiple of the in-flight bound, and
