@@ -58,7 +58,7 @@ func run() int {
 	log := newLogger(cfg.LogLevel)
 	log = log.Named("runner").With("mvtx_name", cfg.Name, "mvtx_replica", cfg.Replica)
 	defer log.Sync()
-	memLimit := setMemoryLimit()
+	memLimit := append(setMemoryLimit(), startGCPacing()...)
 
 	ctx := signalContext()
 	ctx = logging.WithLogger(ctx, log)
@@ -77,7 +77,8 @@ func run() int {
 }
 
 // start builds and runs the runner; memLimit are the log fields of the Go
-// memory limit setMemoryLimit chose, for the "runner started" line.
+// memory limit setMemoryLimit chose and of the GC pacing, for the "runner
+// started" line.
 func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger, memLimit []any) (int, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

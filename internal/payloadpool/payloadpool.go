@@ -16,7 +16,9 @@ package payloadpool
 
 import (
 	"math/bits"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -84,8 +86,23 @@ func Get(n int) *Buffer {
 		b.out = true
 		return b
 	}
-	return &Buffer{B: make([]byte, n, size), class: c, out: true}
+	b := &Buffer{B: make([]byte, n, size), class: c, out: true}
+	held.Add(int64(size))
+	// A pooled buffer lives until sync.Pool drops it at a collection (or
+	// its owner loses it without a Release); either way the collector
+	// frees it, and only then does it stop counting.
+	runtime.AddCleanup(b, func(n int64) { held.Add(-n) }, int64(size))
+	return b
 }
+
+// held is the bytes of pooled buffers the collector has not freed.
+var held atomic.Int64
+
+// Held returns the bytes of pooled buffers the collector has not freed:
+// those handed out and those waiting in the pool. They are live heap that
+// is reused rather than garbage, which the runner's collector pacing
+// leaves out of the headroom it gives the heap to grow.
+func Held() int64 { return held.Load() }
 
 // Backs reports whether v lies in the buffer's memory, as a payload
 // decoded from the buffer without a copy does.

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func TestClassesRoundUpByAnEighthOfAPowerOfTwo(t *testing.T) {
@@ -119,4 +120,45 @@ func debugGC(t *testing.T) func() {
 	runtime.GC()
 	old := debug.SetGCPercent(-1)
 	return func() { debug.SetGCPercent(old) }
+}
+
+func TestHeldCountsPooledBuffersUntilTheCollectorFreesThem(t *testing.T) {
+	// A size no other test uses, so every Get below allocates.
+	const n = 40<<20 + 3
+	_, size := class(n)
+	// Let what earlier tests left be freed and its cleanups run, then keep
+	// the collector away while the counts are taken.
+	for prev, i := int64(-1), 0; i < 50 && Held() != prev; i++ {
+		prev = Held()
+		runtime.GC()
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	gcOn := debugGC(t)
+	h0 := Held()
+	a, b := Get(n), Get(n)
+	if got := Held() - h0; got != int64(2*size) {
+		t.Fatalf("two new %d-byte buffers add %d to Held, want %d", size, got, 2*size)
+	}
+	if small := Get(100); Held()-h0 != int64(2*size) {
+		t.Fatal("a buffer too small to pool was counted")
+	} else {
+		small.Release()
+	}
+	a.Release() // waiting in the pool: still held
+	if got := Held() - h0; got != int64(2*size) {
+		t.Fatalf("after a Release Held grew by %d, want %d", got, 2*size)
+	}
+	gcOn()
+	runtime.KeepAlive(b)
+	b = nil // lost without a Release: the collector frees it all the same
+	// sync.Pool keeps what it holds through one collection and drops it at
+	// the next; cleanups run after the collection that freed the buffer.
+	for i := 0; i < 100 && Held() != h0; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := Held() - h0; got != 0 {
+		t.Fatalf("after the buffers were freed Held is %d above where it started", got)
+	}
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+
+	"github.com/monovertex/monovertex/internal/payloadpool"
+)
+
+// minGCHeadroom is the least the heap may grow between collections when
+// the pacer sets the GC percent: Go's own minimum heap goal at GOGC=100,
+// so a runner whose live heap is nearly all pooled payloads does not
+// collect after every few messages.
+const minGCHeadroom = 4 << 20
+
+// gcPercentFor returns the GC percent that gives the heap the headroom
+// GOGC=100 would give it if the payload pool's buffers (held of the live
+// bytes) were not on the heap: the heap may grow by the live bytes that are
+// not pooled, at least minGCHeadroom, and never by more than GOGC=100
+// allows.
+//
+// Go's pacer lets the heap grow by GOGC percent of all the live heap. With
+// megabyte payloads most of that is the pool's buffers, which are reused
+// rather than turned into garbage, so at GOGC=100 the heap reaches twice the
+// payloads in flight before a collection: that doubling, not the payloads,
+// is what took the runner's peak RSS past batch x payload x batches in
+// flight + 64 MiB (hack/bench/RESULTS.md). What the runner does allocate
+// per message is the same with or without the pool, so it gets the same
+// headroom as it would without the pool on the heap; at small payloads the
+// pool holds nothing and this is GOGC=100.
+func gcPercentFor(live, held int64) int {
+	if live <= 0 || held <= 0 {
+		return 100
+	}
+	other := max(live-held, minGCHeadroom)
+	return int(min(max(other*100/live, 1), 100))
+}
+
+// gcPacer sets the GC percent from gcPercentFor after every collection.
+type gcPacer struct {
+	held    func() int64
+	set     func(int) int
+	mu      sync.Mutex
+	percent int
+	stopped bool
+	sample  []metrics.Sample
+}
+
+// startGCPacing starts pacing the collector with gcPercentFor unless the
+// user set GOGC, and returns the log fields that say which holds, for the
+// "runner started" line.
+func startGCPacing() []any {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		return []any{"gc_percent_from", "GOGC=" + v}
+	}
+	newGCPacer(payloadpool.Held, debug.SetGCPercent).arm()
+	return []any{"gc_percent_from", "pacer: GOGC=100's headroom over the heap other than pooled payload buffers (set GOGC to choose a fixed percent)"}
+}
+
+func newGCPacer(held func() int64, set func(int) int) *gcPacer {
+	return &gcPacer{held: held, set: set, percent: 100,
+		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+}
+
+// gcSentinel is an object whose only use is to become garbage: its cleanup
+// runs after the collection that finds it unreachable, which is how the
+// pacer hears of each collection without polling. It holds a pointer so
+// the allocator does not pack it into a tiny block with other objects that
+// may keep the block alive.
+type gcSentinel struct{ _ *byte }
+
+// arm asks to be called after the next collection.
+func (p *gcPacer) arm() {
+	runtime.AddCleanup(new(gcSentinel), func(p *gcPacer) {
+		if p.adjust() {
+			p.arm()
+		}
+	}, p)
+}
+
+// adjust sets the GC percent for the heap the last collection found live,
+// and reports whether the pacer is still running.
+func (p *gcPacer) adjust() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	metrics.Read(p.sample)
+	live := int64(p.sample[0].Value.Uint64())
+	if want := gcPercentFor(live, p.held()); want != p.percent {
+		p.set(want)
+		p.percent = want
+	}
+	return true
+}
+
+// stop ends the pacing and puts back GOGC=100; for tests.
+func (p *gcPacer) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	p.set(100)
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestGCPercentLeavesThePoolOutOfTheHeadroom(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, held int64
+		want       int
+	}{
+		{0, 0, 100},
+		{10 * mib, 0, 100},          // nothing pooled: Go's default
+		{48 * mib, 40 * mib, 16},    // 8 MiB of the rest: grow by 8 of 48
+		{100 * mib, 25 * mib, 75},   // grow by the 75 MiB not pooled
+		{6 * mib, 5 * mib, 66},      // at least minGCHeadroom: 4 of 6
+		{3 * mib, 2 * mib, 100},     // minGCHeadroom over a small heap: never above 100
+		{40 * mib, 41 * mib, 10},    // held counts a buffer not yet found dead: 4 of 40
+		{1 << 40, 1 << 40, 1},       // a huge pool: at least 1 %
+		{64 * mib, 64*mib - 1, 6},   // 4 MiB of 64 MiB
+		{200 * mib, 100 * mib, 50},  // half pooled
+		{1024 * mib, 1020 * mib, 1}, // 0.39 % rounds down, then at least 1
+	} {
+		if got := gcPercentFor(c.live, c.held); got != c.want {
+			t.Errorf("gcPercentFor(%d MiB live, %d MiB held) = %d, want %d", c.live/mib, c.held/mib, got, c.want)
+		}
+	}
+}
+
+// TestPacerFollowsThePoolAcrossCollections runs the pacer on the real
+// collector: with 64 MiB held it lowers the percent after a collection,
+// and once the pool holds nothing it puts GOGC=100 back.
+func TestPacerFollowsThePoolAcrossCollections(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+
+	var held atomic.Int64
+	var last atomic.Int64
+	last.Store(100)
+	p := newGCPacer(held.Load, func(v int) int {
+		last.Store(int64(v))
+		return debug.SetGCPercent(v)
+	})
+	// 64 MiB live and counted as held, as pooled payload buffers are.
+	pooled := make([][]byte, 64)
+	for i := range pooled {
+		pooled[i] = make([]byte, 1<<20)
+	}
+	held.Store(64 << 20)
+	p.arm()
+	defer p.stop()
+
+	waitFor := func(what string, ok func(int64) bool) {
+		t.Helper()
+		for i := 0; i < 100; i++ { // at most 100 collections, 5 s
+			runtime.GC()
+			time.Sleep(50 * time.Millisecond)
+			if ok(last.Load()) {
+				return
+			}
+		}
+		t.Fatalf("%s: GC percent still %d after 100 collections", what, last.Load())
+	}
+	waitFor("64 MiB pooled", func(v int64) bool { return v < 100 })
+	// The rest of the live heap is this test binary's (a few MiB), so the
+	// percent is minGCHeadroom over a heap of about 64 MiB.
+	if v := last.Load(); v < 4 || v > 20 {
+		t.Fatalf("with 64 MiB of a ~70 MiB heap pooled the GC percent is %d, want 4..20", v)
+	}
+	if got := debug.SetGCPercent(-1); int64(got) != last.Load() {
+		t.Fatalf("the collector runs at %d %%, the pacer set %d", got, last.Load())
+	} else {
+		debug.SetGCPercent(got)
+	}
+
+	runtime.KeepAlive(pooled)
+	pooled = nil
+	held.Store(0)
+	waitFor("pool emptied", func(v int64) bool { return v == 100 })
+}
+
+func TestGOGCFromTheEnvironmentIsLeftAlone(t *testing.T) {
+	t.Setenv("GOGC", "150")
+	got := startGCPacing()
+	if len(got) != 2 || got[1] != "GOGC=150" {
+		t.Fatalf("startGCPacing() = %v, want the GOGC it was given", got)
+	}
+}
