@@ -84,12 +84,17 @@ func (c *Codec) Marshal(v any) (mem.BufferSlice, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok {
-		if out, ok, err := c.marshalSpliced(m.ProtoReflect(), r); ok || err != nil {
-			return out, err
+	// The size first: a message smaller than SpliceThreshold cannot hold a
+	// payload to splice, and looking for one through protobuf's reflection
+	// cost more than the encoding itself at 1 KiB.
+	size := proto.Size(m)
+	if size >= SpliceThreshold {
+		if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok {
+			if out, ok, err := c.marshalSpliced(m.ProtoReflect(), r); ok || err != nil {
+				return out, err
+			}
 		}
 	}
-	size := proto.Size(m)
 	opts := proto.MarshalOptions{UseCachedSize: true} // the size was just computed
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		b, err := opts.Marshal(m)
