@@ -201,8 +201,9 @@ type Source struct {
 	mu   sync.Mutex
 	held map[jetstream.Msg]time.Time
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once // Close may be called from several goroutines at once
+	done     chan struct{}
 	// late counts cut-short fetches still handing back what arrives for
 	// them; Close waits for them so those messages need not wait out the
 	// ack wait.
@@ -795,11 +796,7 @@ func (s *Source) Ready(context.Context) error {
 // connection. Messages still unacked are redelivered after
 // the ack wait.
 func (s *Source) Close(ctx context.Context) error {
-	select {
-	case <-s.stop:
-	default:
-		close(s.stop)
-	}
+	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
 	// A fetch cut short by the shutdown ends when the server expires it
 	// (within the read timeout); wait for it, bounded by ctx.
