@@ -363,6 +363,14 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (next []output, attempts int, err error) {
 	e := b.e
 	call := roundCall[TransformResult]{name: st.name, failed: "call failed", call: st.t.Transform, time: st.time, nErr: st.nErr, errors: st.errors}
+	if et, ok := st.t.(EachTransformer); ok {
+		call.each = et.TransformEach
+		call.early = func(o output, r TransformResult) {
+			if r.Err == nil && !r.Nack && len(r.Outputs) > 0 {
+				b.freeInput(o, r.Outputs)
+			}
+		}
+	}
 	attempts, err = runRounds(ctx, b, call, outs, func(_ context.Context, pending []output, results []TransformResult, round int) ([]output, int, error) {
 		var again []output
 		away := 0
@@ -401,9 +409,8 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				b.final(o.parent)
 			default:
 				in.remaining += len(r.Outputs) - 1
-				passthrough := false
+				b.freeInput(o, r.Outputs)
 				for k, out := range r.Outputs {
-					passthrough = passthrough || out == o.msg || overlaps(out.Value, o.msg.Value)
 					if out.Release != nil && out != o.msg {
 						in.releases = append(in.releases, out.Release)
 						out.Release = nil
@@ -435,17 +442,6 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					}
 					next = append(next, output{msg: out, parent: o.parent})
 				}
-				if !passthrough && o.msg == in.msg {
-					// Only the outputs travel on; the input stays for its ack
-					// handle. Releasing its payload keeps a transformer from
-					// doubling the memory of a batch of large messages;
-					// its buffer can take the next one at once.
-					in.msg.Value = nil
-					if rel := in.release; rel != nil && !b.tainted {
-						in.release = nil
-						rel()
-					}
-				}
 			}
 		}
 		return again, away, nil
@@ -454,6 +450,29 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 		return nil, attempts, err
 	}
 	return next, attempts, nil
+}
+
+// freeInput lets go of the payload of o's input when only outs, none of
+// which shares it, travel on from the first stage; the input stays for its
+// ack handle. Releasing the payload keeps a transformer from doubling the
+// memory of a batch of large messages: its buffer can take the next read
+// at once. It runs as the result arrives (EachTransformer) or as it is
+// settled, whichever comes first; the second time it finds nothing to do.
+func (b *batch) freeInput(o output, outs []*Message) {
+	in := &b.inputs[o.parent]
+	if o.msg != in.msg || in.msg.Value == nil {
+		return
+	}
+	for _, out := range outs {
+		if out == o.msg || overlaps(out.Value, o.msg.Value) {
+			return
+		}
+	}
+	in.msg.Value = nil
+	if rel := in.release; rel != nil && !b.tainted {
+		in.release = nil
+		rel()
+	}
 }
 
 // roundCall is the call a retry round makes, a stage's Transform or a
@@ -471,6 +490,40 @@ type roundCall[R any] struct {
 	errorsPerMessage bool
 	// stamp writes the round into each message's metadata (MetadataSink).
 	stamp bool
+	// each, when set, makes the call instead of call, handing each result
+	// over as it comes (EachTransformer); early then sees every result as
+	// it arrives, in the calling goroutine.
+	each  func(ctx context.Context, msgs []*Message, done func(k int, r R)) error
+	early func(o output, r R)
+}
+
+// invoke makes one call of c over msgs, the messages of pending. got says
+// which messages have a result when the call failed after handing some
+// over (EachTransformer); it is nil otherwise.
+func (c roundCall[R]) invoke(ctx context.Context, msgs []*Message, pending []output) (results []R, got []bool, err error) {
+	if c.each == nil {
+		results, err = c.call(ctx, msgs)
+		return results, nil, err
+	}
+	results, got = make([]R, len(msgs)), make([]bool, len(msgs))
+	n := 0
+	err = c.each(ctx, msgs, func(k int, r R) {
+		if k < 0 || k >= len(msgs) || got[k] {
+			return // out of contract: the first result stands
+		}
+		results[k], got[k] = r, true
+		n++
+		if c.early != nil {
+			c.early(pending[k], r)
+		}
+	})
+	if err == nil && n < len(msgs) {
+		err = fmt.Errorf("%s gave results for %d of %d messages", c.name, n, len(msgs))
+	}
+	if err == nil || n == 0 {
+		got = nil
+	}
+	return results, got, err
 }
 
 // runRounds is the retry loop a stage and a tier share: it calls c with
@@ -491,7 +544,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		}
 		start := time.Now()
 		attempts++
-		results, err := c.call(ctx, msgs)
+		results, got, err := c.invoke(ctx, msgs, pending)
 		observeSince(c.time, start)
 		if err == nil && len(results) != len(msgs) {
 			err = fmt.Errorf("%s returned %d results for %d messages", c.name, len(results), len(msgs))
@@ -508,6 +561,28 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 			e.count(c.nErr, c.errors, n)
 			e.recordError(fmt.Errorf("%s: %w", c.name, err))
 			e.log.Warnw(c.name+" "+c.failed+", retrying", "messages", len(msgs), zap.Error(err))
+			if got != nil {
+				// The results handed over before the failure stand (their
+				// inputs' payloads may be gone already); only the messages
+				// without one are offered again, with what settle retries.
+				var done, rest []output
+				var doneRes []R
+				for k, o := range pending {
+					if got[k] {
+						done, doneRes = append(done, o), append(doneRes, results[k])
+					} else {
+						rest = append(rest, o)
+					}
+				}
+				again, _, err := settle(ctx, done, doneRes, round)
+				if err != nil {
+					return attempts, err
+				}
+				pending = append(rest, again...)
+				if len(pending) == 0 {
+					break
+				}
+			}
 			if err := b.callBackoff(ctx, calls); err != nil {
 				return attempts, err
 			}

@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -269,5 +270,175 @@ func TestAnInputPassedOnBesideASiblingIsReleasedAfterTheAck(t *testing.T) {
 		if got := sink.Message(m.ID + "-0"); got == nil || string(got.Value) != "replaced" {
 			t.Fatalf("the replaced output of %s written as %+v", m.ID, got)
 		}
+	}
+}
+
+// eachTransformer is a runner.EachTransformer that hands over one output
+// per message ("t-" and its value) as it goes. A call listed in failAfter
+// fails after handing over that many results; one listed in skip hands
+// over nothing for that message and still returns nil. after runs after
+// each result is handed over, still inside the call.
+type eachTransformer struct {
+	mu        sync.Mutex
+	calls     [][]string // the IDs each call carried
+	problems  []string
+	failAfter map[int]int
+	skip      map[int]int
+	after     func(m *runner.Message)
+}
+
+func (t *eachTransformer) Transform(context.Context, []*runner.Message) ([]runner.TransformResult, error) {
+	return nil, runner.Fatal(errors.New("Transform called on an EachTransformer"))
+}
+
+func (t *eachTransformer) TransformEach(_ context.Context, msgs []*runner.Message, done func(int, runner.TransformResult)) error {
+	t.mu.Lock()
+	call := len(t.calls) + 1
+	ids := make([]string, len(msgs))
+	for k, m := range msgs {
+		ids[k] = m.ID
+		if m.Value == nil {
+			t.problems = append(t.problems, fmt.Sprintf("call %d carried %s without its payload", call, m.ID))
+		}
+	}
+	t.calls = append(t.calls, ids)
+	failAfter, fails := t.failAfter[call]
+	skip, skips := t.skip[call]
+	t.mu.Unlock()
+	for k, m := range msgs {
+		if fails && k == failAfter {
+			return errors.New("stream broke")
+		}
+		if skips && k == skip {
+			continue
+		}
+		done(k, runner.TransformResult{Outputs: []*runner.Message{{Value: append([]byte("t-"), m.Value...)}}})
+		if t.after != nil {
+			t.after(m)
+		}
+	}
+	return nil
+}
+
+func (t *eachTransformer) Close(context.Context) error { return nil }
+
+// check fails t on a message sent without its payload, and returns the
+// IDs each call carried.
+func (t *eachTransformer) check(tb testing.TB) [][]string {
+	tb.Helper()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.problems {
+		tb.Error(p)
+	}
+	return t.calls
+}
+
+// writtenTransformed fails t unless the sink has every input of msgs
+// transformed, once, from its original value.
+func writtenTransformed(t *testing.T, sink *runnertest.Sink, src *runnertest.Source, msgs []*runner.Message) {
+	t.Helper()
+	if n, a := len(sink.WrittenIDs()), len(src.Acked()); n != len(msgs) || a != len(msgs) {
+		t.Fatalf("written %d, acked %d, want %d", n, a, len(msgs))
+	}
+	for i := range msgs {
+		id := fmt.Sprintf("m-%d", i)
+		if got := sink.Message(id); got == nil || string(got.Value) != fmt.Sprintf("t-v-%d", i) {
+			t.Fatalf("%s written as %+v", id, got)
+		}
+	}
+}
+
+func TestAnEachTransformersInputIsReleasedAsItsResultArrives(t *testing.T) {
+	msgs := runnertest.Messages(24)
+	src := runnertest.NewSource(msgs)
+	var rel releases
+	want := map[string]int{}
+	for _, m := range msgs {
+		rel.track(m, m.ID, func() error { return nil })
+		want[m.ID] = 1
+	}
+	tr := &eachTransformer{}
+	tr.after = func(m *runner.Message) {
+		// Still inside the call: the engine has the result, so the
+		// payload is free already, before the rest of the batch is back.
+		rel.mu.Lock()
+		n := rel.count[m.ID]
+		rel.mu.Unlock()
+		if n != 1 || m.Value != nil {
+			tr.mu.Lock()
+			tr.problems = append(tr.problems, fmt.Sprintf("%s released %d times, payload %q, as its result was handed over", m.ID, n, m.Value))
+			tr.mu.Unlock()
+		}
+	}
+	sink := runnertest.NewSink(nil)
+	run(t, runner.Options{BatchSize: 8}, src, tr, sink, nil)
+	if calls := tr.check(t); len(calls) != 3 {
+		t.Fatalf("%d calls, want 3 (24 messages in batches of 8): %v", len(calls), calls)
+	}
+	writtenTransformed(t, sink, src, msgs)
+	rel.check(t, want)
+}
+
+func TestAnEachTransformerFailingPartWayKeepsTheResultsItHandedOver(t *testing.T) {
+	for name, tc := range map[string]struct {
+		failAfter, skip map[int]int
+		errors          int64
+	}{
+		"call error after 3": {failAfter: map[int]int{1: 3}, errors: 1},
+		"no result for one":  {skip: map[int]int{1: 5}, errors: 1},
+		"error, then again":  {failAfter: map[int]int{1: 2, 2: 1}, errors: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			msgs, src, rel, _ := trackedSource(8)
+			// Released once they left the call: before the failure,
+			// nothing stops it; after it, the batch keeps its payloads.
+			for _, m := range msgs {
+				rel.track(m, m.ID, func() error { return nil })
+			}
+			tr := &eachTransformer{failAfter: tc.failAfter, skip: tc.skip}
+			sink := runnertest.NewSink(nil)
+			e := run(t, runner.Options{BatchSize: 8}, src, tr, sink, nil)
+			calls := tr.check(t)
+			writtenTransformed(t, sink, src, msgs)
+			// Each message is offered until it has a result, and never
+			// after: the second call carries only what the first did not
+			// answer.
+			offered := map[string]int{}
+			for _, c := range calls {
+				for _, id := range c {
+					offered[id]++
+				}
+			}
+			answeredFirst := 8
+			if n, ok := tc.failAfter[1]; ok {
+				answeredFirst = n
+			}
+			for i, m := range msgs {
+				want := 1
+				if _, skipped := tc.skip[1]; (skipped && i == tc.skip[1]) || i >= answeredFirst {
+					want = 2
+				}
+				if n, ok := tc.failAfter[2]; ok && i >= answeredFirst+n {
+					want = 3
+				}
+				if offered[m.ID] != want {
+					t.Errorf("%s offered %d times, want %d (calls %v)", m.ID, offered[m.ID], want, calls)
+				}
+			}
+			if got := e.Status().Totals.TransformerErrors; got != tc.errors {
+				t.Errorf("transformer errors %d, want %d (one per failed call)", got, tc.errors)
+			}
+			// What the first call answered was released as it came; the
+			// failure then kept the rest (see
+			// TestAFailedCallKeepsTheBatchsPayloadsFromBeingReleased).
+			released := map[string]int{}
+			for i := range answeredFirst {
+				if skip, skipped := tc.skip[1]; !skipped || i != skip {
+					released[fmt.Sprintf("m-%d", i)] = 1
+				}
+			}
+			rel.check(t, released)
+		})
 	}
 }

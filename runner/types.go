@@ -136,6 +136,22 @@ type Transformer interface {
 	Close(ctx context.Context) error
 }
 
+// EachTransformer is implemented by transformers that can hand over each
+// message's result as it arrives, before the rest of the call's: the engine
+// then frees an input's payload as soon as outputs that do not share it
+// replace it, instead of once the whole batch is back, and a call that
+// fails part way keeps the results it already delivered.
+type EachTransformer interface {
+	Transformer
+	// TransformEach transforms msgs as Transform does, calling done(k, r)
+	// with message k's result from the goroutine that called TransformEach,
+	// at most once per message, and only once the transformer will not
+	// read msgs[k] (its payload) again. A non-nil error fails the messages
+	// that got no result, which the engine retries as a failed call; those
+	// that got one keep it.
+	TransformEach(ctx context.Context, msgs []*Message, done func(k int, r TransformResult)) error
+}
+
 // TransformResult is the outcome of transforming one input message.
 type TransformResult struct {
 	// Outputs are the messages to write; none means the input was dropped on

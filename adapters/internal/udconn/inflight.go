@@ -62,3 +62,16 @@ func Wait[R any](ctx context.Context, c *Claim, replies <-chan R, take func(R), 
 		}
 	}
 }
+
+// Drain hands take the replies already waiting on replies, without waiting
+// for more: a call failing part way keeps the answers that came.
+func Drain[R any](replies <-chan R, take func(R)) {
+	for {
+		select {
+		case r := <-replies:
+			take(r)
+		default:
+			return
+		}
+	}
+}

@@ -84,8 +84,8 @@ type Transformer struct {
 }
 
 var (
-	_ runner.Transformer = (*Transformer)(nil)
-	_ runner.Readier     = (*Transformer)(nil)
+	_ runner.EachTransformer = (*Transformer)(nil)
+	_ runner.Readier         = (*Transformer)(nil)
 )
 
 // New waits for the map container's server-info file to learn its mode,
@@ -132,6 +132,19 @@ func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx
 // Transform sends every message and waits for all their results. A broken
 // stream fails the whole call, and the engine retries it; the next call
 // waits for the container to come back.
+func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
+	results := make([]runner.TransformResult, len(msgs))
+	if err := t.TransformEach(ctx, msgs, func(k int, r runner.TransformResult) { results[k] = r }); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// TransformEach is Transform handing each message's results to done as
+// they come: the container answered, so it had the whole request, and the
+// message's payload is not read again. A broken stream fails the messages
+// still waiting for theirs; those answered keep their results, as
+// numaflow-core redrives only the messages in flight (below).
 //
 // What Numaflow does on a map UDF error, for comparison: numaflow-go
 // answers a handler panic with a gRPC error that ends the MapFn stream
@@ -144,13 +157,12 @@ func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx
 // UserDefinedBatchMap::batch, stream.rs MapStreamTask), without using the
 // retry budget. Here that is the whole-call error with a reconnect
 // through udconn.Conn.
-func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
+func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message, done func(k int, r runner.TransformResult)) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	results := make([]runner.TransformResult, len(msgs))
 	if len(msgs) == 0 {
-		return results, nil
+		return nil
 	}
 	limit := t.conn.MaxMessageSize()
 	reqs := make([]*mappb.MapRequest, len(msgs))
@@ -158,14 +170,14 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	for k, m := range msgs {
 		req := request(m, strconv.FormatUint(t.ids.Add(1), 36))
 		if n := proto.Size(req); n+64 > limit {
-			results[k].Err = runner.Permanent(fmt.Errorf("udmap: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
+			done(k, runner.TransformResult{Err: runner.Permanent(fmt.Errorf("udmap: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))})
 			continue
 		}
 		reqs[k] = req
 		sending++
 	}
 	if sending == 0 {
-		return results, nil
+		return nil
 	}
 	batch := t.mode == udconn.BatchMap
 	if batch {
@@ -173,12 +185,12 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		case t.batch <- struct{}{}:
 			defer func() { <-t.batch }()
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 	st, err := t.stream(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("udmap: %w", err)
+		return fmt.Errorf("udmap: %w", err)
 	}
 
 	replies := make(chan reply, sending)
@@ -196,31 +208,38 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	claim := inflight.Claim()
 	defer claim.Close()
 	take := func(r reply) {
-		results[r.k] = result(msgs[r.k], r.results)
-		udconn.GiveBuffers(&results[r.k], r.bufs...)
+		res := result(msgs[r.k], r.results)
+		udconn.GiveBuffers(&res, r.bufs...)
 		waitingFor--
 		claim.Answered()
+		done(r.k, res)
 	}
-	dead := func() error { return t.broken(st, st.Err()) }
+	// broken fails the call, first handing over the answers that came
+	// before the stream broke: they stand.
+	broken := func(err error) error {
+		udconn.Drain(replies, take)
+		return t.broken(st, err)
+	}
+	dead := func() error { return broken(st.Err()) }
 	for k, req := range reqs {
 		if req == nil {
 			continue
 		}
 		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
-			return nil, err
+			return err
 		}
 		if err := st.Err(); err != nil {
-			return nil, t.broken(st, err)
+			return broken(err)
 		}
 		st.waiting.Add(req.GetId(), &waiter{k: k, ch: replies})
 		ids = append(ids, req.GetId())
 		if err := st.Send(req); err != nil {
-			return nil, t.broken(st, err)
+			return broken(err)
 		}
 	}
 	if batch {
 		if err := st.Send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
-			return nil, t.broken(st, err)
+			return broken(err)
 		}
 	}
 	timer := time.NewTimer(t.conn.CallTimeout())
@@ -234,10 +253,13 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 			// is in replies.
 			eot = nil
 		case <-st.Dead():
-			return nil, t.broken(st, st.Err())
+			return dead()
 		case <-timer.C:
-			// Reset the stream: the engine retries the batch on a new one.
-			return nil, t.broken(st, fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, sending, t.conn.CallTimeout()))
+			if udconn.Drain(replies, take); waitingFor == 0 && eot == nil {
+				continue
+			}
+			// Reset the stream: the engine retries the rest on a new one.
+			return broken(fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, sending, t.conn.CallTimeout()))
 		case <-ctx.Done():
 			if batch {
 				// The container still works on this batch and will end it
@@ -245,10 +267,10 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 				// the next batch on a new stream.
 				t.reset(st)
 			}
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return results, nil
+	return nil
 }
 
 func request(m *runner.Message, id string) *mappb.MapRequest {

@@ -407,6 +407,17 @@ func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	}
 }
 
+func TestAnswersBeforeATimeoutAreHandedOver(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			_, tr := refMap(t, mode, func(set *udconn.Settings) { set.CallTimeout = 300 * time.Millisecond })
+			// A batch map answers once per batch: nothing comes before
+			// the whole batch is done.
+			udftest.TransformEachKeepsTheAnswersBeforeATimeout(t, tr, mode != udconn.BatchMap)
+		})
+	}
+}
+
 func TestACancelledBatchDoesNotConfuseTheNext(t *testing.T) {
 	_, tr := refMap(t, udconn.BatchMap, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

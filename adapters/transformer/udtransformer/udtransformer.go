@@ -65,8 +65,8 @@ type Transformer struct {
 }
 
 var (
-	_ runner.Transformer = (*Transformer)(nil)
-	_ runner.Readier     = (*Transformer)(nil)
+	_ runner.EachTransformer = (*Transformer)(nil)
+	_ runner.Readier         = (*Transformer)(nil)
 )
 
 // New waits for the transformer container to be up and compatible and
@@ -125,16 +125,29 @@ type waiter struct {
 // broken stream fails the whole call; the next call waits for the
 // container to come back.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
-	if err := ctx.Err(); err != nil {
+	results := make([]runner.TransformResult, len(msgs))
+	if err := t.TransformEach(ctx, msgs, func(k int, r runner.TransformResult) { results[k] = r }); err != nil {
 		return nil, err
 	}
-	results := make([]runner.TransformResult, len(msgs))
+	return results, nil
+}
+
+// TransformEach is Transform handing each result to done as its response
+// comes: the container answered, so it had the whole request, and the
+// message's payload is not read again (gRPC keeps no copy to replay: the
+// stream is committed by its handshake's answer). A broken stream fails
+// the messages still waiting for theirs; those answered keep their
+// results, as numaflow-core sends again only what was in flight.
+func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message, done func(k int, r runner.TransformResult)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if len(msgs) == 0 {
-		return results, nil
+		return nil
 	}
 	st, err := t.stream(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("udtransformer: %w", err)
+		return fmt.Errorf("udtransformer: %w", err)
 	}
 
 	replies := make(chan reply, len(msgs))
@@ -145,30 +158,37 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 	claim := t.inflight.Claim()
 	defer claim.Close()
 	take := func(r reply) {
-		results[r.k] = result(msgs[r.k], r.resp)
-		udconn.GiveBuffers(&results[r.k], r.buf)
+		res := result(msgs[r.k], r.resp)
+		udconn.GiveBuffers(&res, r.buf)
 		waitingFor--
 		claim.Answered()
+		done(r.k, res)
 	}
-	dead := func() error { return t.broken(st, st.Err()) }
+	// broken fails the call, first handing over the answers that came
+	// before the stream broke: they stand.
+	broken := func(err error) error {
+		udconn.Drain(replies, take)
+		return t.broken(st, err)
+	}
+	dead := func() error { return broken(st.Err()) }
 	for k, m := range msgs {
 		id := strconv.FormatUint(t.ids.Add(1), 36)
 		req := request(m, id)
 		if n := proto.Size(req); n+64 > limit {
-			results[k].Err = runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))
+			done(k, runner.TransformResult{Err: runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))})
 			continue
 		}
 		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
-			return nil, err
+			return err
 		}
 		if err := st.Err(); err != nil {
-			return nil, t.broken(st, err)
+			return broken(err)
 		}
 		st.waiting.Add(id, waiter{k: k, ch: replies})
 		ids = append(ids, id)
 		waitingFor++
 		if err := st.Send(req); err != nil {
-			return nil, t.broken(st, err)
+			return broken(err)
 		}
 	}
 	timer := time.NewTimer(t.conn.CallTimeout())
@@ -178,15 +198,18 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 		case r := <-replies:
 			take(r)
 		case <-st.Dead():
-			return nil, t.broken(st, st.Err())
+			return dead()
 		case <-timer.C:
-			// Reset the stream: the engine retries the batch on a new one.
-			return nil, t.broken(st, fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, len(msgs), t.conn.CallTimeout()))
+			if udconn.Drain(replies, take); waitingFor == 0 {
+				continue
+			}
+			// Reset the stream: the engine retries the rest on a new one.
+			return broken(fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, len(msgs), t.conn.CallTimeout()))
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return results, nil
+	return nil
 }
 
 func request(m *runner.Message, id string) *stpb.SourceTransformRequest {

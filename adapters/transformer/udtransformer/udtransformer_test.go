@@ -156,6 +156,14 @@ func TestNoAnswerWithinTheCallTimeoutResetsTheStream(t *testing.T) {
 	udftest.TransformCallTimeoutResets(t, newTransformer(t, set))
 }
 
+func TestAnswersBeforeATimeoutAreHandedOver(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	set := udftest.Settings(dir)
+	set.CallTimeout = 300 * time.Millisecond
+	udftest.TransformEachKeepsTheAnswersBeforeATimeout(t, newTransformer(t, set), true)
+}
+
 func TestTagsNackDelayAndFailure(t *testing.T) {
 	dir := udftest.Dir(t)
 	serve(t, dir)

@@ -340,6 +340,41 @@ func TransformCallTimeoutResets(t *testing.T, tr Transformer) {
 	}
 }
 
+// TransformEachKeepsTheAnswersBeforeATimeout checks, on tr made with a
+// short MV_UDF_CALL_TIMEOUT, that a call whose "hang" message the container
+// does not answer in time hands over the results that came before it
+// fails (answered: the container answers each message on its own, not
+// once per batch), and none for "hang".
+func TransformEachKeepsTheAnswersBeforeATimeout(t *testing.T, tr runner.EachTransformer, answered bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := map[int]string{}
+	err := tr.TransformEach(ctx, Msgs("a", "hang", "b"), func(k int, r runner.TransformResult) {
+		if _, twice := got[k]; twice {
+			t.Errorf("message %d handed over twice", k)
+		}
+		if r.Err != nil || len(r.Outputs) != 1 {
+			t.Errorf("message %d: %+v, want one output", k, r)
+			return
+		}
+		got[k] = string(r.Outputs[0].Value)
+	})
+	if err == nil || !strings.Contains(err.Error(), "MV_UDF_CALL_TIMEOUT") {
+		t.Fatalf("transform with a message the container never answers in time: %v, want a call-timeout error", err)
+	}
+	want := map[int]string{}
+	if answered {
+		want = map[int]string{0: "a", 2: "b"}
+		if !strings.Contains(err.Error(), "no response for 1 of 3") {
+			t.Errorf("error %q, want it to count the one message without an answer", err)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("handed over %v before the timeout, want %v", got, want)
+	}
+}
+
 // TransformMatchesOutOfOrder sends 300 "late-i" values, answered in
 // whatever order the container finishes them, and checks that each result
 // is its own input's.
