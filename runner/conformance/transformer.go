@@ -20,6 +20,7 @@ func RunTransformer(t *testing.T, c TransformerCase) {
 	t.Run("concurrent calls get their own results", func(t *testing.T) { transformConcurrent(t, c) })
 	t.Run("large payloads come back whole", func(t *testing.T) { transformLarge(t, c) })
 	t.Run("a cancelled call returns", func(t *testing.T) { transformCancelled(t, c) })
+	t.Run("each result is handed over once, as Transform gives it", func(t *testing.T) { transformEach(t, c) })
 	runLifecycle(t, f.Lifecycle, c.Peer, c)
 }
 
@@ -107,6 +108,37 @@ func transformOnce(t *testing.T, c TransformerCase, msgs []*runner.Message) {
 
 func transformMix(t *testing.T, c TransformerCase) {
 	transformOnce(t, c, mixMessages("mix", 500, 7))
+}
+
+// transformEach checks an EachTransformer's TransformEach: every message
+// handed over exactly once, with the results Transform would give.
+func transformEach(t *testing.T, c TransformerCase) {
+	tr := c.New(t)
+	defer closeTransformer(t, c, tr)
+	et, ok := tr.(runner.EachTransformer)
+	if !ok {
+		t.Skip("not a runner.EachTransformer")
+	}
+	msgs := mixMessages("each", 300, 11)
+	res := make([]runner.TransformResult, len(msgs))
+	times := make([]int, len(msgs))
+	_, err := callValue(t, "TransformEach", c.Features.CallTimeout, func() (struct{}, error) {
+		return struct{}{}, et.TransformEach(testContext(t, 60*time.Second), msgs, func(k int, r runner.TransformResult) {
+			times[k]++
+			res[k] = r
+		})
+	})
+	if err != nil {
+		t.Fatalf("TransformEach: %v", err)
+	}
+	for k, n := range times {
+		if n != 1 {
+			t.Fatalf("message %s handed over %d times, want once", msgs[k].ID, n)
+		}
+	}
+	if err := checkTransform(msgs, res); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func transformConcurrent(t *testing.T, c TransformerCase) {
