@@ -526,6 +526,17 @@ func (c roundCall[R]) invoke(ctx context.Context, msgs []*Message, pending []out
 	return results, got, err
 }
 
+// countTrue returns how many of bs are true.
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
 // runRounds is the retry loop a stage and a tier share: it calls c with
 // the messages of pending, retries a failed call after the call backoff,
 // hands the results of a call to settle, and offers what settle returns
@@ -560,7 +571,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 			}
 			e.count(c.nErr, c.errors, n)
 			e.recordError(fmt.Errorf("%s: %w", c.name, err))
-			e.log.Warnw(c.name+" "+c.failed+", retrying", "messages", len(msgs), zap.Error(err))
+			e.log.Warnw(c.name+" "+c.failed+", retrying", "messages", len(msgs)-countTrue(got), zap.Error(err))
 			if got != nil {
 				// The results handed over before the failure stand (their
 				// inputs' payloads may be gone already); only the messages

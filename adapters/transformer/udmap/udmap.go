@@ -141,10 +141,11 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 }
 
 // TransformEach is Transform handing each message's results to done as
-// they come: the container answered, so it had the whole request, and the
-// message's payload is not read again. A broken stream fails the messages
-// still waiting for theirs; those answered keep their results, as
-// numaflow-core redrives only the messages in flight (below).
+// they come (a batch map's, once the whole batch is answered): the
+// container answered, so it had the whole request, and the message's
+// payload is not read again. A broken stream fails the messages still
+// waiting for theirs; those answered keep their results, as numaflow-core
+// redrives only the messages in flight (below).
 //
 // What Numaflow does on a map UDF error, for comparison: numaflow-go
 // answers a handler panic with a gRPC error that ends the MapFn stream
@@ -155,8 +156,9 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 // client reconnected (mapper/map.rs map_redrive_error, unary.rs
 // UserDefinedUnaryMap::unary, batch.rs MapBatchTask and
 // UserDefinedBatchMap::batch, stream.rs MapStreamTask), without using the
-// retry budget. Here that is the whole-call error with a reconnect
-// through udconn.Conn.
+// retry budget. Here that is the call's error for the messages without
+// an answer (a batch map's whole batch), with a reconnect through
+// udconn.Conn.
 func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message, done func(k int, r runner.TransformResult)) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -207,11 +209,24 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	}
 	claim := inflight.Claim()
 	defer claim.Close()
+	// A batch's results are handed over only once the whole batch is
+	// answered: numaflow-core's batch map sends the whole batch again when
+	// its stream breaks (mapper/map/batch.rs MapBatchTask), so the
+	// container sees whole batches only.
+	type answer struct {
+		k   int
+		res runner.TransformResult
+	}
+	var whole []answer
 	take := func(r reply) {
 		res := result(msgs[r.k], r.results)
 		udconn.GiveBuffers(&res, r.bufs...)
 		waitingFor--
 		claim.Answered()
+		if batch {
+			whole = append(whole, answer{r.k, res})
+			return
+		}
 		done(r.k, res)
 	}
 	// broken fails the call, first handing over the answers that came
@@ -269,6 +284,9 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 			}
 			return ctx.Err()
 		}
+	}
+	for _, a := range whole {
+		done(a.k, a.res)
 	}
 	return nil
 }
