@@ -64,11 +64,23 @@ func acked(src *runnertest.Source, id string) func() error {
 // trackedSource is a source of n messages whose Release must come after
 // their ack, exactly once each (want).
 func trackedSource(n int) (msgs []*runner.Message, src *runnertest.Source, rel *releases, want map[string]int) {
+	return releasingSource(n, acked)
+}
+
+// releasedAnyTime is a source of n messages whose Release may come at any
+// time, exactly once each (want).
+func releasedAnyTime(n int) (msgs []*runner.Message, src *runnertest.Source, rel *releases, want map[string]int) {
+	return releasingSource(n, func(*runnertest.Source, string) func() error { return func() error { return nil } })
+}
+
+// releasingSource is a source of n messages whose Release is tracked,
+// with ready(src, id) as the check each Release makes.
+func releasingSource(n int, ready func(src *runnertest.Source, id string) func() error) (msgs []*runner.Message, src *runnertest.Source, rel *releases, want map[string]int) {
 	msgs = runnertest.Messages(n)
 	src = runnertest.NewSource(msgs)
 	rel, want = &releases{}, map[string]int{}
 	for _, m := range msgs {
-		rel.track(m, m.ID, acked(src, m.ID))
+		rel.track(m, m.ID, ready(src, m.ID))
 		want[m.ID] = 1
 	}
 	return msgs, src, rel, want
@@ -210,14 +222,7 @@ func TestHoldRunsNowWithoutOutputsAndOtherwiseChainsOnTheFirst(t *testing.T) {
 // twice (once as the input is replaced, once after its ack) and the
 // second time hand the next message's buffer out again.
 func TestACopyOfTheInputDoesNotCarryItsRelease(t *testing.T) {
-	msgs := runnertest.Messages(20)
-	src := runnertest.NewSource(msgs)
-	var rel releases
-	want := map[string]int{}
-	for _, m := range msgs {
-		rel.track(m, m.ID, func() error { return nil })
-		want[m.ID] = 1
-	}
+	msgs, src, rel, want := releasedAnyTime(20)
 	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
 		out := *m
 		out.Value = []byte("new-" + m.ID)
@@ -350,14 +355,7 @@ func writtenTransformed(t *testing.T, sink *runnertest.Sink, src *runnertest.Sou
 }
 
 func TestAnEachTransformersInputIsReleasedAsItsResultArrives(t *testing.T) {
-	msgs := runnertest.Messages(24)
-	src := runnertest.NewSource(msgs)
-	var rel releases
-	want := map[string]int{}
-	for _, m := range msgs {
-		rel.track(m, m.ID, func() error { return nil })
-		want[m.ID] = 1
-	}
+	msgs, src, rel, want := releasedAnyTime(24)
 	tr := &eachTransformer{}
 	tr.after = func(m *runner.Message) {
 		// Still inside the call: the engine has the result, so the
@@ -390,12 +388,9 @@ func TestAnEachTransformerFailingPartWayKeepsTheResultsItHandedOver(t *testing.T
 		"error, then again":  {failAfter: map[int]int{1: 2, 2: 1}, errors: 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			msgs, src, rel, _ := trackedSource(8)
-			// Released once they left the call: before the failure,
-			// nothing stops it; after it, the batch keeps its payloads.
-			for _, m := range msgs {
-				rel.track(m, m.ID, func() error { return nil })
-			}
+			// Released as they leave the call until it fails; after the
+			// failure the batch keeps its payloads.
+			msgs, src, rel, _ := releasedAnyTime(8)
 			tr := &eachTransformer{failAfter: tc.failAfter, skip: tc.skip}
 			sink := runnertest.NewSink(nil)
 			e := run(t, runner.Options{BatchSize: 8}, src, tr, sink, nil)

@@ -118,3 +118,13 @@ func GiveBuffers(res *runner.TransformResult, bufs ...*payloadpool.Buffer) {
 		}
 	}
 }
+
+// Collect is Transform for an adapter's TransformEach: every result in
+// input order, or the error that failed the call.
+func Collect(ctx context.Context, msgs []*runner.Message, each func(ctx context.Context, msgs []*runner.Message, done func(k int, r runner.TransformResult)) error) ([]runner.TransformResult, error) {
+	results := make([]runner.TransformResult, len(msgs))
+	if err := each(ctx, msgs, func(k int, r runner.TransformResult) { results[k] = r }); err != nil {
+		return nil, err
+	}
+	return results, nil
+}

@@ -133,11 +133,7 @@ func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx
 // stream fails the whole call, and the engine retries it; the next call
 // waits for the container to come back.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
-	results := make([]runner.TransformResult, len(msgs))
-	if err := t.TransformEach(ctx, msgs, func(k int, r runner.TransformResult) { results[k] = r }); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return udconn.Collect(ctx, msgs, t.TransformEach)
 }
 
 // TransformEach is Transform handing each message's results to done as

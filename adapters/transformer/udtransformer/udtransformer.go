@@ -125,11 +125,7 @@ type waiter struct {
 // broken stream fails the whole call; the next call waits for the
 // container to come back.
 func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
-	results := make([]runner.TransformResult, len(msgs))
-	if err := t.TransformEach(ctx, msgs, func(k int, r runner.TransformResult) { results[k] = r }); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return udconn.Collect(ctx, msgs, t.TransformEach)
 }
 
 // TransformEach is Transform handing each result to done as its response
