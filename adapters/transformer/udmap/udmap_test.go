@@ -513,6 +513,40 @@ func TestABatchEndedBeforeAllResultsFailsTheCall(t *testing.T) {
 	}
 }
 
+// A container that answers "a" and then breaks its stream: a unary map's
+// answer stands (numaflow-core re-sends only what was in flight), a batch
+// map's does not (numaflow-core sends the whole batch again).
+func TestAnswersBeforeABrokenStreamStandExceptInABatch(t *testing.T) {
+	for _, mode := range []udconn.MapMode{udconn.UnaryMap, udconn.BatchMap} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := udftest.Dir(t)
+			serve(t, dir, mode, func(s *grpc.Server) {
+				mappb.RegisterMapServer(s, &fakeMap{respond: func(req *mappb.MapRequest, send func(*mappb.MapResponse) error) error {
+					if string(req.GetRequest().GetValue()) == "break" {
+						return errors.New("the container breaks its stream")
+					}
+					return send(echo(req))
+				}})
+			})
+			tr := newMap(t, udftest.Settings(dir))
+			got := map[int]string{}
+			err := tr.TransformEach(context.Background(), udftest.Msgs("a", "break", "b"), func(k int, r runner.TransformResult) {
+				got[k] = string(r.Outputs[0].Value)
+			})
+			if err == nil {
+				t.Fatal("a call whose stream broke returned no error")
+			}
+			want := map[int]string{0: "a"}
+			if mode == udconn.BatchMap {
+				want = map[int]string{}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("handed over %v before the stream broke, want %v (err %v)", got, want, err)
+			}
+		})
+	}
+}
+
 func TestStreamResultsGatherUntilTheirEOT(t *testing.T) {
 	dir := udftest.Dir(t)
 	// Interleaves the responses of two requests: each result of a request

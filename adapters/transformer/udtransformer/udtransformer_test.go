@@ -29,7 +29,7 @@ var nackDelayMs uint64 = 1500
 // drop-tagged ones, "nack" hands the message back with a 1500ms delay,
 // "rekey" sets its own keys and event time, "nokeys" returns no keys,
 // "tagged" tags its output, "fail" carries the FAIL tag, "echo" returns
-// the metadata it saw as user metadata.
+// the metadata it saw as user metadata, "panic-late" panics after 500ms.
 func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sourcetransformer.Messages {
 	v := string(d.Value())
 	out := sourcetransformer.MessagesBuilder()
@@ -57,6 +57,11 @@ func reference(_ context.Context, keys []string, d sourcetransformer.Datum) sour
 		return out.Append(sourcetransformer.NewMessage([]byte("rekeyed"), base.Add(time.Hour)).WithKeys([]string{"new-key"}))
 	case v == "hang":
 		time.Sleep(3 * time.Second)
+	case v == "panic-late":
+		// numaflow-go ends the stream with the handler's panic, after
+		// the other messages of the call were answered.
+		time.Sleep(500 * time.Millisecond)
+		panic("the transformer panics")
 	case v == "nokeys":
 		return out.Append(sourcetransformer.NewMessage(d.Value(), d.EventTime()))
 	case strings.HasPrefix(v, "late"):
@@ -162,6 +167,22 @@ func TestAnswersBeforeATimeoutAreHandedOver(t *testing.T) {
 	set := udftest.Settings(dir)
 	set.CallTimeout = 300 * time.Millisecond
 	udftest.TransformEachKeepsTheAnswersBeforeATimeout(t, newTransformer(t, set), true)
+}
+
+func TestAnswersBeforeAPanicStand(t *testing.T) {
+	dir := udftest.Dir(t)
+	serve(t, dir)
+	tr := newTransformer(t, udftest.Settings(dir))
+	got := map[int]string{}
+	err := tr.TransformEach(context.Background(), udftest.Msgs("a", "panic-late", "b"), func(k int, r runner.TransformResult) {
+		got[k] = string(r.Outputs[0].Value)
+	})
+	if err == nil || !strings.Contains(err.Error(), "broke") {
+		t.Fatalf("a call whose container panicked: %v, want the broken stream", err)
+	}
+	if want := map[int]string{0: "a", 2: "b"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("handed over %v before the stream broke, want %v: the answers that came stand", got, want)
+	}
 }
 
 func TestTagsNackDelayAndFailure(t *testing.T) {
