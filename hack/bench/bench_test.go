@@ -382,3 +382,37 @@ func TestCPUsFlagAndSweep(t *testing.T) {
 		t.Errorf("sweep table:\n%s", b.String())
 	}
 }
+
+func TestRunnerCollectionsPerSecond(t *testing.T) {
+	m, err := parseProm(`# HELP go_gc_duration_seconds A summary of the wall-time pause (stop-the-world) duration in garbage collection cycles.
+# TYPE go_gc_duration_seconds summary
+go_gc_duration_seconds{quantile="0"} 1.2e-05
+go_gc_duration_seconds{quantile="1"} 0.0003
+go_gc_duration_seconds_sum 0.0041
+go_gc_duration_seconds_count 57
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summaryCount(m, "go_gc_duration_seconds"); got != 57 {
+		t.Fatalf("go_gc_duration_seconds count = %v, want 57", got)
+	}
+	if got := summaryCount(m, "go_goroutines"); got != 0 {
+		t.Fatalf("a missing summary counts %v, want 0", got)
+	}
+	res := func(gcs float64) sideResult {
+		r := nanResult()
+		r.rate, r.gcs = 100, gcs
+		return r
+	}
+	rec := &record{Scenario: "jetstream->jetstream", PayloadBytes: MiB}
+	fillRecord(rec, map[string][]sideResult{"runner": {res(20), res(60), res(30)}, "baseline": {res(5)}})
+	if rec.RunnerGCsPerSec == nil || *rec.RunnerGCsPerSec != 30 {
+		t.Fatalf("runner_gcs_per_sec = %v, want the runner's median 30", rec.RunnerGCsPerSec)
+	}
+	rec = &record{Scenario: "uds-pump", PayloadBytes: MiB}
+	fillRecord(rec, map[string][]sideResult{"runner": {res(math.NaN())}})
+	if rec.RunnerGCsPerSec != nil {
+		t.Fatalf("runner_gcs_per_sec = %v without a measurement, want null", *rec.RunnerGCsPerSec)
+	}
+}

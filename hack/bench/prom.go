@@ -69,6 +69,16 @@ func counter(m metrics, name string) float64 {
 	return v
 }
 
+// summaryCount returns the sample count of the summary name (how many
+// observations it has had), 0 when there is none.
+func summaryCount(m metrics, name string) float64 {
+	var v float64
+	for _, mt := range m[name].GetMetric() {
+		v += float64(mt.GetSummary().GetSampleCount())
+	}
+	return v
+}
+
 // bucketDelta is after minus before, bucket by bucket: the observations
 // made between two scrapes.
 func bucketDelta(before, after []bucket) []bucket {

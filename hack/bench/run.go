@@ -17,6 +17,7 @@ type sideResult struct {
 	rate     float64 // messages (or requests) per second
 	p50, p99 float64 // ms, NaN when not measured
 	rss      float64 // MiB, NaN when not measured
+	gcs      float64 // the runner's garbage collections per second, NaN when not measured
 	// cpu is the side's own process' CPU time per message in the window,
 	// in µs: steadier than the rate on a shared machine.
 	cpu float64
@@ -28,7 +29,7 @@ type sideResult struct {
 }
 
 func nanResult() sideResult {
-	return sideResult{rate: math.NaN(), p50: math.NaN(), p99: math.NaN(), rss: math.NaN(), cpu: math.NaN()}
+	return sideResult{rate: math.NaN(), p50: math.NaN(), p99: math.NaN(), rss: math.NaN(), cpu: math.NaN(), gcs: math.NaN()}
 }
 
 // profilePath names a CPU profile file for one side of a scenario, or ""
@@ -170,6 +171,9 @@ func (h *harness) measureRunner(ctx context.Context, sc scenario, p *proc, admin
 		return r, fmt.Errorf("the runner is %q, not running, at the end of the window", s1.status.State)
 	}
 	r.rate = float64(acked) / s1.at.Sub(s0.at).Seconds()
+	if n0, n1 := summaryCount(s0.metrics, "go_gc_duration_seconds"), summaryCount(s1.metrics, "go_gc_duration_seconds"); n1 >= n0 && n1 > 0 {
+		r.gcs = (n1 - n0) / s1.at.Sub(s0.at).Seconds()
+	}
 	hist := bucketDelta(histogram(s0.metrics, "monovtx_processing_time"), histogram(s1.metrics, "monovtx_processing_time"))
 	r.p50 = bucketQuantile(0.5, hist) / 1000
 	r.p99 = bucketQuantile(0.99, hist) / 1000

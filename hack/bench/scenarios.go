@@ -191,6 +191,11 @@ type record struct {
 	SequentialMsgsPerSec *float64 `json:"sequential_baseline_msgs_per_sec"`
 	RatioToSequential    *float64 `json:"ratio_to_sequential_baseline"`
 	PeakRSSMB            *float64 `json:"peak_rss_mb"` // MiB, VmHWM of the runner
+	// RunnerGCsPerSec is how many garbage collections the runner ran per
+	// second in the window (median over the rounds), from its
+	// go_gc_duration_seconds summary: what the collector pacing trades
+	// for peak RSS.
+	RunnerGCsPerSec *float64 `json:"runner_gcs_per_sec,omitempty"`
 	// The rate limit scenarios: MV_RATE_LIMIT_MAX, the read rate over it,
 	// and how many runner processes shared it.
 	RateLimitMsgsPerSec *float64 `json:"rate_limit_msgs_per_sec,omitempty"`
@@ -309,6 +314,7 @@ func fillRecord(rec *record, results map[string][]sideResult) {
 		case "runner", "pump":
 			rec.MsgsPerSec = num(agg.rate)
 			rec.PeakRSSMB = num(agg.rss)
+			rec.RunnerGCsPerSec = num(agg.gcs)
 			rec.P50MS = num(agg.p50)
 			rec.P99MS = num(agg.p99)
 			rec.CPUUsPerMsg = num(agg.cpu)
@@ -367,7 +373,7 @@ func perMiB(usPerMsg *float64, payload int) *float64 {
 // aggregate combines the rounds of one side: the median rate and
 // latencies, the highest peak RSS, every distinct note.
 func aggregate(rs []sideResult) sideResult {
-	var rates, p50s, p99s, cpus []float64
+	var rates, p50s, p99s, cpus, gcs []float64
 	out := nanResult()
 	seen := map[string]bool{}
 	for _, r := range rs {
@@ -381,6 +387,9 @@ func aggregate(rs []sideResult) sideResult {
 		if !math.IsNaN(r.cpu) {
 			cpus = append(cpus, r.cpu)
 		}
+		if !math.IsNaN(r.gcs) {
+			gcs = append(gcs, r.gcs)
+		}
 		if !math.IsNaN(r.rss) && (math.IsNaN(out.rss) || r.rss > out.rss) {
 			out.rss = r.rss
 		}
@@ -391,7 +400,7 @@ func aggregate(rs []sideResult) sideResult {
 			}
 		}
 	}
-	out.rate, out.p50, out.p99, out.cpu = median(rates), median(p50s), median(p99s), median(cpus)
+	out.rate, out.p50, out.p99, out.cpu, out.gcs = median(rates), median(p50s), median(p99s), median(cpus), median(gcs)
 	out.procs, out.cores = medianByKey(rs, func(r sideResult) map[string]float64 { return r.procs }), medianByKey(rs, func(r sideResult) map[string]float64 { return r.cores })
 	return out
 }
