@@ -99,10 +99,11 @@ func slowRule(r *receiver) func(id string) time.Duration {
 // engine may hold (MV_READ_BATCH_SIZE x payload x MV_INFLIGHT_BATCHES)
 // through a sink that answers each event after 50ms and lets one in fifty
 // first attempts run past MV_CE_SINK_TIMEOUT. The runner's RSS, sampled
-// from /proc every 100ms, must not grow from the middle half of the run to
-// the last quarter, the GC goal must stay within a small multiple of that
-// bound, and (without the race detector) RSS too; every timed-out delivery
-// is retried, so nothing is lost.
+// from /proc every 100ms, must not grow from the second quarter of the run
+// to the last and must stay within its start plus a multiple of that bound
+// (both without the race detector, whose shadow memory grows with every
+// allocation), the GC goal must stay within a small multiple of that bound,
+// and every timed-out delivery is retried, so nothing is lost.
 func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	n := pick(4000, 20000)
 	f := newJS(t)
@@ -119,7 +120,6 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	s := sampleRSS(p.Cmd.Process.Pid, 100*time.Millisecond)
 	start := time.Now()
 	var heapMax, goalMax float64
-	var heap []int64 // heap in use, every 200ms
 	stopHeap := make(chan struct{})
 	heapDone := make(chan struct{})
 	go func() {
@@ -127,7 +127,6 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 		for {
 			inuse := goMetric(p, "go_memstats_heap_inuse_bytes")
 			heapMax = max(heapMax, inuse)
-			heap = append(heap, int64(inuse))
 			goalMax = max(goalMax, goMetric(p, "go_memstats_next_gc_bytes"))
 			select {
 			case <-stopHeap:
@@ -146,35 +145,29 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 		t.Fatalf("only %d RSS samples", len(samples))
 	}
 	// The first quarter is the ramp-up to the steady state; compare the
-	// middle half of the run with the last quarter. The heap is a sawtooth
-	// between the live heap and the GC goal, and the live heap at each
-	// collection depends on how much is in flight just then (one run's
-	// goals went 84, 122, 116, 98, 116, 123 MiB): a quarter's peak may miss
-	// the sawtooth's top, which a half seldom does (CI once saw 81 MiB in
-	// the second quarter, 111 in the last).
+	// second quarter of the run with the last.
 	q := len(samples) / 4
-	first, second := peak(samples[q:3*q]), peak(samples[3*q:])
+	first, second := peak(samples[q:2*q]), peak(samples[3*q:])
 	top := peak(samples)
 	st, _ := p.Status()
-	t.Logf("moved %d x %d KiB (%s, %.1fx the in-flight bound of %s) in %v (%.0f msg/s); RSS at start %s, peak %s (middle half %s, last quarter %s); Go heap in use peaked at %s, GC goal at %s; %d first attempts timed out and were retried; runner read %d acked %d sink errors %d",
+	t.Logf("moved %d x %d KiB (%s, %.1fx the in-flight bound of %s) in %v (%.0f msg/s); RSS at start %s, peak %s (second quarter %s, last quarter %s); Go heap in use peaked at %s, GC goal at %s; %d first attempts timed out and were retried; runner read %d acked %d sink errors %d",
 		n, slowPayload>>10, mib(int64(n)*slowPayload), float64(int64(n)*slowPayload)/float64(bound), mib(bound), took.Round(time.Millisecond), float64(n)/took.Seconds(),
 		mib(base), mib(top), mib(first), mib(second), mib(int64(heapMax)), mib(int64(goalMax)), n/50, st.Totals.Read, st.Totals.Acked, st.Totals.SinkErrors)
 	// Flat: the end of the run, with far more data moved, needs no more
 	// memory than after the ramp-up. With the race detector the RSS is
 	// mostly its shadow memory (four times the heap here), which grows with
 	// the addresses the heap has used, so 10-35 % more in the last quarter
-	// than in the second, at this commit and before it alike; then the Go
-	// heap in use must be flat instead.
-	what, from, to := "RSS", first, second
-	if raceBuild {
-		hq := len(heap) / 4
-		if hq < 2 {
-			t.Fatalf("only %d heap samples", len(heap))
-		}
-		what, from, to = "the Go heap in use", peak(heap[hq:3*hq]), peak(heap[3*hq:])
-	}
-	if to > from+from/4+(8<<20) {
-		t.Fatalf("%s grew from %s in the middle half of the run to %s in the last quarter", what, mib(from), mib(to))
+	// than in the second, at this commit and before it alike; and the Go
+	// heap's level follows the machine's load, not only what the runner
+	// keeps: with e2e/contract running beside it, its median went from 55
+	// to 85 MiB between those quarters with nothing leaking, and a quarter's
+	// peak depends on whether a sample caught the top of the sawtooth (CI
+	// once saw 81 MiB in the second quarter, 111 in the last). So with the
+	// race detector the bound on the GC goal below is the check: a sink
+	// keeping a copy of every payload took the goal to 310-364 MiB (four
+	// runs), the bound is 182; nothing leaking, 84-112 MiB under that load.
+	if !raceBuild && second > first+first/4+(8<<20) {
+		t.Fatalf("RSS grew from %s in the second quarter of the run to %s in the last", mib(first), mib(second))
 	}
 	// The GC goal is at most twice the live heap (GOGC=100; the runner's
 	// pacer only lowers it): what the runner keeps alive must stay within a
@@ -194,7 +187,7 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	report(t, result{
 		Scenario: "slow sink (50ms per event, 1 in 50 first attempts past the 1s timeout)", Messages: n, Lost: c.lost,
 		Duplicated: strconv.Itoa(c.dups), Recovery: "-",
-		Notes: fmt.Sprintf("RSS %s -> peak %s, middle half / last quarter %s / %s, GC goal %s (bound %s = %d x %d KiB x %d); %.0f msg/s", mib(base), mib(top), mib(first), mib(second), mib(int64(goalMax)), mib(bound), slowBatch, slowPayload>>10, slowInflight, float64(n)/took.Seconds()),
+		Notes: fmt.Sprintf("RSS %s -> peak %s, quarters 2 / 4 %s / %s, GC goal %s (bound %s = %d x %d KiB x %d); %.0f msg/s", mib(base), mib(top), mib(first), mib(second), mib(int64(goalMax)), mib(bound), slowBatch, slowPayload>>10, slowInflight, float64(n)/took.Seconds()),
 	})
 }
 
