@@ -147,3 +147,69 @@ func TestSmallBodiesGoOutInOneWriteFromACopy(t *testing.T) {
 		t.Fatalf("%d posts made %d writes; want one each", posts, n)
 	}
 }
+
+// gateReader blocks each Read until gate is closed, and counts the Reads
+// that started.
+type gateReader struct {
+	gate    chan struct{}
+	started chan struct{}
+	reads   atomic.Int32
+}
+
+func (g *gateReader) Read(p []byte) (int, error) {
+	if g.reads.Add(1) == 1 {
+		close(g.started)
+	}
+	<-g.gate
+	return len(p), nil
+}
+
+func (g *gateReader) Close() error { return nil }
+
+// HTTP/2's transport closes a request body from a goroutine of its own
+// while its writer may be in a Read. The watch must not report the body
+// closed (and the event's data free) until that Read is over, and nothing
+// may be read after the Close.
+func TestABodyClosedDuringAReadIsFreeOnlyOnceTheReadIsOver(t *testing.T) {
+	g := &gateReader{gate: make(chan struct{}), started: make(chan struct{})}
+	var w bodyWatch
+	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1/", g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.watch(req)
+	body := req.Body
+	readDone := make(chan error, 1)
+	go func() {
+		_, err := body.Read(make([]byte, 8))
+		readDone <- err
+	}()
+	<-g.started
+	closed := make(chan struct{})
+	go func() {
+		body.Close()
+		close(closed)
+	}()
+	if err := w.wait(100 * time.Millisecond); err == nil {
+		t.Fatal("the watch reported the body closed while a Read was still under way")
+	}
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a Read was still under way")
+	default:
+	}
+	close(g.gate)
+	if err := <-readDone; err != nil {
+		t.Fatalf("the Read under way failed: %v", err)
+	}
+	<-closed
+	if err := w.wait(time.Second); err != nil {
+		t.Fatalf("after the Read and the Close: %v", err)
+	}
+	if n, err := body.Read(make([]byte, 8)); n != 0 || err == nil {
+		t.Fatalf("a Read after Close read %d bytes, error %v; want none and an error", n, err)
+	}
+	if n := g.reads.Load(); n != 1 {
+		t.Fatalf("the data was read %d times, want once (none after Close)", n)
+	}
+}

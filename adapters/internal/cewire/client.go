@@ -222,20 +222,39 @@ const (
 	bodyClosed
 )
 
+// watchedBody is a request body whose Close returns only once no Read is
+// under way, and after which Read reads nothing: HTTP/2's transport closes
+// a body from a goroutine of its own while another may be reading it
+// (clientStream.closeReqBodyLocked), and the watch must not report the
+// event's data free while a Read still copies from it.
 type watchedBody struct {
 	io.ReadCloser
-	w     *bodyWatch
+	w *bodyWatch
+	// mu is held across each Read and Close; the underlying reader is the
+	// event's data in memory, so a Read never blocks for long.
+	mu    sync.Mutex
 	state atomic.Int32
 }
 
+// errBodyClosed is what a Read after Close returns.
+var errBodyClosed = errors.New("cewire: request body read after the transport closed it")
+
 func (b *watchedBody) Read(p []byte) (int, error) {
-	if b.state.Load() == bodyUnread && b.state.CompareAndSwap(bodyUnread, bodyOpen) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state.Load() {
+	case bodyClosed:
+		return 0, errBodyClosed
+	case bodyUnread:
+		b.state.Store(bodyOpen)
 		b.w.open.Add(1)
 	}
 	return b.ReadCloser.Read(p)
 }
 
 func (b *watchedBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	err := b.ReadCloser.Close()
 	if b.state.Swap(bodyClosed) == bodyOpen {
 		b.w.closed()
