@@ -213,3 +213,43 @@ func TestABodyClosedDuringAReadIsFreeOnlyOnceTheReadIsOver(t *testing.T) {
 		t.Fatalf("the data was read %d times, want once (none after Close)", n)
 	}
 }
+
+// Over HTTP/2 a function that answers before it read a large body makes
+// the transport close the body from another goroutine while its writer may
+// be reading it, and the watched body's Close now waits for that Read: the
+// real transport must still finish every post (no Close stuck behind a
+// Read), and the caller clears the data as soon as Post returns, as the
+// engine reuses a payload. (The race itself is shown by the test above;
+// this one did not catch it in five -race runs of the code before.)
+func TestH2CEarlyAnswersToLargeBodiesReturn(t *testing.T) {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted) // without reading the body
+	}))
+	srv.Config.Protocols = &p
+	srv.Start()
+	defer srv.Close()
+	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 4, H2C: true})
+	for i := range 20 {
+		data := bytes.Repeat([]byte{byte(i)}, 1<<20)
+		ev := event.New()
+		ev.SetID("e")
+		ev.SetSource("s")
+		ev.SetType("t")
+		ev.DataEncoded = data
+		ev.SetDataContentType("application/octet-stream")
+		resp, err := c.Post(context.Background(), &ev, false)
+		if err != nil {
+			t.Fatalf("post %d: %v", i, err)
+		}
+		if resp.Status != http.StatusAccepted {
+			t.Fatalf("post %d: status %d", i, resp.Status)
+		}
+		clear(data)
+	}
+}
