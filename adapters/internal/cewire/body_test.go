@@ -38,23 +38,29 @@ func TestPostReturnsOnlyOnceTheBodyIsNoLongerRead(t *testing.T) {
 	c.http.Transport = rec
 	for i := range 3 {
 		data := make([]byte, 64<<20)
-		ev := event.New()
-		ev.SetID("e")
-		ev.SetSource("s")
-		ev.SetType("t")
-		ev.DataEncoded = data
-		ev.SetDataContentType("application/octet-stream")
-		resp, err := c.Post(context.Background(), &ev, false)
-		if err != nil {
-			t.Fatalf("post %d: %v", i, err)
-		}
-		if resp.Status != http.StatusAccepted {
-			t.Fatalf("post %d: status %d", i, resp.Status)
-		}
+		postAccepted(t, c, i, data)
 		if st := rec.body.state.Load(); st != bodyClosed {
 			t.Fatalf("post %d returned with its body in state %d, not closed: the transport may still read the data", i, st)
 		}
 		clear(data) // what the engine's next message does to a reused buffer
+	}
+}
+
+// postAccepted posts data as event i's and wants a 202.
+func postAccepted(t *testing.T, c *Client, i int, data []byte) {
+	t.Helper()
+	ev := event.New()
+	ev.SetID("e")
+	ev.SetSource("s")
+	ev.SetType("t")
+	ev.DataEncoded = data
+	ev.SetDataContentType("application/octet-stream")
+	resp, err := c.Post(context.Background(), &ev, false)
+	if err != nil {
+		t.Fatalf("post %d: %v", i, err)
+	}
+	if resp.Status != http.StatusAccepted {
+		t.Fatalf("post %d: status %d", i, resp.Status)
 	}
 }
 
@@ -237,19 +243,7 @@ func TestH2CEarlyAnswersToLargeBodiesReturn(t *testing.T) {
 	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 4, H2C: true})
 	for i := range 20 {
 		data := bytes.Repeat([]byte{byte(i)}, 1<<20)
-		ev := event.New()
-		ev.SetID("e")
-		ev.SetSource("s")
-		ev.SetType("t")
-		ev.DataEncoded = data
-		ev.SetDataContentType("application/octet-stream")
-		resp, err := c.Post(context.Background(), &ev, false)
-		if err != nil {
-			t.Fatalf("post %d: %v", i, err)
-		}
-		if resp.Status != http.StatusAccepted {
-			t.Fatalf("post %d: status %d", i, resp.Status)
-		}
+		postAccepted(t, c, i, data)
 		clear(data)
 	}
 }
