@@ -134,18 +134,18 @@ func TestCERedirectIsTriedOnce(t *testing.T) {
 			poison := func(seq int) bool { return seq%2 == 0 }
 			f := newJS(t)
 			fn := startCEFunction(t, poison, redirect)
-			var env map[string]string
-			if peer == "function" {
-				env = transformerEnv(f, fn.URL)
-			} else {
-				env = ceSinkEnv(f, fn.URL)
-			}
 			// A call that times out is retried, rightly, and then the
 			// message is called twice: on a loaded machine the 500ms of
 			// transformerEnv were passed (seen in CI). This test is about
 			// the 3xx, so no call may time out.
-			env["MV_TRANSFORMER_TIMEOUT"] = "30s"
-			env["MV_CE_SINK_TIMEOUT"] = "30s"
+			var env map[string]string
+			if peer == "function" {
+				env = transformerEnv(f, fn.URL)
+				env["MV_TRANSFORMER_TIMEOUT"] = "30s"
+			} else {
+				env = ceSinkEnv(f, fn.URL)
+				env["MV_CE_SINK_TIMEOUT"] = "30s"
+			}
 			env["MV_RETRY_INTERVAL"] = "1ms"
 			env["MV_RETRY_STEPS"] = "5"
 			env["MV_ON_FAILURE"] = "fallback"
