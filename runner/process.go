@@ -545,7 +545,20 @@ func countTrue(bs []bool) int {
 func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []output, settle func(ctx context.Context, pending []output, results []R, round int) (again []output, away int, err error)) (attempts int, err error) {
 	e := b.e
 	msgs := make([]*Message, 0, len(pending))
-	for round, calls := 0, 0; len(pending) > 0; {
+	// spent holds the messages that failed in this round in the part of a
+	// call that was answered before the call failed: they have had this
+	// round's try, so they wait for the next round with its backoff instead
+	// of riding along when the rest of the call is offered again.
+	var spent []output
+	for round, calls := 0, 0; len(pending) > 0 || len(spent) > 0; {
+		if len(pending) == 0 {
+			// Only spent messages are left: the round is over.
+			pending, spent = spent, nil
+			if err := b.backoff(ctx, false, &round, &calls); err != nil {
+				return attempts, err
+			}
+			continue
+		}
 		msgs = msgs[:0]
 		for _, o := range pending {
 			if c.stamp {
@@ -575,7 +588,9 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 			if got != nil {
 				// The results handed over before the failure stand (their
 				// inputs' payloads may be gone already); only the messages
-				// without one are offered again, with what settle retries.
+				// without one are offered again in this round. Those that
+				// failed wait for the next round, unless all of them only
+				// found their peer away, which spends no step.
 				var done, rest []output
 				var doneRes []R
 				for k, o := range pending {
@@ -585,13 +600,17 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 						rest = append(rest, o)
 					}
 				}
-				again, _, err := settle(ctx, done, doneRes, round)
+				again, away, err := settle(ctx, done, doneRes, round)
 				if err != nil {
 					return attempts, err
 				}
-				pending = append(rest, again...)
+				if len(again) == away {
+					pending = append(rest, again...)
+				} else {
+					pending, spent = rest, append(spent, again...)
+				}
 				if len(pending) == 0 {
-					break
+					continue
 				}
 			}
 			if err := b.callBackoff(ctx, calls); err != nil {
@@ -604,12 +623,13 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		if err != nil {
 			return attempts, err
 		}
-		pending = again
+		peerAway := len(again) == away && len(spent) == 0
+		pending, spent = append(again, spent...), nil
 		if len(pending) > 0 {
-			if len(pending) == away {
+			if peerAway {
 				e.log.Warnw(c.name+" unavailable, retrying", "messages", away)
 			}
-			if err := b.backoff(ctx, len(pending) == away, &round, &calls); err != nil {
+			if err := b.backoff(ctx, peerAway, &round, &calls); err != nil {
 				return attempts, err
 			}
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/runnertest"
@@ -281,14 +283,18 @@ func TestAnInputPassedOnBesideASiblingIsReleasedAfterTheAck(t *testing.T) {
 // eachTransformer is a runner.EachTransformer that hands over one output
 // per message ("t-" and its value) as it goes. A call listed in failAfter
 // fails after handing over that many results; one listed in skip hands
-// over nothing for that message and still returns nil. after runs after
-// each result is handed over, still inside the call.
+// over nothing for that message and still returns nil (failing after as
+// many results as the call carried hands all of them over and then fails).
+// failing, when set, gives the result for a message in a call: an error
+// it returns is that message's result. after runs after each output is
+// handed over, still inside the call.
 type eachTransformer struct {
 	mu        sync.Mutex
 	calls     [][]string // the IDs each call carried
 	problems  []string
 	failAfter map[int]int
 	skip      map[int]int
+	failing   func(call int, id string) error
 	after     func(m *runner.Message)
 }
 
@@ -317,10 +323,19 @@ func (t *eachTransformer) TransformEach(_ context.Context, msgs []*runner.Messag
 		if skips && k == skip {
 			continue
 		}
+		if t.failing != nil {
+			if err := t.failing(call, m.ID); err != nil {
+				done(k, runner.TransformResult{Err: err})
+				continue
+			}
+		}
 		done(k, runner.TransformResult{Outputs: []*runner.Message{{Value: append([]byte("t-"), m.Value...)}}})
 		if t.after != nil {
 			t.after(m)
 		}
+	}
+	if fails && failAfter >= len(msgs) {
+		return errors.New("stream broke after the last answer")
 	}
 	return nil
 }
@@ -434,6 +449,102 @@ func TestAnEachTransformerFailingPartWayKeepsTheResultsItHandedOver(t *testing.T
 				}
 			}
 			rel.check(t, released)
+		})
+	}
+}
+
+// A message that failed in the part of a call answered before the call
+// broke has had its try for the round: it is not offered again with the
+// rest of the call, but after the retry backoff, so MV_RETRY_STEPS bounds
+// its tries however many calls break.
+func TestAMessageFailingInABrokenCallSpendsItsRetryStep(t *testing.T) {
+	poisoned := errors.New("poisoned")
+	away := runner.Unavailable(errors.New("away"))
+	m0Fails := func(_ int, id string) error {
+		if id == "m-0" {
+			return poisoned
+		}
+		return nil
+	}
+	rest := []string{"m-3", "m-4", "m-5", "m-6", "m-7"}
+	all := append([]string{"m-0", "m-1", "m-2"}, rest...)
+	for name, tc := range map[string]struct {
+		failAfter map[int]int
+		failing   func(call int, id string) error
+		calls     [][]string
+		// dropped is m-0 when it fails every time.
+		dropped bool
+		errors  int64
+	}{
+		// m-0 fails in the answered part of calls 1 and 3, which then
+		// break; before, each break gave it an extra try (five calls).
+		"broken after the failure": {
+			failAfter: map[int]int{1: 3, 3: 1}, failing: m0Fails,
+			calls:   [][]string{all, rest, {"m-0"}, {"m-0"}},
+			dropped: true, errors: 3 + 2,
+		},
+		// Everything was answered before the break: nothing is offered
+		// again in this round; m-0 waits for the next.
+		"broken after every answer": {
+			failAfter: map[int]int{1: 8}, failing: m0Fails,
+			calls:   [][]string{all, {"m-0"}, {"m-0"}},
+			dropped: true, errors: 3 + 1,
+		},
+		// A peer that is away costs no step, in a broken call as in one
+		// that returns: m-1 goes along with the rest of the call.
+		"only away in a broken call": {
+			failAfter: map[int]int{1: 3},
+			failing: func(call int, id string) error {
+				if call == 1 && id == "m-1" {
+					return away
+				}
+				return nil
+			},
+			calls:  [][]string{all, append(append([]string{}, rest...), "m-1")},
+			errors: 1 + 1,
+		},
+		// Beside a failure an away peer spends the step too, as in a
+		// round of a call that returns.
+		"away beside a failure": {
+			failAfter: map[int]int{1: 3},
+			failing: func(call int, id string) error {
+				if call == 1 && id == "m-1" {
+					return away
+				}
+				return m0Fails(call, id)
+			},
+			calls:   [][]string{all, rest, {"m-0", "m-1"}, {"m-0"}},
+			dropped: true, errors: 3 + 1 + 1,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, src, _, _ := releasedAnyTime(8)
+			tr := &eachTransformer{failAfter: tc.failAfter, failing: tc.failing}
+			sink := runnertest.NewSink(nil)
+			e := run(t, runner.Options{BatchSize: 8, OnFailure: runner.OnFailureDrop, Retry: runner.RetryPolicy{Interval: time.Millisecond, Steps: 2}}, src, tr, sink, nil)
+			if calls := tr.check(t); !reflect.DeepEqual(calls, tc.calls) {
+				t.Fatalf("calls %v, want %v", calls, tc.calls)
+			}
+			st := e.Status().Totals
+			written := 8
+			if tc.dropped {
+				written = 7
+				if st.Dropped != 1 || sink.Written("m-0") {
+					t.Errorf("dropped %d, m-0 written %v; want m-0 dropped once its retries were spent", st.Dropped, sink.Written("m-0"))
+				}
+			}
+			if n, a := len(sink.WrittenIDs()), len(src.Acked()); n != written || a != 8 {
+				t.Errorf("written %d, acked %d, want %d and 8", n, a, written)
+			}
+			for i := 1; i < 8; i++ {
+				id := fmt.Sprintf("m-%d", i)
+				if got := sink.Message(id); got == nil || string(got.Value) != fmt.Sprintf("t-v-%d", i) {
+					t.Errorf("%s written as %+v", id, got)
+				}
+			}
+			if st.TransformerErrors != tc.errors {
+				t.Errorf("transformer errors %d, want %d (one per failed message and per broken call)", st.TransformerErrors, tc.errors)
+			}
 		})
 	}
 }
