@@ -124,14 +124,22 @@ func TestSmallBodiesGoOutInOneWriteFromACopy(t *testing.T) {
 	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
 	var writes atomic.Int32
 	tr := c.http.Transport.(*http.Transport)
-	dial := tr.DialContext
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
+	counting := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{conn, &writes}, nil
 		}
-		return countingConn{conn, &writes}, nil
 	}
+	// Small bodies take the direct path; net/http's transport, which
+	// carries them where that path does not apply, is counted too.
+	tr.DialContext = counting(tr.DialContext)
+	if c.direct == nil {
+		t.Fatal("no direct path to a plain http:// URL")
+	}
+	c.direct.dial = counting(c.direct.dial)
 	const posts = 5
 	for i := range posts {
 		data := bytes.Repeat([]byte{byte('a' + i)}, 1024)

@@ -29,6 +29,9 @@ type Client struct {
 	budget   *Budget
 	header   http.Header
 	http     *http.Client
+	// direct, when set, carries the posts of small bodies instead of
+	// http's transport (see direct).
+	direct *direct
 }
 
 // ClientOptions configure a Client.
@@ -97,8 +100,12 @@ func NewClient(o ClientOptions) *Client {
 		p.SetUnencryptedHTTP2(true)
 		tr.Protocols = &p
 	}
+	var d *direct
+	if !o.H2C {
+		d = newDirect(o.URL, dial, o.Concurrency)
+	}
 	return &Client{
-		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, budget: o.Budget, header: o.Header,
+		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, budget: o.Budget, header: o.Header, direct: d,
 		http: &http.Client{
 			Transport: tr,
 			// A redirect is a 3xx answer, which Knative's rules do not retry;
@@ -279,12 +286,19 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		return nil, err
 	}
 	traceHeaders(req.Header, ev)
-	if owned, err := ownSmallBody(req); err != nil {
+	owned, err := ownSmallBody(req)
+	if err != nil {
 		return nil, err
-	} else if !owned {
-		bodies.watch(req)
 	}
-	resp, err := c.http.Do(req)
+	var resp *http.Response
+	if owned && c.direct != nil {
+		resp, err = c.direct.do(ctx, req)
+	} else {
+		if !owned {
+			bodies.watch(req)
+		}
+		resp, err = c.http.Do(req)
+	}
 	if err != nil {
 		return nil, &TransportError{URL: c.url, Err: err}
 	}
@@ -350,7 +364,12 @@ func ownSmallBody(req *http.Request) (owned bool, err error) {
 }
 
 // CloseIdle closes kept-alive connections.
-func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
+func (c *Client) CloseIdle() {
+	c.http.CloseIdleConnections()
+	if c.direct != nil {
+		c.direct.closeIdle()
+	}
+}
 
 // TransportError is a call that got no HTTP answer: refused, reset, timed out.
 type TransportError struct {
