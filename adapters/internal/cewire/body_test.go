@@ -16,7 +16,8 @@ import (
 
 // A function may answer before it read the body; net/http then goes on
 // writing it after Do returns. Post returns only once the transport closed
-// the body, so the caller may reuse the event's data at once.
+// the body, so the caller may reuse the event's data at once. The direct
+// path takes the early answer too, and returns once its writer stopped.
 func TestPostReturnsOnlyOnceTheBodyIsNoLongerRead(t *testing.T) {
 	// The function answers at once and keeps the connection without
 	// reading it, so the transport is still writing (blocked on full
@@ -33,17 +34,61 @@ func TestPostReturnsOnlyOnceTheBodyIsNoLongerRead(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}))
 	defer srv.Close()
-	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
-	rec := &bodyRecorder{next: c.http.Transport}
-	c.http.Transport = rec
-	for i := range 3 {
-		data := make([]byte, 64<<20)
-		postAccepted(t, c, i, data)
-		if st := rec.body.state.Load(); st != bodyClosed {
-			t.Fatalf("post %d returned with its body in state %d, not closed: the transport may still read the data", i, st)
+	t.Run("net/http", func(t *testing.T) {
+		c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
+		c.direct = nil
+		rec := &bodyRecorder{next: c.http.Transport}
+		c.http.Transport = rec
+		for i := range 3 {
+			data := make([]byte, 64<<20)
+			postAccepted(t, c, i, data)
+			if st := rec.body.state.Load(); st != bodyClosed {
+				t.Fatalf("post %d returned with its body in state %d, not closed: the transport may still read the data", i, st)
+			}
+			clear(data) // what the engine's next message does to a reused buffer
 		}
-		clear(data) // what the engine's next message does to a reused buffer
+	})
+	t.Run("direct", func(t *testing.T) {
+		c, dials := directClient(t, srv.URL, ClientOptions{Concurrency: 1})
+		var writing atomic.Int32
+		dial := c.direct.dial
+		c.direct.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return writingConn{conn, &writing}, nil
+		}
+		for i := range 3 {
+			data := make([]byte, 64<<20)
+			postAccepted(t, c, i, data)
+			if n := writing.Load(); n != 0 {
+				t.Fatalf("post %d returned with %d writes under way: they may still read the data", i, n)
+			}
+			clear(data)
+		}
+		if n := dials.Load(); n != 3 {
+			t.Fatalf("%d dials, want 3: a connection whose request did not go out whole is not reused", n)
+		}
+	})
+}
+
+// writingConn counts the writes under way on a connection. A write that
+// failed takes 100 ms more to return, as a writer slow to notice would:
+// the caller must still wait for it.
+type writingConn struct {
+	net.Conn
+	writing *atomic.Int32
+}
+
+func (c writingConn) Write(p []byte) (int, error) {
+	c.writing.Add(1)
+	defer c.writing.Add(-1)
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		time.Sleep(100 * time.Millisecond)
 	}
+	return n, err
 }
 
 // postAccepted posts data as event i's and wants a 202.
@@ -83,6 +128,7 @@ func TestBodyWatchIgnoresBodiesThatWereNeverRead(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
+	c.direct = nil // the direct path needs no watch
 	ev := event.New()
 	ev.SetID("e")
 	ev.SetSource("s")

@@ -29,8 +29,8 @@ type Client struct {
 	budget   *Budget
 	header   http.Header
 	http     *http.Client
-	// direct, when set, carries the posts of small bodies instead of
-	// http's transport (see direct).
+	// direct, when set, carries the posts instead of http's transport
+	// (see direct).
 	direct *direct
 }
 
@@ -291,8 +291,9 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		return nil, err
 	}
 	var resp *http.Response
-	if owned && c.direct != nil {
-		resp, err = c.direct.do(ctx, req)
+	if c.direct != nil {
+		// do returns only once nothing reads the body: it needs no watch.
+		resp, err = c.direct.do(ctx, req, !owned && req.Body != nil && req.Body != http.NoBody)
 	} else {
 		if !owned {
 			bodies.watch(req)
