@@ -254,16 +254,32 @@ func (dc *directConn) alive() bool {
 	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// put returns a connection to the pool, or closes it when the pool is full.
+// idleTimeout is how long an idle connection is kept, as net/http's
+// transport keeps them for the client (IdleConnTimeout): calls take the
+// connection used last, so those left at the bottom of the pool after a
+// burst would otherwise stay open until the peer closes them.
+const idleTimeout = 90 * time.Second
+
+// put returns a connection to the pool, or closes it when the pool is
+// full, and closes those idle for longer than idleTimeout.
 func (d *direct) put(dc *directConn) {
-	dc.idleSince = time.Now()
+	now := time.Now()
+	dc.idleSince = now
+	var expired []*directConn
 	d.mu.Lock()
+	for len(d.idle) > 0 && now.Sub(d.idle[0].idleSince) > idleTimeout {
+		expired = append(expired, d.idle[0])
+		d.idle = append(d.idle[:0], d.idle[1:]...)
+	}
 	if len(d.idle) < d.maxIdle {
 		d.idle = append(d.idle, dc)
 		dc = nil
 	}
 	d.mu.Unlock()
 	if dc != nil {
+		expired = append(expired, dc)
+	}
+	for _, dc := range expired {
 		dc.conn.Close()
 	}
 }

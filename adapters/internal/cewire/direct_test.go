@@ -363,3 +363,42 @@ func TestDirectLargeBodyToAFunctionThatNeverAnswersTimesOut(t *testing.T) {
 		t.Fatalf("post returned with %d writes under way: they may still read the data", n)
 	}
 }
+
+func TestDirectClosesConnectionsIdleTooLong(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(echo))
+	defer srv.Close()
+	c, dials := directClient(t, srv.URL, ClientOptions{Concurrency: 2})
+	// Two connections in the pool, as two calls at once leave them, both
+	// idle since long ago.
+	d := c.direct
+	var conns []*directConn
+	for range 2 {
+		dc, err := d.get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, dc)
+	}
+	for _, dc := range conns {
+		d.put(dc)
+	}
+	d.mu.Lock()
+	for _, dc := range d.idle {
+		dc.idleSince = dc.idleSince.Add(-2 * idleTimeout)
+	}
+	d.mu.Unlock()
+	// The call takes the one used last; putting it back closes the other.
+	postEcho(t, c, 0)
+	d.mu.Lock()
+	idle := append([]*directConn(nil), d.idle...)
+	d.mu.Unlock()
+	if len(idle) != 1 || idle[0] != conns[1] {
+		t.Fatalf("idle after the call: %d connections, want the one it used", len(idle))
+	}
+	if err := conns[0].conn.SetDeadline(time.Time{}); err == nil {
+		t.Fatal("the connection idle for longer than the timeout is still open")
+	}
+	if n := dials.Load(); n != 2 {
+		t.Fatalf("%d dials, want 2", n)
+	}
+}
