@@ -50,15 +50,7 @@ func TestPostReturnsOnlyOnceTheBodyIsNoLongerRead(t *testing.T) {
 	})
 	t.Run("direct", func(t *testing.T) {
 		c, dials := directClient(t, srv.URL, ClientOptions{Concurrency: 1})
-		var writing atomic.Int32
-		dial := c.direct.dial
-		c.direct.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return writingConn{conn, &writing}, nil
-		}
+		writing := trackWrites(c)
 		for i := range 3 {
 			data := make([]byte, 64<<20)
 			postAccepted(t, c, i, data)
@@ -71,6 +63,28 @@ func TestPostReturnsOnlyOnceTheBodyIsNoLongerRead(t *testing.T) {
 			t.Fatalf("%d dials, want 3: a connection whose request did not go out whole is not reused", n)
 		}
 	})
+}
+
+// dialFunc is how a transport or the direct path dials.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// wrapDial returns dial with wrap applied to each connection it makes.
+func wrapDial(dial dialFunc, wrap func(net.Conn) net.Conn) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return wrap(conn), nil
+	}
+}
+
+// trackWrites makes c's direct path count the writes under way on its
+// connections (see writingConn).
+func trackWrites(c *Client) *atomic.Int32 {
+	var writing atomic.Int32
+	c.direct.dial = wrapDial(c.direct.dial, func(conn net.Conn) net.Conn { return writingConn{conn, &writing} })
+	return &writing
 }
 
 // writingConn counts the writes under way on a connection. A write that
@@ -170,14 +184,8 @@ func TestSmallBodiesGoOutInOneWriteFromACopy(t *testing.T) {
 	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
 	var writes atomic.Int32
 	tr := c.http.Transport.(*http.Transport)
-	counting := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return countingConn{conn, &writes}, nil
-		}
+	counting := func(dial dialFunc) dialFunc {
+		return wrapDial(dial, func(conn net.Conn) net.Conn { return countingConn{conn, &writes} })
 	}
 	// Small bodies take the direct path; net/http's transport, which
 	// carries them where that path does not apply, is counted too.

@@ -344,15 +344,7 @@ func TestDirectLargeBodyToAFunctionThatNeverAnswersTimesOut(t *testing.T) {
 	defer srv.Close()
 	defer close(hung)
 	c, _ := directClient(t, srv.URL, ClientOptions{Concurrency: 1, Timeout: 200 * time.Millisecond})
-	var writing atomic.Int32
-	dial := c.direct.dial
-	c.direct.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return writingConn{conn, &writing}, nil
-	}
+	writing := trackWrites(c)
 	ev := smallEvent(0, 10)
 	ev.DataEncoded = make([]byte, 64<<20)
 	_, err := c.Post(context.Background(), ev, true)
