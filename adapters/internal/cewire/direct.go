@@ -48,8 +48,10 @@ type directConn struct {
 
 // staleAfter is how long a connection may sit idle before it is checked
 // for a close by the peer (servers close idle keep-alive connections after
-// seconds) before it is used again. Checking costs a read system call, so
-// a connection in steady use is not checked.
+// seconds) before it is used again. Checking costs a read system call and
+// up to a millisecond (see alive), so a connection in steady use is not
+// checked; one the peer closes within this time of its last answer fails
+// the next call as a transport error, which the engine retries.
 const staleAfter = 100 * time.Millisecond
 
 // directIO is the size of a connection's read and write buffers: a small
