@@ -47,12 +47,14 @@ type directConn struct {
 }
 
 // staleAfter is how long a connection may sit idle before it is checked
-// for a close by the peer (servers close idle keep-alive connections after
-// seconds) before it is used again. Checking costs a read system call and
-// up to a millisecond (see alive), so a connection in steady use is not
-// checked; one the peer closes within this time of its last answer fails
-// the next call as a transport error, which the engine retries.
-const staleAfter = 100 * time.Millisecond
+// for a close by the peer (a server closes its idle keep-alive connections
+// when it shuts down or after its idle timeout) before it is used again.
+// The check is one system call that does not wait (peekIdle), so a
+// connection in steady use skips it; one the peer closes within this time
+// of its last answer fails the next call as a transport error, which the
+// engine retries. net/http's transport learns of a close from the reader
+// goroutine it keeps on every connection.
+const staleAfter = 2 * time.Millisecond
 
 // directIO is the size of a connection's read and write buffers: a small
 // event's request goes out, and its answer comes in, with one system call.
@@ -246,9 +248,16 @@ func (c *capReader) Read(p []byte) (int, error) {
 // alive reports whether an idle connection can take a request: the peer
 // neither closed it nor sent anything unasked.
 func (dc *directConn) alive() bool {
-	// A deadline already passed would fail the read before it looks at the
-	// socket; this one lets it find a close waiting there, and costs a
-	// millisecond at most, after an idle spell.
+	if usable, ok := peekIdle(dc.conn); ok {
+		return usable
+	}
+	return dc.aliveAfterRead()
+}
+
+// aliveAfterRead is alive for a connection peekIdle cannot look at: a
+// read with a deadline a millisecond away. A deadline already passed would
+// fail the read before it looks at the socket.
+func (dc *directConn) aliveAfterRead() bool {
 	if dc.conn.SetReadDeadline(time.Now().Add(time.Millisecond)) != nil {
 		return false
 	}

@@ -394,3 +394,66 @@ func TestDirectClosesConnectionsIdleTooLong(t *testing.T) {
 		t.Fatalf("%d dials, want 2", n)
 	}
 }
+
+func TestDirectNoticesACloseRightAfterAnAnswer(t *testing.T) {
+	// The function closes each connection just after its answer, without
+	// saying so (no Connection: close), as a server shutting down does.
+	url := rawServer(t, func(conn net.Conn, _ *bufio.Reader) {
+		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		conn.Close()
+	})
+	c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
+	for i := range 3 {
+		resp, err := c.Post(context.Background(), smallEvent(i, 10), true)
+		if err != nil || resp.Status != http.StatusOK || string(resp.Body) != "ok" {
+			t.Fatalf("post %d: %v, %+v", i, err, resp)
+		}
+		time.Sleep(20 * time.Millisecond) // the close arrives; more than staleAfter
+	}
+	if n := dials.Load(); n != 3 {
+		t.Fatalf("%d dials, want 3: one per post, each after the function closed the last", n)
+	}
+}
+
+// Both ways of checking an idle connection tell an open, quiet one from
+// one the peer closed and one with bytes the peer sent unasked.
+func TestIdleConnectionChecks(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for name, tc := range map[string]struct {
+		peer func(net.Conn)
+		want bool
+	}{
+		"quiet":   {peer: func(net.Conn) {}, want: true},
+		"closed":  {peer: func(c net.Conn) { c.Close() }, want: false},
+		"unasked": {peer: func(c net.Conn) { _, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n") }, want: false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			peer, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer peer.Close()
+			tc.peer(peer)
+			time.Sleep(50 * time.Millisecond) // the close or the bytes arrive
+			if usable, ok := peekIdle(conn); !ok || usable != tc.want {
+				t.Errorf("peekIdle: usable %v (ok %v), want %v", usable, ok, tc.want)
+			}
+			if usable, ok := peekIdle(countingConn{conn, new(atomic.Int32)}); ok || usable {
+				t.Errorf("peekIdle of a wrapped connection: usable %v, ok %v; want neither", usable, ok)
+			}
+			dc := &directConn{conn: conn, br: bufio.NewReader(conn)}
+			if got := dc.aliveAfterRead(); got != tc.want {
+				t.Errorf("aliveAfterRead: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
