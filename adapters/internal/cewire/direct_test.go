@@ -69,6 +69,19 @@ func postEcho(t *testing.T, c *Client, i int) {
 	}
 }
 
+// postsAnsweredOK posts n small events, pausing after each, and fails t
+// unless each is answered 200 with the body "ok".
+func postsAnsweredOK(t *testing.T, c *Client, n int, pause time.Duration) {
+	t.Helper()
+	for i := range n {
+		resp, err := c.Post(context.Background(), smallEvent(i, 10), true)
+		if err != nil || resp.Status != http.StatusOK || string(resp.Body) != "ok" {
+			t.Fatalf("post %d: %v, %+v", i, err, resp)
+		}
+		time.Sleep(pause)
+	}
+}
+
 func TestDirectKeepsItsConnectionsAlive(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(echo))
 	defer srv.Close()
@@ -201,12 +214,7 @@ func TestDirectSkipsInterimAnswers(t *testing.T) {
 			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	})
 	c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
-	for i := range 3 {
-		resp, err := c.Post(context.Background(), smallEvent(i, 10), true)
-		if err != nil || resp.Status != http.StatusOK || string(resp.Body) != "ok" {
-			t.Fatalf("post %d: %v, %+v", i, err, resp)
-		}
-	}
+	postsAnsweredOK(t, c, 3, 0)
 	if n := dials.Load(); n != 1 {
 		t.Fatalf("%d dials, want 1", n)
 	}
@@ -315,12 +323,7 @@ func TestDirectDropsAConnectionWithBytesSentUnasked(t *testing.T) {
 		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n")
 	})
 	c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
-	for i := range 2 {
-		resp, err := c.Post(context.Background(), smallEvent(i, 10), true)
-		if err != nil || resp.Status != http.StatusOK || string(resp.Body) != "ok" {
-			t.Fatalf("post %d: %v, %+v", i, err, resp)
-		}
-	}
+	postsAnsweredOK(t, c, 2, 0)
 	if n := dials.Load(); n != 2 {
 		t.Fatalf("%d dials, want 2: the first connection had more than its answer", n)
 	}
@@ -403,13 +406,7 @@ func TestDirectNoticesACloseRightAfterAnAnswer(t *testing.T) {
 		conn.Close()
 	})
 	c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
-	for i := range 3 {
-		resp, err := c.Post(context.Background(), smallEvent(i, 10), true)
-		if err != nil || resp.Status != http.StatusOK || string(resp.Body) != "ok" {
-			t.Fatalf("post %d: %v, %+v", i, err, resp)
-		}
-		time.Sleep(20 * time.Millisecond) // the close arrives; more than staleAfter
-	}
+	postsAnsweredOK(t, c, 3, 20*time.Millisecond) // the close arrives in the pause; more than staleAfter
 	if n := dials.Load(); n != 3 {
 		t.Fatalf("%d dials, want 3: one per post, each after the function closed the last", n)
 	}
