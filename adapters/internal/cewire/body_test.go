@@ -172,47 +172,54 @@ func (c countingConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// A small event goes out in one write, headers and body together, and from
-// a copy: the caller may change its data as soon as Post returns.
-func TestSmallBodiesGoOutInOneWriteFromACopy(t *testing.T) {
+// A small event goes out in one write, headers and body together, on
+// either path, and nothing reads the event's data once Post returned: the
+// caller may change it at once. net/http's transport sends it from a copy;
+// the direct path writes it before it reads the answer.
+func TestSmallBodiesGoOutInOneWrite(t *testing.T) {
 	got := make(chan []byte, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		got <- b
 	}))
 	defer srv.Close()
-	c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
-	var writes atomic.Int32
-	tr := c.http.Transport.(*http.Transport)
-	counting := func(dial dialFunc) dialFunc {
-		return wrapDial(dial, func(conn net.Conn) net.Conn { return countingConn{conn, &writes} })
-	}
-	// Small bodies take the direct path; net/http's transport, which
-	// carries them where that path does not apply, is counted too.
-	tr.DialContext = counting(tr.DialContext)
-	if c.direct == nil {
-		t.Fatal("no direct path to a plain http:// URL")
-	}
-	c.direct.dial = counting(c.direct.dial)
-	const posts = 5
-	for i := range posts {
-		data := bytes.Repeat([]byte{byte('a' + i)}, 1024)
-		ev := event.New()
-		ev.SetID("e")
-		ev.SetSource("s")
-		ev.SetType("t")
-		ev.DataEncoded = data
-		resp, err := c.Post(context.Background(), &ev, false)
-		if err != nil || resp.Status != http.StatusOK {
-			t.Fatalf("post %d: %v, %+v", i, err, resp)
-		}
-		clear(data)
-		if b := <-got; !bytes.Equal(b, bytes.Repeat([]byte{byte('a' + i)}, 1024)) {
-			t.Fatalf("post %d: the function got %q...", i, b[:8])
-		}
-	}
-	if n := writes.Load(); n != posts {
-		t.Fatalf("%d posts made %d writes; want one each", posts, n)
+	for _, path := range []string{"direct", "net/http"} {
+		t.Run(path, func(t *testing.T) {
+			c := NewClient(ClientOptions{URL: srv.URL, Mode: ModeBinary, Concurrency: 1})
+			var writes atomic.Int32
+			counting := func(dial dialFunc) dialFunc {
+				return wrapDial(dial, func(conn net.Conn) net.Conn { return countingConn{conn, &writes} })
+			}
+			tr := c.http.Transport.(*http.Transport)
+			tr.DialContext = counting(tr.DialContext)
+			if c.direct == nil {
+				t.Fatal("no direct path to a plain http:// URL")
+			}
+			c.direct.dial = counting(c.direct.dial)
+			if path == "net/http" {
+				c.direct = nil
+			}
+			const posts = 5
+			for i := range posts {
+				data := bytes.Repeat([]byte{byte('a' + i)}, 1024)
+				ev := event.New()
+				ev.SetID("e")
+				ev.SetSource("s")
+				ev.SetType("t")
+				ev.DataEncoded = data
+				resp, err := c.Post(context.Background(), &ev, false)
+				if err != nil || resp.Status != http.StatusOK {
+					t.Fatalf("post %d: %v, %+v", i, err, resp)
+				}
+				clear(data)
+				if b := <-got; !bytes.Equal(b, bytes.Repeat([]byte{byte('a' + i)}, 1024)) {
+					t.Fatalf("post %d: the function got %q...", i, b[:8])
+				}
+			}
+			if n := writes.Load(); n != posts {
+				t.Fatalf("%d posts made %d writes; want one each", posts, n)
+			}
+		})
 	}
 }
 

@@ -286,15 +286,19 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		return nil, err
 	}
 	traceHeaders(req.Header, ev)
-	owned, err := ownSmallBody(req)
-	if err != nil {
-		return nil, err
-	}
 	var resp *http.Response
 	if c.direct != nil {
-		// do returns only once nothing reads the body: it needs no watch.
-		resp, err = c.direct.do(ctx, req, !owned && req.Body != nil && req.Body != http.NoBody)
+		// do returns only once nothing reads the body (a small one is
+		// written whole before the answer is read; a larger one, or one of
+		// unknown length, is written aside and waited for): it needs
+		// neither a copy nor a watch.
+		hasBody := req.Body != nil && req.Body != http.NoBody
+		resp, err = c.direct.do(ctx, req, hasBody && (req.ContentLength <= 0 || req.ContentLength > smallBody))
 	} else {
+		var owned bool
+		if owned, err = ownSmallBody(req); err != nil {
+			return nil, err
+		}
 		if !owned {
 			bodies.watch(req)
 		}
@@ -337,11 +341,12 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 	return out, nil
 }
 
-// smallBody is the largest request body sent from a copy instead of from
-// the event's data under a bodyWatch: copying it costs less than the
-// second write system call net/http makes for a body it does not know to
-// be in memory (it flushes the headers first), which for 1 KiB events was
-// a quarter of the runner's write path.
+// smallBody is the largest request body net/http's transport sends from
+// a copy instead of from the event's data under a bodyWatch: copying it
+// costs less than the second write system call net/http makes for a body
+// it does not know to be in memory (it flushes the headers first), which
+// for 1 KiB events was a quarter of the runner's write path. The direct
+// path writes a body up to this size before it reads the answer.
 const smallBody = 16 << 10
 
 // ownSmallBody gives req a copy of a body of at most smallBody bytes, in a

@@ -82,6 +82,18 @@ func postsAnsweredOK(t *testing.T, c *Client, n int, pause time.Duration) {
 	}
 }
 
+// echoesOverDials posts n events to an echo function and fails t unless
+// the direct path dialled want times for them (why says why).
+func echoesOverDials(t *testing.T, c *Client, dials *atomic.Int32, n int, want int32, why string) {
+	t.Helper()
+	for i := range n {
+		postEcho(t, c, i)
+	}
+	if got := dials.Load(); got != want {
+		t.Fatalf("%d dials for %d posts, want %d: %s", got, n, want, why)
+	}
+}
+
 func TestDirectKeepsItsConnectionsAlive(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(echo))
 	defer srv.Close()
@@ -110,12 +122,7 @@ func TestDirectChunkedAnswersKeepTheConnection(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, dials := directClient(t, srv.URL, ClientOptions{Concurrency: 1})
-	for i := range 5 {
-		postEcho(t, c, i)
-	}
-	if n := dials.Load(); n != 1 {
-		t.Fatalf("%d dials for 5 chunked answers, want 1", n)
-	}
+	echoesOverDials(t, c, dials, 5, 1, "chunked answers keep the connection")
 }
 
 func TestDirectDoesNotUseAConnectionThePeerClosedWhileIdle(t *testing.T) {
@@ -140,12 +147,7 @@ func TestDirectDialsAgainAfterConnectionClose(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, dials := directClient(t, srv.URL, ClientOptions{Concurrency: 1})
-	for i := range 5 {
-		postEcho(t, c, i)
-	}
-	if n := dials.Load(); n != 5 {
-		t.Fatalf("%d dials, want 5: every answer closed its connection", n)
-	}
+	echoesOverDials(t, c, dials, 5, 5, "every answer closed its connection")
 }
 
 func TestDirectDropsAConnectionWhoseAnswerWasNotReadToItsEnd(t *testing.T) {
