@@ -456,3 +456,15 @@ func TestIdleConnectionChecks(t *testing.T) {
 		})
 	}
 }
+
+func TestDirectRefusesASwitchOfProtocols(t *testing.T) {
+	url := rawServer(t, func(conn net.Conn, _ *bufio.Reader) {
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	})
+	c, _ := directClient(t, url, ClientOptions{Concurrency: 1})
+	_, err := c.Post(context.Background(), smallEvent(0, 10), true)
+	var te *TransportError
+	if err == nil || !strings.Contains(err.Error(), "switched protocols") || !errors.As(err, &te) || te.Unreachable() {
+		t.Fatalf("post answered 101: %v, want a transport error of a reached peer", err)
+	}
+}
