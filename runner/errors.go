@@ -21,6 +21,11 @@ func mark[K any](err error) error {
 
 // isMarked reports whether err, or an error it wraps, was marked as kind K.
 func isMarked[K any](err error) bool {
+	if err == nil {
+		// Most calls ask about a call that succeeded: errors.As would still
+		// allocate the target.
+		return false
+	}
 	var m *markedError[K]
 	return errors.As(err, &m)
 }

@@ -273,7 +273,14 @@ func ToMessage(ev *event.Event) (*runner.Message, error) {
 	if ct := ev.DataContentType(); ct != "" {
 		msg.Headers[HeaderContentType] = ct
 	}
-	for name, value := range ev.Extensions() {
+	var exts map[string]any
+	if ec, ok := ev.Context.(*event.EventContextV1); ok {
+		// Read in place: Extensions() copies the map for every event.
+		exts = ec.Extensions
+	} else {
+		exts = ev.Extensions()
+	}
+	for name, value := range exts {
 		s, err := types.Format(value)
 		if err != nil {
 			return nil, fmt.Errorf("cewire: event %s: extension %s: %w", ev.ID(), name, err)
