@@ -21,7 +21,8 @@ import (
 // answer back from a reader goroutine; for small events those hand-offs
 // (channel sends, selects, wake-ups) cost about as much as the system
 // calls. The request is written by net/http's own Request.Write and the
-// answer read by its ReadResponse, so what goes on the wire is the same.
+// answer read as its ReadResponse reads it (readAnswer), so what goes on
+// the wire is the same.
 // A small request fits the socket's buffer and is written whole before
 // the answer is read; a larger one is written from a goroutine of the call
 // while the answer is read, so an answer that comes before the function
@@ -174,7 +175,7 @@ func (dc *directConn) receive(req *http.Request) (*http.Response, error) {
 	for interim := 0; ; interim++ {
 		// What br holds already was read under the cap, or is the answer.
 		dc.in.n = maxAnswerHeader
-		resp, err := http.ReadResponse(dc.br, req)
+		resp, err := readAnswer(dc.br, req)
 		dc.in.n = -1
 		if err != nil {
 			return nil, fmt.Errorf("read answer: %w", err)
