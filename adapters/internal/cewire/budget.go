@@ -20,7 +20,8 @@ type Budget struct {
 	used           int64
 	holders        int           // leases that hold bytes
 	holdersWaiting int           // leases holding bytes that wait for more
-	freed          chan struct{} // closed and replaced when bytes are released or a holder stops waiting
+	waiters        int           // acquires waiting on freed
+	freed          chan struct{} // closed and replaced when bytes are released or a holder stops waiting, if anyone waits
 }
 
 // NewBudget returns a budget of limit bytes.
@@ -63,8 +64,7 @@ func (b *Budget) acquire(ctx context.Context, n int64, holding bool) error {
 		if waiting {
 			b.mu.Lock()
 			b.holdersWaiting--
-			close(b.freed)
-			b.freed = make(chan struct{})
+			b.wake()
 			b.mu.Unlock()
 		}
 	}()
@@ -89,12 +89,30 @@ func (b *Budget) acquire(ctx context.Context, n int64, holding bool) error {
 			b.holdersWaiting++
 		}
 		freed := b.freed
+		b.waiters++
 		b.mu.Unlock()
+		var err error
 		select {
 		case <-freed:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
 		}
+		b.mu.Lock()
+		b.waiters--
+		b.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// wake lets every waiting acquire look again; with none waiting it does
+// nothing, so a release costs no new channel (one allocation per reply).
+// The caller holds mu.
+func (b *Budget) wake() {
+	if b.waiters > 0 {
+		close(b.freed)
+		b.freed = make(chan struct{})
 	}
 }
 
@@ -105,8 +123,7 @@ func (b *Budget) release(n int64, emptied bool) {
 	if emptied {
 		b.holders--
 	}
-	close(b.freed)
-	b.freed = make(chan struct{})
+	b.wake()
 	b.mu.Unlock()
 }
 

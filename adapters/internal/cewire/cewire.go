@@ -273,14 +273,7 @@ func ToMessage(ev *event.Event) (*runner.Message, error) {
 	if ct := ev.DataContentType(); ct != "" {
 		msg.Headers[HeaderContentType] = ct
 	}
-	var exts map[string]any
-	if ec, ok := ev.Context.(*event.EventContextV1); ok {
-		// Read in place: Extensions() copies the map for every event.
-		exts = ec.Extensions
-	} else {
-		exts = ev.Extensions()
-	}
-	for name, value := range exts {
+	for name, value := range extensions(ev) {
 		s, err := types.Format(value)
 		if err != nil {
 			return nil, fmt.Errorf("cewire: event %s: extension %s: %w", ev.ID(), name, err)
@@ -292,6 +285,15 @@ func ToMessage(ev *event.Event) (*runner.Message, error) {
 		msg.Headers[name] = s
 	}
 	return msg, nil
+}
+
+// extensions returns ev's extensions for reading: a 1.0 event's own map,
+// where Extensions() copies it for every call.
+func extensions(ev *event.Event) map[string]any {
+	if ec, ok := ev.Context.(*event.EventContextV1); ok {
+		return ec.Extensions
+	}
+	return ev.Extensions()
 }
 
 // isJSON reports whether the SDK inlines data of this content type as JSON

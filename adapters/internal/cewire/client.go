@@ -468,7 +468,7 @@ func RetryableStatus(code int) bool {
 // instrumentation (which reads the headers, not the extension, and sees
 // ce-traceparent only in binary mode) continues the message's trace.
 func traceHeaders(h http.Header, ev *event.Event) {
-	ext := ev.Extensions()
+	ext := extensions(ev)
 	if tp, ok := ext[runner.TraceParentHeader].(string); ok && tp != "" {
 		h.Set(runner.TraceParentHeader, tp)
 		if ts, ok := ext[runner.TraceStateHeader].(string); ok && ts != "" {

@@ -187,7 +187,7 @@ func headerSafe(ev *event.Event) bool {
 		!ok(ev.DataSchema()) || !ok(ev.DataContentType()) {
 		return false
 	}
-	for _, v := range ev.Extensions() {
+	for _, v := range extensions(ev) {
 		s, err := types.Format(v)
 		if err != nil || !ok(s) {
 			return false
