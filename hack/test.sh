@@ -52,6 +52,7 @@ fuzz_targets=(
   ./adapters/internal/cewire:FuzzReadEvents:160000x
   ./adapters/internal/cewire:FuzzBinaryRequestMatchesTheSDK:80000x
   ./adapters/internal/cewire:FuzzAnswerMatchesNetHTTP:100000x
+  ./adapters/internal/cewire:FuzzBinaryEventMatchesTheSDK:130000x
   ./adapters/internal/udconn:FuzzServerInfo:35000x
   ./adapters/source/http:FuzzRequest:100000x
 )

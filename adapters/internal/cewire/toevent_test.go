@@ -63,6 +63,14 @@ func FuzzBinaryEventMatchesTheSDK(f *testing.F) {
 	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\nCe-Source: /s\nCe-Type: t\nCe-Time: 2020-01-01T00:00:00Z\n", []byte{0, 1, 2})
 	f.Add("Content-Type: application/cloudevents+json\n", []byte(`{"specversion":"1.0","id":"x","source":"/s","type":"t","data_base64":"aGk="}`))
 	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\n", []byte(""))
+	// Each attribute's setter: trimming, an empty value as missing, parsing.
+	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\nCe-Source: /s\nCe-Type: t\nCe-Subject:\nCe-Dataschema: http://x/y\nContent-Type:\n", []byte("x"))
+	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\vCe-Source: http://[::1]:80/a?b#c\nCe-Type: t\v\nCe-Subject: s\f\nCe-Time: 2020-01-01T00:00:00.5+01:00\nCe-Dataschema:\v\nContent-Type: text/plain\v\n", []byte("x"))
+	f.Add("Ce-Specversion: 1.0\nCe-Id: \v\nCe-Source: /s\nCe-Type: t\n", []byte("x"))
+	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\nCe-Source: /s\nCe-Type: t\nCe-Time: yesterday\n", []byte("x"))
+	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\nCe-Source: /s\nCe-Type: t\nCe-Datacontenttype: x\n", []byte("x"))
+	f.Add("Ce-Specversion: 1.0\nCe-Id: 1\nCe-Source: %zz\nCe-Type: t\nCe-Dataschema: %zz\n", []byte("x"))
+	f.Add("Ce-Specversion: 0.3\nCe-Id: 1\nCe-Source: /s\nCe-Type: t\nCe-Schemaurl: http://x\n", []byte("x"))
 	f.Fuzz(func(t *testing.T, rawHeaders string, body []byte) {
 		mh, err := textproto.NewReader(bufio.NewReader(strings.NewReader(rawHeaders + "\n\n"))).ReadMIMEHeader()
 		if err != nil && len(mh) == 0 {
