@@ -209,16 +209,31 @@ func rawServer(t *testing.T, answer func(conn net.Conn, br *bufio.Reader)) strin
 	return "http://" + ln.Addr().String() + "/"
 }
 
-func TestDirectSkipsInterimAnswers(t *testing.T) {
-	url := rawServer(t, func(conn net.Conn, _ *bufio.Reader) {
-		_, _ = io.WriteString(conn, "HTTP/1.1 100 Continue\r\n\r\n"+
-			"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"+
-			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	})
-	c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
-	postsAnsweredOK(t, c, 3, 0)
-	if n := dials.Load(); n != 1 {
-		t.Fatalf("%d dials, want 1", n)
+// TestDirectKeepsOrDropsConnectionsAsTheAnswersSay checks that interim
+// (1xx) answers are skipped on a connection that is kept, and that a
+// connection whose peer sent bytes past its answer unasked is dropped.
+func TestDirectKeepsOrDropsConnectionsAsTheAnswersSay(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer string
+		posts  int
+		dials  int32
+	}{
+		{"interim answers skipped", "HTTP/1.1 100 Continue\r\n\r\n" +
+			"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n" +
+			"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 3, 1},
+		{"bytes sent unasked", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n", 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := rawServer(t, func(conn net.Conn, _ *bufio.Reader) {
+				_, _ = io.WriteString(conn, tc.answer)
+			})
+			c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
+			postsAnsweredOK(t, c, tc.posts, 0)
+			if n := dials.Load(); n != tc.dials {
+				t.Fatalf("%d dials, want %d", n, tc.dials)
+			}
+		})
 	}
 }
 
@@ -317,17 +332,6 @@ func TestDirectOnlyForPlainHTTP(t *testing.T) {
 	}
 	if c := NewClient(ClientOptions{URL: "http://127.0.0.1:1/", H2C: true}); c.direct != nil {
 		t.Error("direct path with H2C set")
-	}
-}
-
-func TestDirectDropsAConnectionWithBytesSentUnasked(t *testing.T) {
-	url := rawServer(t, func(conn net.Conn, _ *bufio.Reader) {
-		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n")
-	})
-	c, dials := directClient(t, url, ClientOptions{Concurrency: 1})
-	postsAnsweredOK(t, c, 2, 0)
-	if n := dials.Load(); n != 2 {
-		t.Fatalf("%d dials, want 2: the first connection had more than its answer", n)
 	}
 }
 
