@@ -15,7 +15,7 @@ import (
 // header instead of one per key and value; any other answer, or one whose
 // header is not buffered whole yet, is left to http.ReadResponse, having
 // consumed nothing. FuzzAnswerMatchesNetHTTP holds the two to the same
-// result.
+// result (the body's Close aside: see answerBody).
 func readAnswer(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	// Wait for the answer's first bytes, as ReadResponse's first read would.
 	if _, err := br.Peek(1); err != nil {
@@ -37,6 +37,10 @@ const answerProto = "HTTP/1.1 "
 // parseAnswer parses the answer at the start of br's buffer and consumes
 // its header, or returns nil having consumed nothing.
 func parseAnswer(br *bufio.Reader, req *http.Request) *http.Response {
+	if req != nil && req.Method == http.MethodHead {
+		// An answer to HEAD has no body whatever it announces.
+		return nil
+	}
 	buf, _ := br.Peek(br.Buffered())
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
 	if end < 0 || !bytes.HasPrefix(buf, []byte(answerProto)) {
@@ -196,7 +200,10 @@ func digits(s string) int64 {
 
 // answerBody is the body of an answer parseAnswer read: length bytes from
 // the connection's reader. Like net/http's, it says io.EOF with its last
-// bytes, and io.ErrUnexpectedEOF when the connection ends before them.
+// bytes, and io.ErrUnexpectedEOF (once, then io.EOF) when the connection
+// ends before them. Unlike net/http's, it is read by one goroutine and its
+// Close does not read the rest: directBody, which wraps it, decides the
+// connection's fate from what was read.
 type answerBody struct {
 	r      *bufio.Reader
 	n      int64 // bytes left
@@ -220,12 +227,13 @@ func (b *answerBody) Read(p []byte) (int, error) {
 	case b.n == 0:
 		return n, io.EOF
 	case err == io.EOF:
+		b.n = 0
 		return n, io.ErrUnexpectedEOF
 	}
 	return n, err
 }
 
-// Close ends reading; the connection's fate is directBody's to decide.
+// Close ends reading.
 func (b *answerBody) Close() error {
 	b.closed = true
 	return nil

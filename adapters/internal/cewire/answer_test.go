@@ -151,6 +151,13 @@ func TestReadAnswerFallsBackWithNothingLost(t *testing.T) {
 	if b, err := io.ReadAll(body); string(b) != "ab" || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("short body: %q, %v", b, err)
 	}
+	if _, err := body.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read after a short body's end: %v, want io.EOF as net/http's body", err)
+	}
+	head := &http.Request{Method: http.MethodHead}
+	if resp := parseAnswer(answerReader(t, []byte("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n")), head); resp != nil {
+		t.Fatal("an answer to HEAD took the fast path, which would read a body it has not")
+	}
 	if err := body.Close(); err != nil {
 		t.Fatal(err)
 	}

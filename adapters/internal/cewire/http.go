@@ -303,8 +303,8 @@ func readEvents(ctx context.Context, h http.Header, body []byte, maxEvents int, 
 // toEvent decodes the one event of msg, whose body is body. In binary mode
 // body becomes the event's data as it is: the SDK would copy it into a
 // buffer of its own (binding.ToEvent reads BodyReader to its end), and body
-// is already a buffer that only this event will hold. The attributes are
-// still read by the SDK.
+// is already a buffer that only this event will hold. A 1.0 event's
+// attributes are read by binaryEvent, any other's by the SDK.
 func toEvent(msg *cehttp.Message, body []byte) (*event.Event, error) {
 	binary := msg.ReadEncoding() == binding.EncodingBinary
 	if binary {
