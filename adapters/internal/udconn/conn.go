@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"sync"
 	"time"
@@ -350,6 +351,35 @@ const (
 	windowSize       = 8 << 20
 )
 
+// SendBufferSize is the kernel send buffer (SO_SNDBUF) asked for on each
+// socket to a container; Linux caps the request at net.core.wmem_max and
+// doubles it for its bookkeeping. A Unix stream socket's sender may have
+// at most that much queued for the reader, so with the default (208 KiB,
+// a fifth of a 1 MiB request) the runner's writer parked on a full socket
+// several times per large request, each time until the container's reader
+// had caught up. With 1 MiB, udsource->
+// udsink at 1 MiB went from 1.47-1.53x to 2.05x the sequential client in
+// interleaved pairs (hack/bench RESULTS.md, "A larger send buffer on the
+// container sockets"); 4 MiB did no better. What the kernel holds for a
+// socket counts to the pod's memory: at most 2 MiB per container here,
+// and only while the container reads slower than the runner writes.
+const SendBufferSize = 1 << 20
+
+// dialSocket connects to a container's Unix socket with the send buffer
+// SendBufferSize.
+func dialSocket(ctx context.Context, path string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if uc, ok := c.(*net.UnixConn); ok {
+		// A kernel that refuses it leaves the default: slower, not wrong.
+		_ = uc.SetWriteBuffer(SendBufferSize)
+	}
+	return c, nil
+}
+
 // Dial makes a gRPC client for a Unix socket, with the message size limit
 // large payloads need. It does not connect until the first call.
 func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
@@ -384,6 +414,7 @@ func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
 		// sent), so the window does not add to memory.
 		grpc.WithInitialWindowSize(windowSize),
 		grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return dialSocket(ctx, abs) }),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", abs, err)
