@@ -357,11 +357,12 @@ const (
 // at most that much queued for the reader, so with the default (208 KiB,
 // a fifth of a 1 MiB request) the runner's writer parked on a full socket
 // several times per large request, each time until the container's reader
-// had caught up. With 1 MiB, udsource->
-// udsink at 1 MiB went from 1.47-1.53x to 2.05x the sequential client in
-// interleaved pairs (hack/bench RESULTS.md, "A larger send buffer on the
-// container sockets"); 4 MiB did no better. What the kernel holds for a
-// socket counts to the pod's memory: at most 2 MiB per container here,
+// had caught up. With 1 MiB, udsource->udsink at 1 MiB went from
+// 1.47-1.53x to 2.05x the sequential client in two interleaved runs each
+// (hack/bench RESULTS.md, "A larger send buffer on the container
+// sockets"), mostly because the SDK servers then spent a quarter less per
+// message; 4 MiB did no better. What the kernel holds for a
+// socket counts to the pod's memory: at most 2 MiB per container,
 // and only while the container reads slower than the runner writes.
 const SendBufferSize = 1 << 20
 
