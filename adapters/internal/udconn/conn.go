@@ -361,9 +361,9 @@ const (
 // 1.47-1.53x to 2.05x the sequential client in two interleaved runs each
 // (hack/bench RESULTS.md, "A larger send buffer on the container
 // sockets"), mostly because the SDK servers then spent a quarter less per
-// message; 4 MiB did no better. What the kernel holds for a
-// socket counts to the pod's memory: at most 2 MiB per container,
-// and only while the container reads slower than the runner writes.
+// message; 4 MiB did no better. What the kernel holds for a socket
+// counts to the pod's memory: at most 2 MiB per container, and only while
+// the container reads slower than the runner writes.
 const SendBufferSize = 1 << 20
 
 // dialSocket connects to a container's Unix socket with the send buffer
