@@ -229,13 +229,7 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		if rv != nil {
 			buf := payloadpool.Get(data.Len())
 			data.CopyTo(buf.B)
-			ok, cut, err := unmarshalAliased(buf.B, m, r)
-			if ok && err == nil && cut {
-				rv.Buf = buf
-				return nil
-			}
-			buf.Release() // nothing aliases it
-			if ok || err != nil {
+			if ok, err := unmarshalInto(buf, rv, m, r); ok || err != nil {
 				return err
 			}
 		} else if ok, _, err := unmarshalAliased(owned(data), m, r); ok || err != nil {
@@ -245,6 +239,51 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
+}
+
+// UnmarshalOwned decodes the message in buf, which the caller hands
+// over: a transport that reads a whole message into a pooled buffer gives
+// it here, so its payloads alias that buffer without the copy Unmarshal
+// makes out of gRPC's frames. Given a *Received, the Received holds buf
+// when a payload aliases it; otherwise buf is released (or, for a plain
+// message whose payloads alias it, left to the garbage collector).
+func (c *Codec) UnmarshalOwned(buf *payloadpool.Buffer, v any) error {
+	rv, _ := v.(*Received)
+	if rv != nil {
+		v = rv.Msg
+	}
+	m, err := messageOf(v)
+	if err != nil {
+		buf.Release()
+		return err
+	}
+	if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok && len(buf.B) >= SpliceThreshold {
+		if rv != nil {
+			if ok, err := unmarshalInto(buf, rv, m, r); ok || err != nil {
+				return err
+			}
+		} else if ok, aliases, err := unmarshalAliased(buf.B, m, r); ok || err != nil {
+			if !aliases {
+				buf.Release()
+			}
+			return err
+		}
+	}
+	defer buf.Release()
+	return proto.Unmarshal(buf.B, m)
+}
+
+// unmarshalInto decodes buf into m with its payloads aliasing buf, which
+// rv then holds; when no payload does, buf is released. ok is false, with
+// buf released, for input unmarshalAliased leaves to proto.Unmarshal.
+func unmarshalInto(buf *payloadpool.Buffer, rv *Received, m proto.Message, r rule) (ok bool, err error) {
+	ok, cut, err := unmarshalAliased(buf.B, m, r)
+	if ok && err == nil && cut {
+		rv.Buf = buf
+		return true, nil
+	}
+	buf.Release() // nothing aliases it
+	return ok, err
 }
 
 // Received is what to give grpc-go's RecvMsg in place of a message whose

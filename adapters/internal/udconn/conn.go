@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
+	"github.com/monovertex/monovertex/adapters/internal/udwire"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -37,7 +38,14 @@ const (
 )
 
 // ReadyFunc calls a container's IsReady RPC over cc.
-type ReadyFunc func(ctx context.Context, cc *grpc.ClientConn) (bool, error)
+type ReadyFunc func(ctx context.Context, cc grpc.ClientConnInterface) (bool, error)
+
+// Client is a gRPC connection to one container: the runner's own transport
+// (package udwire) or grpc-go's, as MV_UDF_TRANSPORT chooses.
+type Client interface {
+	grpc.ClientConnInterface
+	Close() error
+}
 
 // ErrClosed is returned by Get after Close.
 var ErrClosed = errors.New("connection closed")
@@ -60,7 +68,7 @@ type Conn struct {
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
-	cc        *grpc.ClientConn
+	cc        Client
 	gen       uint64
 	file      fileID
 	down      bool
@@ -109,7 +117,7 @@ func (c *Conn) CallTimeout() time.Duration { return c.set.CallTimeout }
 // Get returns the current connection and its generation. While the
 // container is away it waits for it to come back, for ctx, or for the
 // reconnect timeout, after which it returns a runner.Fatal error.
-func (c *Conn) Get(ctx context.Context) (*grpc.ClientConn, uint64, error) {
+func (c *Conn) Get(ctx context.Context) (Client, uint64, error) {
 	for {
 		c.mu.Lock()
 		switch {
@@ -137,7 +145,7 @@ func (c *Conn) Get(ctx context.Context) (*grpc.ClientConn, uint64, error) {
 
 // Current returns the connection without waiting: an error while the
 // container is away. It suits calls that must not block, such as Pending.
-func (c *Conn) Current() (*grpc.ClientConn, uint64, error) {
+func (c *Conn) Current() (Client, uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -203,9 +211,18 @@ func (c *Conn) reconnect(deadline time.Time) {
 // watch notices a connection that dropped while no stream was using it (a
 // sink killed between batches), so readiness and reconnecting do not wait
 // for the next call.
-func (c *Conn) watch(cc *grpc.ClientConn, gen uint64) {
+func (c *Conn) watch(cc Client, gen uint64) {
+	if w, ok := cc.(*udwire.ClientConn); ok {
+		select {
+		case <-w.Done():
+			c.Fail(gen, fmt.Errorf("connection to %s ended: %w", c.ep.Socket, w.Err()))
+		case <-c.ctx.Done():
+		}
+		return
+	}
+	gc := cc.(*grpc.ClientConn)
 	for {
-		s := cc.GetState()
+		s := gc.GetState()
 		switch s {
 		case connectivity.Shutdown:
 			return
@@ -213,7 +230,7 @@ func (c *Conn) watch(cc *grpc.ClientConn, gen uint64) {
 			c.Fail(gen, fmt.Errorf("connection to %s is %s", c.ep.Socket, s))
 			return
 		}
-		if !cc.WaitForStateChange(c.ctx, s) {
+		if !gc.WaitForStateChange(c.ctx, s) {
 			return
 		}
 	}
@@ -268,7 +285,7 @@ func (c *Conn) Close() error {
 // wait polls until the container is usable, deadline passes (returning the
 // last reason it was not), or ctx ends. An incompatible or never-completed
 // server-info file ends the wait at once with an *IncompatibleError.
-func (c *Conn) wait(ctx context.Context, deadline time.Time) (*grpc.ClientConn, fileID, error) {
+func (c *Conn) wait(ctx context.Context, deadline time.Time) (Client, fileID, error) {
 	var (
 		incompleteID    fileID
 		incompleteSince time.Time
@@ -309,7 +326,7 @@ func (c *Conn) wait(ctx context.Context, deadline time.Time) (*grpc.ClientConn, 
 
 // attempt does one round of the handshake: read and check the server-info
 // file, dial the socket, ask IsReady.
-func (c *Conn) attempt(ctx context.Context) (*grpc.ClientConn, fileID, error) {
+func (c *Conn) attempt(ctx context.Context) (Client, fileID, error) {
 	si, id, err := readFile(c.ep)
 	if errors.Is(err, errNotYet) {
 		return nil, id, fmt.Errorf("no server-info file at %s yet", c.ep.InfoFile)
@@ -320,12 +337,17 @@ func (c *Conn) attempt(ctx context.Context) (*grpc.ClientConn, fileID, error) {
 	if err := Check(c.ep, si, c.warnOnce); err != nil {
 		return nil, id, err
 	}
-	cc, err := Dial(c.ep.Socket, c.set.MaxMessageSize)
-	if err != nil {
-		return nil, id, err
-	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
+	var cc Client
+	if c.set.Transport == TransportGRPCGo {
+		cc, err = Dial(c.ep.Socket, c.set.MaxMessageSize)
+	} else {
+		cc, err = DialWire(pctx, c.ep.Socket, c.set.MaxMessageSize)
+	}
+	if err != nil {
+		return nil, id, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
+	}
 	ok, err := c.ready(pctx, cc)
 	if err == nil && !ok {
 		err = errors.New("IsReady answered false")
@@ -381,7 +403,23 @@ func dialSocket(ctx context.Context, path string) (net.Conn, error) {
 	return c, nil
 }
 
-// Dial makes a gRPC client for a Unix socket, with the message size limit
+// DialWire connects to a container's socket with the runner's own
+// transport (package udwire), with the message size limit large payloads
+// need, the same receive window and buffer sizes as Dial, and the codec
+// and send buffer of every connection to a container.
+func DialWire(ctx context.Context, socket string, maxMessageSize int) (*udwire.ClientConn, error) {
+	abs, err := filepath.Abs(socket)
+	if err != nil {
+		return nil, fmt.Errorf("socket path %s: %w", socket, err)
+	}
+	nc, err := dialSocket(ctx, abs)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", abs, err)
+	}
+	return udwire.New(nc, udwire.Options{Codec: codec, MaxMessageSize: maxMessageSize, Window: windowSize, BufferSize: socketBufferSize}), nil
+}
+
+// Dial makes a grpc-go client for a Unix socket, with the message size limit
 // large payloads need. It does not connect until the first call.
 func Dial(socket string, maxMessageSize int) (*grpc.ClientConn, error) {
 	abs, err := filepath.Abs(socket)

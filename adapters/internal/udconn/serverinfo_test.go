@@ -67,7 +67,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func ready(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+func ready(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	r, err := sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{})
 	return r.GetReady(), err
 }

@@ -13,6 +13,12 @@ import (
 // the same 64 MiB the Numaflow SDK servers accept.
 const DefaultMaxMessageSize = 64 << 20
 
+// The values of MV_UDF_TRANSPORT.
+const (
+	TransportWire   = "udwire"
+	TransportGRPCGo = "grpc-go"
+)
+
 // Settings are the environment variables every Numaflow adapter reads.
 // Adapters embed it in their settings struct.
 type Settings struct {
@@ -21,6 +27,7 @@ type Settings struct {
 	ReconnectTimeout time.Duration `envconfig:"MV_UDF_RECONNECT_TIMEOUT" default:"60s" desc:"how long a crashed Numaflow container may stay away before the runner exits non-zero"`
 	StartupTimeout   time.Duration `envconfig:"MV_UDF_STARTUP_TIMEOUT" default:"2m" desc:"how long to wait at start for a Numaflow container's server-info file and socket"`
 	CallTimeout      time.Duration `envconfig:"MV_UDF_CALL_TIMEOUT" default:"60s" desc:"longest wait for a transformer's or sink's answers to one batch; then the stream is reset and the batch retried"`
+	Transport        string        `envconfig:"MV_UDF_TRANSPORT" default:"udwire" desc:"gRPC client of the connections to Numaflow containers: udwire (the runner's own, fewer copies of large payloads) or grpc-go"`
 	// Connection takes the reports of the connection's state (set from
 	// runner.Env, not from the environment); nil reports nothing.
 	Connection runner.Connection `ignored:"true"`
@@ -46,6 +53,8 @@ func (s *Settings) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_UDF_STARTUP_TIMEOUT", Value: s.StartupTimeout.String(), Reason: "must be a positive duration such as 2m"}
 	case s.CallTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_UDF_CALL_TIMEOUT", Value: s.CallTimeout.String(), Reason: "must be a positive duration such as 60s"}
+	case s.Transport != "" && s.Transport != TransportWire && s.Transport != TransportGRPCGo:
+		return &runner.ConfigError{Var: "MV_UDF_TRANSPORT", Value: s.Transport, Reason: "must be udwire or grpc-go"}
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ type Protocol[Req, Resp any] struct {
 	// Name is the RPC's name in errors ("SinkFn").
 	Name string
 	// Open starts the RPC on cc.
-	Open func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[Req, Resp], error)
+	Open func(ctx context.Context, cc grpc.ClientConnInterface) (grpc.BidiStreamingClient[Req, Resp], error)
 	// HandshakeWithinCallTimeout bounds the wait for the handshake answer
 	// by MV_UDF_CALL_TIMEOUT as well as by the caller's context.
 	HandshakeWithinCallTimeout bool
@@ -52,7 +52,7 @@ func NewProtocol[Req, Resp, C any, S grpc.BidiStreamingClient[Req, Resp]](name s
 	respHS, respSot := handshakeField(name, new(Resp))
 	return Protocol[Req, Resp]{
 		Name: name,
-		Open: func(ctx context.Context, cc *grpc.ClientConn) (grpc.BidiStreamingClient[Req, Resp], error) {
+		Open: func(ctx context.Context, cc grpc.ClientConnInterface) (grpc.BidiStreamingClient[Req, Resp], error) {
 			s, err := rpc(newClient(cc), ctx)
 			if err != nil {
 				return nil, err
@@ -118,7 +118,7 @@ type Stream[Req, Resp any] struct {
 // ends the stream), and does the handshake, waiting for its answer as long
 // as ctx (the call's) allows. A stream that cannot be opened while ctx is
 // still alive reports the container lost to conn.
-func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc *grpc.ClientConn, gen uint64, p Protocol[Req, Resp]) (*Stream[Req, Resp], error) {
+func Open[Req, Resp any](ctx, parent context.Context, conn *Conn, cc grpc.ClientConnInterface, gen uint64, p Protocol[Req, Resp]) (*Stream[Req, Resp], error) {
 	sctx, cancel := context.WithCancel(parent)
 	c, err := p.Open(sctx, cc)
 	s := &Stream[Req, Resp]{conn: conn, gen: gen, c: c, cancel: cancel, dead: make(chan struct{})}

@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, log *zap.SugaredLogg
 	return s, nil
 }
 
-func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	return udconn.IsReady(sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
@@ -319,7 +319,7 @@ type stream = udconn.Stream[sinkpb.SinkRequest, sinkpb.SinkResponse]
 // take returns an idle stream of the current connection or opens one, and
 // counts the batch about to use it in s.busy. The caller holds a slot, so
 // at most cap(s.slots) streams exist.
-func (s *Sink) take(ctx context.Context, cc *grpc.ClientConn, gen uint64) (*stream, error) {
+func (s *Sink) take(ctx context.Context, cc grpc.ClientConnInterface, gen uint64) (*stream, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

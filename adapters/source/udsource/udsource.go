@@ -93,7 +93,7 @@ func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Sou
 	return s, nil
 }
 
-func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	return udconn.IsReady(sourcepb.NewSourceClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
@@ -369,7 +369,7 @@ func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Du
 	return s.nack(ctx, cc, offs, delay)
 }
 
-func (s *Source) nack(ctx context.Context, cc *grpc.ClientConn, offs []*sourcepb.Offset, delay time.Duration) error {
+func (s *Source) nack(ctx context.Context, cc grpc.ClientConnInterface, offs []*sourcepb.Offset, delay time.Duration) error {
 	opts := &common.NackOptions{Reason: &nackReason}
 	if delay > 0 {
 		ms := uint64(delay.Milliseconds())

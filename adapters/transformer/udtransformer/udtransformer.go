@@ -84,7 +84,7 @@ func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Tra
 	return t, nil
 }
 
-func isReady(ctx context.Context, cc *grpc.ClientConn) (bool, error) {
+func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	return udconn.IsReady(stpb.NewSourceTransformClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 

@@ -1,0 +1,760 @@
+// Package udwire is the runner's own gRPC client transport for the Unix
+// sockets of Numaflow containers: HTTP/2 as RFC 9113 has it, gRPC's
+// framing as its PROTOCOL-HTTP2 document has it, and nothing else (no TLS,
+// no name resolution, no load balancing, no retries, no compression: a
+// container's socket is one local peer).
+//
+// It exists for the cost of large payloads (hack/bench RESULTS.md, "The
+// runner's own gRPC transport"). grpc-go copies every received byte three
+// times in user space (socket buffer, frame buffer, message) and every
+// sent byte twice (into a frame, into its write buffer) and hands each
+// frame between goroutines. Here a received DATA frame is copied once,
+// from the socket buffer straight into the message's pooled buffer, which
+// the message's payload then aliases (udcodec.UnmarshalOwned), and a large
+// message is written by its sender with one writev whose vectors point
+// into the payload itself. Small messages and control frames are
+// batched into one buffer that a writer goroutine flushes, as grpc-go does,
+// so a batch of 1 KiB requests costs one system call, not one each.
+//
+// ClientConn implements grpc.ClientConnInterface, so the generated
+// numaflow-go clients run on it unchanged.
+package udwire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+
+	"github.com/monovertex/monovertex/internal/payloadpool"
+)
+
+// HTTP/2 frame types and flags (RFC 9113 section 6).
+const (
+	frameData         = 0x0
+	frameHeaders      = 0x1
+	framePriority     = 0x2
+	frameRSTStream    = 0x3
+	frameSettings     = 0x4
+	framePushPromise  = 0x5
+	framePing         = 0x6
+	frameGoAway       = 0x7
+	frameWindowUpdate = 0x8
+	frameContinuation = 0x9
+
+	flagEndStream  = 0x1
+	flagAck        = 0x1
+	flagEndHeaders = 0x4
+	flagPadded     = 0x8
+	flagPriority   = 0x20
+
+	settingEnablePush        = 0x2
+	settingInitialWindowSize = 0x4
+	settingMaxFrameSize      = 0x5
+
+	errCodeNo        = 0x0
+	errCodeProtocol  = 0x1
+	errCodeFlow      = 0x3
+	errCodeRefused   = 0x7
+	errCodeCancel    = 0x8
+	errCodeCalm      = 0xb
+	errCodeSecurity  = 0xc
+	errCodeFrameSize = 0x6
+
+	frameHeaderLen  = 9
+	defaultWindow   = 65535
+	defaultMaxFrame = 16384
+	// maxReadFrame is the largest frame this client accepts, and says so
+	// in its SETTINGS: servers that honour it (grpc-go does not; it sends
+	// 16 KiB) send fewer frame headers per message.
+	maxReadFrame = 1 << 20
+	// maxWindow is HTTP/2's largest flow-control window.
+	maxWindow = 1<<31 - 1
+)
+
+const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// Codec is what the transport needs of udcodec.Codec: marshalling into
+// buffers it may write as they are, and decoding a message whose bytes it
+// hands over.
+type Codec interface {
+	Marshal(v any) (mem.BufferSlice, error)
+	UnmarshalOwned(buf *payloadpool.Buffer, v any) error
+}
+
+// Options configure a connection.
+type Options struct {
+	// Codec encodes requests and decodes responses.
+	Codec Codec
+	// MaxMessageSize is the largest message either side may send; a
+	// larger one fails its call with ResourceExhausted, as in grpc-go.
+	MaxMessageSize int
+	// Window is the receive window, per stream and for the connection,
+	// that the server may fill before this side consumes what it sent.
+	Window int
+	// BufferSize is the socket read buffer's size, and the size up to
+	// which small frames are batched into one write.
+	BufferSize int
+}
+
+// ClientConn is one HTTP/2 connection to a container's socket. All its
+// methods are safe for concurrent use.
+type ClientConn struct {
+	nc  net.Conn
+	opt Options
+	br  *bufio.Reader
+
+	// wmu serializes writes to the socket; bmu guards the batch of small
+	// frames (pend) waiting for the writer goroutine, and the order in
+	// which frames join it (stream ids and the header encoder's state
+	// must follow that order). Lock order: wmu, bmu, mu.
+	wmu     sync.Mutex
+	scratch []byte // frame headers of a direct write, under wmu
+	bmu     sync.Mutex
+	pend    []byte
+	enc     *hpack.Encoder
+	encBuf  bytes.Buffer
+	kick    chan struct{}
+
+	mu           sync.Mutex
+	cond         *sync.Cond // send windows grew, a stream ended, or the connection failed
+	streams      map[uint32]*clientStream
+	nextID       uint32
+	sendWin      int64 // the server's connection-level window for us
+	peerInitWin  int64
+	peerMaxFrame int
+	recvUnacked  int // connection-level bytes consumed and not yet granted back
+	err          error
+	goAway       bool
+	done         chan struct{}
+
+	dec *hpack.Decoder // the reader goroutine's only
+}
+
+var _ grpc.ClientConnInterface = (*ClientConn)(nil)
+
+// New starts HTTP/2 on nc, which the connection then owns: it writes the
+// client preface and its settings, and starts the goroutines that read
+// frames and flush batched writes. It does not wait for the server: a
+// server that is not there fails the first call with Unavailable.
+func New(nc net.Conn, opt Options) *ClientConn {
+	if opt.BufferSize <= 0 {
+		opt.BufferSize = 256 << 10
+	}
+	if opt.Window < defaultWindow {
+		opt.Window = defaultWindow
+	}
+	if opt.Window > maxWindow {
+		opt.Window = maxWindow
+	}
+	c := &ClientConn{
+		nc:           nc,
+		opt:          opt,
+		br:           bufio.NewReaderSize(nc, opt.BufferSize),
+		kick:         make(chan struct{}, 1),
+		streams:      map[uint32]*clientStream{},
+		nextID:       1,
+		sendWin:      defaultWindow,
+		peerInitWin:  defaultWindow,
+		peerMaxFrame: defaultMaxFrame,
+		done:         make(chan struct{}),
+	}
+	c.cond = sync.NewCond(&c.mu)
+	// No dynamic table for the request headers: a container sees a
+	// handful of streams in its life, so there is nothing to save, and
+	// then no setting of the server's can make the tables disagree.
+	c.enc = hpack.NewEncoder(&c.encBuf)
+	c.enc.SetMaxDynamicTableSizeLimit(0)
+	c.dec = hpack.NewDecoder(4096, nil)
+	c.dec.SetMaxStringLength(1 << 20)
+
+	p := append([]byte(nil), preface...)
+	p = appendFrameHeader(p, 3*6, frameSettings, 0, 0)
+	p = appendSetting(p, settingEnablePush, 0)
+	p = appendSetting(p, settingInitialWindowSize, uint32(opt.Window))
+	p = appendSetting(p, settingMaxFrameSize, maxReadFrame)
+	if inc := opt.Window - defaultWindow; inc > 0 {
+		p = appendWindowUpdate(p, 0, uint32(inc))
+	}
+	c.pend = p
+	go c.writeLoop()
+	c.flush()
+	go c.readLoop()
+	return c
+}
+
+// Done is closed once the connection failed or was closed; no call made
+// afterwards succeeds.
+func (c *ClientConn) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended, nil while it works.
+func (c *ClientConn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// errClosing is the error of calls on a connection closed by its owner.
+var errClosing = status.Error(codes.Canceled, "udwire: the client connection is closing")
+
+// Close ends the connection and every call on it.
+func (c *ClientConn) Close() error {
+	c.fail(errClosing)
+	return nil
+}
+
+// fail ends the connection with err (a status error) unless it ended
+// before: every open stream fails with it.
+func (c *ClientConn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	streams := c.streams
+	c.streams = map[uint32]*clientStream{}
+	close(c.done)
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, s := range streams {
+		s.abort(err, false)
+	}
+}
+
+// unavailable wraps a transport failure the way grpc-go reports one, so
+// the adapters treat a lost container the same way.
+func unavailable(format string, args ...any) error {
+	return status.Errorf(codes.Unavailable, format, args...)
+}
+
+// --- writing ---
+
+func appendFrameHeader(b []byte, length int, typ, flags byte, stream uint32) []byte {
+	return append(b, byte(length>>16), byte(length>>8), byte(length), typ, flags,
+		byte(stream>>24), byte(stream>>16), byte(stream>>8), byte(stream))
+}
+
+func appendSetting(b []byte, id uint16, v uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(b, id), v)
+}
+
+func appendWindowUpdate(b []byte, stream uint32, inc uint32) []byte {
+	b = appendFrameHeader(b, 4, frameWindowUpdate, 0, stream)
+	return binary.BigEndian.AppendUint32(b, inc)
+}
+
+// queue adds small frames to the batch the writer goroutine flushes; add
+// appends them to pend. It never blocks on the socket, so the reader can
+// use it to answer pings and grant windows while a large write waits.
+func (c *ClientConn) queue(add func(pend []byte) []byte) {
+	c.bmu.Lock()
+	c.pend = add(c.pend)
+	c.bmu.Unlock()
+	c.flush()
+}
+
+// flush wakes the writer goroutine.
+func (c *ClientConn) flush() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes the batched frames, all that gathered since its last
+// write in one system call.
+func (c *ClientConn) writeLoop() {
+	var spare []byte
+	for {
+		select {
+		case <-c.kick:
+		case <-c.done:
+			return
+		}
+		c.wmu.Lock()
+		c.bmu.Lock()
+		out := c.pend
+		c.pend = spare[:0]
+		c.bmu.Unlock()
+		if len(out) > 0 {
+			if _, err := c.nc.Write(out); err != nil {
+				c.wmu.Unlock()
+				c.fail(unavailable("udwire: writing to the container's socket: %v", err))
+				return
+			}
+		}
+		c.wmu.Unlock()
+		// Keep the larger of the two buffers, and not one a burst grew
+		// far beyond the batch size.
+		if cap(out) <= 4*c.opt.BufferSize {
+			spare = out
+		}
+	}
+}
+
+// writeDirect writes the batched frames and then DATA frames of at most
+// maxFrame bytes carrying the size bytes of chunk, in one writev whose
+// vectors point into chunk's buffers.
+func (c *ClientConn) writeDirect(stream uint32, chunk [][]byte, size, maxFrame int) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	frames := (size + maxFrame - 1) / maxFrame
+	vec := make(net.Buffers, 0, 1+frames+len(chunk)+frames)
+	if cap(c.scratch) < frames*frameHeaderLen {
+		c.scratch = make([]byte, 0, frames*frameHeaderLen)
+	}
+	c.scratch = c.scratch[:0]
+	c.bmu.Lock()
+	pend := c.pend
+	c.pend = nil
+	c.bmu.Unlock()
+	if len(pend) > 0 {
+		vec = append(vec, pend)
+	}
+	for size > 0 {
+		n := min(size, maxFrame)
+		size -= n
+		h := len(c.scratch)
+		c.scratch = appendFrameHeader(c.scratch, n, frameData, 0, stream)
+		vec = append(vec, c.scratch[h:])
+		for n > 0 {
+			k := min(n, len(chunk[0]))
+			vec = append(vec, chunk[0][:k])
+			if chunk[0] = chunk[0][k:]; len(chunk[0]) == 0 {
+				chunk = chunk[1:]
+			}
+			n -= k
+		}
+	}
+	if _, err := vec.WriteTo(c.nc); err != nil {
+		err = unavailable("udwire: writing to the container's socket: %v", err)
+		c.fail(err)
+		return err
+	}
+	c.bmu.Lock()
+	if c.pend == nil {
+		c.pend = pend[:0]
+	}
+	c.bmu.Unlock()
+	return nil
+}
+
+// acquire takes up to want bytes of send window for s, waiting until the
+// server grants some; it fails once s or the connection ended.
+// It also returns the largest frame the server accepts.
+func (c *ClientConn) acquire(s *clientStream, want int) (n, maxFrame int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		if c.err != nil {
+			return 0, 0, c.err
+		}
+		if s.closedErr != nil {
+			return 0, 0, s.closedErr
+		}
+		if n := min(int64(want), c.sendWin, s.sendWin); n > 0 {
+			c.sendWin -= n
+			s.sendWin -= n
+			return int(n), c.peerMaxFrame, nil
+		}
+		c.cond.Wait()
+	}
+}
+
+// grant gives back n consumed bytes of receive window for stream id (0
+// for none) and the connection, in updates of at least a quarter window,
+// as grpc-go does, so small messages do not each cost a frame.
+func (c *ClientConn) grant(s *clientStream, n int) {
+	if n <= 0 {
+		return
+	}
+	quarter := c.opt.Window / 4
+	var connInc, streamInc int
+	c.mu.Lock()
+	c.recvUnacked += n
+	if c.recvUnacked >= quarter {
+		connInc, c.recvUnacked = c.recvUnacked, 0
+	}
+	if s != nil && c.streams[s.id] == s {
+		s.recvUnacked += n
+		if s.recvUnacked >= quarter {
+			streamInc, s.recvUnacked = s.recvUnacked, 0
+		}
+	}
+	c.mu.Unlock()
+	if connInc == 0 && streamInc == 0 {
+		return
+	}
+	c.queue(func(b []byte) []byte {
+		if connInc > 0 {
+			b = appendWindowUpdate(b, 0, uint32(connInc))
+		}
+		if streamInc > 0 {
+			b = appendWindowUpdate(b, s.id, uint32(streamInc))
+		}
+		return b
+	})
+}
+
+// --- reading ---
+
+func (c *ClientConn) readLoop() {
+	var hdr [frameHeaderLen]byte
+	var small []byte
+	for {
+		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+			c.fail(unavailable("udwire: reading from the container's socket: %v", readErr(err)))
+			return
+		}
+		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+		typ, flags := hdr[3], hdr[4]
+		sid := binary.BigEndian.Uint32(hdr[5:]) & (1<<31 - 1)
+		if length > maxReadFrame {
+			c.protocolError(errCodeFrameSize, "a frame of %d bytes, more than the %d this client allows", length, maxReadFrame)
+			return
+		}
+		var err error
+		if typ == frameData {
+			err = c.onData(sid, flags, length)
+		} else {
+			if cap(small) < length {
+				small = make([]byte, length)
+			}
+			small = small[:length]
+			if _, err = io.ReadFull(c.br, small); err == nil {
+				err = c.onControl(typ, flags, sid, small)
+			}
+		}
+		if err != nil {
+			var pe *protocolErr
+			if errors.As(err, &pe) {
+				c.protocolError(pe.code, "%s", pe.msg)
+			} else {
+				c.fail(unavailable("udwire: reading from the container's socket: %v", readErr(err)))
+			}
+			return
+		}
+	}
+}
+
+func readErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return io.EOF
+	}
+	return err
+}
+
+type protocolErr struct {
+	code uint32
+	msg  string
+}
+
+func (e *protocolErr) Error() string { return e.msg }
+
+func perr(code uint32, format string, args ...any) error {
+	return &protocolErr{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// protocolError ends the connection after a GOAWAY saying why.
+func (c *ClientConn) protocolError(code uint32, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.wmu.Lock()
+	b := appendFrameHeader(nil, 8, frameGoAway, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, code)
+	c.nc.Write(b)
+	c.wmu.Unlock()
+	c.fail(status.Errorf(codes.Internal, "udwire: HTTP/2 protocol error from the container: %s", msg))
+}
+
+func (c *ClientConn) stream(id uint32) *clientStream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// onData reads a DATA frame's payload straight into the messages of its
+// stream.
+func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
+	if sid == 0 {
+		return perr(errCodeProtocol, "DATA on stream 0")
+	}
+	pad := 0
+	if flags&flagPadded != 0 {
+		if length < 1 {
+			return perr(errCodeProtocol, "padded DATA without a pad length")
+		}
+		b, err := c.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		pad = int(b)
+		length--
+		if pad > length {
+			return perr(errCodeProtocol, "DATA padding longer than the frame")
+		}
+	}
+	data := length - pad
+	s := c.stream(sid)
+	if s == nil {
+		// A stream this side ended: the bytes still count to the
+		// connection's window.
+		if _, err := c.br.Discard(length); err != nil {
+			return err
+		}
+		c.grant(nil, length+boolInt(flags&flagPadded != 0))
+		return nil
+	}
+	if err := s.readData(c.br, data); err != nil {
+		return err
+	}
+	if pad > 0 {
+		if _, err := c.br.Discard(pad); err != nil {
+			return err
+		}
+	}
+	if n := pad + boolInt(flags&flagPadded != 0); n > 0 {
+		c.grant(s, n)
+	}
+	if flags&flagEndStream != 0 {
+		s.finish(status.Error(codes.Internal, "udwire: the container ended the stream without trailers"))
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// onControl handles every frame but DATA; p is its payload.
+func (c *ClientConn) onControl(typ, flags byte, sid uint32, p []byte) error {
+	switch typ {
+	case frameHeaders:
+		return c.onHeaders(flags, sid, p)
+	case frameContinuation:
+		return perr(errCodeProtocol, "CONTINUATION without HEADERS")
+	case frameRSTStream:
+		if len(p) != 4 {
+			return perr(errCodeFrameSize, "RST_STREAM of %d bytes", len(p))
+		}
+		if s := c.stream(sid); s != nil {
+			s.abort(rstError(binary.BigEndian.Uint32(p)), false)
+		}
+	case frameSettings:
+		if sid != 0 || len(p)%6 != 0 {
+			return perr(errCodeProtocol, "malformed SETTINGS")
+		}
+		if flags&flagAck != 0 {
+			return nil
+		}
+		return c.onSettings(p)
+	case framePing:
+		if len(p) != 8 {
+			return perr(errCodeFrameSize, "PING of %d bytes", len(p))
+		}
+		if flags&flagAck == 0 {
+			c.queue(func(b []byte) []byte {
+				return append(appendFrameHeader(b, 8, framePing, flagAck, 0), p...)
+			})
+		}
+	case frameGoAway:
+		if len(p) < 8 {
+			return perr(errCodeFrameSize, "GOAWAY of %d bytes", len(p))
+		}
+		c.onGoAway(binary.BigEndian.Uint32(p)&(1<<31-1), binary.BigEndian.Uint32(p[4:]), string(p[8:]))
+	case frameWindowUpdate:
+		if len(p) != 4 {
+			return perr(errCodeFrameSize, "WINDOW_UPDATE of %d bytes", len(p))
+		}
+		inc := int64(binary.BigEndian.Uint32(p) & (1<<31 - 1))
+		c.mu.Lock()
+		if sid == 0 {
+			c.sendWin += inc
+		} else if s := c.streams[sid]; s != nil {
+			s.sendWin += inc
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	case framePushPromise:
+		return perr(errCodeProtocol, "PUSH_PROMISE, which this client disabled")
+	}
+	// PRIORITY and unknown frame types are ignored (RFC 9113 section 5.5).
+	return nil
+}
+
+func (c *ClientConn) onSettings(p []byte) error {
+	c.mu.Lock()
+	for i := 0; i < len(p); i += 6 {
+		id, v := binary.BigEndian.Uint16(p[i:]), binary.BigEndian.Uint32(p[i+2:])
+		switch id {
+		case settingInitialWindowSize:
+			if v > maxWindow {
+				c.mu.Unlock()
+				return perr(errCodeFlow, "SETTINGS_INITIAL_WINDOW_SIZE %d", v)
+			}
+			delta := int64(v) - c.peerInitWin
+			c.peerInitWin = int64(v)
+			for _, s := range c.streams {
+				s.sendWin += delta
+			}
+		case settingMaxFrameSize:
+			if v < defaultMaxFrame || v > 1<<24-1 {
+				c.mu.Unlock()
+				return perr(errCodeProtocol, "SETTINGS_MAX_FRAME_SIZE %d", v)
+			}
+			c.peerMaxFrame = int(v)
+		}
+		// SETTINGS_HEADER_TABLE_SIZE needs nothing: the encoder keeps no
+		// dynamic table (New).
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.queue(func(b []byte) []byte { return appendFrameHeader(b, 0, frameSettings, flagAck, 0) })
+	return nil
+}
+
+func (c *ClientConn) onGoAway(last, code uint32, debug string) {
+	err := unavailable("udwire: the container is going away (GOAWAY code %d %q)", code, debug)
+	c.mu.Lock()
+	c.goAway = true
+	var gone []*clientStream
+	for id, s := range c.streams {
+		if id > last {
+			gone = append(gone, s)
+			delete(c.streams, id)
+		}
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	for _, s := range gone {
+		s.abort(err, false)
+	}
+	// The connection serves what it still has, and nothing new: its
+	// owner sees it done and makes a new one.
+	c.mu.Lock()
+	if len(c.streams) == 0 {
+		c.mu.Unlock()
+		c.fail(err)
+		return
+	}
+	c.mu.Unlock()
+}
+
+// rstError is the status of a stream the server reset, as grpc-go maps
+// HTTP/2 error codes.
+func rstError(code uint32) error {
+	c := codes.Internal
+	switch code {
+	case errCodeRefused:
+		c = codes.Unavailable
+	case errCodeCancel:
+		c = codes.Canceled
+	case errCodeCalm:
+		c = codes.ResourceExhausted
+	case errCodeSecurity:
+		c = codes.PermissionDenied
+	}
+	return status.Errorf(c, "udwire: the container reset the stream (HTTP/2 error code %d)", code)
+}
+
+// onHeaders reads a header block (with its CONTINUATION frames) and
+// gives it to its stream.
+func (c *ClientConn) onHeaders(flags byte, sid uint32, p []byte) error {
+	if sid == 0 {
+		return perr(errCodeProtocol, "HEADERS on stream 0")
+	}
+	if flags&flagPadded != 0 {
+		if len(p) < 1 || int(p[0]) > len(p)-1 {
+			return perr(errCodeProtocol, "bad HEADERS padding")
+		}
+		p = p[1 : len(p)-int(p[0])]
+	}
+	if flags&flagPriority != 0 {
+		if len(p) < 5 {
+			return perr(errCodeProtocol, "short HEADERS priority")
+		}
+		p = p[5:]
+	}
+	block := append([]byte(nil), p...)
+	for flags&flagEndHeaders == 0 {
+		var hdr [frameHeaderLen]byte
+		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+			return err
+		}
+		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+		if hdr[3] != frameContinuation || binary.BigEndian.Uint32(hdr[5:])&(1<<31-1) != sid || length > maxReadFrame || len(block)+length > 1<<20 {
+			return perr(errCodeProtocol, "header block not continued by CONTINUATION on its stream")
+		}
+		flags = flags&^flagEndHeaders | hdr[4]&flagEndHeaders
+		n := len(block)
+		block = append(block, make([]byte, length)...)
+		if _, err := io.ReadFull(c.br, block[n:]); err != nil {
+			return err
+		}
+	}
+	var fields []hpack.HeaderField
+	c.dec.SetEmitFunc(func(f hpack.HeaderField) { fields = append(fields, f) })
+	if _, err := c.dec.Write(block); err != nil {
+		return perr(errCodeProtocol, "header block: %v", err) // the decoder's state is lost: the connection too
+	}
+	if err := c.dec.Close(); err != nil {
+		return perr(errCodeProtocol, "header block: %v", err)
+	}
+	if s := c.stream(sid); s != nil {
+		s.onHeaders(fields, flags&flagEndStream != 0)
+	}
+	return nil
+}
+
+// --- calls ---
+
+// NewStream starts a call of method (/package.Service/Method). The call
+// ends when ctx does.
+func (c *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+	return c.newStream(ctx, method)
+}
+
+// Invoke makes a unary call.
+func (c *ClientConn) Invoke(ctx context.Context, method string, args, reply any, _ ...grpc.CallOption) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := c.newStream(ctx, method)
+	if err != nil {
+		return err
+	}
+	if err := s.SendMsg(args); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	if err := s.RecvMsg(reply); err != nil {
+		if errors.Is(err, io.EOF) {
+			return status.Error(codes.Internal, "udwire: the container answered a unary call with no message")
+		}
+		return err
+	}
+	if err := s.RecvMsg(reply); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return status.Error(codes.Internal, "udwire: the container answered a unary call with more than one message")
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,581 @@
+package udwire
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/monovertex/monovertex/internal/payloadpool"
+)
+
+// directWrite is the message size from which a sender writes its message
+// itself, with vectors into the payload, instead of copying it into the
+// batch: the copy then costs more than the system call it saves.
+const directWrite = 16 << 10
+
+// prefixLen is the length of gRPC's message prefix: a compression flag
+// and a 4-byte length.
+const prefixLen = 5
+
+// clientStream is one call. Its sending side is used by one goroutine at a
+// time (grpc.ClientStream's rule), its receiving side by another.
+type clientStream struct {
+	c    *ClientConn
+	id   uint32
+	ctx  context.Context
+	stop func() bool // stops the context watch
+
+	sendClosed bool // the sender's
+
+	// Under c.mu.
+	sendWin     int64
+	recvUnacked int
+	closedErr   error // why sends fail: set once the stream ended
+
+	// The reader goroutine's: the message being read.
+	prefix  [prefixLen]byte
+	prefixN int
+	msg     *payloadpool.Buffer
+	got     int
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	queue     []*payloadpool.Buffer
+	held      int // bytes received and not yet granted back
+	header    metadata.MD
+	gotHeader bool
+	trailer   metadata.MD
+	ended     bool  // no more messages will come
+	aborted   bool  // ended abnormally: queued messages are dropped
+	endErr    error // nil for a call that ended OK
+}
+
+func (c *ClientConn) newStream(ctx context.Context, method string) (*clientStream, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	s := &clientStream{c: c, ctx: ctx}
+	s.cond = sync.NewCond(&s.mu)
+	fields := requestHeaders(ctx, method)
+
+	c.bmu.Lock()
+	c.mu.Lock()
+	switch {
+	case c.err != nil:
+		err := c.err
+		c.mu.Unlock()
+		c.bmu.Unlock()
+		return nil, err
+	case c.goAway || c.nextID >= 1<<31:
+		c.mu.Unlock()
+		c.bmu.Unlock()
+		return nil, unavailable("udwire: the connection to the container is going away")
+	}
+	s.id = c.nextID
+	c.nextID += 2
+	s.sendWin = c.peerInitWin
+	maxFrame := c.peerMaxFrame
+	c.streams[s.id] = s
+	c.mu.Unlock()
+	c.encBuf.Reset()
+	for _, f := range fields {
+		c.enc.WriteField(f)
+	}
+	block := c.encBuf.Bytes()
+	typ := byte(frameHeaders)
+	for first := true; first || len(block) > 0; first = false {
+		n := min(len(block), maxFrame)
+		var flags byte
+		if n == len(block) {
+			flags = flagEndHeaders
+		}
+		c.pend = append(appendFrameHeader(c.pend, n, typ, flags, s.id), block[:n]...)
+		block = block[n:]
+		typ = frameContinuation
+	}
+	c.bmu.Unlock()
+	c.flush()
+	stop := context.AfterFunc(ctx, func() { s.abort(status.FromContextError(ctx.Err()).Err(), true) })
+	s.mu.Lock()
+	s.stop = stop
+	s.mu.Unlock()
+	return s, nil
+}
+
+// requestHeaders are a gRPC request's headers, with ctx's outgoing
+// metadata and deadline.
+func requestHeaders(ctx context.Context, method string) []hpack.HeaderField {
+	fields := []hpack.HeaderField{
+		{Name: ":method", Value: "POST"},
+		{Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: method},
+		{Name: ":authority", Value: "localhost"},
+		{Name: "content-type", Value: "application/grpc"},
+		{Name: "user-agent", Value: "monovertex-udwire"},
+		{Name: "te", Value: "trailers"},
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		fields = append(fields, hpack.HeaderField{Name: "grpc-timeout", Value: encodeTimeout(time.Until(dl))})
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	for k, vs := range md {
+		if strings.HasPrefix(k, ":") || k == "content-type" || k == "te" || k == "user-agent" || strings.HasPrefix(k, "grpc-") {
+			continue
+		}
+		for _, v := range vs {
+			if strings.HasSuffix(k, "-bin") {
+				v = base64.RawStdEncoding.EncodeToString([]byte(v))
+			}
+			fields = append(fields, hpack.HeaderField{Name: k, Value: v})
+		}
+	}
+	return fields
+}
+
+// encodeTimeout writes a grpc-timeout value: at most eight digits and a
+// unit, rounded up, as gRPC's HTTP/2 protocol document asks.
+func encodeTimeout(t time.Duration) string {
+	if t <= 0 {
+		return "0n"
+	}
+	const maxValue = 1e8 - 1
+	for _, u := range []struct {
+		d    time.Duration
+		unit string
+	}{{time.Nanosecond, "n"}, {time.Microsecond, "u"}, {time.Millisecond, "m"}, {time.Second, "S"}, {time.Minute, "M"}, {time.Hour, "H"}} {
+		if v := (t + u.d - 1) / u.d; v <= maxValue {
+			return strconv.FormatInt(int64(v), 10) + u.unit
+		}
+	}
+	return strconv.Itoa(maxValue) + "H"
+}
+
+// Context is the call's context.
+func (s *clientStream) Context() context.Context { return s.ctx }
+
+// Header waits for the response headers.
+func (s *clientStream) Header() (metadata.MD, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.gotHeader && !s.ended {
+		s.cond.Wait()
+	}
+	if !s.gotHeader && s.aborted {
+		return nil, s.endErr
+	}
+	return s.header, nil
+}
+
+// Trailer is the trailer metadata, once the call ended.
+func (s *clientStream) Trailer() metadata.MD {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trailer
+}
+
+// SendMsg sends one message. As in grpc-go, a stream that ended returns
+// io.EOF, and RecvMsg says why.
+func (s *clientStream) SendMsg(v any) error {
+	if s.sendClosed {
+		return status.Error(codes.Internal, "udwire: SendMsg called after CloseSend")
+	}
+	data, err := s.c.opt.Codec.Marshal(v)
+	if err != nil {
+		return status.Errorf(codes.Internal, "udwire: encoding the request: %v", err)
+	}
+	defer data.Free()
+	size := data.Len()
+	if max := s.c.opt.MaxMessageSize; max > 0 && size > max {
+		return status.Errorf(codes.ResourceExhausted, "udwire: trying to send a message larger than max (%d vs. %d)", size, max)
+	}
+	var prefix [prefixLen]byte
+	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
+	parts := make([][]byte, 0, 1+len(data))
+	parts = append(parts, prefix[:])
+	for _, b := range data {
+		parts = append(parts, b.ReadOnlyData())
+	}
+	direct := prefixLen+size >= directWrite
+	for remaining := prefixLen + size; remaining > 0; {
+		n, maxFrame, err := s.c.acquire(s, remaining)
+		if err != nil {
+			return io.EOF // grpc-go's answer too: RecvMsg says why
+		}
+		chunk := take(&parts, n)
+		if direct {
+			if err := s.c.writeDirect(s.id, chunk, n, maxFrame); err != nil {
+				return io.EOF
+			}
+		} else {
+			s.c.queue(func(b []byte) []byte { return appendData(b, s.id, chunk, n, maxFrame) })
+		}
+		remaining -= n
+	}
+	return nil
+}
+
+// take returns the next n bytes of parts and advances parts past them.
+func take(parts *[][]byte, n int) [][]byte {
+	var out [][]byte
+	for n > 0 {
+		p := (*parts)[0]
+		k := min(n, len(p))
+		out = append(out, p[:k])
+		if k == len(p) {
+			*parts = (*parts)[1:]
+		} else {
+			(*parts)[0] = p[k:]
+		}
+		n -= k
+	}
+	return out
+}
+
+// appendData appends DATA frames of at most maxFrame bytes carrying the
+// size bytes of chunk.
+func appendData(b []byte, id uint32, chunk [][]byte, size, maxFrame int) []byte {
+	for size > 0 {
+		n := min(size, maxFrame)
+		size -= n
+		b = appendFrameHeader(b, n, frameData, 0, id)
+		for n > 0 {
+			k := min(n, len(chunk[0]))
+			b = append(b, chunk[0][:k]...)
+			if chunk[0] = chunk[0][k:]; len(chunk[0]) == 0 {
+				chunk = chunk[1:]
+			}
+			n -= k
+		}
+	}
+	return b
+}
+
+// CloseSend ends the sending side (an empty DATA frame ending the stream).
+func (s *clientStream) CloseSend() error {
+	if s.sendClosed {
+		return nil
+	}
+	s.sendClosed = true
+	s.c.mu.Lock()
+	live := s.c.streams[s.id] == s
+	s.c.mu.Unlock()
+	if live {
+		s.c.queue(func(b []byte) []byte { return appendFrameHeader(b, 0, frameData, flagEndStream, s.id) })
+	}
+	return nil
+}
+
+// RecvMsg receives one message into v (a proto.Message or a
+// *udcodec.Received). A call that ended OK returns io.EOF, one that failed
+// its status.
+func (s *clientStream) RecvMsg(v any) error {
+	s.mu.Lock()
+	for len(s.queue) == 0 && !s.ended {
+		s.cond.Wait()
+	}
+	if s.aborted {
+		err := s.endErr
+		s.mu.Unlock()
+		return err
+	}
+	if len(s.queue) == 0 {
+		err := s.endErr
+		s.mu.Unlock()
+		if err == nil {
+			return io.EOF
+		}
+		return err
+	}
+	buf := s.queue[0]
+	s.queue[0] = nil
+	s.queue = s.queue[1:]
+	n := prefixLen + len(buf.B)
+	s.held -= n
+	s.mu.Unlock()
+	s.c.grant(s, n)
+	if err := s.c.opt.Codec.UnmarshalOwned(buf, v); err != nil {
+		return status.Errorf(codes.Internal, "udwire: decoding the container's message: %v", err)
+	}
+	return nil
+}
+
+// readData reads n bytes of a DATA frame into the stream's messages; the
+// reader goroutine calls it.
+func (s *clientStream) readData(br *bufio.Reader, n int) error {
+	s.mu.Lock()
+	s.held += n
+	s.mu.Unlock()
+	for n > 0 {
+		if s.msg == nil {
+			k := min(n, prefixLen-s.prefixN)
+			if _, err := io.ReadFull(br, s.prefix[s.prefixN:s.prefixN+k]); err != nil {
+				return err
+			}
+			n -= k
+			if s.prefixN += k; s.prefixN < prefixLen {
+				continue
+			}
+			s.prefixN = 0
+			size := int(binary.BigEndian.Uint32(s.prefix[1:]))
+			var bad error
+			switch max := s.c.opt.MaxMessageSize; {
+			case s.prefix[0] != 0:
+				bad = status.Error(codes.Internal, "udwire: the container sent a compressed message, which this client never asks for")
+			case max > 0 && size > max:
+				bad = status.Errorf(codes.ResourceExhausted, "udwire: received a message larger than max (%d vs. %d)", size, max)
+			}
+			if bad != nil {
+				s.abort(bad, true)
+				_, err := br.Discard(n)
+				return err
+			}
+			s.msg, s.got = payloadpool.Get(size), 0
+		} else {
+			k := min(n, len(s.msg.B)-s.got)
+			if _, err := io.ReadFull(br, s.msg.B[s.got:s.got+k]); err != nil {
+				return err
+			}
+			s.got += k
+			n -= k
+		}
+		if s.msg != nil && s.got == len(s.msg.B) {
+			s.deliver(s.msg)
+			s.msg = nil
+		}
+	}
+	return nil
+}
+
+func (s *clientStream) deliver(buf *payloadpool.Buffer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		buf.Release()
+		return
+	}
+	s.queue = append(s.queue, buf)
+	s.cond.Signal()
+}
+
+// onHeaders takes the response headers, or the trailers that end the call.
+func (s *clientStream) onHeaders(fields []hpack.HeaderField, endStream bool) {
+	md := metadata.MD{}
+	var httpStatus, grpcStatus, grpcMessage, details, contentType string
+	for _, f := range fields {
+		switch f.Name {
+		case ":status":
+			httpStatus = f.Value
+		case "grpc-status":
+			grpcStatus = f.Value
+		case "grpc-message":
+			grpcMessage = decodeMessage(f.Value)
+		case "grpc-status-details-bin":
+			details = f.Value
+		case "content-type":
+			contentType = f.Value
+		default:
+			if !strings.HasPrefix(f.Name, ":") {
+				v := f.Value
+				if strings.HasSuffix(f.Name, "-bin") {
+					if b, err := decodeBin(v); err == nil {
+						v = string(b)
+					}
+				}
+				md.Append(f.Name, v)
+			}
+		}
+	}
+	s.mu.Lock()
+	first := !s.gotHeader
+	if first {
+		s.gotHeader, s.header = true, md
+	} else {
+		s.trailer = md
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if first && !endStream {
+		switch {
+		case httpStatus != "200":
+			s.abort(httpError(httpStatus), true)
+		case contentType != "application/grpc" && !strings.HasPrefix(contentType, "application/grpc+") && !strings.HasPrefix(contentType, "application/grpc;"):
+			s.abort(status.Errorf(codes.Internal, "udwire: the container answered with content type %q, not gRPC", contentType), true)
+		}
+		return
+	}
+	if !endStream {
+		s.abort(status.Error(codes.Internal, "udwire: the container sent trailers that do not end the stream"), true)
+		return
+	}
+	if first {
+		s.mu.Lock()
+		s.trailer = md
+		s.mu.Unlock()
+	}
+	if grpcStatus == "" {
+		if first && httpStatus != "200" {
+			s.finish(httpError(httpStatus))
+		} else {
+			s.finish(status.Error(codes.Internal, "udwire: the container ended the call without a grpc-status"))
+		}
+		return
+	}
+	s.finish(statusError(grpcStatus, grpcMessage, details))
+}
+
+// statusError is the call's outcome from its trailers: nil for OK.
+func statusError(code, msg, details string) error {
+	n, err := strconv.ParseUint(code, 10, 32)
+	if err != nil {
+		return status.Errorf(codes.Internal, "udwire: malformed grpc-status %q", code)
+	}
+	if details != "" {
+		if b, err := decodeBin(details); err == nil {
+			p := new(spb.Status)
+			if proto.Unmarshal(b, p) == nil && p.Code == int32(n) {
+				return status.FromProto(p).Err()
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return status.New(codes.Code(n), msg).Err()
+}
+
+// httpError is the status of a response that is not HTTP 200, as gRPC's
+// HTTP-to-gRPC status mapping has it.
+func httpError(httpStatus string) error {
+	c := codes.Unknown
+	switch httpStatus {
+	case "400":
+		c = codes.Internal
+	case "401":
+		c = codes.Unauthenticated
+	case "403":
+		c = codes.PermissionDenied
+	case "404":
+		c = codes.Unimplemented
+	case "429", "502", "503", "504":
+		c = codes.Unavailable
+	}
+	return status.Errorf(c, "udwire: the container answered HTTP status %q", httpStatus)
+}
+
+// decodeMessage undoes grpc-message's percent-encoding.
+func decodeMessage(v string) string {
+	if !strings.Contains(v, "%") {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '%' && i+2 < len(v) {
+			if n, err := strconv.ParseUint(v[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// decodeBin decodes a -bin header's base64, padded or not.
+func decodeBin(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+// finish ends the call as the server ended it: err is its status, nil
+// for OK. Messages already received are still handed out.
+func (s *clientStream) finish(err error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended, s.endErr = true, err
+	s.cond.Broadcast()
+	stop := s.stop
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	c := s.c
+	c.mu.Lock()
+	live := c.streams[s.id] == s
+	if live {
+		delete(c.streams, s.id)
+	}
+	s.closedErr = io.EOF
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	if live && !s.sendClosed {
+		// The server is done with a stream this side did not close:
+		// tell it nothing more comes, as grpc-go does.
+		c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeNo) })
+	}
+}
+
+// abort ends the call at once with err, dropping what it received, and
+// with rst tells the server to stop.
+func (s *clientStream) abort(err error, rst bool) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended, s.aborted, s.endErr = true, true, err
+	for i, b := range s.queue {
+		b.Release()
+		s.queue[i] = nil
+	}
+	s.queue = nil
+	held := s.held
+	s.held = 0
+	s.cond.Broadcast()
+	stop := s.stop
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	c := s.c
+	c.mu.Lock()
+	live := c.streams[s.id] == s
+	if live {
+		delete(c.streams, s.id)
+	}
+	if s.closedErr == nil {
+		s.closedErr = err
+	}
+	c.cond.Broadcast()
+	failed := c.err != nil
+	c.mu.Unlock()
+	if failed {
+		return
+	}
+	c.grant(nil, held)
+	if rst && live {
+		c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeCancel) })
+	}
+}
+
+func appendRST(b []byte, id uint32, code uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendFrameHeader(b, 4, frameRSTStream, 0, id), code)
+}
