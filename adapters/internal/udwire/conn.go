@@ -134,7 +134,7 @@ type ClientConn struct {
 	sendWin      int64 // the server's connection-level window for us
 	peerInitWin  int64
 	peerMaxFrame int
-	recvUnacked  int // connection-level bytes consumed and not yet granted back
+	recvUnacked  int // connection-level bytes received and not yet granted back
 	err          error
 	goAway       bool
 	done         chan struct{}
@@ -374,39 +374,35 @@ func (c *ClientConn) acquire(s *clientStream, want int) (n, maxFrame int, err er
 	}
 }
 
-// grant gives back n consumed bytes of receive window for stream id (0
-// for none) and the connection, in updates of at least a quarter window,
-// as grpc-go does, so small messages do not each cost a frame.
-func (c *ClientConn) grant(s *clientStream, n int) {
-	if n <= 0 {
-		return
-	}
-	quarter := c.opt.Window / 4
-	var connInc, streamInc int
+// Receive windows, as grpc-go keeps them. The connection's is granted
+// back as DATA arrives (grantConn): holding it until messages are read
+// would let two streams each half-way through a message larger than half
+// the window wait for each other for ever. A stream's is granted back as
+// its messages are read, and while nothing of it waits to be read
+// (clientStream.received): so a message larger than the window still
+// arrives, and a reader that falls behind stops the server.
+// Both are granted in updates of at least a quarter window, so small
+// messages do not each cost a frame.
+
+// grantConn counts n bytes of DATA received on the connection.
+func (c *ClientConn) grantConn(n int) {
 	c.mu.Lock()
 	c.recvUnacked += n
-	if c.recvUnacked >= quarter {
-		connInc, c.recvUnacked = c.recvUnacked, 0
-	}
-	if s != nil && c.streams[s.id] == s {
-		s.recvUnacked += n
-		if s.recvUnacked >= quarter {
-			streamInc, s.recvUnacked = s.recvUnacked, 0
-		}
+	inc := 0
+	if c.recvUnacked >= c.opt.Window/4 {
+		inc, c.recvUnacked = c.recvUnacked, 0
 	}
 	c.mu.Unlock()
-	if connInc == 0 && streamInc == 0 {
-		return
+	if inc > 0 {
+		c.queue(func(b []byte) []byte { return appendWindowUpdate(b, 0, uint32(inc)) })
 	}
-	c.queue(func(b []byte) []byte {
-		if connInc > 0 {
-			b = appendWindowUpdate(b, 0, uint32(connInc))
-		}
-		if streamInc > 0 {
-			b = appendWindowUpdate(b, s.id, uint32(streamInc))
-		}
-		return b
-	})
+}
+
+// grantStream sends a window update of inc bytes for stream id.
+func (c *ClientConn) grantStream(id uint32, inc int) {
+	if inc > 0 {
+		c.queue(func(b []byte) []byte { return appendWindowUpdate(b, id, uint32(inc)) })
+	}
 }
 
 // --- reading ---
@@ -508,15 +504,12 @@ func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
 		}
 	}
 	data := length - pad
+	c.grantConn(length + boolInt(flags&flagPadded != 0))
 	s := c.stream(sid)
 	if s == nil {
-		// A stream this side ended: the bytes still count to the
-		// connection's window.
-		if _, err := c.br.Discard(length); err != nil {
-			return err
-		}
-		c.grant(nil, length+boolInt(flags&flagPadded != 0))
-		return nil
+		// A stream this side ended.
+		_, err := c.br.Discard(length)
+		return err
 	}
 	if err := s.readData(c.br, data); err != nil {
 		return err
@@ -527,7 +520,7 @@ func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
 		}
 	}
 	if n := pad + boolInt(flags&flagPadded != 0); n > 0 {
-		c.grant(s, n)
+		s.received(n)
 	}
 	if flags&flagEndStream != 0 {
 		s.finish(status.Error(codes.Internal, "udwire: the container ended the stream without trailers"))

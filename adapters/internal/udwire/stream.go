@@ -41,9 +41,8 @@ type clientStream struct {
 	sendClosed bool // the sender's
 
 	// Under c.mu.
-	sendWin     int64
-	recvUnacked int
-	closedErr   error // why sends fail: set once the stream ended
+	sendWin   int64
+	closedErr error // why sends fail: set once the stream ended
 
 	// The reader goroutine's: the message being read.
 	prefix  [prefixLen]byte
@@ -54,7 +53,7 @@ type clientStream struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
 	queue     []*payloadpool.Buffer
-	held      int // bytes received and not yet granted back
+	ungranted int // bytes received and not yet granted back
 	header    metadata.MD
 	gotHeader bool
 	trailer   metadata.MD
@@ -302,10 +301,9 @@ func (s *clientStream) RecvMsg(v any) error {
 	buf := s.queue[0]
 	s.queue[0] = nil
 	s.queue = s.queue[1:]
-	n := prefixLen + len(buf.B)
-	s.held -= n
+	inc := s.grantable()
 	s.mu.Unlock()
-	s.c.grant(s, n)
+	s.c.grantStream(s.id, inc)
 	if err := s.c.opt.Codec.UnmarshalOwned(buf, v); err != nil {
 		return status.Errorf(codes.Internal, "udwire: decoding the container's message: %v", err)
 	}
@@ -315,9 +313,7 @@ func (s *clientStream) RecvMsg(v any) error {
 // readData reads n bytes of a DATA frame into the stream's messages; the
 // reader goroutine calls it.
 func (s *clientStream) readData(br *bufio.Reader, n int) error {
-	s.mu.Lock()
-	s.held += n
-	s.mu.Unlock()
+	s.received(n)
 	for n > 0 {
 		if s.msg == nil {
 			k := min(n, prefixLen-s.prefixN)
@@ -357,6 +353,27 @@ func (s *clientStream) readData(br *bufio.Reader, n int) error {
 		}
 	}
 	return nil
+}
+
+// received counts n bytes of the stream's DATA, and grants them back at
+// once while no message waits to be read.
+func (s *clientStream) received(n int) {
+	s.mu.Lock()
+	s.ungranted += n
+	inc := s.grantable()
+	s.mu.Unlock()
+	s.c.grantStream(s.id, inc)
+}
+
+// grantable is the stream window to grant back now (s.mu held): what was
+// received, once nothing waits to be read and it is worth an update.
+func (s *clientStream) grantable() int {
+	if s.ended || len(s.queue) > 0 || s.ungranted < s.c.opt.Window/4 {
+		return 0
+	}
+	inc := s.ungranted
+	s.ungranted = 0
+	return inc
 }
 
 func (s *clientStream) deliver(buf *payloadpool.Buffer) {
@@ -547,8 +564,6 @@ func (s *clientStream) abort(err error, rst bool) {
 		s.queue[i] = nil
 	}
 	s.queue = nil
-	held := s.held
-	s.held = 0
 	s.cond.Broadcast()
 	stop := s.stop
 	s.mu.Unlock()
@@ -567,11 +582,7 @@ func (s *clientStream) abort(err error, rst bool) {
 	c.cond.Broadcast()
 	failed := c.err != nil
 	c.mu.Unlock()
-	if failed {
-		return
-	}
-	c.grant(nil, held)
-	if rst && live {
+	if !failed && rst && live {
 		c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeCancel) })
 	}
 }
