@@ -30,6 +30,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -216,7 +217,11 @@ func (c *ClientConn) Close() error {
 
 // fail ends the connection with err (a status error) unless it ended
 // before: every open stream fails with it.
-func (c *ClientConn) fail(err error) {
+func (c *ClientConn) fail(err error) { c.end(err, false) }
+
+// end is fail; with flush it first writes what is batched (a GOAWAY
+// saying why), giving that at most a second.
+func (c *ClientConn) end(err error, flush bool) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -228,6 +233,16 @@ func (c *ClientConn) fail(err error) {
 	close(c.done)
 	c.cond.Broadcast()
 	c.mu.Unlock()
+	if flush {
+		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+		c.wmu.Lock()
+		c.bmu.Lock()
+		out := c.pend
+		c.pend = nil
+		c.bmu.Unlock()
+		c.nc.Write(out)
+		c.wmu.Unlock()
+	}
 	c.nc.Close()
 	for _, s := range streams {
 		s.abort(err, false)
@@ -467,13 +482,12 @@ func perr(code uint32, format string, args ...any) error {
 // protocolError ends the connection after a GOAWAY saying why.
 func (c *ClientConn) protocolError(code uint32, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	c.wmu.Lock()
-	b := appendFrameHeader(nil, 8, frameGoAway, 0, 0)
-	b = binary.BigEndian.AppendUint32(b, 0)
-	b = binary.BigEndian.AppendUint32(b, code)
-	c.nc.Write(b)
-	c.wmu.Unlock()
-	c.fail(status.Errorf(codes.Internal, "udwire: HTTP/2 protocol error from the container: %s", msg))
+	c.queue(func(b []byte) []byte {
+		b = appendFrameHeader(b, 8, frameGoAway, 0, 0)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		return binary.BigEndian.AppendUint32(b, code)
+	})
+	c.end(status.Errorf(codes.Internal, "udwire: HTTP/2 protocol error from the container: %s", msg), true)
 }
 
 func (c *ClientConn) stream(id uint32) *clientStream {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -366,5 +367,63 @@ func TestDeadlinesReachTheServer(t *testing.T) {
 	}
 	if d := <-got; d < 25*time.Second || d > 30*time.Second {
 		t.Fatalf("the server saw a deadline %v away, want about 30s", d)
+	}
+}
+
+// metaEcho answers a stream with the client's metadata as its header
+// and trailer, and no messages.
+type metaEcho struct {
+	transformpb.UnimplementedSourceTransformServer
+}
+
+func (metaEcho) SourceTransformFn(st transformpb.SourceTransform_SourceTransformFnServer) error {
+	md, _ := metadata.FromIncomingContext(st.Context())
+	if err := st.SendHeader(metadata.Pairs("x-seen", md.Get("x-client")[0], "x-bin-bin", md.Get("x-raw-bin")[0])); err != nil {
+		return err
+	}
+	st.SetTrailer(metadata.Pairs("x-done", "yes"))
+	return nil
+}
+
+// TestMetadataBothWays: a call's outgoing metadata (text and binary)
+// reaches the server, and the server's header and trailer come back.
+func TestMetadataBothWays(t *testing.T) {
+	dir, err := os.MkdirTemp("", "udwire")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	transformpb.RegisterSourceTransformServer(srv, metaEcho{})
+	go srv.Serve(ln)
+	defer srv.Stop()
+	cc := dial(t, filepath.Join(dir, "s.sock"), 1<<20)
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), "x-client", "hello", "x-raw-bin", "\x00\xff")
+	st, err := transformpb.NewSourceTransformClient(cc).SourceTransformFn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Context() != ctx {
+		t.Error("Context() is not the call's")
+	}
+	h, err := st.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Get("x-seen"); len(got) != 1 || got[0] != "hello" {
+		t.Errorf("header x-seen = %v", got)
+	}
+	if got := h.Get("x-bin-bin"); len(got) != 1 || got[0] != "\x00\xff" {
+		t.Errorf("header x-bin-bin = %q", got)
+	}
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("Recv: %v, want io.EOF", err)
+	}
+	if got := st.Trailer().Get("x-done"); len(got) != 1 || got[0] != "yes" {
+		t.Errorf("trailer x-done = %v", got)
 	}
 }
