@@ -321,13 +321,13 @@ func (c *ClientConn) writeLoop() {
 }
 
 // writeDirect writes the batched frames and then DATA frames of at most
-// maxFrame bytes carrying the size bytes of chunk, in one writev whose
-// vectors point into chunk's buffers.
-func (c *ClientConn) writeDirect(stream uint32, chunk [][]byte, size, maxFrame int) error {
+// maxFrame bytes carrying the next size bytes of parts, in one writev
+// whose vectors point into parts' buffers, and advances parts past them.
+func (c *ClientConn) writeDirect(stream uint32, parts *[][]byte, size, maxFrame int) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	frames := (size + maxFrame - 1) / maxFrame
-	vec := make(net.Buffers, 0, 1+frames+len(chunk)+frames)
+	vec := make(net.Buffers, 0, 1+2*frames+len(*parts))
 	if cap(c.scratch) < frames*frameHeaderLen {
 		c.scratch = make([]byte, 0, frames*frameHeaderLen)
 	}
@@ -346,12 +346,9 @@ func (c *ClientConn) writeDirect(stream uint32, chunk [][]byte, size, maxFrame i
 		c.scratch = appendFrameHeader(c.scratch, n, frameData, 0, stream)
 		vec = append(vec, c.scratch[h:])
 		for n > 0 {
-			k := min(n, len(chunk[0]))
-			vec = append(vec, chunk[0][:k])
-			if chunk[0] = chunk[0][k:]; len(chunk[0]) == 0 {
-				chunk = chunk[1:]
-			}
-			n -= k
+			b := cut(parts, n)
+			vec = append(vec, b)
+			n -= len(b)
 		}
 	}
 	if _, err := vec.WriteTo(c.nc); err != nil {
@@ -365,6 +362,20 @@ func (c *ClientConn) writeDirect(stream uint32, chunk [][]byte, size, maxFrame i
 	}
 	c.bmu.Unlock()
 	return nil
+}
+
+// cut returns the next bytes of parts, at most n, and advances parts
+// past them.
+func cut(parts *[][]byte, n int) []byte {
+	p := *parts
+	for len(p[0]) == 0 {
+		p = p[1:]
+	}
+	k := min(n, len(p[0]))
+	out := p[0][:k]
+	p[0] = p[0][k:]
+	*parts = p
+	return out
 }
 
 // acquire takes up to want bytes of send window for s, waiting until the

@@ -202,61 +202,44 @@ func (s *clientStream) SendMsg(v any) error {
 	}
 	var prefix [prefixLen]byte
 	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
-	parts := make([][]byte, 0, 1+len(data))
-	parts = append(parts, prefix[:])
+	var room [4][]byte
+	parts := append(room[:0], prefix[:])
 	for _, b := range data {
 		parts = append(parts, b.ReadOnlyData())
 	}
 	direct := prefixLen+size >= directWrite
+	c := s.c
 	for remaining := prefixLen + size; remaining > 0; {
-		n, maxFrame, err := s.c.acquire(s, remaining)
+		n, maxFrame, err := c.acquire(s, remaining)
 		if err != nil {
 			return io.EOF // grpc-go's answer too: RecvMsg says why
 		}
-		chunk := take(&parts, n)
 		if direct {
-			if err := s.c.writeDirect(s.id, chunk, n, maxFrame); err != nil {
+			if err := c.writeDirect(s.id, &parts, n, maxFrame); err != nil {
 				return io.EOF
 			}
 		} else {
-			s.c.queue(func(b []byte) []byte { return appendData(b, s.id, chunk, n, maxFrame) })
+			c.bmu.Lock()
+			c.pend = appendData(c.pend, s.id, &parts, n, maxFrame)
+			c.bmu.Unlock()
+			c.flush()
 		}
 		remaining -= n
 	}
 	return nil
 }
 
-// take returns the next n bytes of parts and advances parts past them.
-func take(parts *[][]byte, n int) [][]byte {
-	var out [][]byte
-	for n > 0 {
-		p := (*parts)[0]
-		k := min(n, len(p))
-		out = append(out, p[:k])
-		if k == len(p) {
-			*parts = (*parts)[1:]
-		} else {
-			(*parts)[0] = p[k:]
-		}
-		n -= k
-	}
-	return out
-}
-
 // appendData appends DATA frames of at most maxFrame bytes carrying the
-// size bytes of chunk.
-func appendData(b []byte, id uint32, chunk [][]byte, size, maxFrame int) []byte {
+// next size bytes of parts, and advances parts past them.
+func appendData(b []byte, id uint32, parts *[][]byte, size, maxFrame int) []byte {
 	for size > 0 {
 		n := min(size, maxFrame)
 		size -= n
 		b = appendFrameHeader(b, n, frameData, 0, id)
 		for n > 0 {
-			k := min(n, len(chunk[0]))
-			b = append(b, chunk[0][:k]...)
-			if chunk[0] = chunk[0][k:]; len(chunk[0]) == 0 {
-				chunk = chunk[1:]
-			}
-			n -= k
+			p := cut(parts, n)
+			b = append(b, p...)
+			n -= len(p)
 		}
 	}
 	return b

@@ -147,18 +147,22 @@ func closeSink(t *testing.T, s *udsink.Sink) {
 }
 
 func TestConformanceWithSDKServer(t *testing.T) {
-	dir := udftest.Dir(t)
-	rec := &recorder{}
-	// The SDK's own server, as a user's container runs it.
-	ep := udconn.SinkEndpoint(dir, false)
-	udftest.StartSDK(t, func() udftest.SDKServer {
-		return sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile))
-	})
-	conformance.RunSink(t, conformance.SinkCase{
-		New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.Settings(dir), runner.RoleSink) },
-		Received: func(t *testing.T) []*runner.Message { return rec.received() },
-		Features: conformance.SinkFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, AnswersFailure: true, KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
-	})
+	for _, tr := range udftest.Transports {
+		t.Run(tr, func(t *testing.T) {
+			dir := udftest.Dir(t)
+			rec := &recorder{}
+			// The SDK's own server, as a user's container runs it.
+			ep := udconn.SinkEndpoint(dir, false)
+			udftest.StartSDK(t, func() udftest.SDKServer {
+				return sinker.NewServer(rec, sinker.WithSockAddr(ep.Socket), sinker.WithServerInfoFilePath(ep.InfoFile))
+			})
+			conformance.RunSink(t, conformance.SinkCase{
+				New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.SettingsFor(dir, tr), runner.RoleSink) },
+				Received: func(t *testing.T) []*runner.Message { return rec.received() },
+				Features: conformance.SinkFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, AnswersFailure: true, KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true},
+			})
+		})
+	}
 }
 
 func msgs(values ...string) []*runner.Message {

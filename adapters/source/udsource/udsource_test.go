@@ -176,17 +176,21 @@ func storeSource(t *testing.T) (*store, *udftest.Server, *udsource.Source) {
 }
 
 func TestConformanceWithSDKServer(t *testing.T) {
-	dir := udftest.Dir(t)
-	st := newStore(3 * time.Second)
-	ep := udconn.SourceEndpoint(dir)
-	udftest.StartSDK(t, func() udftest.SDKServer {
-		return sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile))
-	})
-	conformance.RunSource(t, conformance.SourceCase{
-		New:      func(t *testing.T) runner.Source { return newSource(t, udftest.Settings(dir)) },
-		Produce:  func(t *testing.T, n int) [][]byte { return st.produce(n) },
-		Features: conformance.SourceFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true, RedeliveryWait: 15 * time.Second},
-	})
+	for _, tr := range udftest.Transports {
+		t.Run(tr, func(t *testing.T) {
+			dir := udftest.Dir(t)
+			st := newStore(3 * time.Second)
+			ep := udconn.SourceEndpoint(dir)
+			udftest.StartSDK(t, func() udftest.SDKServer {
+				return sourcer.NewServer(st, sourcer.WithSockAddr(ep.Socket), sourcer.WithServerInfoFilePath(ep.InfoFile))
+			})
+			conformance.RunSource(t, conformance.SourceCase{
+				New:      func(t *testing.T) runner.Source { return newSource(t, udftest.SettingsFor(dir, tr)) },
+				Produce:  func(t *testing.T, n int) [][]byte { return st.produce(n) },
+				Features: conformance.SourceFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, Nack: true, RedeliverAfterClose: true, Pending: true, KeepsValues: true, RedeliveryWait: 15 * time.Second},
+			})
+		})
+	}
 }
 
 func readAll(t *testing.T, src *udsource.Source, n int) []*runner.Message {

@@ -226,20 +226,22 @@ func (l *lockedStream) Send(r *mappb.MapResponse) error {
 
 func TestConformanceWithSDKServers(t *testing.T) {
 	for _, mode := range modes {
-		t.Run(string(mode), func(t *testing.T) {
-			dir := udftest.Dir(t)
-			if mode == udconn.StreamMap {
-				serve(t, dir, mode, func(s *grpc.Server) {
-					mappb.RegisterMapServer(s, serializedSend{&mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(streamRef)}})
+		for _, tr := range udftest.Transports {
+			t.Run(string(mode)+"/"+tr, func(t *testing.T) {
+				dir := udftest.Dir(t)
+				if mode == udconn.StreamMap {
+					serve(t, dir, mode, func(s *grpc.Server) {
+						mappb.RegisterMapServer(s, serializedSend{&mapstreamer.Service{MapperStream: mapstreamer.MapStreamerFunc(streamRef)}})
+					})
+				} else {
+					startSDKServer(t, dir, mode)
+				}
+				conformance.RunTransformer(t, conformance.TransformerCase{
+					New:      func(t *testing.T) runner.Transformer { return newMap(t, udftest.SettingsFor(dir, tr)) },
+					Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
 				})
-			} else {
-				startSDKServer(t, dir, mode)
-			}
-			conformance.RunTransformer(t, conformance.TransformerCase{
-				New:      func(t *testing.T) runner.Transformer { return newMap(t, udftest.Settings(dir)) },
-				Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
 			})
-		})
+		}
 	}
 }
 

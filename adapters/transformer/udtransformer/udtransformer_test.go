@@ -88,16 +88,20 @@ func newTransformer(t *testing.T, set udconn.Settings) *udtransformer.Transforme
 }
 
 func TestConformanceWithSDKServer(t *testing.T) {
-	dir := udftest.Dir(t)
-	ep := udconn.TransformerEndpoint(dir)
-	udftest.StartSDK(t, func() udftest.SDKServer {
-		return sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
-			sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile))
-	})
-	conformance.RunTransformer(t, conformance.TransformerCase{
-		New:      func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.Settings(dir)) },
-		Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
-	})
+	for _, tr := range udftest.Transports {
+		t.Run(tr, func(t *testing.T) {
+			dir := udftest.Dir(t)
+			ep := udconn.TransformerEndpoint(dir)
+			udftest.StartSDK(t, func() udftest.SDKServer {
+				return sourcetransformer.NewServer(sourcetransformer.SourceTransformFunc(reference),
+					sourcetransformer.WithSockAddr(ep.Socket), sourcetransformer.WithServerInfoFilePath(ep.InfoFile))
+			})
+			conformance.RunTransformer(t, conformance.TransformerCase{
+				New:      func(t *testing.T) runner.Transformer { return newTransformer(t, udftest.SettingsFor(dir, tr)) },
+				Features: conformance.TransformerFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}},
+			})
+		})
+	}
 }
 
 func TestResultsFollowTheContainer(t *testing.T) {
@@ -135,9 +139,13 @@ func TestOutOfOrderResponsesAreMatchedByID(t *testing.T) {
 }
 
 func TestSurvivesContainerRestart(t *testing.T) {
-	dir := udftest.Dir(t)
-	srv := serve(t, dir)
-	udftest.TransformSurvivesRestart(t, newTransformer(t, udftest.Settings(dir)), srv)
+	for _, tr := range udftest.Transports {
+		t.Run(tr, func(t *testing.T) {
+			dir := udftest.Dir(t)
+			srv := serve(t, dir)
+			udftest.TransformSurvivesRestart(t, newTransformer(t, udftest.SettingsFor(dir, tr)), srv)
+		})
+	}
 }
 
 func TestContainerThatStaysAwayIsFatal(t *testing.T) {

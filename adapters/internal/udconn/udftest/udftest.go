@@ -46,7 +46,19 @@ func Settings(dir string) udconn.Settings {
 		ReconnectTimeout: 20 * time.Second,
 		StartupTimeout:   20 * time.Second,
 		CallTimeout:      20 * time.Second,
+		Transport:        udconn.TransportWire,
 	}
+}
+
+// Transports are the values of MV_UDF_TRANSPORT; the adapters run their
+// conformance suites over each.
+var Transports = []string{udconn.TransportWire, udconn.TransportGRPCGo}
+
+// SettingsFor is Settings with transport tr.
+func SettingsFor(dir, tr string) udconn.Settings {
+	s := Settings(dir)
+	s.Transport = tr
+	return s
 }
 
 // ServerInfo is what the SDK's servers write for container type ct.
