@@ -108,6 +108,7 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_BYPASS_FALLBACK": "or:bad"}, `MV_BYPASS_FALLBACK="or:bad"`},
 		{map[string]string{"MV_BYPASS_SINK": "maybe:x"}, `MV_BYPASS_SINK="maybe:x"`},
 		{map[string]string{"MV_ON_SUCCESS_SINK": "void"}, `MV_ON_SUCCESS_SINK="void"`},
+		{map[string]string{"MV_SINK": "udsink", "MV_UDF_TRANSPORT": "grpc"}, `MV_UDF_TRANSPORT="grpc"`},
 	} {
 		name := strings.Join(keys(tc.env), ",")
 		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {

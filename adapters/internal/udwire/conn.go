@@ -113,6 +113,7 @@ type Options struct {
 // methods are safe for concurrent use.
 type ClientConn struct {
 	nc  net.Conn
+	raw *rawSock // nc's raw system calls; nil for a connection that has none
 	opt Options
 	br  *bufio.Reader
 
@@ -162,7 +163,6 @@ func New(nc net.Conn, opt Options) *ClientConn {
 	c := &ClientConn{
 		nc:           nc,
 		opt:          opt,
-		br:           bufio.NewReaderSize(nc, opt.BufferSize),
 		kick:         make(chan struct{}, 1),
 		streams:      map[uint32]*clientStream{},
 		nextID:       1,
@@ -172,6 +172,11 @@ func New(nc net.Conn, opt Options) *ClientConn {
 		done:         make(chan struct{}),
 	}
 	c.cond = sync.NewCond(&c.mu)
+	var rd io.Reader = nc
+	if raw, ok := newRawSock(nc); ok {
+		c.raw, rd = raw, raw
+	}
+	c.br = bufio.NewReaderSize(rd, opt.BufferSize)
 	// No dynamic table for the request headers: a container sees a
 	// handful of streams in its life, so there is nothing to save, and
 	// then no setting of the server's can make the tables disagree.
@@ -240,7 +245,7 @@ func (c *ClientConn) end(err error, flush bool) {
 		out := c.pend
 		c.pend = nil
 		c.bmu.Unlock()
-		c.nc.Write(out)
+		c.write(out)
 		c.wmu.Unlock()
 	}
 	c.nc.Close()
@@ -305,7 +310,7 @@ func (c *ClientConn) writeLoop() {
 		c.pend = spare[:0]
 		c.bmu.Unlock()
 		if len(out) > 0 {
-			if _, err := c.nc.Write(out); err != nil {
+			if err := c.write(out); err != nil {
 				c.wmu.Unlock()
 				c.fail(unavailable("udwire: writing to the container's socket: %v", err))
 				return
@@ -351,7 +356,7 @@ func (c *ClientConn) writeDirect(stream uint32, parts *[][]byte, size, maxFrame 
 			n -= len(b)
 		}
 	}
-	if _, err := vec.WriteTo(c.nc); err != nil {
+	if err := c.writev(vec); err != nil {
 		err = unavailable("udwire: writing to the container's socket: %v", err)
 		c.fail(err)
 		return err
@@ -362,6 +367,25 @@ func (c *ClientConn) writeDirect(stream uint32, parts *[][]byte, size, maxFrame 
 	}
 	c.bmu.Unlock()
 	return nil
+}
+
+// write writes all of b to the socket.
+func (c *ClientConn) write(b []byte) error {
+	if c.raw != nil {
+		return c.raw.writeBuffers([][]byte{b})
+	}
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// writev writes all of vec to the socket, in as few system calls as the
+// kernel takes.
+func (c *ClientConn) writev(vec net.Buffers) error {
+	if c.raw != nil {
+		return c.raw.writeBuffers(vec)
+	}
+	_, err := vec.WriteTo(c.nc)
+	return err
 }
 
 // cut returns the next bytes of parts, at most n, and advances parts

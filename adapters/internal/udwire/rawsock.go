@@ -1,0 +1,140 @@
+package udwire
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// rawSock reads and writes a non-blocking socket with raw system calls,
+// waiting in Go's network poller only when the socket has nothing to read
+// or no room to write.
+//
+// Why not net.Conn's Read and Write: those enter the system call through
+// the runtime's entersyscall, and a call longer than the runtime's 20 µs
+// tick (a 1 MiB writev takes a few hundred) makes sysmon hand the
+// goroutine's P to another thread, which it wakes for that; it also keeps
+// sysmon itself on its shortest tick. In a VM a thread's sleep and wake
+// are expensive: a perf profile of udsource->udsink at 1 MiB had a third
+// of the runner's CPU in the kernel's context-switch path, sysmon's
+// nanosleeps alone 7 % (hack/bench RESULTS.md, "The runner's own gRPC
+// transport"). A call on a non-blocking socket never waits, it copies at
+// most the socket buffer, so holding the P through it costs nothing.
+type rawSock struct {
+	nc net.Conn
+	rc syscall.RawConn
+}
+
+// newRawSock wraps nc when it is a Unix or TCP socket; otherwise ok is
+// false and the caller uses nc as it is.
+func newRawSock(nc net.Conn) (*rawSock, bool) {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, false
+	}
+	return &rawSock{nc: nc, rc: rc}, true
+}
+
+// Read reads into p, waiting for data if there is none.
+func (r *rawSock) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var errno syscall.Errno
+	err := r.rc.Read(func(fd uintptr) bool {
+		for {
+			r1, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r1), e
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, os.NewSyscallError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// maxIovecs is Linux's IOV_MAX: the most vectors one writev takes.
+const maxIovecs = 1024
+
+// writeBuffers writes every byte of bufs, waiting for room as needed.
+func (r *rawSock) writeBuffers(bufs [][]byte) error {
+	iov := make([]syscall.Iovec, 0, min(len(bufs), maxIovecs))
+	var errno syscall.Errno
+	for len(bufs) > 0 {
+		iov = iov[:0]
+		for _, b := range bufs {
+			if len(iov) == maxIovecs {
+				break
+			}
+			if len(b) > 0 {
+				v := syscall.Iovec{Base: &b[0]}
+				v.SetLen(len(b))
+				iov = append(iov, v)
+			}
+		}
+		if len(iov) == 0 {
+			return nil
+		}
+		var n int
+		err := r.rc.Write(func(fd uintptr) bool {
+			for {
+				r1, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+				switch e {
+				case syscall.EINTR:
+					continue
+				case syscall.EAGAIN:
+					return false
+				}
+				n, errno = int(r1), e
+				return true
+			}
+		})
+		if err != nil {
+			return err
+		}
+		if errno != 0 {
+			return os.NewSyscallError("writev", errno)
+		}
+		// Drop what was written.
+		for n > 0 && len(bufs) > 0 {
+			if len(bufs[0]) <= n {
+				n -= len(bufs[0])
+				bufs = bufs[1:]
+				continue
+			}
+			bufs[0] = bufs[0][n:]
+			n = 0
+		}
+		for len(bufs) > 0 && len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+		}
+	}
+	return nil
+}
+
+// Write writes every byte of p.
+func (r *rawSock) Write(p []byte) (int, error) {
+	if err := r.writeBuffers([][]byte{p}); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
