@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,9 +213,9 @@ func TestReceivedPayloadsAliasOnePooledBuffer(t *testing.T) {
 // TestUnaryCallsAndTheirStatus makes unary calls that succeed and fail,
 // and gets a failure's code, message and details as the server sent them.
 func TestUnaryCallsAndTheirStatus(t *testing.T) {
-	fail := false
+	var fail atomic.Bool // the socket orders it, but the race detector cannot see that
 	e := &echo{ready: func() (*transformpb.ReadyResponse, error) {
-		if !fail {
+		if !fail.Load() {
 			return &transformpb.ReadyResponse{Ready: true}, nil
 		}
 		st, _ := status.New(codes.Internal, "UDF_EXECUTION_ERROR: 100% broken,\nsee ünïcode").
@@ -228,7 +229,7 @@ func TestUnaryCallsAndTheirStatus(t *testing.T) {
 	if err != nil || !r.Ready {
 		t.Fatalf("IsReady = %v, %v", r, err)
 	}
-	fail = true
+	fail.Store(true)
 	_, err = client.IsReady(testCtx(t), &emptypb.Empty{})
 	st := status.Convert(err)
 	if st.Code() != codes.Internal || st.Message() != "UDF_EXECUTION_ERROR: 100% broken,\nsee ünïcode" {
