@@ -317,8 +317,8 @@ func (c *ClientConn) writeLoop() {
 			}
 		}
 		c.wmu.Unlock()
-		// Keep the larger of the two buffers, and not one a burst grew
-		// far beyond the batch size.
+		// The buffer just written takes the next batch, unless a burst
+		// grew it far beyond the batch size.
 		if cap(out) <= 4*c.opt.BufferSize {
 			spare = out
 		}

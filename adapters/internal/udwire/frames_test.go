@@ -163,13 +163,19 @@ func TestPingsAndSettingsAreAcknowledged(t *testing.T) {
 	if err := p.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 15}); err != nil {
 		t.Fatal(err)
 	}
+	p.settingsAck()
+}
+
+// settingsAck reads frames until the client's SETTINGS acknowledgement.
+func (p *peer) settingsAck() {
+	p.t.Helper()
 	for {
 		f, err := p.fr.ReadFrame()
 		if err != nil {
-			t.Fatal(err)
+			p.t.Fatal(err)
 		}
 		if s, ok := f.(*http2.SettingsFrame); ok && s.IsAck() {
-			break
+			return
 		}
 	}
 }
@@ -265,15 +271,7 @@ func TestSendsStayWithinTheGrantedWindow(t *testing.T) {
 	cc, p := newPeer(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	// The client acknowledges the settings before it opens the stream
 	// below, so the window of 0 applies to it.
-	for {
-		f, err := p.fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s, ok := f.(*http2.SettingsFrame); ok && s.IsAck() {
-			break
-		}
-	}
+	p.settingsAck()
 	value := bytes.Repeat([]byte("0123456789"), 4000) // 40,000 bytes: several frames
 	want := grpcMessage(&transformpb.SourceTransformRequest{Request: &transformpb.SourceTransformRequest_Request{Value: value}})
 	sent := make(chan error, 1)

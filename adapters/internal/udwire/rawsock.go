@@ -46,21 +46,7 @@ func (r *rawSock) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			r1, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false
-			}
-			n, errno = int(r1), e
-			return true
-		}
-	})
+	n, errno, err := call(r.rc.Read, syscall.SYS_READ, unsafe.Pointer(&p[0]), uintptr(len(p)))
 	switch {
 	case err != nil:
 		return 0, err
@@ -72,13 +58,34 @@ func (r *rawSock) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// call makes system call trap on the socket's descriptor with arguments
+// buf and a3 as a raw call, through wait (the RawConn's Read or Write),
+// which parks the goroutine in the poller while the call says EAGAIN.
+// buf stays an unsafe.Pointer until the call itself, so the collector
+// keeps (and, on a stack, moves) what it points to.
+func call(wait func(func(fd uintptr) bool) error, trap uintptr, buf unsafe.Pointer, a3 uintptr) (n int, errno syscall.Errno, err error) {
+	err = wait(func(fd uintptr) bool {
+		for {
+			r1, _, e := syscall.RawSyscall(trap, fd, uintptr(buf), a3)
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r1), e
+			return true
+		}
+	})
+	return n, errno, err
+}
+
 // maxIovecs is Linux's IOV_MAX: the most vectors one writev takes.
 const maxIovecs = 1024
 
 // writeBuffers writes every byte of bufs, waiting for room as needed.
 func (r *rawSock) writeBuffers(bufs [][]byte) error {
 	iov := make([]syscall.Iovec, 0, min(len(bufs), maxIovecs))
-	var errno syscall.Errno
 	for len(bufs) > 0 {
 		iov = iov[:0]
 		for _, b := range bufs {
@@ -94,20 +101,7 @@ func (r *rawSock) writeBuffers(bufs [][]byte) error {
 		if len(iov) == 0 {
 			return nil
 		}
-		var n int
-		err := r.rc.Write(func(fd uintptr) bool {
-			for {
-				r1, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-				switch e {
-				case syscall.EINTR:
-					continue
-				case syscall.EAGAIN:
-					return false
-				}
-				n, errno = int(r1), e
-				return true
-			}
-		})
+		n, errno, err := call(r.rc.Write, syscall.SYS_WRITEV, unsafe.Pointer(&iov[0]), uintptr(len(iov)))
 		if err != nil {
 			return err
 		}

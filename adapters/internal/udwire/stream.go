@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -38,7 +39,7 @@ type clientStream struct {
 	ctx  context.Context
 	stop func() bool // stops the context watch
 
-	sendClosed bool // the sender's
+	sendClosed atomic.Bool // set by the sender, read by the reader too
 
 	// Under c.mu.
 	sendWin   int64
@@ -188,7 +189,7 @@ func (s *clientStream) Trailer() metadata.MD {
 // SendMsg sends one message. As in grpc-go, a stream that ended returns
 // io.EOF, and RecvMsg says why.
 func (s *clientStream) SendMsg(v any) error {
-	if s.sendClosed {
+	if s.sendClosed.Load() {
 		return status.Error(codes.Internal, "udwire: SendMsg called after CloseSend")
 	}
 	data, err := s.c.opt.Codec.Marshal(v)
@@ -247,10 +248,9 @@ func appendData(b []byte, id uint32, parts *[][]byte, size, maxFrame int) []byte
 
 // CloseSend ends the sending side (an empty DATA frame ending the stream).
 func (s *clientStream) CloseSend() error {
-	if s.sendClosed {
+	if s.sendClosed.Swap(true) {
 		return nil
 	}
-	s.sendClosed = true
 	s.c.mu.Lock()
 	live := s.c.streams[s.id] == s
 	s.c.mu.Unlock()
@@ -505,48 +505,40 @@ func decodeBin(v string) ([]byte, error) {
 // finish ends the call as the server ended it: err is its status, nil
 // for OK. Messages already received are still handed out.
 func (s *clientStream) finish(err error) {
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
-	s.ended, s.endErr = true, err
-	s.cond.Broadcast()
-	stop := s.stop
-	s.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	c := s.c
-	c.mu.Lock()
-	live := c.streams[s.id] == s
-	if live {
-		delete(c.streams, s.id)
-	}
-	s.closedErr = io.EOF
-	c.cond.Broadcast()
-	c.mu.Unlock()
-	if live && !s.sendClosed {
+	if live, _, ok := s.end(err, false, io.EOF); ok && live && !s.sendClosed.Load() {
 		// The server is done with a stream this side did not close:
 		// tell it nothing more comes, as grpc-go does.
-		c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeNo) })
+		s.c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeNo) })
 	}
 }
 
 // abort ends the call at once with err, dropping what it received, and
 // with rst tells the server to stop.
 func (s *clientStream) abort(err error, rst bool) {
+	if live, failed, ok := s.end(err, true, err); ok && live && rst && !failed {
+		s.c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeCancel) })
+	}
+}
+
+// end marks the call ended with err (aborted: dropping what it received),
+// stops its context watch and takes it off the connection; sends then
+// fail with sendErr. ok is false, with nothing done, when the call had
+// ended before; live says whether it was still on the connection, and
+// connFailed whether the connection had failed.
+func (s *clientStream) end(err error, aborted bool, sendErr error) (live, connFailed, ok bool) {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
-		return
+		return false, false, false
 	}
-	s.ended, s.aborted, s.endErr = true, true, err
-	for i, b := range s.queue {
-		b.Release()
-		s.queue[i] = nil
+	s.ended, s.aborted, s.endErr = true, aborted, err
+	if aborted {
+		for i, b := range s.queue {
+			b.Release()
+			s.queue[i] = nil
+		}
+		s.queue = nil
 	}
-	s.queue = nil
 	s.cond.Broadcast()
 	stop := s.stop
 	s.mu.Unlock()
@@ -555,19 +547,16 @@ func (s *clientStream) abort(err error, rst bool) {
 	}
 	c := s.c
 	c.mu.Lock()
-	live := c.streams[s.id] == s
+	defer c.mu.Unlock()
+	live = c.streams[s.id] == s
 	if live {
 		delete(c.streams, s.id)
 	}
 	if s.closedErr == nil {
-		s.closedErr = err
+		s.closedErr = sendErr
 	}
 	c.cond.Broadcast()
-	failed := c.err != nil
-	c.mu.Unlock()
-	if !failed && rst && live {
-		c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeCancel) })
-	}
+	return live, c.err != nil, true
 }
 
 func appendRST(b []byte, id uint32, code uint32) []byte {
