@@ -229,9 +229,10 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		if rv != nil {
 			buf := payloadpool.Get(data.Len())
 			data.CopyTo(buf.B)
-			if ok, err := unmarshalInto(buf, rv, m, r); ok || err != nil {
+			if done, err := unmarshalInto(buf, rv, m, r); done {
 				return err
 			}
+			buf.Release() // decoded below, from data
 		} else if ok, _, err := unmarshalAliased(owned(data), m, r); ok || err != nil {
 			return err
 		}
@@ -259,7 +260,7 @@ func (c *Codec) UnmarshalOwned(buf *payloadpool.Buffer, v any) error {
 	}
 	if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok && len(buf.B) >= SpliceThreshold {
 		if rv != nil {
-			if ok, err := unmarshalInto(buf, rv, m, r); ok || err != nil {
+			if done, err := unmarshalInto(buf, rv, m, r); done {
 				return err
 			}
 		} else if ok, aliases, err := unmarshalAliased(buf.B, m, r); ok || err != nil {
@@ -274,16 +275,20 @@ func (c *Codec) UnmarshalOwned(buf *payloadpool.Buffer, v any) error {
 }
 
 // unmarshalInto decodes buf into m with its payloads aliasing buf, which
-// rv then holds; when no payload does, buf is released. ok is false, with
-// buf released, for input unmarshalAliased leaves to proto.Unmarshal.
-func unmarshalInto(buf *payloadpool.Buffer, rv *Received, m proto.Message, r rule) (ok bool, err error) {
+// rv then holds; when no payload does, buf is released. done is false,
+// with nothing decoded and buf left to the caller, for input
+// unmarshalAliased leaves to proto.Unmarshal.
+func unmarshalInto(buf *payloadpool.Buffer, rv *Received, m proto.Message, r rule) (done bool, err error) {
 	ok, cut, err := unmarshalAliased(buf.B, m, r)
-	if ok && err == nil && cut {
+	if !ok {
+		return false, nil
+	}
+	if err == nil && cut {
 		rv.Buf = buf
 		return true, nil
 	}
 	buf.Release() // nothing aliases it
-	return ok, err
+	return true, err
 }
 
 // Received is what to give grpc-go's RecvMsg in place of a message whose

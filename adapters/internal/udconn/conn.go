@@ -213,9 +213,15 @@ func (c *Conn) reconnect(deadline time.Time) {
 // for the next call.
 func (c *Conn) watch(cc Client, gen uint64) {
 	if w, ok := cc.(*udwire.ClientConn); ok {
+		// Draining: the connection ended, or the container said GOAWAY
+		// (a graceful stop); either way a new connection is wanted.
 		select {
-		case <-w.Done():
-			c.Fail(gen, fmt.Errorf("connection to %s ended: %w", c.ep.Socket, w.Err()))
+		case <-w.Draining():
+			err := w.Err()
+			if err == nil {
+				err = errors.New("the container sent GOAWAY")
+			}
+			c.Fail(gen, fmt.Errorf("connection to %s ended: %w", c.ep.Socket, err))
 		case <-c.ctx.Done():
 		}
 		return

@@ -140,6 +140,7 @@ type ClientConn struct {
 	err          error
 	goAway       bool
 	done         chan struct{}
+	draining     chan struct{} // closed by a GOAWAY or the end
 
 	dec *hpack.Decoder // the reader goroutine's only
 }
@@ -170,6 +171,7 @@ func New(nc net.Conn, opt Options) *ClientConn {
 		peerInitWin:  defaultWindow,
 		peerMaxFrame: defaultMaxFrame,
 		done:         make(chan struct{}),
+		draining:     make(chan struct{}),
 	}
 	c.cond = sync.NewCond(&c.mu)
 	var rd io.Reader = nc
@@ -204,6 +206,20 @@ func New(nc net.Conn, opt Options) *ClientConn {
 // afterwards succeeds.
 func (c *ClientConn) Done() <-chan struct{} { return c.done }
 
+// Draining is closed once the connection takes no new calls: the server
+// said GOAWAY (the calls it still serves go on) or the connection ended.
+// Its owner should make a new connection then, as grpc-go does.
+func (c *ClientConn) Draining() <-chan struct{} { return c.draining }
+
+// drain closes draining once; c.mu is held.
+func (c *ClientConn) drain() {
+	select {
+	case <-c.draining:
+	default:
+		close(c.draining)
+	}
+}
+
 // Err is why the connection ended, nil while it works.
 func (c *ClientConn) Err() error {
 	c.mu.Lock()
@@ -236,6 +252,7 @@ func (c *ClientConn) end(err error, flush bool) {
 	streams := c.streams
 	c.streams = map[uint32]*clientStream{}
 	close(c.done)
+	c.drain()
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	if flush {
@@ -250,7 +267,7 @@ func (c *ClientConn) end(err error, flush bool) {
 	}
 	c.nc.Close()
 	for _, s := range streams {
-		s.abort(err, false)
+		s.lost(err)
 	}
 }
 
@@ -321,6 +338,8 @@ func (c *ClientConn) writeLoop() {
 		// grew it far beyond the batch size.
 		if cap(out) <= 4*c.opt.BufferSize {
 			spare = out
+		} else {
+			spare = nil // c.pend may be the old spare now
 		}
 	}
 }
@@ -328,7 +347,7 @@ func (c *ClientConn) writeLoop() {
 // writeDirect writes the batched frames and then DATA frames of at most
 // maxFrame bytes carrying the next size bytes of parts, in one writev
 // whose vectors point into parts' buffers, and advances parts past them.
-func (c *ClientConn) writeDirect(stream uint32, parts *[][]byte, size, maxFrame int) error {
+func (c *ClientConn) writeDirect(s *clientStream, parts *[][]byte, size, maxFrame int) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	frames := (size + maxFrame - 1) / maxFrame
@@ -340,15 +359,16 @@ func (c *ClientConn) writeDirect(stream uint32, parts *[][]byte, size, maxFrame 
 	c.bmu.Lock()
 	pend := c.pend
 	c.pend = nil
+	reset := s.reset
 	c.bmu.Unlock()
 	if len(pend) > 0 {
 		vec = append(vec, pend)
 	}
-	for size > 0 {
+	for !reset && size > 0 {
 		n := min(size, maxFrame)
 		size -= n
 		h := len(c.scratch)
-		c.scratch = appendFrameHeader(c.scratch, n, frameData, 0, stream)
+		c.scratch = appendFrameHeader(c.scratch, n, frameData, 0, s.id)
 		vec = append(vec, c.scratch[h:])
 		for n > 0 {
 			b := cut(parts, n)
@@ -366,8 +386,14 @@ func (c *ClientConn) writeDirect(stream uint32, parts *[][]byte, size, maxFrame 
 		c.pend = pend[:0]
 	}
 	c.bmu.Unlock()
+	if reset {
+		return errReset
+	}
 	return nil
 }
+
+// errReset is what a send on a stream this side reset gets.
+var errReset = errors.New("udwire: the stream was reset")
 
 // write writes all of b to the socket.
 func (c *ClientConn) write(b []byte) error {
@@ -448,10 +474,16 @@ func (c *ClientConn) grantConn(n int) {
 	}
 }
 
-// grantStream sends a window update of inc bytes for stream id.
-func (c *ClientConn) grantStream(id uint32, inc int) {
+// grantStream sends a window update of inc bytes for s, unless this side
+// reset it.
+func (c *ClientConn) grantStream(s *clientStream, inc int) {
 	if inc > 0 {
-		c.queue(func(b []byte) []byte { return appendWindowUpdate(b, id, uint32(inc)) })
+		c.queue(func(b []byte) []byte {
+			if s.reset {
+				return b
+			}
+			return appendWindowUpdate(b, s.id, uint32(inc))
+		})
 	}
 }
 
@@ -596,7 +628,7 @@ func (c *ClientConn) onControl(typ, flags byte, sid uint32, p []byte) error {
 			return perr(errCodeFrameSize, "RST_STREAM of %d bytes", len(p))
 		}
 		if s := c.stream(sid); s != nil {
-			s.abort(rstError(binary.BigEndian.Uint32(p)), false)
+			s.lost(rstError(binary.BigEndian.Uint32(p)))
 		}
 	case frameSettings:
 		if sid != 0 || len(p)%6 != 0 {
@@ -675,27 +707,25 @@ func (c *ClientConn) onGoAway(last, code uint32, debug string) {
 	err := unavailable("udwire: the container is going away (GOAWAY code %d %q)", code, debug)
 	c.mu.Lock()
 	c.goAway = true
+	c.drain()
 	var gone []*clientStream
 	for id, s := range c.streams {
 		if id > last {
 			gone = append(gone, s)
-			delete(c.streams, id)
 		}
 	}
+	idle := len(gone) == len(c.streams)
 	c.cond.Broadcast()
 	c.mu.Unlock()
+	// The server never saw these: they may be retried elsewhere.
 	for _, s := range gone {
-		s.abort(err, false)
+		s.lost(err)
 	}
-	// The connection serves what it still has, and nothing new: its
-	// owner sees it done and makes a new one.
-	c.mu.Lock()
-	if len(c.streams) == 0 {
-		c.mu.Unlock()
+	// The connection serves the calls it still has, and ends with the
+	// last of them (clientStream.end).
+	if idle {
 		c.fail(err)
-		return
 	}
-	c.mu.Unlock()
 }
 
 // rstError is the status of a stream the server reset, as grpc-go maps

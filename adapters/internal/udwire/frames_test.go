@@ -13,6 +13,7 @@ import (
 	transformpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -330,5 +331,105 @@ func TestBadFramesEndTheConnection(t *testing.T) {
 	<-cc.Done()
 	if err := cc.Err(); err == nil || errors.Is(err, io.EOF) {
 		t.Fatalf("Err() = %v", err)
+	}
+}
+
+// openStream starts a SourceTransformFn call on cc and reads its HEADERS
+// at the peer.
+func openStream(t *testing.T, cc *udwire.ClientConn, p *peer) (grpc.BidiStreamingClient[transformpb.SourceTransformRequest, transformpb.SourceTransformResponse], uint32) {
+	t.Helper()
+	st, err := transformpb.NewSourceTransformClient(cc).SourceTransformFn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := p.next().(*http2.MetaHeadersFrame)
+	if !ok {
+		t.Fatal("want HEADERS")
+	}
+	p.headers(h.StreamID, false, ":status", "200", "content-type", "application/grpc")
+	return st, h.StreamID
+}
+
+func answer(id string) []byte {
+	return grpcMessage(&transformpb.SourceTransformResponse{Id: id})
+}
+
+// TestAnswersBeforeALostConnectionAreHandedOut: answers that arrived
+// before the connection dropped are received first, then Unavailable,
+// as with grpc-go (a sink's results are not thrown away, and retried,
+// because the container crashed right after sending them).
+func TestAnswersBeforeALostConnectionAreHandedOut(t *testing.T) {
+	cc, p := newPeer(t)
+	st, id := openStream(t, cc, p)
+	if err := p.fr.WriteData(id, false, append(answer("a"), answer("b")...)); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the client has read the frame: it answers a ping after it.
+	if err := p.fr.WritePing(false, [8]byte{9}); err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := p.next().(*http2.PingFrame); !ok || !f.IsAck() {
+		t.Fatalf("want the PING's ACK, got %v", f)
+	}
+	p.nc.Close()
+	<-cc.Done()
+	for _, want := range []string{"a", "b"} {
+		resp, err := st.Recv()
+		if err != nil || resp.Id != want {
+			t.Fatalf("Recv = %v, %v; want the answer %q received before the connection dropped", resp, err, want)
+		}
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("after the answers: %v, want Unavailable", err)
+	}
+}
+
+// TestGoAwayDrainsTheConnection: after a GOAWAY that still covers an open
+// stream, Draining is closed at once (its owner makes a new connection),
+// the stream goes on, and the connection ends with it.
+func TestGoAwayDrainsTheConnection(t *testing.T) {
+	cc, p := newPeer(t)
+	st, id := openStream(t, cc, p)
+	if err := p.fr.WriteGoAway(id, http2.ErrCodeNo, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cc.Draining():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Draining not closed after GOAWAY")
+	}
+	select {
+	case <-cc.Done():
+		t.Fatal("the connection ended with a stream still open")
+	default:
+	}
+	if err := p.fr.WriteData(id, false, answer("late")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := st.Recv(); err != nil || resp.Id != "late" {
+		t.Fatalf("Recv on the draining connection: %v, %v", resp, err)
+	}
+	p.headers(id, true, "grpc-status", "0")
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the trailers: %v, want io.EOF", err)
+	}
+	select {
+	case <-cc.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after the last stream of a GOAWAY ended")
+	}
+}
+
+// TestTrailersInsideAMessageFailTheCall: trailers with grpc-status 0 that
+// come while a message is half read are Internal, not a clean end.
+func TestTrailersInsideAMessageFailTheCall(t *testing.T) {
+	cc, p := newPeer(t)
+	st, id := openStream(t, cc, p)
+	if err := p.fr.WriteData(id, false, answer("cut")[:4]); err != nil {
+		t.Fatal(err)
+	}
+	p.headers(id, true, "grpc-status", "0")
+	if _, err := st.Recv(); status.Code(err) != codes.Internal {
+		t.Fatalf("Recv = %v, want Internal", err)
 	}
 }

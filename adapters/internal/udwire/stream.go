@@ -40,6 +40,7 @@ type clientStream struct {
 	stop func() bool // stops the context watch
 
 	sendClosed atomic.Bool // set by the sender, read by the reader too
+	reset      bool        // under c.bmu: this side sent RST_STREAM, no frame may follow
 
 	// Under c.mu.
 	sendWin   int64
@@ -111,7 +112,11 @@ func (c *ClientConn) newStream(ctx context.Context, method string) (*clientStrea
 	stop := context.AfterFunc(ctx, func() { s.abort(status.FromContextError(ctx.Err()).Err(), true) })
 	s.mu.Lock()
 	s.stop = stop
+	ended := s.ended
 	s.mu.Unlock()
+	if ended {
+		stop() // the call ended before its watch was in place
+	}
 	return s, nil
 }
 
@@ -216,11 +221,15 @@ func (s *clientStream) SendMsg(v any) error {
 			return io.EOF // grpc-go's answer too: RecvMsg says why
 		}
 		if direct {
-			if err := c.writeDirect(s.id, &parts, n, maxFrame); err != nil {
+			if err := c.writeDirect(s, &parts, n, maxFrame); err != nil {
 				return io.EOF
 			}
 		} else {
 			c.bmu.Lock()
+			if s.reset {
+				c.bmu.Unlock()
+				return io.EOF
+			}
 			c.pend = appendData(c.pend, s.id, &parts, n, maxFrame)
 			c.bmu.Unlock()
 			c.flush()
@@ -255,7 +264,12 @@ func (s *clientStream) CloseSend() error {
 	live := s.c.streams[s.id] == s
 	s.c.mu.Unlock()
 	if live {
-		s.c.queue(func(b []byte) []byte { return appendFrameHeader(b, 0, frameData, flagEndStream, s.id) })
+		s.c.queue(func(b []byte) []byte {
+			if s.reset {
+				return b
+			}
+			return appendFrameHeader(b, 0, frameData, flagEndStream, s.id)
+		})
 	}
 	return nil
 }
@@ -286,7 +300,7 @@ func (s *clientStream) RecvMsg(v any) error {
 	s.queue = s.queue[1:]
 	inc := s.grantable()
 	s.mu.Unlock()
-	s.c.grantStream(s.id, inc)
+	s.c.grantStream(s, inc)
 	if err := s.c.opt.Codec.UnmarshalOwned(buf, v); err != nil {
 		return status.Errorf(codes.Internal, "udwire: decoding the container's message: %v", err)
 	}
@@ -345,7 +359,7 @@ func (s *clientStream) received(n int) {
 	s.ungranted += n
 	inc := s.grantable()
 	s.mu.Unlock()
-	s.c.grantStream(s.id, inc)
+	s.c.grantStream(s, inc)
 }
 
 // grantable is the stream window to grant back now (s.mu held): what was
@@ -425,15 +439,26 @@ func (s *clientStream) onHeaders(fields []hpack.HeaderField, endStream bool) {
 		s.trailer = md
 		s.mu.Unlock()
 	}
-	if grpcStatus == "" {
-		if first && httpStatus != "200" {
-			s.finish(httpError(httpStatus))
-		} else {
-			s.finish(status.Error(codes.Internal, "udwire: the container ended the call without a grpc-status"))
-		}
-		return
+	switch {
+	case grpcStatus != "":
+		s.finish(s.cutShort(statusError(grpcStatus, grpcMessage, details)))
+	case first && httpStatus != "200":
+		s.finish(httpError(httpStatus))
+	default:
+		s.finish(status.Error(codes.Internal, "udwire: the container ended the call without a grpc-status"))
 	}
-	s.finish(statusError(grpcStatus, grpcMessage, details))
+}
+
+// cutShort is err, or Internal when the stream ended inside a message,
+// whose part read is released (the reader goroutine's state, like the
+// message it reads into).
+func (s *clientStream) cutShort(err error) error {
+	if s.msg == nil && s.prefixN == 0 {
+		return err
+	}
+	s.msg.Release()
+	s.msg, s.prefixN = nil, 0
+	return status.Error(codes.Internal, "udwire: the container ended the stream inside a message")
 }
 
 // statusError is the call's outcome from its trailers: nil for OK.
@@ -508,15 +533,20 @@ func (s *clientStream) finish(err error) {
 	if live, _, ok := s.end(err, false, io.EOF); ok && live && !s.sendClosed.Load() {
 		// The server is done with a stream this side did not close:
 		// tell it nothing more comes, as grpc-go does.
-		s.c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeNo) })
+		s.c.queue(func(b []byte) []byte { return s.appendRST(b, errCodeNo) })
 	}
 }
+
+// lost ends the call with err as the connection or the server ended it
+// (a reset): what arrived before is still handed out, as grpc-go does,
+// and nothing is sent.
+func (s *clientStream) lost(err error) { s.end(err, false, err) }
 
 // abort ends the call at once with err, dropping what it received, and
 // with rst tells the server to stop.
 func (s *clientStream) abort(err error, rst bool) {
 	if live, failed, ok := s.end(err, true, err); ok && live && rst && !failed {
-		s.c.queue(func(b []byte) []byte { return appendRST(b, s.id, errCodeCancel) })
+		s.c.queue(func(b []byte) []byte { return s.appendRST(b, errCodeCancel) })
 	}
 }
 
@@ -556,9 +586,19 @@ func (s *clientStream) end(err error, aborted bool, sendErr error) (live, connFa
 		s.closedErr = sendErr
 	}
 	c.cond.Broadcast()
+	if c.goAway && len(c.streams) == 0 && c.err == nil {
+		// The last call of a connection the server is closing.
+		go c.fail(unavailable("udwire: the container closed the connection (GOAWAY)"))
+	}
 	return live, c.err != nil, true
 }
 
-func appendRST(b []byte, id uint32, code uint32) []byte {
-	return binary.BigEndian.AppendUint32(appendFrameHeader(b, 4, frameRSTStream, 0, id), code)
+// appendRST appends the stream's RST_STREAM (under c.bmu, as every
+// queue function runs) and marks it reset, so no frame of it follows.
+func (s *clientStream) appendRST(b []byte, code uint32) []byte {
+	if s.reset {
+		return b
+	}
+	s.reset = true
+	return binary.BigEndian.AppendUint32(appendFrameHeader(b, 4, frameRSTStream, 0, s.id), code)
 }

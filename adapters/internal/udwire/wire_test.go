@@ -428,3 +428,41 @@ func TestMetadataBothWays(t *testing.T) {
 		t.Errorf("trailer x-done = %v", got)
 	}
 }
+
+// TestBatchesLargerThanTheirBufferStayIntact sends many small messages
+// through a batch buffer far smaller than what gathers while the socket
+// is busy, so batches outgrow it, and gets every message back unchanged.
+func TestBatchesLargerThanTheirBufferStayIntact(t *testing.T) {
+	sock, _ := serve(t, &echo{})
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := udwire.New(nc, udwire.Options{Codec: codec, MaxMessageSize: 1 << 20, Window: 8 << 20, BufferSize: 512})
+	defer cc.Close()
+	st := open(t, testCtx(t), cc)
+	const n = 3000
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			req := &transformpb.SourceTransformRequest{Request: &transformpb.SourceTransformRequest_Request{Id: fmt.Sprint(i), Value: payload(900+i%100, byte(i))}}
+			if err := st.Send(req); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- st.CloseSend()
+	}()
+	for i := range n {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		if resp.Id != fmt.Sprint(i) || len(resp.Results) != 1 || !bytes.Equal(resp.Results[0].Value, payload(900+i%100, byte(i))) {
+			t.Fatalf("answer %d differs from its request", i)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
