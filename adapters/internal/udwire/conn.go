@@ -45,7 +45,6 @@ import (
 const (
 	frameData         = 0x0
 	frameHeaders      = 0x1
-	framePriority     = 0x2
 	frameRSTStream    = 0x3
 	frameSettings     = 0x4
 	framePushPromise  = 0x5
@@ -345,13 +344,14 @@ func (c *ClientConn) writeLoop() {
 }
 
 // writeDirect writes the batched frames and then DATA frames of at most
-// maxFrame bytes carrying the next size bytes of parts, in one writev
-// whose vectors point into parts' buffers, and advances parts past them.
-func (c *ClientConn) writeDirect(s *clientStream, parts *[][]byte, size, maxFrame int) error {
+// maxFrame bytes carrying the size bytes at at, in one writev whose
+// vectors point into the message's buffers, and returns the position
+// after them.
+func (c *ClientConn) writeDirect(s *clientStream, at cursor, size, maxFrame int) (cursor, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	frames := (size + maxFrame - 1) / maxFrame
-	vec := make(net.Buffers, 0, 1+2*frames+len(*parts))
+	vec := make(net.Buffers, 0, 1+2*frames+len(at.bufs))
 	if cap(c.scratch) < frames*frameHeaderLen {
 		c.scratch = make([]byte, 0, frames*frameHeaderLen)
 	}
@@ -371,7 +371,8 @@ func (c *ClientConn) writeDirect(s *clientStream, parts *[][]byte, size, maxFram
 		c.scratch = appendFrameHeader(c.scratch, n, frameData, 0, s.id)
 		vec = append(vec, c.scratch[h:])
 		for n > 0 {
-			b := cut(parts, n)
+			var b []byte
+			b, at = at.cut(n)
 			vec = append(vec, b)
 			n -= len(b)
 		}
@@ -379,7 +380,7 @@ func (c *ClientConn) writeDirect(s *clientStream, parts *[][]byte, size, maxFram
 	if err := c.writev(vec); err != nil {
 		err = unavailable("udwire: writing to the container's socket: %v", err)
 		c.fail(err)
-		return err
+		return at, err
 	}
 	c.bmu.Lock()
 	if c.pend == nil {
@@ -387,9 +388,9 @@ func (c *ClientConn) writeDirect(s *clientStream, parts *[][]byte, size, maxFram
 	}
 	c.bmu.Unlock()
 	if reset {
-		return errReset
+		return at, errReset
 	}
-	return nil
+	return at, nil
 }
 
 // errReset is what a send on a stream this side reset gets.
@@ -414,18 +415,23 @@ func (c *ClientConn) writev(vec net.Buffers) error {
 	return err
 }
 
-// cut returns the next bytes of parts, at most n, and advances parts
-// past them.
-func cut(parts *[][]byte, n int) []byte {
-	p := *parts
-	for len(p[0]) == 0 {
-		p = p[1:]
+// cursor is a position in the buffers of a message being sent. It is
+// passed and returned by value, never stored through a pointer, so a small
+// message's buffers can stay on its sender's stack.
+type cursor struct {
+	bufs [][]byte
+	off  int // into bufs[0]
+}
+
+// cut returns the next bytes, at most n, and the position after them.
+func (p cursor) cut(n int) ([]byte, cursor) {
+	for p.off == len(p.bufs[0]) {
+		p.bufs, p.off = p.bufs[1:], 0
 	}
-	k := min(n, len(p[0]))
-	out := p[0][:k]
-	p[0] = p[0][k:]
-	*parts = p
-	return out
+	k := min(n, len(p.bufs[0])-p.off)
+	out := p.bufs[0][p.off : p.off+k]
+	p.off += k
+	return out, p
 }
 
 // acquire takes up to want bytes of send window for s, waiting until the

@@ -23,7 +23,6 @@ import (
 // transport"). A call on a non-blocking socket never waits, it copies at
 // most the socket buffer, so holding the P through it costs nothing.
 type rawSock struct {
-	nc net.Conn
 	rc syscall.RawConn
 }
 
@@ -38,7 +37,7 @@ func newRawSock(nc net.Conn) (*rawSock, bool) {
 	if err != nil {
 		return nil, false
 	}
-	return &rawSock{nc: nc, rc: rc}, true
+	return &rawSock{rc: rc}, true
 }
 
 // Read reads into p, waiting for data if there is none.
@@ -123,12 +122,4 @@ func (r *rawSock) writeBuffers(bufs [][]byte) error {
 		}
 	}
 	return nil
-}
-
-// Write writes every byte of p.
-func (r *rawSock) Write(p []byte) (int, error) {
-	if err := r.writeBuffers([][]byte{p}); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -208,51 +209,90 @@ func (s *clientStream) SendMsg(v any) error {
 	}
 	var prefix [prefixLen]byte
 	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
+	if prefixLen+size >= directWrite {
+		// The writev's vectors reach the system call: on the heap.
+		return s.sendDirect(cursor{bufs: heapParts(prefix, data)}, prefixLen+size)
+	}
+	// A small message's parts stay on this stack (no allocation per
+	// message) when they fit in room, as the codec's one buffer does.
 	var room [4][]byte
-	parts := append(room[:0], prefix[:])
+	var parts [][]byte
+	if len(data) < len(room) {
+		room[0] = prefix[:]
+		for i, b := range data {
+			room[1+i] = b.ReadOnlyData()
+		}
+		parts = room[:1+len(data)]
+	} else {
+		parts = heapParts(prefix, data)
+	}
+	return s.sendQueued(cursor{bufs: parts}, prefixLen+size)
+}
+
+// heapParts are a message's prefix and buffers, in a slice of their own.
+func heapParts(prefix [prefixLen]byte, data mem.BufferSlice) [][]byte {
+	parts := make([][]byte, 0, 1+len(data))
+	parts = append(parts, append([]byte(nil), prefix[:]...))
 	for _, b := range data {
 		parts = append(parts, b.ReadOnlyData())
 	}
-	direct := prefixLen+size >= directWrite
-	c := s.c
-	for remaining := prefixLen + size; remaining > 0; {
-		n, maxFrame, err := c.acquire(s, remaining)
+	return parts
+}
+
+// sendDirect writes the size bytes at at as the window allows, each
+// part of it in one writev. Like SendMsg it answers io.EOF once the
+// stream ended (grpc-go's answer too: RecvMsg says why).
+func (s *clientStream) sendDirect(at cursor, size int) error {
+	for size > 0 {
+		n, maxFrame, err := s.c.acquire(s, size)
 		if err != nil {
-			return io.EOF // grpc-go's answer too: RecvMsg says why
+			return io.EOF
 		}
-		if direct {
-			if err := c.writeDirect(s, &parts, n, maxFrame); err != nil {
-				return io.EOF
-			}
-		} else {
-			c.bmu.Lock()
-			if s.reset {
-				c.bmu.Unlock()
-				return io.EOF
-			}
-			c.pend = appendData(c.pend, s.id, &parts, n, maxFrame)
+		if at, err = s.c.writeDirect(s, at, n, maxFrame); err != nil {
+			return io.EOF
+		}
+		size -= n
+	}
+	return nil
+}
+
+// sendQueued copies the size bytes at at into the batch as the window
+// allows.
+func (s *clientStream) sendQueued(at cursor, size int) error {
+	c := s.c
+	for size > 0 {
+		n, maxFrame, err := c.acquire(s, size)
+		if err != nil {
+			return io.EOF
+		}
+		c.bmu.Lock()
+		if s.reset {
 			c.bmu.Unlock()
-			c.flush()
+			return io.EOF
 		}
-		remaining -= n
+		c.pend, at = appendData(c.pend, s.id, at, n, maxFrame)
+		c.bmu.Unlock()
+		c.flush()
+		size -= n
 	}
 	return nil
 }
 
 // appendData appends DATA frames of at most maxFrame bytes carrying the
-// next size bytes of parts, and advances parts past them.
-func appendData(b []byte, id uint32, parts *[][]byte, size, maxFrame int) []byte {
+// size bytes at at, and returns the position after them.
+func appendData(b []byte, id uint32, at cursor, size, maxFrame int) ([]byte, cursor) {
 	for size > 0 {
 		n := min(size, maxFrame)
 		size -= n
 		b = appendFrameHeader(b, n, frameData, 0, id)
 		for n > 0 {
-			p := cut(parts, n)
+			var p []byte
+			p, at = at.cut(n)
 			b = append(b, p...)
 			n -= len(p)
 		}
 	}
-	return b
+	return b, at
 }
 
 // CloseSend ends the sending side (an empty DATA frame ending the stream).
