@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"knative.dev/pkg/logging"
 
 	"github.com/monovertex/monovertex/config"
 	"github.com/monovertex/monovertex/internal/version"
@@ -61,7 +60,6 @@ func run() int {
 	memLimit := append(setMemoryLimit(), startGCPacing()...)
 
 	ctx := signalContext()
-	ctx = logging.WithLogger(ctx, log)
 
 	code, err := start(ctx, cfg, log, memLimit)
 	if err != nil {
