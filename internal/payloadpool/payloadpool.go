@@ -11,7 +11,10 @@
 //
 // Sizes are classes of one eighth of a power of two (a 1 MiB payload with
 // its envelope takes a 1.125 MiB buffer, not a 2 MiB one), from MinSize up
-// to 64 MiB; other sizes are allocated and left to the collector.
+// to 64 MiB. Below MinSize the classes are powers of two, pooled without
+// the bookkeeping of the large ones: a container's small messages pass
+// through such a buffer on their way to the decoder, one per message.
+// Larger sizes are allocated and left to the collector.
 package payloadpool
 
 import (
@@ -28,9 +31,13 @@ const (
 	minShift  = 14
 	maxShift  = 26
 
-	// MinSize is the smallest payload worth pooling: below it the
-	// allocation costs less than the pool's bookkeeping.
+	// MinSize is the smallest payload whose buffer Held counts and the
+	// collector's pacing leaves out of the heap's headroom: below it
+	// buffers are small next to the rest of the heap.
 	MinSize = 1 << minShift
+
+	// smallMinShift is the smallest small class, 64 bytes.
+	smallMinShift = 6
 )
 
 // Buffer is a pooled buffer. B holds the bytes asked for; what they are
@@ -38,6 +45,7 @@ const (
 type Buffer struct {
 	B     []byte
 	class int // index of the size class; -1 when not pooled
+	small bool
 	out   bool
 }
 
@@ -56,7 +64,30 @@ func (b *Buffer) Release() {
 		return
 	}
 	b.B = b.B[:0]
+	if b.small {
+		smallClasses[b.class].Put(b)
+		return
+	}
 	classes[b.class].Put(b)
+}
+
+// smallClasses has one pool per power of two from 1<<smallMinShift to
+// MinSize.
+var smallClasses [minShift - smallMinShift + 1]sync.Pool
+
+// getSmall returns a pooled buffer of n bytes, 0 < n <= MinSize. Unlike
+// a large one it is not counted in Held and has no cleanup: at a few
+// kilobytes both would cost more than the allocation they save.
+func getSmall(n int) *Buffer {
+	k := max(bits.Len(uint(n-1)), smallMinShift) // 2^(k-1) < n <= 2^k
+	c := k - smallMinShift
+	if v := smallClasses[c].Get(); v != nil {
+		b := v.(*Buffer)
+		b.B = b.B[:n]
+		b.out = true
+		return b
+	}
+	return &Buffer{B: make([]byte, n, 1<<k), class: c, small: true, out: true}
 }
 
 // classes has one pool per size class.
@@ -76,6 +107,9 @@ func class(n int) (int, int) {
 
 // Get returns a buffer of n bytes whose contents are undefined.
 func Get(n int) *Buffer {
+	if n > 0 && n <= MinSize {
+		return getSmall(n)
+	}
 	c, size := class(n)
 	if c < 0 {
 		return &Buffer{B: make([]byte, n), class: -1, out: true}

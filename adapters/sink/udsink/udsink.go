@@ -147,10 +147,11 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 		return nil, err
 	}
 	reqs := make([]*sinkpb.SinkRequest, len(msgs))
+	blocks := make([]requestBlock, len(msgs))
 	var send []int
 	limit := s.conn.MaxMessageSize()
 	for i, m := range msgs {
-		reqs[i] = request(m)
+		reqs[i] = blocks[i].fill(m)
 		// A message the container cannot take would break the stream on
 		// every retry: fail it alone, for good.
 		if n := proto.Size(reqs[i]); n+64 > limit {
@@ -202,12 +203,25 @@ func uniqueRounds(msgs []*runner.Message, idx []int) [][]int {
 	return rounds
 }
 
-func request(m *runner.Message) *sinkpb.SinkRequest {
-	r := &sinkpb.SinkRequest_Request{Keys: m.Keys, Value: m.Value, Id: m.ID, Headers: m.Headers, Metadata: udconn.MetadataToProto(m.Metadata)}
+// requestBlock holds the three messages of one request, so that a batch
+// allocates them once for all its messages rather than three times for
+// each (at 1 KiB the allocations and their collection were a tenth of the
+// runner's CPU).
+type requestBlock struct {
+	req sinkpb.SinkRequest
+	r   sinkpb.SinkRequest_Request
+	ts  timestamppb.Timestamp
+}
+
+// fill makes the block m's request and returns it.
+func (b *requestBlock) fill(m *runner.Message) *sinkpb.SinkRequest {
+	b.r.Keys, b.r.Value, b.r.Id, b.r.Headers, b.r.Metadata = m.Keys, m.Value, m.ID, m.Headers, udconn.MetadataToProto(m.Metadata)
 	if !m.EventTime.IsZero() {
-		r.EventTime = timestamppb.New(m.EventTime)
+		b.ts.Seconds, b.ts.Nanos = m.EventTime.Unix(), int32(m.EventTime.Nanosecond())
+		b.r.EventTime = &b.ts
 	}
-	return &sinkpb.SinkRequest{Request: r}
+	b.req.Request = &b.r
+	return &b.req
 }
 
 // acquire waits for a free slot on the container, for ctx, or for Close.
