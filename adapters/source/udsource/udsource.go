@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
@@ -212,14 +213,22 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 	}
 }
 
+// read is a message read and its offset, allocated together: this runs
+// once per datum.
+type read struct {
+	m   runner.Message
+	off Offset
+}
+
 func message(r *sourcepb.ReadResponse_Result) *runner.Message {
-	off := &Offset{Value: r.GetOffset().GetOffset(), Partition: r.GetOffset().GetPartitionId()}
-	m := &runner.Message{
-		ID:      OffsetID(off),
+	rd := &read{off: Offset{Value: r.GetOffset().GetOffset(), Partition: r.GetOffset().GetPartitionId()}}
+	m := &rd.m
+	*m = runner.Message{
+		ID:      OffsetID(&rd.off),
 		Keys:    r.GetKeys(),
 		Value:   r.GetPayload(),
 		Headers: r.GetHeaders(),
-		Offset:  off,
+		Offset:  &rd.off,
 	}
 	if et := r.GetEventTime(); et != nil {
 		m.EventTime = et.AsTime()
@@ -235,7 +244,7 @@ func OffsetID(o *Offset) string {
 	b = base64.StdEncoding.AppendEncode(b, o.Value)
 	b = append(b, '-')
 	b = strconv.AppendInt(b, int64(o.Partition), 10)
-	return string(b)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
 }
 
 func (s *Source) readBroken(rs *readStream, what string, err error) error {
@@ -316,12 +325,14 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 
 func offsets(msgs []*runner.Message) ([]*sourcepb.Offset, error) {
 	out := make([]*sourcepb.Offset, len(msgs))
+	all := make([]sourcepb.Offset, len(msgs)) // one allocation for the batch
 	for i, m := range msgs {
 		o, ok := m.Offset.(*Offset)
 		if !ok {
 			return nil, fmt.Errorf("udsource: message %s has offset %T, not one this source produced", m.ID, m.Offset)
 		}
-		out[i] = &sourcepb.Offset{Offset: o.Value, PartitionId: o.Partition}
+		all[i].Offset, all[i].PartitionId = o.Value, o.Partition
+		out[i] = &all[i]
 	}
 	return out, nil
 }
