@@ -13,6 +13,7 @@ package udsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -379,11 +380,11 @@ func (s *Sink) put(st *stream) {
 func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequest, idx []int) (res []runner.WriteResult, serve []string, broken, err error) {
 	for _, i := range idx {
 		if err := st.Send(reqs[i]); err != nil {
-			return nil, nil, streamErr("send", err), nil
+			return nil, nil, streamErr("send", endStatus(st, err)), nil
 		}
 	}
 	if err := st.Send(&sinkpb.SinkRequest{Status: &sinkpb.TransmissionStatus{Eot: true}}); err != nil {
-		return nil, nil, streamErr("send EOT", err), nil
+		return nil, nil, streamErr("send EOT", endStatus(st, err)), nil
 	}
 	pos := make(map[string]int, len(idx))
 	for k, i := range idx {
@@ -433,6 +434,28 @@ func (s *Sink) batch(st *stream, msgs []*runner.Message, reqs []*sinkpb.SinkRequ
 		return nil, nil, nil, fmt.Errorf("protocol error: the container answered with %s", strings.Join(firstN(problems, 3), "; "))
 	}
 	return res, serve, nil, nil
+}
+
+// endStatus is why a send failed: for a stream the container ended, the
+// status it ended it with (a handler panic's UDF_EXECUTION_ERROR with its
+// stack), which gRPC gives to Recv rather than to Send. This goroutine is
+// the stream's only receiver, and the stream is over, so the receives end
+// once the answers still queued are read; a second bounds the wait all
+// the same.
+func endStatus(st *stream, err error) error {
+	if !errors.Is(err, udconn.ErrContainerClosedStream) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for {
+		if _, rerr := st.RecvWithin(ctx); rerr != nil {
+			if errors.Is(rerr, udconn.ErrContainerClosedStream) || errors.Is(rerr, context.DeadlineExceeded) {
+				return err
+			}
+			return rerr
+		}
+	}
 }
 
 func firstN(s []string, n int) []string {

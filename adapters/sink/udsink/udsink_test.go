@@ -847,3 +847,22 @@ func TestHandlerPanicIsReportedWithItsStack(t *testing.T) {
 		t.Fatalf("reported %+v; want the fb-udsink container's Internal error with the panic message and its stack", e)
 	}
 }
+
+// TestHandlerPanicWhileTheBatchIsStillBeingSent: the handler panics on the
+// first message while megabytes of the batch are still to be sent, so the
+// sends find the stream ended. The error is still the container's panic,
+// read from the stream's status, not just "closed".
+func TestHandlerPanicWhileTheBatchIsStillBeingSent(t *testing.T) {
+	dir := udftest.Dir(t)
+	serveSink(t, udconn.SinkEndpoint(dir, false), panicky{})
+	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
+	defer closeSink(t, s)
+	values := []string{"panic"}
+	for range 64 {
+		values = append(values, strings.Repeat("x", 256<<10))
+	}
+	_, err := s.Write(context.Background(), msgs(values...))
+	if err == nil || !strings.Contains(err.Error(), "UDF_EXECUTION_ERROR") || !strings.Contains(err.Error(), "panicky sink: cannot write") {
+		t.Fatalf("write whose handler panicked mid-batch: %v; want the container's panic", err)
+	}
+}
