@@ -26,5 +26,6 @@ var (
 		udcodec.Payload{Message: descriptor(&mappb.MapResponse{}), Outer: 1, Inner: 2},                   // results[].value
 	).
 		WithDecoder(descriptor(&sourcepb.ReadResponse{}), decodeReadResponse).
-		WithDecoder(descriptor(&sinkpb.SinkResponse{}), decodeSinkResponse)
+		WithDecoder(descriptor(&sinkpb.SinkResponse{}), decodeSinkResponse).
+		WithDecoder(descriptor(&transformpb.SourceTransformResponse{}), decodeTransformResponse)
 )

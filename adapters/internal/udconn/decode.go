@@ -3,8 +3,10 @@ package udconn
 import (
 	"unicode/utf8"
 
+	commonpb "github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
+	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -14,10 +16,10 @@ import (
 // (a source's read result, a sink's results), written out by hand for the
 // codec (udcodec.WithDecoder). Through protobuf's reflection a 1 KiB read
 // result took a sixth of the runner's CPU in the hack/bench profile, with
-// four allocations for its nested messages; here it takes one for the
+// six allocations for its nested messages; here it takes one for the
 // messages and one for the bytes it keeps. Only the fields the SDKs send
-// for every datum are handled: anything else (headers, metadata, a status,
-// a handshake, an unknown field, a field given twice) is left to
+// for every datum are handled: anything else (metadata that is not empty,
+// an error, a handshake, an unknown field, a field given twice) is left to
 // proto.Unmarshal, so what is decoded is always what protobuf decodes
 // (FuzzDecodersMatchProtobuf).
 
@@ -53,45 +55,70 @@ func next(b []byte) (f field, rest []byte, ok bool) {
 	return f, b[n:], true
 }
 
-// readResult is a read result with the messages it points to, allocated
-// together.
-type readResult struct {
-	res sourcepb.ReadResponse_Result
-	off sourcepb.Offset
-	ts  timestamppb.Timestamp
+// readResponse is a read response with the messages it points to,
+// allocated together.
+type readResponse struct {
+	res    sourcepb.ReadResponse_Result
+	off    sourcepb.Offset
+	ts     timestamppb.Timestamp
+	md     commonpb.Metadata
+	status sourcepb.ReadResponse_Status
 }
 
-// decodeReadResponse decodes a ReadResponse holding a result whose fields
-// are payload, offset, event time and keys (a udcodec.DecodeFunc).
+// decodeReadResponse decodes a ReadResponse holding a result and a status
+// as numaflow-go's source server sends them for each datum: payload,
+// offset, event time, keys, headers and an empty metadata; end of
+// transmission and code (a udcodec.DecodeFunc).
 func decodeReadResponse(b []byte, m proto.Message) bool {
 	x, ok := m.(*sourcepb.ReadResponse)
 	if !ok {
 		return false
 	}
 	x.Reset()
-	if len(b) == 0 {
-		return true
-	}
-	f, rest, ok := next(b)
-	if !ok || f.num != 1 || f.typ != protowire.BytesType || len(rest) != 0 {
-		return false
-	}
-	r := new(readResult)
-	var payload, offset []byte
-	var keys [][]byte
-	var seen [4]bool
-	for b = f.b; len(b) > 0; {
-		if f, b, ok = next(b); !ok || f.num < 1 || f.num > 4 || f.typ != protowire.BytesType || (f.num != 4 && seen[f.num-1]) {
+	r := new(readResponse)
+	for len(b) > 0 {
+		var f field
+		if f, b, ok = next(b); !ok || f.typ != protowire.BytesType {
 			return false
 		}
-		seen[f.num-1] = true
-		switch f.num {
-		case 1:
-			payload = f.b
-		case 2:
-			if offset, ok = decodeOffset(f.b, &r.off); !ok {
+		switch {
+		case f.num == 1 && x.Result == nil:
+			if !decodeReadResult(f.b, r) {
 				return false
 			}
+			x.Result = &r.res
+		case f.num == 2 && x.Status == nil:
+			if !decodeReadStatus(f.b, &r.status) {
+				return false
+			}
+			x.Status = &r.status
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// decodeReadResult decodes a read result into r.res.
+func decodeReadResult(b []byte, r *readResponse) bool {
+	k := keep{vals: make([]byte, 0, len(b))}
+	var headers []string // key, value, key, value...
+	var seen [6]bool
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num < 1 || f.num > 6 || f.typ != protowire.BytesType || (f.num != 4 && f.num != 5 && seen[f.num-1]) {
+			return false
+		}
+		b, seen[f.num-1] = rest, true
+		switch f.num {
+		case 1:
+			r.res.Payload = k.val(f.b)
+		case 2:
+			offset, ok := decodeOffset(f.b, &r.off)
+			if !ok {
+				return false
+			}
+			r.off.Offset = k.val(offset)
 			r.res.Offset = &r.off
 		case 3:
 			if !decodeTimestamp(f.b, &r.ts) {
@@ -102,23 +129,66 @@ func decodeReadResponse(b []byte, m proto.Message) bool {
 			if !utf8.Valid(f.b) {
 				return false
 			}
-			keys = append(keys, f.b)
+			k.elem(&r.res.Keys, f.b)
+		case 5:
+			key, v, ok := decodeStringEntry(f.b)
+			if !ok {
+				return false
+			}
+			k.elem(&headers, key)
+			k.elem(&headers, v)
+		case 6:
+			if len(f.b) != 0 { // what the SDKs send for no metadata
+				return false
+			}
+			r.res.Metadata = &r.md
 		}
 	}
-	// The payload and the offset share one copy, as the keys do.
-	if n := len(payload) + len(offset); n > 0 {
-		kept := make([]byte, n)
-		copy(kept, payload)
-		copy(kept[len(payload):], offset)
-		if len(payload) > 0 {
-			r.res.Payload = kept[:len(payload):len(payload)]
-		}
-		if len(offset) > 0 {
-			r.off.Offset = kept[len(payload):]
+	cut(k.text, k.strs)
+	if len(headers) > 0 {
+		r.res.Headers = make(map[string]string, len(headers)/2)
+		for i := 0; i < len(headers); i += 2 {
+			r.res.Headers[headers[i]] = headers[i+1]
 		}
 	}
-	r.res.Keys = copyStrings(keys)
-	x.Result = &r.res
+	return true
+}
+
+// decodeStringEntry decodes an entry of a map<string, string>: its key
+// and value, either absent meaning empty.
+func decodeStringEntry(b []byte) (k, v []byte, ok bool) {
+	var seen [2]bool
+	for len(b) > 0 {
+		var f field
+		if f, b, ok = next(b); !ok || f.num < 1 || f.num > 2 || f.typ != protowire.BytesType || seen[f.num-1] || !utf8.Valid(f.b) {
+			return nil, nil, false
+		}
+		seen[f.num-1] = true
+		if f.num == 1 {
+			k = f.b
+		} else {
+			v = f.b
+		}
+	}
+	return k, v, true
+}
+
+// decodeReadStatus decodes a read response's status, but for an error
+// (a failed read is rare: protobuf decodes that one).
+func decodeReadStatus(b []byte, st *sourcepb.ReadResponse_Status) bool {
+	var seen [2]bool
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num < 1 || f.num > 2 || f.typ != protowire.VarintType || seen[f.num-1] {
+			return false
+		}
+		b, seen[f.num-1] = rest, true
+		if f.num == 1 {
+			st.Eot = f.v != 0
+		} else {
+			st.Code = sourcepb.ReadResponse_Status_Code(int32(f.v))
+		}
+	}
 	return true
 }
 
@@ -162,30 +232,6 @@ func decodeTimestamp(b []byte, ts *timestamppb.Timestamp) bool {
 	return true
 }
 
-// copyStrings copies parts into one string and returns its pieces; nil
-// for none.
-func copyStrings(parts [][]byte) []string {
-	if len(parts) == 0 {
-		return nil
-	}
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	all := make([]byte, 0, n)
-	for _, p := range parts {
-		all = append(all, p...)
-	}
-	s := string(all)
-	out := make([]string, len(parts))
-	at := 0
-	for i, p := range parts {
-		out[i] = s[at : at+len(p)]
-		at += len(p)
-	}
-	return out
-}
-
 // decodeSinkResponse decodes a SinkResponse that holds only results with
 // an id, a status and an error message (a udcodec.DecodeFunc).
 func decodeSinkResponse(b []byte, m proto.Message) bool {
@@ -209,14 +255,7 @@ func decodeSinkResponse(b []byte, m proto.Message) bool {
 	}
 	results := make([]sinkpb.SinkResponse_Result, count)
 	x.Results = make([]*sinkpb.SinkResponse_Result, count)
-	text := make([]byte, 0, size)
-	// Where each string's bytes are in text, to cut them out of one string
-	// once all are copied.
-	type span struct {
-		dst    *string
-		at, to int
-	}
-	spans := make([]span, 0, 2*count)
+	k := keep{text: make([]byte, 0, size), strs: make([]span, 0, 2*count)}
 	for i := range results {
 		var f field
 		f, b, _ = next(b)
@@ -232,21 +271,171 @@ func decodeSinkResponse(b []byte, m proto.Message) bool {
 			case g.num == 2 && g.typ == protowire.VarintType:
 				r.Status = sinkpb.Status(int32(g.v))
 			case g.num != 2 && g.typ == protowire.BytesType && utf8.Valid(g.b):
-				dst := &r.Id
-				if g.num == 3 {
-					dst = &r.ErrMsg
+				if g.num == 1 {
+					k.str(&r.Id, g.b)
+				} else {
+					k.str(&r.ErrMsg, g.b)
 				}
-				spans = append(spans, span{dst, len(text), len(text) + len(g.b)})
-				text = append(text, g.b...)
 			default:
 				return false
 			}
 		}
 		x.Results[i] = r
 	}
-	all := string(text)
-	for _, sp := range spans {
-		*sp.dst = all[sp.at:sp.to]
+	cut(k.text, k.strs)
+	return true
+}
+
+// span is where a string's bytes are in a decoder's kept bytes, and the
+// string or the element of a list of strings to set to them.
+type span struct {
+	str    *string
+	list   *[]string
+	idx    int
+	at, to int
+}
+
+// cut copies kept into one string and sets each span's string to its
+// piece of it: one allocation for all the strings of a message.
+func cut(kept []byte, strs []span) {
+	if len(strs) == 0 {
+		return
+	}
+	all := string(kept)
+	for _, sp := range strs {
+		if sp.list != nil {
+			(*sp.list)[sp.idx] = all[sp.at:sp.to]
+		} else {
+			*sp.str = all[sp.at:sp.to]
+		}
+	}
+}
+
+// transformResult is a transformer's result with the messages it points
+// to, allocated together.
+type transformResult struct {
+	res stpb.SourceTransformResponse_Result
+	ts  timestamppb.Timestamp
+	md  commonpb.Metadata
+}
+
+// decodeTransformResponse decodes a SourceTransformResponse as
+// numaflow-go's transformer server sends it for each datum: its id and
+// results of keys, value, event time, tags and an empty metadata (a
+// udcodec.DecodeFunc).
+func decodeTransformResponse(b []byte, m proto.Message) bool {
+	x, ok := m.(*stpb.SourceTransformResponse)
+	if !ok {
+		return false
+	}
+	x.Reset()
+	// Two passes: the first checks the fields and counts the results and
+	// the bytes to keep, so that each kind takes one allocation.
+	count, size := 0, 0
+	var id []byte
+	for rest := b; len(rest) > 0; {
+		var f field
+		if f, rest, ok = next(rest); !ok || f.typ != protowire.BytesType {
+			return false
+		}
+		switch {
+		case f.num == 1:
+			count++
+			size += len(f.b)
+		case f.num == 2 && id == nil && utf8.Valid(f.b):
+			id = f.b[:len(f.b):len(f.b)]
+		default:
+			return false
+		}
+	}
+	k := keep{vals: make([]byte, 0, size)}
+	if id != nil {
+		k.str(&x.Id, id)
+	}
+	if count > 0 {
+		results := make([]transformResult, count)
+		x.Results = make([]*stpb.SourceTransformResponse_Result, count)
+		i := 0
+		for rest := b; len(rest) > 0; {
+			var f field
+			if f, rest, _ = next(rest); f.num != 1 {
+				continue
+			}
+			r := &results[i]
+			if !decodeTransformResult(f.b, r, &k) {
+				return false
+			}
+			x.Results[i] = &r.res
+			i++
+		}
+	}
+	cut(k.text, k.strs)
+	return true
+}
+
+// keep gathers the bytes a decoder keeps: values in vals, copied at once;
+// strings in text, to be cut out of one string at the end.
+type keep struct {
+	vals, text []byte
+	strs       []span
+}
+
+// str has *dst set to a copy of b by cut.
+func (k *keep) str(dst *string, b []byte) {
+	k.strs = append(k.strs, span{str: dst, at: len(k.text), to: len(k.text) + len(b)})
+	k.text = append(k.text, b...)
+}
+
+// elem appends an element to *list that cut sets to a copy of b.
+func (k *keep) elem(list *[]string, b []byte) {
+	*list = append(*list, "") // set by cut: the list may grow yet
+	k.strs = append(k.strs, span{list: list, idx: len(*list) - 1, at: len(k.text), to: len(k.text) + len(b)})
+	k.text = append(k.text, b...)
+}
+
+// val returns a copy of b, nil for none, as protobuf decodes a bytes
+// field without presence.
+func (k *keep) val(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	at := len(k.vals)
+	k.vals = append(k.vals, b...)
+	return k.vals[at:len(k.vals):len(k.vals)]
+}
+
+// decodeTransformResult decodes one result into r, keeping its bytes in k.
+func decodeTransformResult(b []byte, r *transformResult, k *keep) bool {
+	var seen [5]bool
+	for len(b) > 0 {
+		f, rest, ok := next(b)
+		if !ok || f.num < 1 || f.num > 5 || f.typ != protowire.BytesType || (f.num != 1 && f.num != 4 && seen[f.num-1]) {
+			return false
+		}
+		b, seen[f.num-1] = rest, true
+		switch f.num {
+		case 1, 4:
+			if !utf8.Valid(f.b) {
+				return false
+			}
+			if f.num == 1 {
+				k.elem(&r.res.Keys, f.b)
+			} else {
+				k.elem(&r.res.Tags, f.b)
+			}
+		case 2:
+			r.res.Value = k.val(f.b)
+		case 3:
+			if !decodeTimestamp(f.b, &r.ts) {
+				return false
+			}
+			r.res.EventTime = &r.ts
+		case 5:
+			if len(f.b) != 0 { // what the SDKs send for no metadata
+				return false
+			}
+			r.res.Metadata = &r.md
+		}
 	}
 	return true
 }

@@ -208,13 +208,24 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	return nil
 }
 
+// requestBlock holds the three messages of one request, allocated
+// together: this runs once per datum.
+type requestBlock struct {
+	req stpb.SourceTransformRequest
+	r   stpb.SourceTransformRequest_Request
+	ts  timestamppb.Timestamp
+}
+
 func request(m *runner.Message, id string) *stpb.SourceTransformRequest {
-	r := &stpb.SourceTransformRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Id: id,
+	b := new(requestBlock)
+	b.r = stpb.SourceTransformRequest_Request{Keys: m.Keys, Value: m.Value, Headers: m.Headers, Id: id,
 		Metadata: udconn.MetadataToProto(m.Metadata)}
 	if !m.EventTime.IsZero() {
-		r.EventTime = timestamppb.New(m.EventTime)
+		b.ts.Seconds, b.ts.Nanos = m.EventTime.Unix(), int32(m.EventTime.Nanosecond())
+		b.r.EventTime = &b.ts
 	}
-	return &stpb.SourceTransformRequest{Request: r}
+	b.req.Request = &b.r
+	return &b.req
 }
 
 // result turns one response into the engine's result, by numaflow-core's
