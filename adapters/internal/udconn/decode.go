@@ -118,7 +118,11 @@ func decodeReadResult(b []byte, r *readResponse) bool {
 			if !ok {
 				return false
 			}
-			r.off.Offset = k.val(offset)
+			// Not in k.vals with the payload: the engine lets go of a
+			// payload once it is written, the offset only after the ack.
+			if len(offset) > 0 {
+				r.off.Offset = append([]byte(nil), offset...)
+			}
 			r.res.Offset = &r.off
 		case 3:
 			if !decodeTimestamp(f.b, &r.ts) {

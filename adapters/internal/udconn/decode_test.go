@@ -156,32 +156,42 @@ func TestDecodersLeaveOddInputToProtobuf(t *testing.T) {
 	}
 	result := bytesField(nil, 1, []byte("p"))
 	cases := map[string][]byte{
-		"read/payload twice":          bytesField(nil, 1, bytesField(result, 1, []byte("q"))),
-		"read/result twice":           bytesField(bytesField(nil, 1, result), 1, result),
-		"read/partition as bytes":     bytesField(nil, 1, bytesField(nil, 2, bytesField(nil, 2, []byte("x")))),
-		"read/seconds as fixed64":     bytesField(nil, 1, bytesField(nil, 3, protowire.AppendFixed64(tag(nil, 1, protowire.Fixed64Type), 9))),
-		"read/an unknown field":       bytesField(nil, 1, bytesField(result, 9, []byte("u"))),
-		"read/a key not UTF-8":        bytesField(nil, 1, bytesField(nil, 4, []byte{0xff})),
-		"read/a header not UTF-8":     bytesField(nil, 1, bytesField(nil, 5, bytesField(nil, 2, []byte{0xff}))),
-		"read/a header key twice":     bytesField(nil, 1, bytesField(nil, 5, bytesField(bytesField(nil, 1, []byte("a")), 1, []byte("b")))),
-		"read/metadata not empty":     bytesField(nil, 1, bytesField(nil, 6, bytesField(nil, 1, []byte("v")))),
-		"read/eot as bytes":           bytesField(nil, 2, bytesField(nil, 1, []byte("x"))),
-		"both/a truncated result":     bytesField(nil, 1, result)[:4],
-		"read/an overlong varint":     bytesField(nil, 1, append(tag(nil, 3, protowire.BytesType), 11, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)),
-		"both/a group":                append(tag(nil, 1, protowire.StartGroupType), tag(nil, 1, protowire.EndGroupType)...),
-		"sink/an id not UTF-8":        bytesField(nil, 1, bytesField(nil, 1, []byte{0xc0})),
-		"sink/an id twice":            bytesField(nil, 1, bytesField(bytesField(nil, 1, []byte("a")), 1, []byte("b"))),
-		"sink/a status as bytes":      bytesField(nil, 1, bytesField(nil, 2, []byte("a"))),
-		"both/a result not a message": append(tag(nil, 1, protowire.VarintType), 1),
+		"read/payload twice":             bytesField(nil, 1, bytesField(result, 1, []byte("q"))),
+		"read/result twice":              bytesField(bytesField(nil, 1, result), 1, result),
+		"read/partition as bytes":        bytesField(nil, 1, bytesField(nil, 2, bytesField(nil, 2, []byte("x")))),
+		"read/seconds as fixed64":        bytesField(nil, 1, bytesField(nil, 3, protowire.AppendFixed64(tag(nil, 1, protowire.Fixed64Type), 9))),
+		"read/an unknown field":          bytesField(nil, 1, bytesField(result, 9, []byte("u"))),
+		"read/a key not UTF-8":           bytesField(nil, 1, bytesField(nil, 4, []byte{0xff})),
+		"read/a header not UTF-8":        bytesField(nil, 1, bytesField(nil, 5, bytesField(nil, 2, []byte{0xff}))),
+		"read/a header key twice":        bytesField(nil, 1, bytesField(nil, 5, bytesField(bytesField(nil, 1, []byte("a")), 1, []byte("b")))),
+		"read/metadata not empty":        bytesField(nil, 1, bytesField(nil, 6, bytesField(nil, 1, []byte("v")))),
+		"read/eot as bytes":              bytesField(nil, 2, bytesField(nil, 1, []byte("x"))),
+		"both/a truncated result":        bytesField(nil, 1, result)[:4],
+		"read/an overlong varint":        bytesField(nil, 1, append(tag(nil, 3, protowire.BytesType), 11, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)),
+		"both/a group":                   append(tag(nil, 1, protowire.StartGroupType), tag(nil, 1, protowire.EndGroupType)...),
+		"sink/an id not UTF-8":           bytesField(nil, 1, bytesField(nil, 1, []byte{0xc0})),
+		"sink/an id twice":               bytesField(nil, 1, bytesField(bytesField(nil, 1, []byte("a")), 1, []byte("b"))),
+		"sink/a status as bytes":         bytesField(nil, 1, bytesField(nil, 2, []byte("a"))),
+		"transform/a tag not UTF-8":      bytesField(nil, 1, bytesField(nil, 4, []byte{0xfe})),
+		"transform/a value twice":        bytesField(nil, 1, bytesField(bytesField(nil, 2, []byte("a")), 2, []byte("b"))),
+		"transform/an id twice":          bytesField(bytesField(nil, 2, []byte("a")), 2, []byte("b")),
+		"transform/an id not UTF-8":      bytesField(nil, 2, []byte{0xc3}),
+		"transform/nack options":         bytesField(nil, 1, bytesField(nil, 6, nil)),
+		"transform/metadata not empty":   bytesField(nil, 1, bytesField(nil, 5, bytesField(nil, 1, []byte("v")))),
+		"transform/event time as varint": bytesField(nil, 1, append(tag(nil, 3, protowire.VarintType), 1)),
+		"both/a result not a message":    append(tag(nil, 1, protowire.VarintType), 1),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
 			kind, _, _ := strings.Cut(name, "/")
-			if kind != "sink" && decodeReadResponse(b, new(sourcepb.ReadResponse)) {
+			if (kind == "read" || kind == "both") && decodeReadResponse(b, new(sourcepb.ReadResponse)) {
 				t.Error("the read response decoder took it")
 			}
-			if kind != "read" && decodeSinkResponse(b, new(sinkpb.SinkResponse)) {
+			if (kind == "sink" || kind == "both") && decodeSinkResponse(b, new(sinkpb.SinkResponse)) {
 				t.Error("the sink response decoder took it")
+			}
+			if (kind == "transform" || kind == "both") && decodeTransformResponse(b, new(stpb.SourceTransformResponse)) {
+				t.Error("the transform response decoder took it")
 			}
 			checkDecode(t, b, new(sourcepb.ReadResponse))
 			checkDecode(t, b, new(sinkpb.SinkResponse))
@@ -218,7 +228,13 @@ func checkDecode(t *testing.T, b []byte, got proto.Message) {
 	want := got.ProtoReflect().New().Interface()
 	wantErr := proto.Unmarshal(b, want)
 	buf := payloadOf(b)
+	raw := buf.B[:cap(buf.B)]
 	gotErr := codec.UnmarshalOwned(buf, got)
+	// The buffer goes back to the pool: whatever the decoded message
+	// kept of it must be a copy.
+	for i := range raw {
+		raw[i] = 0xa5
+	}
 	switch {
 	case (gotErr == nil) != (wantErr == nil):
 		t.Fatalf("%x: codec error %v, protobuf error %v", b, gotErr, wantErr)

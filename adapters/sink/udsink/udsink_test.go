@@ -857,12 +857,17 @@ func TestHandlerPanicWhileTheBatchIsStillBeingSent(t *testing.T) {
 	serveSink(t, udconn.SinkEndpoint(dir, false), panicky{})
 	s := newSink(t, udftest.Settings(dir), runner.RoleSink)
 	defer closeSink(t, s)
+	// 64 MiB: more than grpc-go's flow-control windows can ever take in
+	// (16 MiB at most for the stream, as for the connection), so sends are
+	// still under way when the server ends the stream.
 	values := []string{"panic"}
+	mib := strings.Repeat("x", 1<<20)
 	for range 64 {
-		values = append(values, strings.Repeat("x", 256<<10))
+		values = append(values, mib)
 	}
 	_, err := s.Write(context.Background(), msgs(values...))
-	if err == nil || !strings.Contains(err.Error(), "UDF_EXECUTION_ERROR") || !strings.Contains(err.Error(), "panicky sink: cannot write") {
+	if err == nil || !strings.Contains(err.Error(), "(send") || !strings.Contains(err.Error(), "UDF_EXECUTION_ERROR") ||
+		!strings.Contains(err.Error(), "panicky sink: cannot write") {
 		t.Fatalf("write whose handler panicked mid-batch: %v; want the container's panic", err)
 	}
 }
