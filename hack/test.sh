@@ -54,7 +54,6 @@ fuzz_targets=(
   ./adapters/internal/cewire:FuzzAnswerMatchesNetHTTP:100000x
   ./adapters/internal/cewire:FuzzBinaryEventMatchesTheSDK:130000x
   ./adapters/internal/udconn:FuzzServerInfo:35000x
-  ./adapters/internal/udconn:FuzzDecodersMatchProtobuf:60000x
   ./adapters/source/http:FuzzRequest:100000x
 )
 for ft in "${fuzz_targets[@]}"; do

@@ -37,43 +37,8 @@ type rule struct {
 // without extra copies (see Marshal and Unmarshal). Its name is "proto", so
 // servers see the usual application/grpc content type.
 type Codec struct {
-	pool     *Pool
-	rules    map[protoreflect.FullName]rule
-	decoders map[protoreflect.FullName]DecodeFunc
-}
-
-// DecodeFunc decodes the wire bytes b into m, a message of the type it was
-// registered for, without protobuf's reflection, copying whatever it keeps
-// of b. It returns false for input it leaves to proto.Unmarshal: a field
-// it does not handle, a field given twice, a wire type that does not
-// match, bytes that do not parse. m may then be partly set; the codec
-// resets it before proto.Unmarshal. What it decodes must equal what
-// proto.Unmarshal would (proto.Equal), which a fuzz test checks.
-type DecodeFunc func(b []byte, m proto.Message) bool
-
-// WithDecoder has the codec decode messages of md's type that are smaller
-// than SpliceThreshold with fn: a container's small messages, one per
-// datum, where protobuf's reflection and its allocation per nested message
-// cost more than the rest of receiving them. Call it before the codec is
-// used; it returns c.
-func (c *Codec) WithDecoder(md protoreflect.MessageDescriptor, fn DecodeFunc) *Codec {
-	if c.decoders == nil {
-		c.decoders = map[protoreflect.FullName]DecodeFunc{}
-	}
-	c.decoders[md.FullName()] = fn
-	return c
-}
-
-// unmarshalSmall decodes b into m, named name, with the decoder registered
-// for it when there is one and it takes b.
-func (c *Codec) unmarshalSmall(b []byte, m proto.Message, name protoreflect.FullName) error {
-	if fn, ok := c.decoders[name]; ok {
-		if fn(b, m) {
-			return nil
-		}
-		proto.Reset(m)
-	}
-	return proto.Unmarshal(b, m)
+	pool  *Pool
+	rules map[protoreflect.FullName]rule
 }
 
 var _ encoding.CodecV2 = (*Codec)(nil)
@@ -260,8 +225,7 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if err != nil {
 		return err
 	}
-	name := m.ProtoReflect().Descriptor().FullName()
-	if r, ok := c.rules[name]; ok && data.Len() >= SpliceThreshold {
+	if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok && data.Len() >= SpliceThreshold {
 		if rv != nil {
 			buf := payloadpool.Get(data.Len())
 			data.CopyTo(buf.B)
@@ -275,9 +239,6 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
-	if data.Len() < SpliceThreshold {
-		return c.unmarshalSmall(buf.ReadOnlyData(), m, name)
-	}
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
 }
 
@@ -297,8 +258,7 @@ func (c *Codec) UnmarshalOwned(buf *payloadpool.Buffer, v any) error {
 		buf.Release()
 		return err
 	}
-	name := m.ProtoReflect().Descriptor().FullName()
-	if r, ok := c.rules[name]; ok && len(buf.B) >= SpliceThreshold {
+	if r, ok := c.rules[m.ProtoReflect().Descriptor().FullName()]; ok && len(buf.B) >= SpliceThreshold {
 		if rv != nil {
 			if done, err := unmarshalInto(buf, rv, m, r); done {
 				return err
@@ -311,9 +271,6 @@ func (c *Codec) UnmarshalOwned(buf *payloadpool.Buffer, v any) error {
 		}
 	}
 	defer buf.Release()
-	if len(buf.B) < SpliceThreshold {
-		return c.unmarshalSmall(buf.B, m, name)
-	}
 	return proto.Unmarshal(buf.B, m)
 }
 

@@ -24,8 +24,5 @@ var (
 		udcodec.Payload{Message: descriptor(&transformpb.SourceTransformResponse{}), Outer: 1, Inner: 2}, // results[].value
 		udcodec.Payload{Message: descriptor(&mappb.MapRequest{}), Outer: 1, Inner: 2},                    // request.value
 		udcodec.Payload{Message: descriptor(&mappb.MapResponse{}), Outer: 1, Inner: 2},                   // results[].value
-	).
-		WithDecoder(descriptor(&sourcepb.ReadResponse{}), decodeReadResponse).
-		WithDecoder(descriptor(&sinkpb.SinkResponse{}), decodeSinkResponse).
-		WithDecoder(descriptor(&transformpb.SourceTransformResponse{}), decodeTransformResponse)
+	)
 )
