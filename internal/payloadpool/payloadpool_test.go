@@ -118,7 +118,7 @@ func TestSmallBuffersArePooledByPowerOfTwo(t *testing.T) {
 			b.B[0] = byte(try)
 			p := &b.B[0]
 			b.Release()
-			b.Release() // a second release does nothing
+			b.Release()                      // a second release does nothing
 			d, e := Get(c.size), Get(c.size) // the same class
 			if &d.B[0] == &e.B[0] {
 				t.Fatal("one buffer handed out twice")
