@@ -76,8 +76,9 @@ func (b *Buffer) Release() {
 var smallClasses [minShift - smallMinShift + 1]sync.Pool
 
 // getSmall returns a pooled buffer of n bytes, 0 < n <= MinSize. Unlike
-// a large one it is not counted in Held and has no cleanup: at a few
-// kilobytes both would cost more than the allocation they save.
+// a large one it is not counted in Held and has no cleanup: the pacer's
+// headroom is about megabyte payloads, and a cleanup per buffer would be
+// bookkeeping on every small message.
 func getSmall(n int) *Buffer {
 	k := max(bits.Len(uint(n-1)), smallMinShift) // 2^(k-1) < n <= 2^k
 	c := k - smallMinShift
