@@ -124,13 +124,9 @@ type ClientConn struct {
 	scratch []byte // frame headers of a direct write, under wmu
 	bmu     sync.Mutex
 	pend    []byte
-	// lastData is where in pend the last DATA frame a queued send
-	// appended starts (-1: none since pend was taken), so the next small
-	// message of that stream can join it: see fillData.
-	lastData int
-	enc      *hpack.Encoder
-	encBuf   bytes.Buffer
-	kick     chan struct{}
+	enc     *hpack.Encoder
+	encBuf  bytes.Buffer
+	kick    chan struct{}
 
 	mu           sync.Mutex
 	cond         *sync.Cond // send windows grew, a stream ended, or the connection failed
@@ -173,7 +169,6 @@ func New(nc net.Conn, opt Options) *ClientConn {
 		sendWin:      defaultWindow,
 		peerInitWin:  defaultWindow,
 		peerMaxFrame: defaultMaxFrame,
-		lastData:     -1,
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
 	}
@@ -263,7 +258,8 @@ func (c *ClientConn) end(err error, flush bool) {
 		c.nc.SetWriteDeadline(time.Now().Add(time.Second))
 		c.wmu.Lock()
 		c.bmu.Lock()
-		out := c.takePend(nil)
+		out := c.pend
+		c.pend = nil
 		c.bmu.Unlock()
 		c.write(out)
 		c.wmu.Unlock()
@@ -306,15 +302,6 @@ func (c *ClientConn) queue(add func(pend []byte) []byte) {
 	c.flush()
 }
 
-// takePend hands the batch to a writer and starts the next one in next
-// (c.bmu held).
-func (c *ClientConn) takePend(next []byte) []byte {
-	out := c.pend
-	c.pend = next
-	c.lastData = -1
-	return out
-}
-
 // flush wakes the writer goroutine.
 func (c *ClientConn) flush() {
 	select {
@@ -335,7 +322,8 @@ func (c *ClientConn) writeLoop() {
 		}
 		c.wmu.Lock()
 		c.bmu.Lock()
-		out := c.takePend(spare[:0])
+		out := c.pend
+		c.pend = spare[:0]
 		c.bmu.Unlock()
 		if len(out) > 0 {
 			if err := c.write(out); err != nil {
@@ -369,7 +357,8 @@ func (c *ClientConn) writeDirect(s *clientStream, at cursor, size, maxFrame int)
 	}
 	c.scratch = c.scratch[:0]
 	c.bmu.Lock()
-	pend := c.takePend(nil)
+	pend := c.pend
+	c.pend = nil
 	reset := s.reset
 	c.bmu.Unlock()
 	if len(pend) > 0 {

@@ -270,7 +270,7 @@ func (s *clientStream) sendQueued(at cursor, size int) error {
 			c.bmu.Unlock()
 			return io.EOF
 		}
-		at = c.fillData(s.id, at, n, maxFrame)
+		c.pend, at = appendData(c.pend, s.id, at, n, maxFrame)
 		c.bmu.Unlock()
 		c.flush()
 		size -= n
@@ -278,45 +278,19 @@ func (s *clientStream) sendQueued(at cursor, size int) error {
 	return nil
 }
 
-// fillData appends the size bytes at at to the batch as DATA frames of
-// stream id, of at most maxFrame bytes, and returns the position after
-// them (c.bmu held). While the batch still ends with a DATA frame of that
-// stream, the bytes first fill it up: gRPC messages are a byte stream
-// that frames may cut anywhere, and a grpc-go server pays per frame (its
-// reader, flow control and a receive-buffer hand-off each time), so a
-// sink batch of small messages costs it one frame per 16 KiB rather than
-// one per message.
-func (c *ClientConn) fillData(id uint32, at cursor, size, maxFrame int) cursor {
-	if h := c.lastData; h >= 0 && size > 0 {
-		hdr := c.pend[h : h+frameHeaderLen]
-		n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
-		// Still the batch's last frame, and this stream's.
-		if h+frameHeaderLen+n == len(c.pend) && hdr[3] == frameData && binary.BigEndian.Uint32(hdr[5:])&(1<<31-1) == id && hdr[4] == 0 {
-			k := min(size, maxFrame-n)
-			c.pend, at = appendBytes(c.pend, at, k)
-			n += k
-			c.pend[h], c.pend[h+1], c.pend[h+2] = byte(n>>16), byte(n>>8), byte(n)
-			size -= k
-		}
-	}
+// appendData appends DATA frames of at most maxFrame bytes carrying the
+// size bytes at at, and returns the position after them.
+func appendData(b []byte, id uint32, at cursor, size, maxFrame int) ([]byte, cursor) {
 	for size > 0 {
 		n := min(size, maxFrame)
 		size -= n
-		c.lastData = len(c.pend)
-		c.pend = appendFrameHeader(c.pend, n, frameData, 0, id)
-		c.pend, at = appendBytes(c.pend, at, n)
-	}
-	return at
-}
-
-// appendBytes appends the n bytes at at to b, and returns the position
-// after them.
-func appendBytes(b []byte, at cursor, n int) ([]byte, cursor) {
-	for n > 0 {
-		var p []byte
-		p, at = at.cut(n)
-		b = append(b, p...)
-		n -= len(p)
+		b = appendFrameHeader(b, n, frameData, 0, id)
+		for n > 0 {
+			var p []byte
+			p, at = at.cut(n)
+			b = append(b, p...)
+			n -= len(p)
+		}
 	}
 	return b, at
 }
