@@ -136,6 +136,8 @@ type SinkCase struct {
 // TransformerFeatures say what a transformer supports.
 type TransformerFeatures struct {
 	Lifecycle
+	// MaxPayload is the largest payload the suite transforms; 0 means 1 MiB.
+	MaxPayload int
 }
 
 // TransformerCase tells the suite how to test one transformer adapter. The

@@ -157,7 +157,11 @@ func transformConcurrent(t *testing.T, c TransformerCase) {
 }
 
 func transformLarge(t *testing.T, c TransformerCase) {
-	v := bytes.Repeat([]byte("x"), 1<<20)
+	size := c.Features.MaxPayload
+	if size == 0 {
+		size = 1 << 20
+	}
+	v := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	transformOnce(t, c, []*runner.Message{{ID: "large-0", Value: v, EventTime: time.Now()}, {ID: "large-1", Value: v, EventTime: time.Now()}})
 }
 
