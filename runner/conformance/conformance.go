@@ -154,6 +154,23 @@ type TransformerCase struct {
 	Features TransformerFeatures
 }
 
+// payload is size bytes of ASCII hex that never repeat within a payload and
+// differ between seeds: every 8-byte cell is its own index mixed with the
+// seed. A frame or chunk dropped, repeated, swapped or handed to the wrong
+// message shows, which a payload of one repeated byte or a short repeated
+// pattern would hide.
+func payload(seed, size int) []byte {
+	const hex = "0123456789abcdef"
+	v := make([]byte, size)
+	for k := 0; k < size; k += 8 {
+		x := uint32(k/8) ^ uint32(seed)*0x9e3779b9
+		for j := 0; j < 8 && k+j < size; j++ {
+			v[k+j] = hex[x>>(28-4*j)&0xf]
+		}
+	}
+	return v
+}
+
 func testContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

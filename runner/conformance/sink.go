@@ -38,7 +38,7 @@ func testMessages(prefix string, n, size int) []*runner.Message {
 	msgs := make([]*runner.Message, n)
 	base := time.UnixMilli(1_700_000_000_000)
 	for i := range msgs {
-		v := bytes.Repeat([]byte{byte('a' + i%26)}, size)
+		v := payload(i, size)
 		copy(v, fmt.Sprintf("%s-%d:", prefix, i))
 		msgs[i] = &runner.Message{
 			ID:        fmt.Sprintf("%s-%d", prefix, i),

@@ -161,8 +161,7 @@ func transformLarge(t *testing.T, c TransformerCase) {
 	if size == 0 {
 		size = 1 << 20
 	}
-	v := bytes.Repeat([]byte("0123456789abcdef"), size/16)
-	transformOnce(t, c, []*runner.Message{{ID: "large-0", Value: v, EventTime: time.Now()}, {ID: "large-1", Value: v, EventTime: time.Now()}})
+	transformOnce(t, c, []*runner.Message{{ID: "large-0", Value: payload(0, size), EventTime: time.Now()}, {ID: "large-1", Value: payload(1, size), EventTime: time.Now()}})
 }
 
 func transformCancelled(t *testing.T, c TransformerCase) {

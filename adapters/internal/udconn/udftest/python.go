@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,27 +28,28 @@ import (
 
 // Python returns a Python 3 interpreter that has grpcio and protobuf, for
 // containers written the way the Python SDK (pynumaflow) writes them
-// (PythonContainer): a
-// gRPC server of grpc C-core, whose HTTP/2 (frame sizes, flow control,
-// header encoding) is not grpc-go's. $MV_TEST_PYTHON is tried first, then
-// Debian's /usr/bin/python3 (.ci/run installs python3-grpcio and
-// python3-protobuf), then python3 on the PATH. Without one the test is
-// skipped, except under CI (CI set), where it fails.
+// (PythonContainer): a gRPC server of grpc C-core, whose HTTP/2 (frame
+// sizes, flow control, header encoding) is not grpc-go's. $MV_TEST_PYTHON,
+// when set, is the one used; otherwise Debian's /usr/bin/python3 (.ci/run
+// installs python3-grpcio and python3-protobuf), then python3 on the PATH.
+// Without one the test is skipped, except under CI (CI=true or 1), where
+// it fails.
 func Python(t testing.TB) string {
 	t.Helper()
+	candidates := []string{"/usr/bin/python3", "python3"}
+	if py := os.Getenv("MV_TEST_PYTHON"); py != "" {
+		candidates = []string{py}
+	}
 	var tried []string
-	for _, py := range []string{os.Getenv("MV_TEST_PYTHON"), "/usr/bin/python3", "python3"} {
-		if py == "" {
-			continue
-		}
+	for _, py := range candidates {
 		out, err := exec.Command(py, "-c", "import grpc, google.protobuf").CombinedOutput()
 		if err == nil {
 			return py
 		}
-		tried = append(tried, py+": "+strings.TrimSpace(lastLine(string(out))))
+		tried = append(tried, py+": "+strings.TrimSpace(lastLine(string(out)+" "+err.Error())))
 	}
 	msg := "no Python 3 with grpcio and protobuf (Debian: apt-get install python3-grpcio python3-protobuf; or set MV_TEST_PYTHON): " + strings.Join(tried, "; ")
-	if os.Getenv("CI") != "" {
+	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci || os.Getenv("MV_TEST_PYTHON") != "" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
@@ -76,30 +79,49 @@ func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd proto
 	script := filepath.Join(filepath.Dir(self), "testdata", "pycontainer.py")
 	dir := filepath.Dir(ep.Socket)
 	desc := filepath.Join(dir, kind+".desc")
-	record = filepath.Join(dir, kind+"-received.jsonl")
+	record = ep.Socket + ".received.jsonl"
 	writeDescriptors(t, desc, fd)
 	cmd := exec.Command(py, script, kind, desc, ep.Socket, ep.InfoFile, record)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// Gone with the test binary, even when a timeout kills it before
+	// the cleanup below can run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", script, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 			t.Errorf("the Python %s did not stop within 10 s of SIGTERM", kind)
 		}
 		if t.Failed() {
 			t.Logf("the Python %s printed:\n%s", kind, out.String())
 		}
 	})
-	return record
+	// Up once its server-info file is there (it writes it after it
+	// listens); one that dies on the way fails the test now, with what
+	// it printed, not each check after a connect timeout.
+	deadline := time.After(20 * time.Second)
+	for {
+		if _, err := os.Stat(ep.InfoFile); err == nil {
+			return record
+		}
+		select {
+		case <-exited:
+			t.Fatalf("the Python %s exited before it served (%v):\n%s", kind, waitErr, out.String())
+		case <-deadline:
+			t.Fatalf("the Python %s wrote no server-info file within 20 s:\n%s", kind, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // writeDescriptors writes fd and the files it imports (but Google's
@@ -148,11 +170,31 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// records keeps, per record file, what ReadRecord decoded so far, so a
+// poll reads only what was appended since (a record holds megabytes of
+// base64 after the large-payload checks).
+var records = struct {
+	sync.Mutex
+	m map[string]*recordState
+}{m: map[string]*recordState{}}
+
+type recordState struct {
+	offset int64
+	msgs   []*runner.Message
+}
+
 // ReadRecord reads the messages a Python sink recorded in path, one JSON
 // line each (id, keys, value in base64, event_time_ms, headers); a last
 // line still being written is left for the next read.
 func ReadRecord(t testing.TB, path string) []*runner.Message {
 	t.Helper()
+	records.Lock()
+	defer records.Unlock()
+	st := records.m[path]
+	if st == nil {
+		st = &recordState{}
+		records.m[path] = st
+	}
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -161,12 +203,15 @@ func ReadRecord(t testing.TB, path string) []*runner.Message {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []*runner.Message
+	if _, err := f.Seek(st.offset, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
 	r := bufio.NewReader(f)
 	for {
 		line, err := r.ReadBytes('\n')
 		if err != nil {
-			return out // EOF, with a partial line or none
+			// EOF, with a partial line or none.
+			return append([]*runner.Message(nil), st.msgs...)
 		}
 		var rec struct {
 			ID          string            `json:"id"`
@@ -176,12 +221,13 @@ func ReadRecord(t testing.TB, path string) []*runner.Message {
 			Headers     map[string]string `json:"headers"`
 		}
 		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("%s: %v in %q", path, err, line)
+			t.Fatalf("%s at byte %d: %v in %q...", path, st.offset, err, line[:min(len(line), 200)])
 		}
 		v, err := base64.StdEncoding.DecodeString(rec.Value)
 		if err != nil {
 			t.Fatalf("%s: value of %s: %v", path, rec.ID, err)
 		}
-		out = append(out, &runner.Message{ID: rec.ID, Keys: rec.Keys, Value: v, EventTime: time.UnixMilli(rec.EventTimeMs), Headers: rec.Headers})
+		st.offset += int64(len(line))
+		st.msgs = append(st.msgs, &runner.Message{ID: rec.ID, Keys: rec.Keys, Value: v, EventTime: time.UnixMilli(rec.EventTimeMs), Headers: rec.Headers})
 	}
 }

@@ -17,7 +17,7 @@
 //	perframe  one readv(2) per frame: its payload and the next header.
 //
 // It prints the reader's CPU time (user and system, getrusage) per MiB of
-// payload and its rate. Run it as: go run -C hack/bench ./cmd/readvprobe.
+// payload, its rate, and its context switches per MiB. Run it as: go run -C hack/bench ./cmd/readvprobe.
 package main
 
 import (
@@ -61,7 +61,7 @@ func main() {
 				fmt.Fprintln(os.Stderr, "readvprobe:", err)
 				os.Exit(1)
 			}
-			fmt.Printf("round %d  %-9s %7.1f µs CPU per MiB  %6.0f MiB/s\n", r+1, m, res.cpuPerMiB, res.mibPerSec)
+			fmt.Printf("round %d  %-9s %7.1f µs CPU per MiB  %6.0f MiB/s  %5.1f context switches per MiB\n", r+1, m, res.cpuPerMiB, res.mibPerSec, res.switchesPerMiB)
 		}
 	}
 }
@@ -100,12 +100,14 @@ func write(path string) error {
 	}
 }
 
-type result struct{ cpuPerMiB, mibPerSec float64 }
+type result struct{ cpuPerMiB, mibPerSec, switchesPerMiB float64 }
 
-func cpuTime() time.Duration {
+// usage is the process's CPU time and context switches (voluntary and
+// not) so far: how often a mode sleeps and wakes is part of its cost.
+func usage() (time.Duration, int64) {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw + ru.Nivcsw
 }
 
 func probe(mode string, mib, ringMiB int) (result, error) {
@@ -142,7 +144,8 @@ func probe(mode string, mib, ringMiB int) (result, error) {
 		ring[i] = 1 // fault the ring in before measuring
 	}
 	frames := mib << 20 / payloadLen
-	start, t0 := cpuTime(), time.Now()
+	start, switches := usage()
+	t0 := time.Now()
 	switch mode {
 	case "copy":
 		err = readCopy(fd, ring, frames)
@@ -156,10 +159,11 @@ func probe(mode string, mib, ringMiB int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cpu, wall := cpuTime()-start, time.Since(t0)
+	end, switchesEnd := usage()
+	cpu, wall := end-start, time.Since(t0)
 	runtime.KeepAlive(f)
 	got := float64(frames*payloadLen) / (1 << 20)
-	return result{cpuPerMiB: float64(cpu.Microseconds()) / got, mibPerSec: got / wall.Seconds()}, nil
+	return result{cpuPerMiB: float64(cpu.Microseconds()) / got, mibPerSec: got / wall.Seconds(), switchesPerMiB: float64(switchesEnd-switches) / got}, nil
 }
 
 // readCopy reads up to 256 KiB at a time and copies each frame's payload
@@ -176,6 +180,9 @@ func readCopy(fd int, ring []byte, frames int) error {
 		r = 0
 		for w-r < k {
 			n, err := syscall.Read(fd, buf[w:])
+			if err == syscall.EINTR {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("read: %w", err)
 			}

@@ -14,7 +14,8 @@ sink         sink.v1.Sink: a handshake first, then per batch the requests
              accepts is appended to RECORD as one JSON line; a value
              starting with "fail" gets a FAILURE result.
 transformer  sourcetransformer.v1.SourceTransform: a handshake first, then
-             one response per request, in order, carrying its id. The
+             each request handled in a pool of four threads, its response
+             (carrying its id) sent as it is done, in any order. The
              value "drop" is dropped, "fanout" comes back three times,
              anything else once, as it came (RECORD is not used).
 
@@ -28,6 +29,7 @@ Usage: pycontainer.py KIND DESCRIPTORS SOCKET SERVER_INFO RECORD
 import base64
 import json
 import os
+import queue
 import signal
 import sys
 import threading
@@ -119,8 +121,35 @@ def transformer(cls, _record):
     def transform_fn(requests, context):
         handshake_first(requests, context, "SourceTransformFn")
         yield Response(handshake=Handshake(sot=True))
-        for req in requests:
-            yield Response(id=req.request.id, results=handle(req.request))
+        # As pynumaflow's synchronous transformer: a thread reads the
+        # requests into a pool, and answers go out as they are done.
+        answers = queue.Queue()
+        pool = futures.ThreadPoolExecutor(max_workers=4)
+
+        def answer(r):
+            try:
+                answers.put(Response(id=r.id, results=handle(r)))
+            except Exception as e:  # noqa: BLE001  (ends the call with why)
+                answers.put(e)
+
+        def read():
+            try:
+                for req in requests:
+                    pool.submit(answer, req.request)
+            except Exception as e:  # noqa: BLE001  (the stream failed)
+                answers.put(e)
+            finally:
+                pool.shutdown(wait=True)
+                answers.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        while True:
+            a = answers.get()
+            if a is None:
+                return
+            if isinstance(a, Exception):
+                context.abort(grpc.StatusCode.INTERNAL, "SourceTransformFn: " + repr(a))
+            yield a
 
     return ("sourcetransformer.v1.SourceTransform", "SourceTransformFn", transform_fn,
             cls("sourcetransformer.v1.SourceTransformRequest"), Response, cls("sourcetransformer.v1.ReadyResponse"))
