@@ -2,7 +2,6 @@ package udftest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -82,7 +82,7 @@ func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd proto
 	record = ep.Socket + ".received.jsonl"
 	writeDescriptors(t, desc, fd)
 	cmd := exec.Command(py, script, kind, desc, ep.Socket, ep.InfoFile, record)
-	var out syncBuffer
+	var out testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Gone with the test binary, even when a timeout kills it before
 	// the cleanup below can run.
@@ -151,23 +151,6 @@ func writeDescriptors(t testing.TB, path string, fd protoreflect.FileDescriptor)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // records keeps, per record file, what ReadRecord decoded so far, so a
