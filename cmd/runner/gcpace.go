@@ -14,7 +14,7 @@ import (
 // the pacer sets the GC percent: Go's own minimum heap goal at GOGC=100,
 // so a runner whose live heap is nearly all pooled payloads does not
 // collect after every few messages.
-const minGCHeadroom = 4 << 20
+const minGCHeadroom = 16 << 20
 
 // gcPercentFor returns the GC percent that gives the heap the headroom
 // GOGC=100 would give it if the payload pool's buffers (held of the live
@@ -32,11 +32,11 @@ const minGCHeadroom = 4 << 20
 // headroom as it would without the pool on the heap; at small payloads the
 // pool holds nothing and this is GOGC=100.
 func gcPercentFor(live, held int64) int {
-	if live <= 0 || held <= 0 {
+	if live <= 0 {
 		return 100
 	}
-	other := max(live-held, minGCHeadroom)
-	return int(min(max(other*100/live, 1), 100))
+	other := max(live-max(held, 0), minGCHeadroom)
+	return int(max(other*100/live, 1))
 }
 
 // gcPacer sets the GC percent from gcPercentFor after every collection.
