@@ -11,16 +11,20 @@ import (
 )
 
 // minGCHeadroom is the least the heap may grow between collections when
-// the pacer sets the GC percent: Go's own minimum heap goal at GOGC=100,
-// so a runner whose live heap is nearly all pooled payloads does not
-// collect after every few messages.
+// the pacer sets the GC percent. Go's own floor is 4 MiB; at 1 KiB
+// payloads, where the live heap is a few MiB, that meant about 30
+// collections a second, each also handing freed pages to the scavenger
+// to give back and fault in again. 16 MiB cut them 2.6-3.4x and the
+// runner's CPU per message 8-15 % at 1 KiB, for 10-16 MiB more peak RSS
+// (two interleaved pairs, hack/bench/RESULTS.md, "A 16 MiB floor under
+// the collector's headroom").
 const minGCHeadroom = 16 << 20
 
 // gcPercentFor returns the GC percent that gives the heap the headroom
 // GOGC=100 would give it if the payload pool's buffers (held of the live
 // bytes) were not on the heap: the heap may grow by the live bytes that are
-// not pooled, at least minGCHeadroom, and never by more than GOGC=100
-// allows.
+// not pooled, and at least by minGCHeadroom (so above GOGC=100 while the
+// live heap is under minGCHeadroom).
 //
 // Go's pacer lets the heap grow by GOGC percent of all the live heap. With
 // megabyte payloads most of that is the pool's buffers, which are reused
@@ -30,7 +34,8 @@ const minGCHeadroom = 16 << 20
 // flight + 64 MiB (hack/bench/RESULTS.md). What the runner does allocate
 // per message is the same with or without the pool, so it gets the same
 // headroom as it would without the pool on the heap; at small payloads the
-// pool holds nothing and this is GOGC=100.
+// pool holds nothing and this is GOGC=100 over a live heap of 16 MiB or
+// more.
 func gcPercentFor(live, held int64) int {
 	if live <= 0 {
 		return 100

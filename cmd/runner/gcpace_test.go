@@ -15,16 +15,16 @@ func TestGCPercentLeavesThePoolOutOfTheHeadroom(t *testing.T) {
 		want       int
 	}{
 		{0, 0, 100},
-		{10 * mib, 0, 100},          // nothing pooled: Go's default
-		{48 * mib, 40 * mib, 16},    // 8 MiB of the rest: grow by 8 of 48
+		{32 * mib, 0, 100},          // nothing pooled: Go's default
+		{10 * mib, 0, 160},          // a small heap grows by minGCHeadroom: 16 of 10
+		{48 * mib, 40 * mib, 33},    // 8 MiB of the rest, less than minGCHeadroom: 16 of 48
 		{100 * mib, 25 * mib, 75},   // grow by the 75 MiB not pooled
-		{6 * mib, 5 * mib, 66},      // at least minGCHeadroom: 4 of 6
-		{3 * mib, 2 * mib, 100},     // minGCHeadroom over a small heap: never above 100
-		{40 * mib, 41 * mib, 10},    // held counts a buffer not yet found dead: 4 of 40
+		{6 * mib, 5 * mib, 266},     // minGCHeadroom over a small heap: 16 of 6
+		{40 * mib, 41 * mib, 40},    // held counts a buffer not yet found dead: 16 of 40
 		{1 << 40, 1 << 40, 1},       // a huge pool: at least 1 %
-		{64 * mib, 64*mib - 1, 6},   // 4 MiB of 64 MiB
+		{64 * mib, 64*mib - 1, 25},  // 16 MiB of 64 MiB
 		{200 * mib, 100 * mib, 50},  // half pooled
-		{1024 * mib, 1020 * mib, 1}, // 0.39 % rounds down, then at least 1
+		{1024 * mib, 1020 * mib, 1}, // 1.56 % rounds down
 	} {
 		if got := gcPercentFor(c.live, c.held); got != c.want {
 			t.Errorf("gcPercentFor(%d MiB live, %d MiB held) = %d, want %d", c.live/mib, c.held/mib, got, c.want)
@@ -34,7 +34,8 @@ func TestGCPercentLeavesThePoolOutOfTheHeadroom(t *testing.T) {
 
 // TestPacerFollowsThePoolAcrossCollections runs the pacer on the real
 // collector: with 64 MiB held it lowers the percent after a collection,
-// and once the pool holds nothing it puts GOGC=100 back.
+// and once the pool holds nothing it gives the heap at least GOGC=100's
+// headroom back (more, as this test binary's heap is under 16 MiB).
 func TestPacerFollowsThePoolAcrossCollections(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
@@ -69,8 +70,8 @@ func TestPacerFollowsThePoolAcrossCollections(t *testing.T) {
 	waitFor("64 MiB pooled", func(v int64) bool { return v < 100 })
 	// The rest of the live heap is this test binary's (a few MiB), so the
 	// percent is minGCHeadroom over a heap of about 64 MiB.
-	if v := last.Load(); v < 4 || v > 20 {
-		t.Fatalf("with 64 MiB of a ~70 MiB heap pooled the GC percent is %d, want 4..20", v)
+	if v := last.Load(); v < 15 || v > 26 {
+		t.Fatalf("with 64 MiB of a ~70 MiB heap pooled the GC percent is %d, want 15..26", v)
 	}
 	if got := debug.SetGCPercent(-1); int64(got) != last.Load() {
 		t.Fatalf("the collector runs at %d %%, the pacer set %d", got, last.Load())
@@ -81,7 +82,7 @@ func TestPacerFollowsThePoolAcrossCollections(t *testing.T) {
 	runtime.KeepAlive(pooled)
 	pooled = nil
 	held.Store(0)
-	waitFor("pool emptied", func(v int64) bool { return v == 100 })
+	waitFor("pool emptied", func(v int64) bool { return v >= 100 })
 }
 
 func TestGOGCFromTheEnvironmentIsLeftAlone(t *testing.T) {
