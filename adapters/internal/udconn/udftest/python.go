@@ -84,6 +84,7 @@ func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd proto
 	cmd := exec.Command(py, script, kind, desc, ep.Socket, ep.InfoFile, record)
 	var out testutil.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // nothing written into the source tree
 	// Gone with the test binary, even when a timeout kills it before
 	// the cleanup below can run.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
