@@ -14,10 +14,11 @@ import (
 // the pacer sets the GC percent. Go's own floor is 4 MiB; at 1 KiB
 // payloads, where the live heap is a few MiB, that meant about 30
 // collections a second, each also handing freed pages to the scavenger
-// to give back and fault in again. 16 MiB cut them 2.6-3.4x and the
-// runner's CPU per message 8-15 % at 1 KiB, for 10-16 MiB more peak RSS
-// (two interleaved pairs, hack/bench/RESULTS.md, "A 16 MiB floor under
-// the collector's headroom").
+// to give back and fault in again. 16 MiB cut them 2.5-3.4x and the
+// runner's CPU per message 8-15 % at 1 KiB on the Numaflow paths (2.6x
+// for the generator), for 10-32 MiB more peak RSS (interleaved pairs,
+// hack/bench/RESULTS.md, "A 16 MiB floor under the collector's
+// headroom").
 const minGCHeadroom = 16 << 20
 
 // gcPercentFor returns the GC percent that gives the heap the headroom
