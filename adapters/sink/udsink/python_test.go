@@ -25,7 +25,7 @@ func TestConformanceWithAPythonSinkContainer(t *testing.T) {
 			record := udftest.PythonContainer(t, py, "sink", ep, sinkpb.File_pkg_apis_proto_sink_v1_sink_proto)
 			conformance.RunSink(t, conformance.SinkCase{
 				New:      func(t *testing.T) runner.Sink { return newSink(t, udftest.SettingsFor(dir, tr), runner.RoleSink) },
-				Received: func(t *testing.T) []*runner.Message { return udftest.ReadRecord(t, record) },
+				Received: func(t *testing.T) []*runner.Message { return record.Messages(t) },
 				Features: conformance.SinkFeatures{Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true}, AnswersFailure: true, KeepsKeys: true, KeepsEventTime: true, KeepsHeaders: true, MaxPayload: 8 << 20},
 			})
 		})

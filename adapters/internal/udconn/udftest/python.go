@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,59 +66,36 @@ func lastLine(s string) string {
 // PythonContainer starts the container of kind ("sink" or "transformer")
 // that testdata/pycontainer.py holds, under py, serving on ep with fd's
 // proto (numaflow-go's generated descriptors, written beside the socket
-// for it), until the test ends: then it gets SIGTERM, and SIGKILL after
-// 10 s. It returns the file where a sink records what it accepted (see
-// ReadRecord). What the container printed is logged if the test fails.
-func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd protoreflect.FileDescriptor) (record string) {
+// for it), as testutil.Start runs a program: stopped when the test ends,
+// its stderr (a Python traceback) logged if the test failed. It returns
+// once the container wrote its server-info file, and with it the record
+// of what a sink accepted.
+func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd protoreflect.FileDescriptor) *Record {
 	t.Helper()
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatal("udftest: cannot tell where pycontainer.py is")
 	}
 	script := filepath.Join(filepath.Dir(self), "testdata", "pycontainer.py")
-	dir := filepath.Dir(ep.Socket)
-	desc := filepath.Join(dir, kind+".desc")
-	record = ep.Socket + ".received.jsonl"
+	desc := filepath.Join(filepath.Dir(ep.Socket), kind+".desc")
+	rec := &Record{path: ep.Socket + ".received.jsonl"}
 	writeDescriptors(t, desc, fd)
-	cmd := exec.Command(py, script, kind, desc, ep.Socket, ep.InfoFile, record)
-	var out testutil.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // nothing written into the source tree
-	// Gone with the test binary, even when a timeout kills it before
-	// the cleanup below can run.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", script, err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("the Python %s did not stop within 10 s of SIGTERM", kind)
-		}
-		if t.Failed() {
-			t.Logf("the Python %s printed:\n%s", kind, out.String())
-		}
-	})
+	p := testutil.Start(t, "the Python "+kind, py,
+		map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}, // nothing written into the source tree
+		script, kind, desc, ep.Socket, ep.InfoFile, rec.path)
 	// Up once its server-info file is there (it writes it after it
 	// listens); one that dies on the way fails the test now, with what
 	// it printed, not each check after a connect timeout.
 	deadline := time.After(20 * time.Second)
 	for {
 		if _, err := os.Stat(ep.InfoFile); err == nil {
-			return record
+			return rec
 		}
 		select {
-		case <-exited:
-			t.Fatalf("the Python %s exited before it served (%v):\n%s", kind, waitErr, out.String())
+		case <-p.Done():
+			t.Fatalf("the Python %s exited (%d) before it served; its stderr follows", kind, p.ExitCode())
 		case <-deadline:
-			t.Fatalf("the Python %s wrote no server-info file within 20 s:\n%s", kind, out.String())
+			t.Fatalf("the Python %s wrote no server-info file within 20 s; its stderr follows", kind)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -154,32 +130,23 @@ func writeDescriptors(t testing.TB, path string, fd protoreflect.FileDescriptor)
 	}
 }
 
-// records keeps, per record file, what ReadRecord decoded so far, so a
-// poll reads only what was appended since (a record holds megabytes of
-// base64 after the large-payload checks).
-var records = struct {
-	sync.Mutex
-	m map[string]*recordState
-}{m: map[string]*recordState{}}
+// Record is the file where a Python sink appends each message it accepted,
+// one JSON line each (id, keys, value in base64, event_time_ms, headers).
+type Record struct {
+	path string
 
-type recordState struct {
-	offset int64
+	mu     sync.Mutex
+	offset int64 // what Messages decoded so far: a poll reads only what was appended since
 	msgs   []*runner.Message
 }
 
-// ReadRecord reads the messages a Python sink recorded in path, one JSON
-// line each (id, keys, value in base64, event_time_ms, headers); a last
-// line still being written is left for the next read.
-func ReadRecord(t testing.TB, path string) []*runner.Message {
+// Messages returns every message recorded so far; a last line still being
+// written is left for the next call.
+func (r *Record) Messages(t testing.TB) []*runner.Message {
 	t.Helper()
-	records.Lock()
-	defer records.Unlock()
-	st := records.m[path]
-	if st == nil {
-		st = &recordState{}
-		records.m[path] = st
-	}
-	f, err := os.Open(path)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f, err := os.Open(r.path)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -187,15 +154,15 @@ func ReadRecord(t testing.TB, path string) []*runner.Message {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.Seek(st.offset, io.SeekStart); err != nil {
+	if _, err := f.Seek(r.offset, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
-	r := bufio.NewReader(f)
+	br := bufio.NewReader(f)
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := br.ReadBytes('\n')
 		if err != nil {
 			// EOF, with a partial line or none.
-			return append([]*runner.Message(nil), st.msgs...)
+			return append([]*runner.Message(nil), r.msgs...)
 		}
 		var rec struct {
 			ID          string            `json:"id"`
@@ -205,13 +172,13 @@ func ReadRecord(t testing.TB, path string) []*runner.Message {
 			Headers     map[string]string `json:"headers"`
 		}
 		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatalf("%s at byte %d: %v in %q...", path, st.offset, err, line[:min(len(line), 200)])
+			t.Fatalf("%s at byte %d: %v in %q...", r.path, r.offset, err, line[:min(len(line), 200)])
 		}
 		v, err := base64.StdEncoding.DecodeString(rec.Value)
 		if err != nil {
-			t.Fatalf("%s: value of %s: %v", path, rec.ID, err)
+			t.Fatalf("%s: value of %s: %v", r.path, rec.ID, err)
 		}
-		st.offset += int64(len(line))
-		st.msgs = append(st.msgs, &runner.Message{ID: rec.ID, Keys: rec.Keys, Value: v, EventTime: time.UnixMilli(rec.EventTimeMs), Headers: rec.Headers})
+		r.offset += int64(len(line))
+		r.msgs = append(r.msgs, &runner.Message{ID: rec.ID, Keys: rec.Keys, Value: v, EventTime: time.UnixMilli(rec.EventTimeMs), Headers: rec.Headers})
 	}
 }

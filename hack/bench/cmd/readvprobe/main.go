@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -55,7 +56,7 @@ func main() {
 	rounds := flag.Int("rounds", 3, "times each mode is run, interleaved")
 	flag.Parse()
 	for r := 0; r < *rounds; r++ {
-		for _, m := range splitComma(*modes) {
+		for _, m := range strings.FieldsFunc(*modes, func(r rune) bool { return r == ',' }) {
 			res, err := probe(m, *mib, *ringMiB)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "readvprobe:", err)
@@ -64,20 +65,6 @@ func main() {
 			fmt.Printf("round %d  %-9s %7.1f µs CPU per MiB  %6.0f MiB/s  %5.1f context switches per MiB\n", r+1, m, res.cpuPerMiB, res.mibPerSec, res.switchesPerMiB)
 		}
 	}
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 // write sends frames on the socket at path until the reader hangs up.
