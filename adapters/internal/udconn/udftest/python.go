@@ -63,13 +63,16 @@ func lastLine(s string) string {
 	return s
 }
 
-// PythonContainer starts the container of kind ("sink" or "transformer")
-// that testdata/pycontainer.py holds, under py, serving on ep with fd's
-// proto (numaflow-go's generated descriptors, written beside the socket
-// for it), as testutil.Start runs a program: stopped when the test ends,
-// its stderr (a Python traceback) logged if the test failed. It returns
-// once the container wrote its server-info file, and with it the record
-// of what a sink accepted.
+// PythonContainer starts the container of kind ("sink", "transformer",
+// "map", "batchmap" or "source") that testdata/pycontainer.py holds, under
+// py, serving on ep with fd's proto (numaflow-go's generated descriptors,
+// written beside the socket for it), as testutil.Start runs a program:
+// stopped when the test ends, its stderr (a Python traceback) logged if
+// the test failed. It returns once the container wrote its server-info
+// file, and with it the record of what a sink accepted or a source is to
+// serve. The test fails at its end if the container was given more
+// concurrency than Numaflow gives one (a second sink stream, batch map
+// stream or source read while one was open).
 func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd protoreflect.FileDescriptor) *Record {
 	t.Helper()
 	_, self, _, ok := runtime.Caller(0)
@@ -80,6 +83,11 @@ func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd proto
 	desc := filepath.Join(filepath.Dir(ep.Socket), kind+".desc")
 	rec := &Record{path: ep.Socket + ".received.jsonl"}
 	writeDescriptors(t, desc, fd)
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(rec.path + ".violations"); err == nil {
+			t.Errorf("the Python %s saw more concurrency than Numaflow gives a container:\n%s", kind, b)
+		}
+	})
 	p := testutil.Start(t, "the Python "+kind, py,
 		map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}, // nothing written into the source tree
 		script, kind, desc, ep.Socket, ep.InfoFile, rec.path)
@@ -131,7 +139,8 @@ func writeDescriptors(t testing.TB, path string, fd protoreflect.FileDescriptor)
 }
 
 // Record is the file where a Python sink appends each message it accepted,
-// one JSON line each (id, keys, value in base64, event_time_ms, headers).
+// one JSON line each (id, keys, value in base64, event_time_ms, headers),
+// or where the test appends the messages a Python source serves (Produce).
 type Record struct {
 	path string
 
@@ -180,5 +189,27 @@ func (r *Record) Messages(t testing.TB) []*runner.Message {
 		}
 		r.offset += int64(len(line))
 		r.msgs = append(r.msgs, &runner.Message{ID: rec.ID, Keys: rec.Keys, Value: v, EventTime: time.UnixMilli(rec.EventTimeMs), Headers: rec.Headers})
+	}
+}
+
+// Produce appends values to a Python source's spool: the source serves
+// them as messages len(before)+i, with that number as their offset.
+func (r *Record) Produce(t testing.TB, values [][]byte) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b []byte
+	for _, v := range values {
+		b = append(b, `{"value":"`...)
+		b = base64.StdEncoding.AppendEncode(b, v)
+		b = append(b, "\"}\n"...)
+	}
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -18,12 +18,32 @@ transformer  sourcetransformer.v1.SourceTransform: a handshake first, then
              (carrying its id) sent as it is done, in any order. The
              value "drop" is dropped, "fanout" comes back three times,
              anything else once, as it came (RECORD is not used).
+map          map.v1.Map in unary mode: as the transformer, a pool of four
+             threads answering in any order, with map.v1's DROP tag.
+batchmap     map.v1.Map in batch mode, as pynumaflow's batch mapper: the
+             requests up to the client's end-of-transmission marker, one
+             response per request (its id) once the whole batch is
+             handled, then an end-of-transmission response.
+source       source.v1.Source over a spool file, RECORD, that the test
+             appends messages to (one JSON line each, its value in
+             base64); message n is offset str(n) on partition 0. Read,
+             ack and nack follow the broker rules the Go SDK test store
+             follows: nacked messages come back at once, unacked ones
+             after ACK_TIMEOUT seconds. The read handler is not safe to
+             call concurrently, like many a user's: a second read while
+             one runs is a violation.
+
+Each container writes a line to VIOLATIONS (RECORD + ".violations") for
+any concurrency Numaflow would not give it: a second sink stream, batch
+map stream or read while one is open. The test fails on any.
 
 The message classes come from the descriptors numaflow-go's generated code
 carries (the Go test writes them), so both sides speak the same proto
 without protoc.
 
 Usage: pycontainer.py KIND DESCRIPTORS SOCKET SERVER_INFO RECORD
+
+KIND is sink, transformer, map, batchmap or source.
 """
 
 import base64
@@ -33,6 +53,7 @@ import queue
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -59,18 +80,60 @@ def message_classes(path):
     return cls
 
 
+def unary(fn, Request, Response):
+    return grpc.unary_unary_rpc_method_handler(
+        fn, request_deserializer=Request.FromString, response_serializer=Response.SerializeToString)
+
+
+def stream(fn, Request, Response):
+    return grpc.stream_stream_rpc_method_handler(
+        fn, request_deserializer=Request.FromString, response_serializer=Response.SerializeToString)
+
+
+class Exclusive:
+    """A section Numaflow never enters twice at once for live streams. An
+    entry while another live stream's call is inside is written to
+    VIOLATIONS (and still waits its turn, so the test sees it rather than
+    a hang); one behind a call whose stream has already ended just waits,
+    as a container may finish a cancelled call late."""
+
+    def __init__(self, violations, what):
+        self.lock = threading.Lock()
+        self.violations = violations
+        self.what = what
+        self.holder = None  # the grpc context inside
+
+    def enter(self, context):
+        if not self.lock.acquire(blocking=False):
+            holder = self.holder
+            if holder is not None and holder.is_active():
+                with open(self.violations, "a") as f:
+                    f.write("%s entered while another stream's was open\n" % self.what)
+            self.lock.acquire()
+        self.holder = context
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.holder = None
+        self.lock.release()
+
+
 def handshake_first(requests, context, what):
     first = next(requests, None)
     if first is None or not first.HasField("handshake") or not first.handshake.sot:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, what + ": the first request must be the handshake")
 
 
-def sink(cls, record):
+def sink(cls, record, violations):
     Response = cls("sink.v1.SinkResponse")
     Result = cls("sink.v1.SinkResponse.Result")
     Handshake = cls("sink.v1.Handshake")
     Status = cls("sink.v1.TransmissionStatus")
     lock = threading.Lock()
+    one_stream = Exclusive(violations, "SinkFn")
     out = open(record, "a")
     success, failure = 0, 1
 
@@ -95,47 +158,39 @@ def sink(cls, record):
     def sink_fn(requests, context):
         handshake_first(requests, context, "SinkFn")
         yield Response(handshake=Handshake(sot=True))
-        batch = []
-        for req in requests:
-            if req.HasField("status") and req.status.eot:
-                yield Response(results=handle(batch))
-                yield Response(status=Status(eot=True))
-                batch = []
-            else:
-                batch.append(req.request)
+        with one_stream.enter(context):
+            batch = []
+            for req in requests:
+                if req.HasField("status") and req.status.eot:
+                    yield Response(results=handle(batch))
+                    yield Response(status=Status(eot=True))
+                    batch = []
+                else:
+                    batch.append(req.request)
 
-    return "sink.v1.Sink", "SinkFn", sink_fn, cls("sink.v1.SinkRequest"), Response, cls("sink.v1.ReadyResponse")
+    return "sink.v1.Sink", {"SinkFn": stream(sink_fn, cls("sink.v1.SinkRequest"), Response)}, cls("sink.v1.ReadyResponse")
 
 
-def transformer(cls, _record):
-    Response = cls("sourcetransformer.v1.SourceTransformResponse")
-    Result = cls("sourcetransformer.v1.SourceTransformResponse.Result")
-    Handshake = cls("sourcetransformer.v1.Handshake")
+def pooled(Response, handle, ident):
+    """A stream function the way pynumaflow's synchronous transformer and
+    mapper serve theirs: a thread reads the requests into a pool of four,
+    and each answer (the request's id, handle's results) goes out as it is
+    done."""
 
-    def handle(r):
-        if r.value == b"drop":
-            return [Result(event_time=r.event_time, tags=[DROP])]
-        n = 3 if r.value == b"fanout" else 1
-        return [Result(keys=r.keys, value=r.value, event_time=r.event_time) for _ in range(n)]
-
-    def transform_fn(requests, context):
-        handshake_first(requests, context, "SourceTransformFn")
-        yield Response(handshake=Handshake(sot=True))
-        # As pynumaflow's synchronous transformer: a thread reads the
-        # requests into a pool, and answers go out as they are done.
+    def fn(requests, context):
         answers = queue.Queue()
         pool = futures.ThreadPoolExecutor(max_workers=4)
 
-        def answer(r):
+        def answer(req):
             try:
-                answers.put(Response(id=r.id, results=handle(r)))
+                answers.put(Response(id=ident(req), results=handle(req.request)))
             except Exception as e:  # noqa: BLE001  (ends the call with why)
                 answers.put(e)
 
         def read():
             try:
                 for req in requests:
-                    pool.submit(answer, req.request)
+                    pool.submit(answer, req)
             except Exception as e:  # noqa: BLE001  (the stream failed)
                 answers.put(e)
             finally:
@@ -148,25 +203,225 @@ def transformer(cls, _record):
             if a is None:
                 return
             if isinstance(a, Exception):
-                context.abort(grpc.StatusCode.INTERNAL, "SourceTransformFn: " + repr(a))
+                context.abort(grpc.StatusCode.INTERNAL, repr(a))
             yield a
 
-    return ("sourcetransformer.v1.SourceTransform", "SourceTransformFn", transform_fn,
-            cls("sourcetransformer.v1.SourceTransformRequest"), Response, cls("sourcetransformer.v1.ReadyResponse"))
+    return fn
+
+
+def reference(Result, r, with_event_time):
+    """The results the Go SDK reference handlers give: "drop" dropped,
+    "fanout" three times, anything else once, as it came."""
+    extra = {"event_time": r.event_time} if with_event_time else {}
+    if r.value == b"drop":
+        return [Result(tags=[DROP], **extra)]
+    n = 3 if r.value == b"fanout" else 1
+    return [Result(keys=r.keys, value=r.value, **extra) for _ in range(n)]
+
+
+def transformer(cls, _record, _violations):
+    Response = cls("sourcetransformer.v1.SourceTransformResponse")
+    Result = cls("sourcetransformer.v1.SourceTransformResponse.Result")
+    Handshake = cls("sourcetransformer.v1.Handshake")
+    serve = pooled(Response, lambda r: reference(Result, r, True), lambda req: req.request.id)
+
+    def transform_fn(requests, context):
+        handshake_first(requests, context, "SourceTransformFn")
+        yield Response(handshake=Handshake(sot=True))
+        yield from serve(requests, context)
+
+    return ("sourcetransformer.v1.SourceTransform",
+            {"SourceTransformFn": stream(transform_fn, cls("sourcetransformer.v1.SourceTransformRequest"), Response)},
+            cls("sourcetransformer.v1.ReadyResponse"))
+
+
+def map_unary(cls, _record, _violations):
+    Response = cls("map.v1.MapResponse")
+    Result = cls("map.v1.MapResponse.Result")
+    Handshake = cls("map.v1.Handshake")
+    serve = pooled(Response, lambda r: reference(Result, r, False), lambda req: req.id)
+
+    def map_fn(requests, context):
+        handshake_first(requests, context, "MapFn")
+        yield Response(handshake=Handshake(sot=True))
+        yield from serve(requests, context)
+
+    return "map.v1.Map", {"MapFn": stream(map_fn, cls("map.v1.MapRequest"), Response)}, cls("map.v1.ReadyResponse")
+
+
+def map_batch(cls, _record, violations):
+    Response = cls("map.v1.MapResponse")
+    Result = cls("map.v1.MapResponse.Result")
+    Handshake = cls("map.v1.Handshake")
+    Status = cls("map.v1.TransmissionStatus")
+    one_stream = Exclusive(violations, "MapFn (batch)")
+
+    def map_fn(requests, context):
+        handshake_first(requests, context, "MapFn")
+        yield Response(handshake=Handshake(sot=True))
+        with one_stream.enter(context):
+            batch = []
+            for req in requests:
+                if req.HasField("status") and req.status.eot:
+                    for r in batch:
+                        yield Response(id=r.id, results=reference(Result, r.request, False))
+                    yield Response(status=Status(eot=True))
+                    batch = []
+                else:
+                    batch.append(req)
+
+    return "map.v1.Map", {"MapFn": stream(map_fn, cls("map.v1.MapRequest"), Response)}, cls("map.v1.ReadyResponse")
+
+
+ACK_TIMEOUT = 3.0  # seconds an unacked message waits before it is read again
+EPOCH_MS = 1_700_000_000_000
+
+
+class Spool:
+    """The source's store: messages the test appends to a file, with a
+    broker's redelivery rules."""
+
+    def __init__(self, path):
+        self.path = path
+        self.read_bytes = 0
+        self.produced = 0
+        self.values = {}
+        self.queue = []
+        self.inflight = {}  # n -> when it was read
+        self.acked = set()
+        self.lock = threading.Lock()
+
+    def _poll(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.read_bytes)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1  # a line still being written waits
+        for line in data[:end].splitlines():
+            n = self.produced
+            self.values[n] = base64.b64decode(json.loads(line)["value"])
+            self.queue.append(n)
+            self.produced += 1
+        self.read_bytes += end
+
+    def take(self, count):
+        with self.lock:
+            self._poll()
+            now = time.monotonic()
+            for n, at in list(self.inflight.items()):
+                if now - at > ACK_TIMEOUT:
+                    del self.inflight[n]
+                    self.queue.append(n)
+            out, self.queue = self.queue[:count], self.queue[count:]
+            for n in out:
+                self.inflight[n] = now
+            return [(n, self.values[n]) for n in out]
+
+    def ack(self, ns):
+        with self.lock:
+            for n in ns:
+                self.inflight.pop(n, None)
+                self.acked.add(n)
+
+    def nack(self, ns):
+        with self.lock:
+            back = [n for n in ns if self.inflight.pop(n, None) is not None]
+            self.queue[:0] = back
+
+    def pending(self):
+        with self.lock:
+            self._poll()
+            return self.produced - len(self.acked)
+
+
+def source(cls, record, violations):
+    ReadResponse = cls("source.v1.ReadResponse")
+    ReadResult = cls("source.v1.ReadResponse.Result")
+    ReadStatus = cls("source.v1.ReadResponse.Status")
+    AckResponse = cls("source.v1.AckResponse")
+    AckResult = cls("source.v1.AckResponse.Result")
+    NackResponse = cls("source.v1.NackResponse")
+    NackResult = cls("source.v1.NackResponse.Result")
+    PendingResponse = cls("source.v1.PendingResponse")
+    PendingResult = cls("source.v1.PendingResponse.Result")
+    PartitionsResponse = cls("source.v1.PartitionsResponse")
+    PartitionsResult = cls("source.v1.PartitionsResponse.Result")
+    Offset = cls("source.v1.Offset")
+    Handshake = cls("source.v1.Handshake")
+    spool = Spool(record)
+    reading = Exclusive(violations, "the read handler")
+
+    def read_handler(context, count, timeout_ms):
+        # A user's read: up to count messages, waiting at most timeout_ms
+        # for the first; one whose stream is cancelled ends, as
+        # pynumaflow's asynchronous handler is cancelled with its call.
+        with reading.enter(context):
+            deadline = time.monotonic() + timeout_ms / 1000
+            while context.is_active():
+                got = spool.take(count)
+                if got or time.monotonic() >= deadline:
+                    return got
+                time.sleep(0.01)
+            return []
+
+    def message(n, value):
+        ts = timestamp_pb2.Timestamp()
+        ts.FromMilliseconds(EPOCH_MS + n)
+        return ReadResult(payload=value, offset=Offset(offset=str(n).encode(), partition_id=0), event_time=ts,
+                          keys=["k%d" % (n % 3)], headers={"n": str(n)})
+
+    def read_fn(requests, context):
+        handshake_first(requests, context, "ReadFn")
+        yield ReadResponse(status=ReadStatus(eot=False, code=0), handshake=Handshake(sot=True))
+        for req in requests:
+            for n, value in read_handler(context, req.request.num_records, req.request.timeout_in_ms):
+                yield ReadResponse(result=message(n, value), status=ReadStatus(eot=False, code=0))
+            yield ReadResponse(status=ReadStatus(eot=True, code=0))
+
+    def ack_fn(requests, context):
+        handshake_first(requests, context, "AckFn")
+        yield AckResponse(result=AckResult(success=empty_pb2.Empty()), handshake=Handshake(sot=True))
+        for req in requests:
+            spool.ack(int(o.offset) for o in req.request.offsets)
+            yield AckResponse(result=AckResult(success=empty_pb2.Empty()))
+
+    def nack_fn(req, _context):
+        spool.nack([int(o.offset) for r in req.request for o in r.offsets])
+        return NackResponse(result=NackResult(success=empty_pb2.Empty()))
+
+    return "source.v1.Source", {
+        "ReadFn": stream(read_fn, cls("source.v1.ReadRequest"), ReadResponse),
+        "AckFn": stream(ack_fn, cls("source.v1.AckRequest"), AckResponse),
+        "NackFn": unary(nack_fn, cls("source.v1.NackRequest"), NackResponse),
+        "PendingFn": unary(lambda _r, _c: PendingResponse(result=PendingResult(count=spool.pending())),
+                           empty_pb2.Empty, PendingResponse),
+        "PartitionsFn": unary(lambda _r, _c: PartitionsResponse(result=PartitionsResult(partitions=[0], total_partitions=1)),
+                              empty_pb2.Empty, PartitionsResponse),
+    }, cls("source.v1.ReadyResponse")
+
+
+KINDS = {
+    "sink": (sink, {}),
+    "transformer": (transformer, {}),
+    "map": (map_unary, {"MAP_MODE": "unary-map"}),
+    "batchmap": (map_batch, {"MAP_MODE": "batch-map"}),
+    "source": (source, {}),
+}
 
 
 def main():
     kind, descriptors, sock, server_info, record = sys.argv[1:6]
     cls = message_classes(descriptors)
-    service, method, fn, Request, Response, Ready = {"sink": sink, "transformer": transformer}[kind](cls, record)
-    handler = grpc.method_handlers_generic_handler(service, {
-        method: grpc.stream_stream_rpc_method_handler(
-            fn, request_deserializer=Request.FromString, response_serializer=Response.SerializeToString),
-        "IsReady": grpc.unary_unary_rpc_method_handler(
-            lambda _req, _ctx: Ready(ready=True),
-            request_deserializer=empty_pb2.Empty.FromString, response_serializer=Ready.SerializeToString),
-    })
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=[
+    build, metadata = KINDS[kind]
+    service, methods, Ready = build(cls, record, record + ".violations")
+    methods["IsReady"] = unary(lambda _req, _ctx: Ready(ready=True), empty_pb2.Empty, Ready)
+    handler = grpc.method_handlers_generic_handler(service, methods)
+    # pynumaflow's synchronous servers default to four threads; its
+    # asynchronous ones (source, batch map) have no such bound, and a
+    # source holds two for its read and ack streams.
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[
         ("grpc.max_send_message_length", MAX_MESSAGE_SIZE),
         ("grpc.max_receive_message_length", MAX_MESSAGE_SIZE),
     ])
@@ -181,7 +436,7 @@ def main():
             "language": "python",
             "minimum_numaflow_version": "1.4.0-z",
             "version": "0.10.0",
-            "metadata": {},
+            "metadata": metadata,
         }) + "U+005C__END__")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
