@@ -11,22 +11,24 @@ import (
 
 	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/adapters/internal/udconn/udftest"
+	"github.com/monovertex/monovertex/internal/testutil/pyudf"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 )
 
 // TestConformanceWithAPythonSourceContainer runs the source's conformance
 // suite, over each transport, against a source container written the way
-// the Python SDK writes one (udftest's testdata/pycontainer.py): grpc
+// the Python SDK writes one (testutil/pyudf's testdata/pycontainer.py): grpc
 // C-core's HTTP/2 and flow control instead of grpc-go's, a read handler
 // that fails the test if it is ever entered twice at once, and some
 // payloads of 2 MiB.
 func TestConformanceWithAPythonSourceContainer(t *testing.T) {
-	py := udftest.Python(t)
+	py := pyudf.Python(t)
 	for _, tr := range udftest.Transports {
 		t.Run(tr, func(t *testing.T) {
 			dir := udftest.Dir(t)
-			spool := udftest.PythonContainer(t, py, "source", udconn.SourceEndpoint(dir), sourcepb.File_pkg_apis_proto_source_v1_source_proto)
+			ep := udconn.SourceEndpoint(dir)
+			spool := pyudf.Start(t, py, "source", ep.Socket, ep.InfoFile, sourcepb.File_pkg_apis_proto_source_v1_source_proto)
 			var mu sync.Mutex
 			produced := 0
 			conformance.RunSource(t, conformance.SourceCase{

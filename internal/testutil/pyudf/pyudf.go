@@ -1,4 +1,7 @@
-package udftest
+// Package pyudf runs Numaflow containers written the way the Python SDK
+// (pynumaflow) writes them, from testdata/pycontainer.py, for tests of the
+// adapters and of the runner against a gRPC server that is not grpc-go's.
+package pyudf
 
 import (
 	"bufio"
@@ -20,14 +23,13 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/monovertex/monovertex/adapters/internal/udconn"
 	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 )
 
 // Python returns a Python 3 interpreter that has grpcio and protobuf, for
 // containers written the way the Python SDK (pynumaflow) writes them
-// (PythonContainer): a gRPC server of grpc C-core, whose HTTP/2 (frame
+// (Start): a gRPC server of grpc C-core, whose HTTP/2 (frame
 // sizes, flow control, header encoding) is not grpc-go's. $MV_TEST_PYTHON,
 // when set, is the one used; otherwise Debian's /usr/bin/python3 (.ci/run
 // installs python3-grpcio and python3-protobuf), then python3 on the PATH.
@@ -63,40 +65,46 @@ func lastLine(s string) string {
 	return s
 }
 
-// PythonContainer starts the container of kind ("sink", "transformer",
+// Start starts the container of kind ("sink", "transformer",
 // "map", "batchmap" or "source") that testdata/pycontainer.py holds, under
-// py, serving on ep with fd's proto (numaflow-go's generated descriptors,
-// written beside the socket for it), as testutil.Start runs a program:
+// py, serving on socket with fd's proto (numaflow-go's generated
+// descriptors, written beside the socket for it) and writing its
+// server-info file at info, as testutil.Start runs a program:
 // stopped when the test ends, its stderr (a Python traceback) logged if
 // the test failed. It returns once the container wrote its server-info
 // file, and with it the record of what a sink accepted or a source is to
 // serve. The test fails at its end if the container was given more
 // concurrency than Numaflow gives one (a second sink stream, batch map
 // stream or source read while one was open).
-func PythonContainer(t testing.TB, py, kind string, ep udconn.Endpoint, fd protoreflect.FileDescriptor) *Record {
+func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDescriptor) *Record {
 	t.Helper()
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
-		t.Fatal("udftest: cannot tell where pycontainer.py is")
+		t.Fatal("pyudf: cannot tell where pycontainer.py is")
 	}
 	script := filepath.Join(filepath.Dir(self), "testdata", "pycontainer.py")
-	desc := filepath.Join(filepath.Dir(ep.Socket), kind+".desc")
-	rec := &Record{path: ep.Socket + ".received.jsonl"}
+	desc := filepath.Join(filepath.Dir(socket), kind+".desc")
+	rec := &Record{path: socket + ".received.jsonl"}
 	writeDescriptors(t, desc, fd)
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(rec.path + ".violations"); err == nil {
 			t.Errorf("the Python %s saw more concurrency than Numaflow gives a container:\n%s", kind, b)
 		}
 	})
+	// A restarted container's old server-info file is not its own.
+	if err := os.Remove(info); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 	p := testutil.Start(t, "the Python "+kind, py,
 		map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}, // nothing written into the source tree
-		script, kind, desc, ep.Socket, ep.InfoFile, rec.path)
+		script, kind, desc, socket, info, rec.path)
 	// Up once its server-info file is there (it writes it after it
 	// listens); one that dies on the way fails the test now, with what
 	// it printed, not each check after a connect timeout.
 	deadline := time.After(20 * time.Second)
 	for {
-		if _, err := os.Stat(ep.InfoFile); err == nil {
+		if _, err := os.Stat(info); err == nil {
+			rec.Process = p
 			return rec
 		}
 		select {
@@ -141,7 +149,12 @@ func writeDescriptors(t testing.TB, path string, fd protoreflect.FileDescriptor)
 // Record is the file where a Python sink appends each message it accepted,
 // one JSON line each (id, keys, value in base64, event_time_ms, headers),
 // or where the test appends the messages a Python source serves (Produce).
+// A restarted container keeps it.
 type Record struct {
+	// Process is the container, for a test to kill; Start on the same
+	// socket starts it again, over the same record.
+	Process *testutil.Process
+
 	path string
 
 	mu     sync.Mutex
@@ -212,4 +225,29 @@ func (r *Record) Produce(t testing.TB, values [][]byte) {
 	if _, err := f.Write(b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Acked returns how many times a Python source was told to ack each
+// message number (Produce's order), as it recorded them.
+func (r *Record) Acked(t testing.TB) map[int]int {
+	t.Helper()
+	b, err := os.ReadFile(r.path + ".acked")
+	if os.IsNotExist(err) {
+		return map[int]int{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := map[int]int{}
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasSuffix(l, "\n") {
+			break // still being written
+		}
+		n, err := strconv.Atoi(strings.TrimSuffix(l, "\n"))
+		if err != nil {
+			t.Fatalf("%s.acked: %v", r.path, err)
+		}
+		acked[n]++
+	}
+	return acked
 }

@@ -15,9 +15,10 @@ sink         sink.v1.Sink: a handshake first, then per batch the requests
              starting with "fail" gets a FAILURE result.
 transformer  sourcetransformer.v1.SourceTransform: a handshake first, then
              each request handled in a pool of four threads, its response
-             (carrying its id) sent as it is done, in any order. The
-             value "drop" is dropped, "fanout" comes back three times,
-             anything else once, as it came (RECORD is not used).
+             (carrying its id) sent as it is done, in any order. A value
+             starting with "drop" is dropped, one with "fanout" comes
+             back three times, anything else once, as it came (RECORD is
+             not used).
 map          map.v1.Map in unary mode: as the transformer, a pool of four
              threads answering in any order, with map.v1's DROP tag.
 batchmap     map.v1.Map in batch mode, as pynumaflow's batch mapper: the
@@ -29,7 +30,8 @@ source       source.v1.Source over a spool file, RECORD, that the test
              base64); message n is offset str(n) on partition 0. Read,
              ack and nack follow the broker rules the Go SDK test store
              follows: nacked messages come back at once, unacked ones
-             after ACK_TIMEOUT seconds. The read handler is not safe to
+             after ACK_TIMEOUT seconds; each acked number is appended to
+             RECORD + ".acked". The read handler is not safe to
              call concurrently, like many a user's: a second read while
              one runs is a violation.
 
@@ -127,6 +129,17 @@ def handshake_first(requests, context, what):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, what + ": the first request must be the handshake")
 
 
+def drop_partial_line(path):
+    """Cuts a line a killed sink left half written: its batch was never
+    answered, so it comes again."""
+    try:
+        with open(path, "rb+") as f:
+            data = f.read()
+            f.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
+        pass
+
+
 def sink(cls, record, violations):
     Response = cls("sink.v1.SinkResponse")
     Result = cls("sink.v1.SinkResponse.Result")
@@ -134,17 +147,18 @@ def sink(cls, record, violations):
     Status = cls("sink.v1.TransmissionStatus")
     lock = threading.Lock()
     one_stream = Exclusive(violations, "SinkFn")
+    drop_partial_line(record)
     out = open(record, "a")
     success, failure = 0, 1
 
     def handle(batch):
-        results = []
+        results, lines = [], []
         with lock:
             for r in batch:
                 if r.value.startswith(b"fail"):
                     results.append(Result(id=r.id, status=failure, err_msg="refused by the Python sink"))
                     continue
-                out.write(json.dumps({
+                lines.append(json.dumps({
                     "id": r.id,
                     "keys": list(r.keys),
                     "value": base64.b64encode(r.value).decode(),
@@ -152,6 +166,7 @@ def sink(cls, record, violations):
                     "headers": dict(r.headers),
                 }) + "\n")
                 results.append(Result(id=r.id, status=success))
+            out.write("".join(lines))
             out.flush()
         return results
 
@@ -210,12 +225,13 @@ def pooled(Response, handle, ident):
 
 
 def reference(Result, r, with_event_time):
-    """The results the Go SDK reference handlers give: "drop" dropped,
-    "fanout" three times, anything else once, as it came."""
+    """The results the Go SDK reference handlers give: a value starting
+    with "drop" dropped, with "fanout" three times, anything else once, as
+    it came."""
     extra = {"event_time": r.event_time} if with_event_time else {}
-    if r.value == b"drop":
+    if r.value.startswith(b"drop"):
         return [Result(tags=[DROP], **extra)]
-    n = 3 if r.value == b"fanout" else 1
+    n = 3 if r.value.startswith(b"fanout") else 1
     return [Result(keys=r.keys, value=r.value, **extra) for _ in range(n)]
 
 
@@ -289,6 +305,7 @@ class Spool:
         self.queue = []
         self.inflight = {}  # n -> when it was read
         self.acked = set()
+        self.acked_log = open(path + ".acked", "a")
         self.lock = threading.Lock()
 
     def _poll(self):
@@ -324,6 +341,8 @@ class Spool:
             for n in ns:
                 self.inflight.pop(n, None)
                 self.acked.add(n)
+                self.acked_log.write("%d\n" % n)
+            self.acked_log.flush()
 
     def nack(self, ns):
         with self.lock:

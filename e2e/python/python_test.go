@@ -1,0 +1,256 @@
+// Package python_test runs the runner binary with Numaflow containers
+// written the way the Python SDK (pynumaflow) writes them (testutil/pyudf):
+// a source, a source transformer, a batch map and a sink, each a separate
+// Python process serving grpc C-core's HTTP/2 on a Unix socket. It checks
+// delivery by counting: every message the source made is acked, and acked
+// only once its outputs were written; the sink holds each output, as the
+// transformer and the map make them; no container is ever given more
+// concurrency than Numaflow gives it (pyudf fails the test if one is);
+// and nothing is lost when the sink is killed and comes back.
+package python_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	mappb "github.com/numaproj/numaflow-go/pkg/apis/proto/map/v1"
+	sinkpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sink/v1"
+	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
+	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
+
+	"github.com/monovertex/monovertex/internal/testutil"
+	"github.com/monovertex/monovertex/internal/testutil/pyudf"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// The Python containers' rules (pycontainer.py): a value starting with
+// "drop" is dropped by the transformer, one starting with "fanout" comes
+// out of the transformer three times and out of the map three times for
+// each of those.
+const (
+	dropEvery   = 10 // n%10 == 0: "drop-n"
+	fanoutEvery = 10 // n%10 == 1: "fanout-n"
+	fanout      = 3 * 3
+	largeEvery  = 97 // n%97 == 5: 1 MiB
+	epochMS     = 1_700_000_000_000
+)
+
+// value is message n's payload: its kind and number, then filler up to
+// 1 KiB, or 1 MiB for every 97th, every byte of it tied to n.
+func value(n int) []byte {
+	prefix := "msg"
+	switch {
+	case n%dropEvery == 0:
+		prefix = "drop"
+	case n%fanoutEvery == 1:
+		prefix = "fanout"
+	}
+	v := fmt.Appendf(nil, "%s-%d|", prefix, n)
+	size := 1 << 10
+	if n%largeEvery == 5 {
+		size = 1 << 20
+	}
+	cell := fmt.Appendf(nil, "%08x", n)
+	for len(v) < size {
+		v = append(v, cell...)
+	}
+	return v[:size]
+}
+
+// outputs is how many outputs message n has at the sink.
+func outputs(n int) int {
+	switch {
+	case n%dropEvery == 0:
+		return 0
+	case n%fanoutEvery == 1:
+		return fanout
+	}
+	return 1
+}
+
+// numberOf is the n a payload was made for; -1 if it is not well made.
+func numberOf(v []byte) int {
+	_, rest, ok := bytes.Cut(v, []byte("-"))
+	if !ok {
+		return -1
+	}
+	num, _, ok := bytes.Cut(rest, []byte("|"))
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(string(num))
+	if err != nil || !bytes.Equal(v, value(n)) {
+		return -1
+	}
+	return n
+}
+
+// pipeline is the runner and its four Python containers.
+type pipeline struct {
+	t     *testing.T
+	py    string
+	x     *testutil.Examples
+	total int
+
+	source, sink *pyudf.Record
+}
+
+func start(t *testing.T, total int, env map[string]string) *pipeline {
+	p := &pipeline{t: t, py: pyudf.Python(t), x: testutil.NewExamples(t, "mvpy"), total: total}
+	dir := p.x.Dir
+	p.source = pyudf.Start(t, p.py, "source", filepath.Join(dir, "source.sock"), filepath.Join(dir, "sourcer-server-info"), sourcepb.File_pkg_apis_proto_source_v1_source_proto)
+	pyudf.Start(t, p.py, "transformer", filepath.Join(dir, "sourcetransform.sock"), filepath.Join(dir, "sourcetransformer-server-info"), stpb.File_pkg_apis_proto_sourcetransform_v1_transform_proto)
+	pyudf.Start(t, p.py, "batchmap", filepath.Join(dir, "batchmap.sock"), filepath.Join(dir, "mapper-server-info"), mappb.File_pkg_apis_proto_map_v1_map_proto)
+	p.startSink()
+	values := make([][]byte, total)
+	for n := range values {
+		values[n] = value(n)
+	}
+	p.source.Produce(t, values)
+	all := p.x.RunnerEnv(map[string]string{
+		"MV_TRANSFORMER":      "udtransformer",
+		"MV_UDF":              "udmap",
+		"MV_READ_BATCH_SIZE":  "100",
+		"MV_INFLIGHT_BATCHES": "4",
+	})
+	for k, v := range env {
+		all[k] = v
+	}
+	p.x.StartRunner(all)
+	return p
+}
+
+func (p *pipeline) startSink() {
+	dir := p.x.Dir
+	p.sink = pyudf.Start(p.t, p.py, "sink", filepath.Join(dir, "sink.sock"), filepath.Join(dir, "sinker-server-info"), sinkpb.File_pkg_apis_proto_sink_v1_sink_proto)
+}
+
+// written returns, per message number, the distinct output IDs the sink
+// holds, checking each output against its input as the containers' rules
+// carry it: the same bytes, keys, event time and headers.
+func (p *pipeline) written() map[int]map[string]bool {
+	p.t.Helper()
+	out := map[int]map[string]bool{}
+	for _, m := range p.sink.Messages(p.t) {
+		n := numberOf(m.Value)
+		if n < 0 || n >= p.total {
+			p.t.Fatalf("the sink holds %s, whose %d bytes no message of the source had: %.40q", m.ID, len(m.Value), m.Value)
+		}
+		checkOutput(p.t, n, m)
+		if out[n] == nil {
+			out[n] = map[string]bool{}
+		}
+		out[n][m.ID] = true
+	}
+	return out
+}
+
+func checkOutput(t *testing.T, n int, m *runner.Message) {
+	t.Helper()
+	if outputs(n) == 0 {
+		t.Fatalf("message %d was to be dropped, but the sink holds %s", n, m.ID)
+	}
+	if want := "k" + strconv.Itoa(n%3); len(m.Keys) != 1 || m.Keys[0] != want {
+		t.Fatalf("output %s of message %d has keys %q, want [%s]", m.ID, n, m.Keys, want)
+	}
+	if got := m.EventTime.UnixMilli(); got != epochMS+int64(n) {
+		t.Fatalf("output %s of message %d has event time %d, want %d", m.ID, n, got, epochMS+n)
+	}
+	if m.Headers["n"] != strconv.Itoa(n) {
+		t.Fatalf("output %s of message %d has headers %v, want n=%d", m.ID, n, m.Headers, n)
+	}
+}
+
+// checkNothingUnwrittenAcked checks, at this moment, that every acked
+// message has all its outputs at the sink. The acks are read first:
+// anything acked by then was written before.
+func (p *pipeline) checkNothingUnwrittenAcked() int {
+	p.t.Helper()
+	acked := p.source.Acked(p.t)
+	written := p.written()
+	for n := range acked {
+		if got, want := len(written[n]), outputs(n); got < want {
+			p.t.Fatalf("message %d was acked with %d of its %d outputs written", n, got, want)
+		}
+	}
+	return len(acked)
+}
+
+// verify waits until every message is acked and the source's pending is
+// 0, then checks the sink's outputs against the rules exactly.
+func (p *pipeline) verify(timeout time.Duration) {
+	p.t.Helper()
+	testutil.WaitFor(p.t, timeout, fmt.Sprintf("all %d messages acked", p.total), func() bool {
+		p.x.RunnerAlive()
+		return len(p.source.Acked(p.t)) == p.total
+	})
+	testutil.WaitFor(p.t, 30*time.Second, "the source's pending to reach 0", func() bool {
+		st, err := p.x.Runner.Status()
+		return err == nil && st.Pending == 0
+	})
+	p.checkNothingUnwrittenAcked()
+	written := p.written()
+	outs := 0
+	for n := 0; n < p.total; n++ {
+		if got, want := len(written[n]), outputs(n); got != want {
+			p.t.Fatalf("message %d has %d distinct outputs at the sink, want %d", n, got, want)
+		}
+		outs += outputs(n)
+	}
+	st, err := p.x.Runner.Status()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("%d messages acked, %d outputs at the sink as the rules say; runner totals: read %d acked %d written %d dropped %d sink errors %d",
+		p.total, outs, st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.Dropped, st.Totals.SinkErrors)
+}
+
+func TestEveryMessageIsAckedOnceItsOutputsAreWritten(t *testing.T) {
+	for _, c := range []struct {
+		mode string
+		env  map[string]string
+	}{
+		{"batch", nil},
+		{"streaming", map[string]string{"MV_STREAMING": "true", "MV_CONCURRENCY": "200"}},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			p := start(t, 3_000, c.env)
+			p.verify(150 * time.Second)
+			p.x.StopRunner()
+		})
+	}
+}
+
+func TestASinkKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
+	const total = 3_000
+	p := start(t, total, nil)
+	testutil.WaitFor(t, 90*time.Second, "a quarter of the messages acked", func() bool {
+		p.x.RunnerAlive()
+		return len(p.source.Acked(t)) >= total/4
+	})
+	pid := p.x.Runner.Cmd.Process.Pid
+	p.sink.Process.Kill()
+	testutil.WaitFor(t, 10*time.Second, "/readyz to report the sink away", func() bool { return p.x.Runner.Readyz() == http.StatusServiceUnavailable })
+	acked := p.checkNothingUnwrittenAcked()
+	if acked == total {
+		t.Fatalf("everything was acked before the sink was killed; the test proves nothing")
+	}
+	time.Sleep(time.Second)
+	p.checkNothingUnwrittenAcked()
+	p.startSink()
+	p.verify(120 * time.Second)
+	if p.x.Runner.Exited() || p.x.Runner.Cmd.Process.Pid != pid {
+		t.Fatalf("the runner restarted")
+	}
+	if !strings.Contains(p.x.Runner.Stderr.String(), "reconnected to Numaflow container") {
+		t.Fatalf("no reconnect logged")
+	}
+	t.Logf("%d of %d acked when the sink was killed", acked, total)
+	p.x.StopRunner()
+}
