@@ -5,13 +5,13 @@ package pyudf
 
 import (
 	"bufio"
+	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +26,9 @@ import (
 	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 )
+
+//go:embed testdata/pycontainer.py
+var pycontainer []byte
 
 // Python returns a Python 3 interpreter that has grpcio and protobuf, for
 // containers written the way the Python SDK (pynumaflow) writes them
@@ -78,11 +81,13 @@ func lastLine(s string) string {
 // stream or source read while one was open).
 func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDescriptor) *Record {
 	t.Helper()
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("pyudf: cannot tell where pycontainer.py is")
+	// The script is written beside the socket rather than run from the
+	// source tree, which a -trimpath build or a copied test binary
+	// cannot find.
+	script := filepath.Join(filepath.Dir(socket), "pycontainer.py")
+	if err := os.WriteFile(script, pycontainer, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	script := filepath.Join(filepath.Dir(self), "testdata", "pycontainer.py")
 	desc := filepath.Join(filepath.Dir(socket), kind+".desc")
 	rec := &Record{path: socket + ".received.jsonl"}
 	writeDescriptors(t, desc, fd)
@@ -96,7 +101,7 @@ func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDesc
 		t.Fatal(err)
 	}
 	p := testutil.Start(t, "the Python "+kind, py,
-		map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}, // nothing written into the source tree
+		map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}, // no __pycache__ beside the sockets
 		script, kind, desc, socket, info, rec.path)
 	// Up once its server-info file is there (it writes it after it
 	// listens); one that dies on the way fails the test now, with what
