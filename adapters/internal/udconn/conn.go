@@ -7,8 +7,10 @@ import (
 	"net"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/numaproj/numaflow-go/pkg/info"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -63,6 +65,9 @@ type Conn struct {
 	ready ReadyFunc
 
 	warned sync.Map // server-info warnings already logged
+	// info is the server-info of the container last connected to (set
+	// with the connection it came with).
+	si atomic.Pointer[info.ServerInfo]
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -105,6 +110,10 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 	c.log.Infow("connected to Numaflow container", "after", time.Since(start).Round(time.Millisecond).String())
 	return c, nil
 }
+
+// ServerInfo is the server-info file of the container last connected to:
+// what its SDK can do (SupportsNack) may change when it restarts.
+func (c *Conn) ServerInfo() *info.ServerInfo { return c.si.Load() }
 
 // MaxMessageSize is the largest gRPC message either side may send.
 func (c *Conn) MaxMessageSize() int { return c.set.MaxMessageSize }
@@ -362,6 +371,7 @@ func (c *Conn) attempt(ctx context.Context) (Client, fileID, error) {
 		cc.Close()
 		return nil, id, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
 	}
+	c.si.Store(si)
 	return cc, id, nil
 }
 

@@ -42,6 +42,34 @@ var MinSDKVersions = map[string]string{
 	"rust":   "0.1.0",
 }
 
+// NackSDKVersions are the first SDK releases, per language, whose source
+// serves NackFn (numaflow-shared server_info.rs NACK_SUPPORT_SDK_VERSIONS).
+var NackSDKVersions = map[string]string{
+	"go":     "0.11.0-z",
+	"python": "0.11.0rc100",
+	"java":   "0.11.0-z",
+	"rust":   "0.4.0-z",
+}
+
+// SupportsNack reports whether a source container with this server-info
+// serves NackFn, decided as Numaflow's data plane decides it (server_info.rs
+// supports_nack): an SDK at least at NackSDKVersions for its language; an
+// empty version or an unknown language counts as no. Numaflow does not nack
+// such a source at all (the source redelivers after its own ack timeout),
+// and neither does udsource.
+func SupportsNack(si *info.ServerInfo) bool {
+	if si == nil || si.Version == "" {
+		return false
+	}
+	lang := strings.ToLower(string(si.Language))
+	minimum, known := NackSDKVersions[lang]
+	if !known {
+		return false
+	}
+	ok, err := atLeast(si.Version, minimum, lang == "python")
+	return err == nil && ok
+}
+
 // Endpoint names one Numaflow container: its socket and its server-info file.
 type Endpoint struct {
 	// Name is how errors and logs call it ("source", "fallback sink", ...).

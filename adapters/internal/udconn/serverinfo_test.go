@@ -67,6 +67,44 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestSupportsNack follows numaflow-shared's supports_nack: per language a
+// minimum release (Go, Java 0.11.0-z; Python 0.11.0rc100, PEP 440; Rust
+// 0.4.0-z), and no for an empty version or an unknown language.
+func TestSupportsNack(t *testing.T) {
+	for _, c := range []struct {
+		lang, version string
+		want          bool
+	}{
+		{"go", "v0.12.0", true},
+		{"go", "v0.11.0", true},
+		{"go", "0.11.0", true},
+		{"go", "v0.11.0-rc1", false},
+		{"go", "v0.11.1-0.20250101000000-abcdef123456", true},
+		{"go", "v0.10.3", false},
+		{"go", "", false},
+		{"python", "0.11.0", true},
+		{"python", "0.11.0.post1", true},
+		{"python", "0.11.0rc1", false},
+		{"python", "0.10.2", false},
+		{"java", "0.11.0", true},
+		{"java", "0.10.0", false},
+		{"rust", "0.4.0", true},
+		{"rust", "0.3.9", false},
+		{"Go", "v0.12.0", true},
+		{"cobol", "1.0.0", false},
+		{"", "v0.12.0", false},
+		{"go", "latest", false},
+	} {
+		si := &info.ServerInfo{Language: info.Language(c.lang), Version: c.version}
+		if got := udconn.SupportsNack(si); got != c.want {
+			t.Errorf("SupportsNack(%s %q) = %v, want %v", c.lang, c.version, got, c.want)
+		}
+	}
+	if udconn.SupportsNack(nil) {
+		t.Errorf("SupportsNack(nil) = true")
+	}
+}
+
 func ready(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	r, err := sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{})
 	return r.GetReady(), err

@@ -54,7 +54,8 @@ func TestConformanceWithAPythonSourceContainer(t *testing.T) {
 func pythonValue(n int) []byte {
 	v := fmt.Appendf(nil, "value-%d", n)
 	if n%40 == 7 {
-		v = append(v, bytes.Repeat(fmt.Appendf(nil, "|%d", n), (2<<20)/len(v))...)
+		cell := fmt.Appendf(nil, "|%d", n)
+		v = append(v, bytes.Repeat(cell, (2<<20)/len(cell))...)[:2<<20]
 	}
 	return v
 }

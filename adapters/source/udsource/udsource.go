@@ -15,11 +15,13 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
+	"github.com/numaproj/numaflow-go/pkg/info"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -70,7 +72,10 @@ type Source struct {
 	rd     udconn.Current[*readStream]
 	ack    udconn.Current[*ackStream]
 
-	closeOnce sync.Once
+	// noNackWarned is the server-info last warned about for not serving
+	// NackFn: one warning per container start, not one per nack.
+	noNackWarned atomic.Pointer[info.ServerInfo]
+	closeOnce    sync.Once
 }
 
 var (
@@ -381,6 +386,14 @@ func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Du
 }
 
 func (s *Source) nack(ctx context.Context, cc grpc.ClientConnInterface, offs []*sourcepb.Offset, delay time.Duration) error {
+	if si := s.conn.ServerInfo(); !udconn.SupportsNack(si) {
+		// As Numaflow: an SDK from before NackFn is not nacked at all.
+		if si != nil && s.noNackWarned.Swap(si) != si {
+			s.log.Warnw("the source container's SDK predates NackFn (Go and Java 0.11, Python 0.11, Rust 0.4 serve it), so nacked messages are not handed back: the source redelivers them after its own ack timeout, as Numaflow does",
+				"sdk_language", si.Language, "sdk_version", si.Version, "count", len(offs))
+		}
+		return nil
+	}
 	opts := &common.NackOptions{Reason: &nackReason}
 	if delay > 0 {
 		ms := uint64(delay.Milliseconds())

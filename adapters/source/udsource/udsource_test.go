@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
+	"github.com/numaproj/numaflow-go/pkg/info"
 	"github.com/numaproj/numaflow-go/pkg/sourcer"
 	"google.golang.org/grpc"
 
@@ -359,4 +360,65 @@ func TestReadHandlerPanicIsReportedWithItsStack(t *testing.T) {
 		}
 	}
 	t.Fatalf("reported %+v; want the udsource container's Internal error with the panic message and its stack", got.Errors())
+}
+
+// TestASourceSDKFromBeforeNackIsNotNacked: Numaflow does not call NackFn
+// on a source whose SDK predates it (numaflow-shared supports_nack), and
+// neither does the adapter: such a container answers UNIMPLEMENTED, and
+// redelivers after its own ack timeout. Nack, and the nack of what an
+// open read brings at Close, return nil without a call.
+func TestASourceSDKFromBeforeNackIsNotNacked(t *testing.T) {
+	for _, c := range []struct {
+		lang, version string
+		nacks         bool
+	}{
+		{"go", "v0.10.3", false},
+		{"go", "", false}, // a build without module information: unknown, so no
+		{"python", "0.10.0", false},
+		{"go", "v0.11.0", true},
+		{"python", "0.11.0", true},
+	} {
+		t.Run(c.lang+"@"+c.version, func(t *testing.T) {
+			dir := udftest.Dir(t)
+			st := newStore(time.Second)
+			si := udftest.ServerInfo(info.Sourcer)
+			si.Language, si.Version = info.Language(c.lang), c.version
+			udftest.StartWithInfo(t, udconn.SourceEndpoint(dir), si, func(s *grpc.Server) {
+				sourcepb.RegisterSourceServer(s, &sourcer.Service{Source: st})
+			})
+			src := newSource(t, udftest.Settings(dir))
+			st.produce(3)
+			msgs := readAll(t, src, 3)
+			if err := src.Nack(context.Background(), msgs, 0); err != nil {
+				t.Fatalf("nack: %v", err)
+			}
+			if c.nacks {
+				readAll(t, src, 3) // back at once; in flight again
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			src.Read(ctx, 10, 2*time.Second) // left open for Close
+			st.produce(2)
+			time.Sleep(100 * time.Millisecond)
+			if err := src.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st.mu.Lock()
+			nacks := st.nacks
+			st.mu.Unlock()
+			want := 0
+			if c.nacks {
+				want = 5
+			}
+			if nacks != want {
+				t.Fatalf("the container was nacked %d messages, want %d", nacks, want)
+			}
+			// Not nacked, nothing is lost: the source's ack timeout brings
+			// all five back.
+			again := readAll(t, newSource(t, udftest.Settings(dir)), 5)
+			if len(again) != 5 {
+				t.Fatalf("read %d messages again, want 5", len(again))
+			}
+		})
+	}
 }
