@@ -101,18 +101,19 @@ type pipeline struct {
 	source, sink *pyudf.Record
 }
 
-func start(t *testing.T, total int, env map[string]string) *pipeline {
+// start starts the four containers and the runner (env adds to its
+// settings), and gives the source its first produce messages of total.
+func start(t *testing.T, total, produce int, env map[string]string) *pipeline {
 	p := &pipeline{t: t, py: pyudf.Python(t), x: testutil.NewExamples(t, "mvpy"), total: total}
 	dir := p.x.Dir
-	p.source = pyudf.Start(t, p.py, "source", filepath.Join(dir, "source.sock"), filepath.Join(dir, "sourcer-server-info"), sourcepb.File_pkg_apis_proto_source_v1_source_proto)
+	// Longer than a batch of 1 MiB fan-outs takes through four Python
+	// processes under -race, so redelivery is for a stalled pipeline.
+	p.source = pyudf.Start(t, p.py, "source", filepath.Join(dir, "source.sock"), filepath.Join(dir, "sourcer-server-info"), sourcepb.File_pkg_apis_proto_source_v1_source_proto,
+		pyudf.AckTimeout(15*time.Second))
 	pyudf.Start(t, p.py, "transformer", filepath.Join(dir, "sourcetransform.sock"), filepath.Join(dir, "sourcetransformer-server-info"), stpb.File_pkg_apis_proto_sourcetransform_v1_transform_proto)
 	pyudf.Start(t, p.py, "batchmap", filepath.Join(dir, "batchmap.sock"), filepath.Join(dir, "mapper-server-info"), mappb.File_pkg_apis_proto_map_v1_map_proto)
 	p.startSink()
-	values := make([][]byte, total)
-	for n := range values {
-		values[n] = value(n)
-	}
-	p.source.Produce(t, values)
+	p.produce(0, produce)
 	all := p.x.RunnerEnv(map[string]string{
 		"MV_TRANSFORMER":      "udtransformer",
 		"MV_UDF":              "udmap",
@@ -124,6 +125,15 @@ func start(t *testing.T, total int, env map[string]string) *pipeline {
 	}
 	p.x.StartRunner(all)
 	return p
+}
+
+// produce gives the source messages from to to-1.
+func (p *pipeline) produce(from, to int) {
+	values := make([][]byte, 0, to-from)
+	for n := from; n < to; n++ {
+		values = append(values, value(n))
+	}
+	p.source.Produce(p.t, values)
 }
 
 func (p *pipeline) startSink() {
@@ -183,12 +193,13 @@ func (p *pipeline) checkNothingUnwrittenAcked() int {
 }
 
 // verify waits until every message is acked and the source's pending is
-// 0, then checks the sink's outputs against the rules exactly.
+// 0, checking all the while that nothing is acked before its outputs are
+// written, then checks the sink's outputs against the rules exactly.
 func (p *pipeline) verify(timeout time.Duration) {
 	p.t.Helper()
 	testutil.WaitFor(p.t, timeout, fmt.Sprintf("all %d messages acked", p.total), func() bool {
 		p.x.RunnerAlive()
-		return len(p.source.Acked(p.t)) == p.total
+		return p.checkNothingUnwrittenAcked() == p.total
 	})
 	testutil.WaitFor(p.t, 30*time.Second, "the source's pending to reach 0", func() bool {
 		st, err := p.x.Runner.Status()
@@ -203,6 +214,9 @@ func (p *pipeline) verify(timeout time.Duration) {
 		}
 		outs += outputs(n)
 	}
+	if bad := p.source.NeverReadAcks(p.t); len(bad) > 0 {
+		p.t.Fatalf("the runner acked offsets the source never served: %v", bad)
+	}
 	st, err := p.x.Runner.Status()
 	if err != nil {
 		p.t.Fatal(err)
@@ -211,6 +225,9 @@ func (p *pipeline) verify(timeout time.Duration) {
 		p.total, outs, st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.Dropped, st.Totals.SinkErrors)
 }
 
+// TestEveryMessageIsAckedOnceItsOutputsAreWritten runs 3,000 messages,
+// 1 KiB and 1 MiB, through the four Python containers in batch and in
+// streaming mode.
 func TestEveryMessageIsAckedOnceItsOutputsAreWritten(t *testing.T) {
 	for _, c := range []struct {
 		mode string
@@ -220,33 +237,45 @@ func TestEveryMessageIsAckedOnceItsOutputsAreWritten(t *testing.T) {
 		{"streaming", map[string]string{"MV_STREAMING": "true", "MV_CONCURRENCY": "200"}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
-			p := start(t, 3_000, c.env)
+			const total = 3_000
+			p := start(t, total, total, c.env)
 			p.verify(150 * time.Second)
 			p.x.StopRunner()
 		})
 	}
 }
 
+// TestASinkKilledMidStreamIsWaitedForAndNothingIsLost kills the Python
+// sink (SIGKILL) once a quarter of the messages are acked and the sink is
+// writing the rest, and starts it again: the same runner waits for it,
+// acks nothing it did not write, and delivers everything.
 func TestASinkKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 	const total = 3_000
-	p := start(t, total, nil)
-	testutil.WaitFor(t, 90*time.Second, "a quarter of the messages acked", func() bool {
+	p := start(t, total, total/4, nil)
+	testutil.WaitFor(t, 90*time.Second, "the first quarter acked", func() bool {
 		p.x.RunnerAlive()
-		return len(p.source.Acked(t)) >= total/4
+		return p.checkNothingUnwrittenAcked() == total/4
 	})
-	pid := p.x.Runner.Cmd.Process.Pid
+	p.produce(total/4, total)
+	testutil.WaitFor(t, 60*time.Second, "the sink to take some of the rest", func() bool {
+		for n := range p.written() {
+			if n >= total/4 {
+				return true
+			}
+		}
+		return false
+	})
 	p.sink.Process.Kill()
 	testutil.WaitFor(t, 10*time.Second, "/readyz to report the sink away", func() bool { return p.x.Runner.Readyz() == http.StatusServiceUnavailable })
 	acked := p.checkNothingUnwrittenAcked()
-	if acked == total {
-		t.Fatalf("everything was acked before the sink was killed; the test proves nothing")
-	}
 	time.Sleep(time.Second)
 	p.checkNothingUnwrittenAcked()
+	restarted := time.Now()
 	p.startSink()
 	p.verify(120 * time.Second)
-	if p.x.Runner.Exited() || p.x.Runner.Cmd.Process.Pid != pid {
-		t.Fatalf("the runner restarted")
+	t.Logf("all %d messages final %v after the sink was started again", total, time.Since(restarted).Round(time.Millisecond))
+	if p.x.Runner.Exited() {
+		t.Fatalf("the runner exited")
 	}
 	if !strings.Contains(p.x.Runner.Stderr.String(), "reconnected to Numaflow container") {
 		t.Fatalf("no reconnect logged")

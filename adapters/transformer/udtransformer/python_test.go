@@ -14,9 +14,10 @@ import (
 
 // TestConformanceWithAPythonTransformerContainer runs the transformer's
 // conformance suite, over each transport, against a transformer container
-// written the way the Python SDK writes one (udftest's
+// written the way the Python SDK writes one (testutil/pyudf's
 // testdata/pycontainer.py): grpc C-core's HTTP/2 and flow control in both
-// directions instead of grpc-go's, answers in order, payloads up to 8 MiB.
+// directions instead of grpc-go's, answers from a thread pool in any
+// order, payloads up to 8 MiB.
 func TestConformanceWithAPythonTransformerContainer(t *testing.T) {
 	py := pyudf.Python(t)
 	for _, tr := range udftest.Transports {

@@ -30,14 +30,28 @@ import (
 //go:embed testdata/pycontainer.py
 var pycontainer []byte
 
+// checked holds the records whose violations a cleanup checks.
+var checked sync.Map
+
+// Option sets how Start runs a container.
+type Option func(env map[string]string)
+
+// AckTimeout is how long a Python source waits for the ack of a message
+// it served before it serves it again (3 s unless set).
+func AckTimeout(d time.Duration) Option {
+	return func(env map[string]string) {
+		env["PYUDF_ACK_TIMEOUT"] = strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	}
+}
+
 // Python returns a Python 3 interpreter that has grpcio and protobuf, for
 // containers written the way the Python SDK (pynumaflow) writes them
 // (Start): a gRPC server of grpc C-core, whose HTTP/2 (frame
 // sizes, flow control, header encoding) is not grpc-go's. $MV_TEST_PYTHON,
 // when set, is the one used; otherwise Debian's /usr/bin/python3 (.ci/run
 // installs python3-grpcio and python3-protobuf), then python3 on the PATH.
-// Without one the test is skipped, except under CI (CI=true or 1), where
-// it fails.
+// Without one the test is skipped, except under CI (CI=true or 1) or
+// with $MV_TEST_PYTHON set, where it fails.
 func Python(t testing.TB) string {
 	t.Helper()
 	candidates := []string{"/usr/bin/python3", "python3"}
@@ -79,8 +93,12 @@ func lastLine(s string) string {
 // serve. The test fails at its end if the container was given more
 // concurrency than Numaflow gives one (a second sink stream, batch map
 // stream or source read while one was open).
-func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDescriptor) *Record {
+func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDescriptor, opts ...Option) *Record {
 	t.Helper()
+	env := map[string]string{"PYTHONDONTWRITEBYTECODE": "1"} // no __pycache__ beside the sockets
+	for _, o := range opts {
+		o(env)
+	}
 	// The script is written beside the socket rather than run from the
 	// source tree, which a -trimpath build or a copied test binary
 	// cannot find.
@@ -90,22 +108,28 @@ func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDesc
 	}
 	desc := filepath.Join(filepath.Dir(socket), kind+".desc")
 	rec := &Record{path: socket + ".received.jsonl"}
+	if kind == "source" {
+		rec.path = socket + ".spool.jsonl"
+	}
 	writeDescriptors(t, desc, fd)
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(rec.path + ".violations"); err == nil {
-			t.Errorf("the Python %s saw more concurrency than Numaflow gives a container:\n%s", kind, b)
-		}
-	})
+	// Once per record: a restarted container shares its predecessor's.
+	if _, again := checked.LoadOrStore(rec.path, true); !again {
+		t.Cleanup(func() {
+			checked.Delete(rec.path)
+			if b, err := os.ReadFile(rec.path + ".violations"); err == nil {
+				t.Errorf("the Python %s saw more concurrency than Numaflow gives a container:\n%s", kind, b)
+			}
+		})
+	}
 	// A restarted container's old server-info file is not its own.
 	if err := os.Remove(info); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	p := testutil.Start(t, "the Python "+kind, py,
-		map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}, // no __pycache__ beside the sockets
-		script, kind, desc, socket, info, rec.path)
+	p := testutil.Start(t, "the Python "+kind, py, env, script, kind, desc, socket, info, rec.path)
 	// Up once its server-info file is there (it writes it after it
-	// listens); one that dies on the way fails the test now, with what
-	// it printed, not each check after a connect timeout.
+	// listens; a client reading it waits for its end marker, as udconn
+	// does); one that dies on the way fails the test now, with what it
+	// printed, not each check after a connect timeout.
 	deadline := time.After(20 * time.Second)
 	for {
 		if _, err := os.Stat(info); err == nil {
@@ -236,23 +260,41 @@ func (r *Record) Produce(t testing.TB, values [][]byte) {
 // message number (Produce's order), as it recorded them.
 func (r *Record) Acked(t testing.TB) map[int]int {
 	t.Helper()
-	b, err := os.ReadFile(r.path + ".acked")
-	if os.IsNotExist(err) {
-		return map[int]int{}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	acked := map[int]int{}
-	for _, l := range strings.SplitAfter(string(b), "\n") {
-		if !strings.HasSuffix(l, "\n") {
-			break // still being written
-		}
-		n, err := strconv.Atoi(strings.TrimSuffix(l, "\n"))
+	for _, l := range r.lines(t, ".acked") {
+		n, err := strconv.Atoi(l)
 		if err != nil {
 			t.Fatalf("%s.acked: %v", r.path, err)
 		}
 		acked[n]++
 	}
 	return acked
+}
+
+// NeverReadAcks returns the acks a Python source got for offsets it never
+// served, one line per ack request; a runner sends none.
+func (r *Record) NeverReadAcks(t testing.TB) []string {
+	t.Helper()
+	return r.lines(t, ".never-read-acks")
+}
+
+// lines returns the whole lines of the record's file with suffix, none if
+// it is not there yet.
+func (r *Record) lines(t testing.TB, suffix string) []string {
+	t.Helper()
+	b, err := os.ReadFile(r.path + suffix)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasSuffix(l, "\n") {
+			break // still being written
+		}
+		out = append(out, strings.TrimSuffix(l, "\n"))
+	}
+	return out
 }

@@ -30,14 +30,26 @@ source       source.v1.Source over a spool file, RECORD, that the test
              base64); message n is offset str(n) on partition 0. Read,
              ack and nack follow the broker rules the Go SDK test store
              follows: nacked messages come back at once, unacked ones
-             after ACK_TIMEOUT seconds; each acked number is appended to
-             RECORD + ".acked". The read handler is not safe to
+             after ACK_TIMEOUT seconds ($PYUDF_ACK_TIMEOUT, default 3);
+             a nack's delay is not kept. Each acked number is appended to
+             RECORD + ".acked", and an ack of offsets never read to
+             RECORD + ".never-read-acks". The read handler is not safe to
              call concurrently, like many a user's: a second read while
-             one runs is a violation.
+             one runs is a violation. Its server-info says version
+             0.11.0, pynumaflow's first with NackFn.
 
-Each container writes a line to VIOLATIONS (RECORD + ".violations") for
-any concurrency Numaflow would not give it: a second sink stream, batch
-map stream or read while one is open. The test fails on any.
+The sink, the batch map and the source write a line to VIOLATIONS
+(RECORD + ".violations") for any concurrency Numaflow would not give them:
+a second live sink stream, batch map stream or read while one is open.
+The test fails on any. (Requests pipelined on one stream before an EOT
+are not seen: each stream is read one request at a time.)
+
+Where these are kinder than pynumaflow: its synchronous transformer and
+map share one executor that the first stream to end shuts down, so a
+second stream fails, while here each stream has its own pool; its
+synchronous servers have four gRPC threads, and its source and batch map
+are asyncio servers, while here every kind is a synchronous server with
+eight threads, so that the tests' many short-lived clients are served.
 
 The message classes come from the descriptors numaflow-go's generated code
 carries (the Go test writes them), so both sides speak the same proto
@@ -94,33 +106,40 @@ def stream(fn, Request, Response):
 
 class Exclusive:
     """A section Numaflow never enters twice at once for live streams. An
-    entry while another live stream's call is inside is written to
-    VIOLATIONS (and still waits its turn, so the test sees it rather than
-    a hang); one behind a call whose stream has already ended just waits,
-    as a container may finish a cancelled call late."""
+    entry while a call of another live stream is inside, or waiting to
+    be, is written to VIOLATIONS (and still waits its turn, so the test
+    sees it rather than a hang); one behind a call whose stream has
+    already ended just waits, as a container may finish a cancelled call
+    late."""
 
     def __init__(self, violations, what):
-        self.lock = threading.Lock()
+        self.turn = threading.Lock()
+        self.state = threading.Lock()  # guards entrants
+        self.entrants = []  # contexts of the calls inside or waiting
         self.violations = violations
         self.what = what
-        self.holder = None  # the grpc context inside
 
     def enter(self, context):
-        if not self.lock.acquire(blocking=False):
-            holder = self.holder
-            if holder is not None and holder.is_active():
+        with self.state:
+            if any(other.is_active() for other in self.entrants):
                 with open(self.violations, "a") as f:
                     f.write("%s entered while another stream's was open\n" % self.what)
-            self.lock.acquire()
-        self.holder = context
-        return self
+            self.entrants.append(context)
+        self.turn.acquire()
+        return _Inside(self, context)
+
+
+class _Inside:
+    def __init__(self, ex, context):
+        self.ex, self.context = ex, context
 
     def __enter__(self):
         return self
 
     def __exit__(self, *_):
-        self.holder = None
-        self.lock.release()
+        with self.ex.state:
+            self.ex.entrants.remove(self.context)
+        self.ex.turn.release()
 
 
 def handshake_first(requests, context, what):
@@ -289,7 +308,8 @@ def map_batch(cls, _record, violations):
     return "map.v1.Map", {"MapFn": stream(map_fn, cls("map.v1.MapRequest"), Response)}, cls("map.v1.ReadyResponse")
 
 
-ACK_TIMEOUT = 3.0  # seconds an unacked message waits before it is read again
+# Seconds an unacked message waits before it is read again.
+ACK_TIMEOUT = float(os.environ.get("PYUDF_ACK_TIMEOUT", "3"))
 EPOCH_MS = 1_700_000_000_000
 
 
@@ -305,6 +325,7 @@ class Spool:
         self.queue = []
         self.inflight = {}  # n -> when it was read
         self.acked = set()
+        self.served = set()  # ever read
         self.acked_log = open(path + ".acked", "a")
         self.lock = threading.Lock()
 
@@ -334,15 +355,24 @@ class Spool:
             out, self.queue = self.queue[:count], self.queue[count:]
             for n in out:
                 self.inflight[n] = now
+                self.served.add(n)
             return [(n, self.values[n]) for n in out]
 
     def ack(self, ns):
+        """Acks ns; returns those never served, which no client may ack."""
+        never = []
         with self.lock:
             for n in ns:
+                if n not in self.served:
+                    never.append(n)
+                    continue
                 self.inflight.pop(n, None)
+                if n in self.queue:  # back by its ack timeout, not read yet
+                    self.queue.remove(n)
                 self.acked.add(n)
                 self.acked_log.write("%d\n" % n)
             self.acked_log.flush()
+        return never
 
     def nack(self, ns):
         with self.lock:
@@ -371,6 +401,13 @@ def source(cls, record, violations):
     Handshake = cls("source.v1.Handshake")
     spool = Spool(record)
     reading = Exclusive(violations, "the read handler")
+
+    def offset_number(o):
+        # Not one this source gave (a wrong partition, not a number): never
+        # read.
+        if o.partition_id != 0 or not o.offset.isdigit():
+            return -1
+        return int(o.offset)
 
     def read_handler(context, count, timeout_ms):
         # A user's read: up to count messages, waiting at most timeout_ms
@@ -403,11 +440,15 @@ def source(cls, record, violations):
         handshake_first(requests, context, "AckFn")
         yield AckResponse(result=AckResult(success=empty_pb2.Empty()), handshake=Handshake(sot=True))
         for req in requests:
-            spool.ack(int(o.offset) for o in req.request.offsets)
+            never = spool.ack(offset_number(o) for o in req.request.offsets)
+            if never:  # for the test to judge: its own bad input, or a bug
+                with open(record + ".never-read-acks", "a") as f:
+                    f.write("%s\n" % never)
             yield AckResponse(result=AckResult(success=empty_pb2.Empty()))
 
     def nack_fn(req, _context):
-        spool.nack([int(o.offset) for r in req.request for o in r.offsets])
+        # NackOptions' delay is not kept: a nacked message comes back at once.
+        spool.nack([offset_number(o) for r in req.request for o in r.offsets])
         return NackResponse(result=NackResult(success=empty_pb2.Empty()))
 
     return "source.v1.Source", {
@@ -454,7 +495,7 @@ def main():
             "protocol": "uds",
             "language": "python",
             "minimum_numaflow_version": "1.4.0-z",
-            "version": "0.10.0",
+            "version": "0.11.0",  # pynumaflow's first with NackFn (Numaflow nacks from 0.11)
             "metadata": metadata,
         }) + "U+005C__END__")
     stop = threading.Event()
