@@ -182,6 +182,7 @@ func Start(t testing.TB, name, binary string, env map[string]string, args ...str
 	t.Helper()
 	p := &Process{t: t, Name: name, Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{}), exitCode: -1}
 	p.Cmd = exec.Command(binary, args...)
+	p.Cmd.SysProcAttr = procAttr()
 	p.Cmd.Env = BaseEnv()
 	for k, v := range env {
 		p.Cmd.Env = append(p.Cmd.Env, k+"="+v)
