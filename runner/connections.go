@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 
@@ -23,6 +24,15 @@ type Connection interface {
 	Lost(err error)
 }
 
+// SDKReporter is a Connection that also takes the SDK of the Numaflow
+// container behind it: its language and version from the server-info
+// file, and its container type (the file's prefix: sourcer, sinker,
+// fb-sinker, ...). It is set again when a restarted container says
+// another.
+type SDKReporter interface {
+	SDK(language, version, container string)
+}
+
 // NoConnection is the Connection of an Env built without metrics (tests).
 var NoConnection Connection = noConnection{}
 
@@ -37,6 +47,7 @@ func (noConnection) Lost(error)   {}
 type Connections struct {
 	up, failed, lost *prometheus.CounterVec
 	connected        *prometheus.GaugeVec
+	sdk              *prometheus.GaugeVec
 }
 
 // NewConnections registers the connection metrics. They are made before
@@ -52,8 +63,14 @@ func NewConnections(reg prometheus.Registerer, name string, replica int) (*Conne
 		lost:   vec("monovtx_connection_lost_total", "Established connections to an adapter's peer that broke, by adapter role (Benthos' connection_lost)."),
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "monovtx_connected", ConstLabels: labels,
 			Help: "1 while an adapter's connection to its peer is up, 0 while it is away; absent for adapters that hold none."}, []string{"role"}),
+		// numaflow-core's global sdk_info, with its labels: no mvtx_*
+		// labels, component "mono-vertex" and the vertex's name.
+		sdk: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sdk_info",
+			ConstLabels: prometheus.Labels{"component": "mono-vertex", "component_name": name},
+			Help:        "A metric with a constant value '1', labeled by SDK information such as version, language, and type"},
+			[]string{"language", "version", "type"}),
 	}
-	for _, col := range []prometheus.Collector{c.up, c.failed, c.lost, c.connected} {
+	for _, col := range []prometheus.Collector{c.up, c.failed, c.lost, c.connected, c.sdk} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}
@@ -68,7 +85,7 @@ func (c *Connections) For(role Role) Connection {
 	}
 	r := string(role)
 	return &connection{up: c.up.WithLabelValues(r), failed: c.failed.WithLabelValues(r), lost: c.lost.WithLabelValues(r),
-		connected: c.connected.WithLabelValues(r)}
+		connected: c.connected.WithLabelValues(r), sdk: c.sdk}
 }
 
 type connection struct {
@@ -76,6 +93,24 @@ type connection struct {
 	up, failed, lost   prometheus.Counter
 	connected          prometheus.Gauge
 	isUp, everReported bool
+	sdk                *prometheus.GaugeVec
+	sdkLabels          []string // the series SDK last set
+}
+
+// SDK sets this connection's sdk_info series, replacing the one a
+// container before a restart set.
+func (c *connection) SDK(language, version, container string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	labels := []string{language, version, container}
+	if c.sdkLabels != nil {
+		if slices.Equal(c.sdkLabels, labels) {
+			return
+		}
+		c.sdk.DeleteLabelValues(c.sdkLabels...)
+	}
+	c.sdk.WithLabelValues(labels...).Set(1)
+	c.sdkLabels = labels
 }
 
 func (c *connection) Up() {

@@ -2,6 +2,9 @@ package runner
 
 import (
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,4 +58,44 @@ func TestConnectionsCountAndShowTheState(t *testing.T) {
 	}
 	var nilConns *Connections
 	nilConns.For(RoleSink).Lost(errors.New("reported to no one")) // must not panic
+}
+
+// TestSDKInfoIsNumaflows: the SDK a connection reports is numaflow-core's
+// sdk_info series, with its labels, and a restarted container's SDK
+// replaces the one before it.
+func TestSDKInfoIsNumaflows(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	conns, err := NewConnections(reg, "mv", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := conns.For(RoleSink).(SDKReporter)
+	conns.For(RoleSource).(SDKReporter).SDK("python", "0.11.0", "sourcer")
+	sink.SDK("go", "v0.11.0", "sinker")
+	sink.SDK("go", "v0.12.0", "sinker") // the container came back upgraded
+	sink.SDK("go", "v0.12.0", "sinker")
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fams {
+		if f.GetName() != "sdk_info" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got = append(got, strings.Join(labels, ",")+" "+strconv.FormatFloat(m.GetGauge().GetValue(), 'g', -1, 64))
+		}
+	}
+	want := []string{
+		"component=mono-vertex,component_name=mv,language=go,type=sinker,version=v0.12.0 1",
+		"component=mono-vertex,component_name=mv,language=python,type=sourcer,version=0.11.0 1",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sdk_info series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -12,6 +12,7 @@ package python_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -225,6 +226,27 @@ func (p *pipeline) verify(timeout time.Duration) {
 		p.total, outs, st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.Dropped, st.Totals.SinkErrors)
 }
 
+// checkSDKInfo checks that the runner exports numaflow-core's sdk_info for
+// each container, as its server-info file says it.
+func (p *pipeline) checkSDKInfo() {
+	p.t.Helper()
+	resp, err := http.Get(p.x.Runner.AdminURL + "/metrics")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	for _, typ := range []string{"sourcer", "sourcetransformer", "mapper", "sinker"} {
+		want := `sdk_info{component="mono-vertex",component_name="local",language="python",type="` + typ + `",version="0.11.0"} 1`
+		if !strings.Contains(string(body), want) {
+			p.t.Errorf("/metrics has no %s", want)
+		}
+	}
+}
+
 // TestEveryMessageIsAckedOnceItsOutputsAreWritten runs 3,000 messages,
 // 1 KiB and 1 MiB, through the four Python containers in batch and in
 // streaming mode.
@@ -240,6 +262,7 @@ func TestEveryMessageIsAckedOnceItsOutputsAreWritten(t *testing.T) {
 			const total = 3_000
 			p := start(t, total, total, c.env)
 			p.verify(150 * time.Second)
+			p.checkSDKInfo()
 			p.x.StopRunner()
 		})
 	}

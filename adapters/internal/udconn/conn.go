@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +107,7 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 	}
 	c.cc, c.file, c.gen = cc, id, 1
 	c.set.connection().Up()
+	c.reportSDK()
 	go c.watch(cc, c.gen)
 	c.log.Infow("connected to Numaflow container", "after", time.Since(start).Round(time.Millisecond).String())
 	return c, nil
@@ -206,6 +208,7 @@ func (c *Conn) reconnect(deadline time.Time) {
 		return
 	}
 	c.set.connection().Up()
+	c.reportSDK()
 	old := c.cc
 	fresh := id != c.file
 	c.cc, c.file, c.down = cc, id, false
@@ -373,6 +376,18 @@ func (c *Conn) attempt(ctx context.Context) (Client, fileID, error) {
 	}
 	c.si.Store(si)
 	return cc, id, nil
+}
+
+// reportSDK reports the SDK of the container just connected to, for
+// Numaflow's sdk_info gauge, with the container type numaflow-core gives
+// it: its server-info file's prefix (an onSuccess sink's is "ons-sinker").
+func (c *Conn) reportSDK() {
+	r, ok := c.set.connection().(runner.SDKReporter)
+	si := c.si.Load()
+	if !ok || si == nil {
+		return
+	}
+	r.SDK(string(si.Language), si.Version, strings.TrimSuffix(filepath.Base(c.ep.InfoFile), "-server-info"))
 }
 
 // warnOnce logs a server-info warning the first time it comes up, not on

@@ -3,6 +3,7 @@ package udconn_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -256,6 +257,19 @@ func TestSettingsValidate(t *testing.T) {
 type connCounts struct {
 	mu               sync.Mutex
 	up, failed, lost int
+	sdk              []string // each SDK report, "language version type"
+}
+
+func (c *connCounts) SDK(language, version, container string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sdk = append(c.sdk, language+" "+version+" "+container)
+}
+
+func (c *connCounts) sdkReports() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.sdk...)
 }
 
 func (c *connCounts) Up()          { c.mu.Lock(); c.up++; c.mu.Unlock() }
@@ -295,5 +309,39 @@ func TestConnReportsItsConnectionState(t *testing.T) {
 	up2, failed2, lost2 := counts.get()
 	if up2 != 2 || lost2 != 1 || failed2 <= failed {
 		t.Fatalf("after a restart: up %d failed %d (was %d) lost %d; want 2, more, 1", up2, failed2, failed, lost2)
+	}
+	// Each connection says which SDK it reached (numaflow-core's sdk_info).
+	if got, want := counts.sdkReports(), []string{"go v0.12.0 sinker", "go v0.12.0 sinker"}; !slices.Equal(got, want) {
+		t.Fatalf("SDK reports %q, want %q", got, want)
+	}
+}
+
+// TestSDKTypeIsNumaflowsContainerType: the type of sdk_info is the
+// container type numaflow-core gives each sink (ContainerType's names,
+// the server-info files' prefixes).
+func TestSDKTypeIsNumaflowsContainerType(t *testing.T) {
+	for _, c := range []struct {
+		ep   func(dir string) udconn.Endpoint
+		want string
+	}{
+		{func(dir string) udconn.Endpoint { return udconn.SinkEndpoint(dir, true) }, "fb-sinker"},
+		{udconn.OnSuccessSinkEndpoint, "ons-sinker"},
+		{udconn.SourceEndpoint, "sourcer"},
+		{udconn.TransformerEndpoint, "sourcetransformer"},
+	} {
+		dir := udftest.Dir(t)
+		ep := c.ep(dir)
+		udftest.Start(t, ep, func(s *grpc.Server) {})
+		counts := &connCounts{}
+		set := udftest.Settings(dir)
+		set.Connection = counts
+		conn, err := udconn.Connect(context.Background(), ep, set, nil, func(context.Context, grpc.ClientConnInterface) (bool, error) { return true, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		if got := counts.sdkReports(); len(got) != 1 || got[0] != "go v0.12.0 "+c.want {
+			t.Errorf("%s: SDK reports %q, want [go v0.12.0 %s]", ep.Name, got, c.want)
+		}
 	}
 }
