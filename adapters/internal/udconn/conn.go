@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,8 +65,8 @@ type Conn struct {
 	ready ReadyFunc
 
 	warned sync.Map // server-info warnings already logged
-	// info is the server-info of the container last connected to (set
-	// with the connection it came with).
+	// si is the server-info of the container of the current connection,
+	// set with it.
 	si atomic.Pointer[info.ServerInfo]
 
 	ctx    context.Context // ends at Close
@@ -97,7 +96,7 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 	c := &Conn{ep: ep, set: set, log: log.With("container", ep.Name, "socket", ep.Socket), ready: ready}
 	c.ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	start := time.Now()
-	cc, id, err := c.wait(ctx, start.Add(set.StartupTimeout))
+	cc, id, si, err := c.wait(ctx, start.Add(set.StartupTimeout))
 	if err != nil {
 		c.cancel()
 		if IsIncompatible(err) || ctx.Err() != nil {
@@ -106,6 +105,7 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 		return nil, fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err)
 	}
 	c.cc, c.file, c.gen = cc, id, 1
+	c.si.Store(si)
 	c.set.connection().Up()
 	c.reportSDK()
 	go c.watch(cc, c.gen)
@@ -113,8 +113,9 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 	return c, nil
 }
 
-// ServerInfo is the server-info file of the container last connected to:
-// what its SDK can do (SupportsNack) may change when it restarts.
+// ServerInfo is the server-info file of the container of the current
+// connection: what its SDK can do (SupportsNack) may change when it
+// restarts.
 func (c *Conn) ServerInfo() *info.ServerInfo { return c.si.Load() }
 
 // MaxMessageSize is the largest gRPC message either side may send.
@@ -190,7 +191,7 @@ func (c *Conn) Fail(gen uint64, err error) {
 }
 
 func (c *Conn) reconnect(deadline time.Time) {
-	cc, id, err := c.wait(c.ctx, deadline)
+	cc, id, si, err := c.wait(c.ctx, deadline)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer close(c.back)
@@ -207,11 +208,12 @@ func (c *Conn) reconnect(deadline time.Time) {
 		c.log.Errorw("giving up on the Numaflow container", zap.Error(c.fatal))
 		return
 	}
-	c.set.connection().Up()
-	c.reportSDK()
 	old := c.cc
 	fresh := id != c.file
 	c.cc, c.file, c.down = cc, id, false
+	c.si.Store(si)
+	c.set.connection().Up()
+	c.reportSDK()
 	c.gen++
 	go c.watch(cc, c.gen)
 	if old != nil {
@@ -303,27 +305,27 @@ func (c *Conn) Close() error {
 // wait polls until the container is usable, deadline passes (returning the
 // last reason it was not), or ctx ends. An incompatible or never-completed
 // server-info file ends the wait at once with an *IncompatibleError.
-func (c *Conn) wait(ctx context.Context, deadline time.Time) (Client, fileID, error) {
+func (c *Conn) wait(ctx context.Context, deadline time.Time) (Client, fileID, *info.ServerInfo, error) {
 	var (
 		incompleteID    fileID
 		incompleteSince time.Time
 		lastLog         = time.Now()
 	)
 	for {
-		cc, id, err := c.attempt(ctx)
+		cc, id, si, err := c.attempt(ctx)
 		if err == nil {
-			return cc, id, nil
+			return cc, id, si, nil
 		}
 		c.set.connection().Failed(err)
 		if IsIncompatible(err) {
-			return nil, id, err
+			return nil, id, nil, err
 		}
 		var inc *incompleteError
 		if errors.As(err, &inc) {
 			if incompleteSince.IsZero() || id != incompleteID {
 				incompleteID, incompleteSince = id, time.Now()
 			} else if time.Since(incompleteSince) >= endMarkerWait {
-				return nil, id, &IncompatibleError{Endpoint: c.ep, Reason: fmt.Sprintf(
+				return nil, id, nil, &IncompatibleError{Endpoint: c.ep, Reason: fmt.Sprintf(
 					"the file has no end marker %s %v after it was written, so it is not from a Numaflow SDK server this runner supports (content %q)",
 					End, endMarkerWait, clip(inc.content))}
 			}
@@ -331,29 +333,29 @@ func (c *Conn) wait(ctx context.Context, deadline time.Time) (Client, fileID, er
 			incompleteSince = time.Time{}
 		}
 		if ctx.Err() != nil {
-			return nil, id, ctx.Err()
+			return nil, id, nil, ctx.Err()
 		}
 		if !time.Now().Before(deadline) {
-			return nil, id, err
+			return nil, id, nil, err
 		}
 		if !pause(ctx, c.log, c.ep.InfoFile, err, deadline, &lastLog) {
-			return nil, id, ctx.Err()
+			return nil, id, nil, ctx.Err()
 		}
 	}
 }
 
 // attempt does one round of the handshake: read and check the server-info
 // file, dial the socket, ask IsReady.
-func (c *Conn) attempt(ctx context.Context) (Client, fileID, error) {
+func (c *Conn) attempt(ctx context.Context) (Client, fileID, *info.ServerInfo, error) {
 	si, id, err := readFile(c.ep)
 	if errors.Is(err, errNotYet) {
-		return nil, id, fmt.Errorf("no server-info file at %s yet", c.ep.InfoFile)
+		return nil, id, nil, fmt.Errorf("no server-info file at %s yet", c.ep.InfoFile)
 	}
 	if err != nil {
-		return nil, id, err
+		return nil, id, nil, err
 	}
 	if err := Check(c.ep, si, c.warnOnce); err != nil {
-		return nil, id, err
+		return nil, id, nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -364,7 +366,7 @@ func (c *Conn) attempt(ctx context.Context) (Client, fileID, error) {
 		cc, err = DialWire(pctx, c.ep.Socket, c.set.MaxMessageSize)
 	}
 	if err != nil {
-		return nil, id, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
+		return nil, id, nil, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
 	}
 	ok, err := c.ready(pctx, cc)
 	if err == nil && !ok {
@@ -372,10 +374,9 @@ func (c *Conn) attempt(ctx context.Context) (Client, fileID, error) {
 	}
 	if err != nil {
 		cc.Close()
-		return nil, id, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
+		return nil, id, nil, fmt.Errorf("socket %s does not answer yet: %w", c.ep.Socket, err)
 	}
-	c.si.Store(si)
-	return cc, id, nil
+	return cc, id, si, nil
 }
 
 // reportSDK reports the SDK of the container just connected to, for
@@ -387,7 +388,7 @@ func (c *Conn) reportSDK() {
 	if !ok || si == nil {
 		return
 	}
-	r.SDK(string(si.Language), si.Version, strings.TrimSuffix(filepath.Base(c.ep.InfoFile), "-server-info"))
+	r.SDK(Language(si), si.Version, ContainerType(c.ep))
 }
 
 // warnOnce logs a server-info warning the first time it comes up, not on

@@ -32,14 +32,45 @@ var End = info.END
 // speaks. A container that asks for a newer Numaflow is refused.
 const NumaflowCompatVersion = "1.7.0"
 
-// MinSDKVersions are the oldest SDK releases, per language, that speak the
-// streaming protocols with handshake and EOT (Numaflow 1.4 and later); older
-// SDKs use unary calls this runner does not implement.
-var MinSDKVersions = map[string]string{
-	"go":     "0.9.0",
-	"python": "0.9.0",
-	"java":   "0.9.0",
-	"rust":   "0.1.0",
+// MinSDKVersions are the oldest SDK releases Numaflow's data plane
+// accepts, per language and container type (numaflow-shared
+// server_info.rs MINIMUM_SUPPORTED_SDK_VERSIONS): the first with the
+// streaming protocols, handshake and EOT, and for an onSuccess sink the
+// first that serves one. Container types are numaflow-core's names, the
+// server-info files' prefixes (ContainerType).
+var MinSDKVersions = map[string]map[string]string{
+	"go":     sdkMinimums("0.9.0-z", "0.10.2-z"),
+	"python": sdkMinimums("0.9.0rc100", "0.11.1rc100"),
+	"java":   sdkMinimums("0.9.0-z", "0.10.2-z"),
+	"rust":   sdkMinimums("0.2.0-z", "0.4.0-z"),
+}
+
+// sdkMinimums is one language's minimums: most container types need
+// base, an onSuccess sink ons.
+func sdkMinimums(base, ons string) map[string]string {
+	return map[string]string{
+		"sourcer": base, "sourcetransformer": base, "sinker": base, "fb-sinker": base, "mapper": base,
+		"ons-sinker": ons,
+	}
+}
+
+// ContainerType is the name numaflow-core gives the container at ep (its
+// ContainerType, as in sdk_info and its version checks): the server-info
+// file's prefix, so an onSuccess sink is "ons-sinker" where numaflow-go
+// has no such type.
+func ContainerType(ep Endpoint) string {
+	return strings.TrimSuffix(filepath.Base(ep.InfoFile), "-server-info")
+}
+
+// Language is the SDK language of si as numaflow-core reads it: "go",
+// "python", "java" or "rust" exactly (a serde enum), anything else,
+// an empty value too, "unknown".
+func Language(si *info.ServerInfo) string {
+	switch l := string(si.Language); l {
+	case "go", "python", "java", "rust":
+		return l
+	}
+	return "unknown"
 }
 
 // NackSDKVersions are the first SDK releases, per language, whose source
@@ -61,7 +92,7 @@ func SupportsNack(si *info.ServerInfo) bool {
 	if si == nil || si.Version == "" {
 		return false
 	}
-	lang := strings.ToLower(string(si.Language))
+	lang := Language(si)
 	minimum, known := NackSDKVersions[lang]
 	if !known {
 		return false
@@ -253,20 +284,27 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	default:
 		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", clipString(string(si.Protocol)))
 	}
-	lang := strings.ToLower(string(si.Language))
-	sdkKnown := si.Version != "" && lang != ""
+	// The language as numaflow-core reads it: exactly go, python, java or
+	// rust; "Go" is as unknown to it as "cobol".
+	lang := Language(si)
+	sdkKnown := si.Version != "" && si.Language != ""
 	if sdkKnown {
-		minimum, known := MinSDKVersions[lang]
+		minimums, known := MinSDKVersions[lang]
 		if !known {
 			return bad("SDK language %q is unknown; supported are go, python, java and rust", clipString(string(si.Language)))
+		}
+		ct := ContainerType(ep)
+		minimum, known := minimums[ct]
+		if !known {
+			return bad("Numaflow has no %s SDK minimum for a %s container", lang, ct)
 		}
 		ok, err := atLeast(si.Version, minimum, lang == "python")
 		if err != nil {
 			return bad("SDK version %q: %v", clipString(si.Version), err)
 		}
 		if !ok {
-			return bad("%s SDK version %s is too old: at least %s is needed (the streaming protocols with handshake of Numaflow 1.4+); upgrade the SDK in the container image",
-				lang, si.Version, minimum)
+			return bad("%s SDK version %s is too old for a %s container: Numaflow needs at least %s; upgrade the SDK in the container image",
+				lang, si.Version, ct, humanVersion(minimum))
 		}
 	}
 	if si.MinimumNumaflowVersion == "" {

@@ -30,12 +30,14 @@ func TestCheck(t *testing.T) {
 		{"go sdk of this module", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, ""},
 		{"go pseudo-version of a later release", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.10.0-0.20240913163521-4910018031a7", MinimumNumaflowVersion: "1.4.0-z"}, ""},
 		{"go release candidate of the minimum", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.9.0-rc1", MinimumNumaflowVersion: "1.4.0-z"}, "too old"},
-		{"go sdk before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.8.1", MinimumNumaflowVersion: "1.2.0-rc4"}, "go SDK version v0.8.1 is too old: at least 0.9.0"},
+		{"go sdk before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.8.1", MinimumNumaflowVersion: "1.2.0-rc4"}, "go SDK version v0.8.1 is too old for a sinker container: Numaflow needs at least 0.9.0"},
 		{"python stable", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.10.0", MinimumNumaflowVersion: "1.5.0-z"}, ""},
 		{"python pre-release of the minimum", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.9.0rc2", MinimumNumaflowVersion: "1.4.0-z"}, "too old"},
 		{"python old", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.8.0", MinimumNumaflowVersion: "1.2.0"}, "too old"},
 		{"java", info.ServerInfo{Protocol: "uds", Language: "java", Version: "0.9.1", MinimumNumaflowVersion: "1.4.0-z"}, ""},
-		{"rust", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.1.1", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"rust", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.2.0", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"rust before Numaflow's minimum", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.1.1", MinimumNumaflowVersion: "1.4.0-z"}, "rust SDK version 0.1.1 is too old for a sinker container: Numaflow needs at least 0.2.0"},
+		{"a language numaflow-core does not know (it reads them exactly)", info.ServerInfo{Protocol: "uds", Language: "Go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, "unknown"},
 		{"sdk needs a newer numaflow", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.20.0", MinimumNumaflowVersion: "1.9.0-z"}, "needs Numaflow 1.9.0 or newer"},
 		{"tcp", info.ServerInfo{Protocol: "tcp", Language: "go", Version: "v0.12.0"}, "Unix sockets"},
 		{"unknown language", info.ServerInfo{Protocol: "uds", Language: "cobol", Version: "1.0.0"}, "unknown"},
@@ -91,7 +93,7 @@ func TestSupportsNack(t *testing.T) {
 		{"java", "0.10.0", false},
 		{"rust", "0.4.0", true},
 		{"rust", "0.3.9", false},
-		{"Go", "v0.12.0", true},
+		{"Go", "v0.12.0", false}, // numaflow-core reads the language exactly
 		{"cobol", "1.0.0", false},
 		{"", "v0.12.0", false},
 		{"go", "latest", false},
@@ -103,6 +105,39 @@ func TestSupportsNack(t *testing.T) {
 	}
 	if udconn.SupportsNack(nil) {
 		t.Errorf("SupportsNack(nil) = true")
+	}
+}
+
+// TestCheckAnOnSuccessSinkAgainstItsOwnMinimums: Numaflow's minimum SDK
+// versions are per container type, and an onSuccess sink ("ons-sinker")
+// needs a later SDK than the other sinks.
+func TestCheckAnOnSuccessSinkAgainstItsOwnMinimums(t *testing.T) {
+	ons := udconn.OnSuccessSinkEndpoint("/x")
+	for _, c := range []struct {
+		lang, version string
+		ok            bool
+	}{
+		{"go", "v0.10.2", true},
+		{"go", "v0.10.1", false},
+		{"python", "0.11.1", true},
+		{"python", "0.11.0", false},
+		{"java", "0.10.2", true},
+		{"java", "0.10.0", false},
+		{"rust", "0.4.0", true},
+		{"rust", "0.3.0", false},
+	} {
+		si := &info.ServerInfo{Protocol: "uds", Language: info.Language(c.lang), Version: c.version, MinimumNumaflowVersion: "1.4.0-z"}
+		err := udconn.Check(ons, si, func(string) {})
+		if c.ok != (err == nil) {
+			t.Errorf("%s %s as an onSuccess sink: %v, want ok=%v", c.lang, c.version, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "ons-sinker") {
+			t.Errorf("%s %s: %v does not name the container type", c.lang, c.version, err)
+		}
+		// The same SDK as a plain sink is fine.
+		if err := udconn.Check(udconn.SinkEndpoint("/x", false), si, func(string) {}); err != nil {
+			t.Errorf("%s %s as a sink: %v", c.lang, c.version, err)
+		}
 	}
 }
 
@@ -302,7 +337,9 @@ func TestConnReportsItsConnectionState(t *testing.T) {
 	srv.Kill()
 	c.Fail(gen, errors.New("stream broke"))
 	c.Fail(gen, errors.New("another stream broke"))
-	time.AfterFunc(300*time.Millisecond, srv.Restart)
+	upgraded := udftest.ServerInfo(info.Sinker)
+	upgraded.Version = "v0.12.1"
+	time.AfterFunc(300*time.Millisecond, func() { srv.RestartWith(upgraded) })
 	if _, _, err := c.Get(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -311,8 +348,11 @@ func TestConnReportsItsConnectionState(t *testing.T) {
 		t.Fatalf("after a restart: up %d failed %d (was %d) lost %d; want 2, more, 1", up2, failed2, failed, lost2)
 	}
 	// Each connection says which SDK it reached (numaflow-core's sdk_info).
-	if got, want := counts.sdkReports(), []string{"go v0.12.0 sinker", "go v0.12.0 sinker"}; !slices.Equal(got, want) {
+	if got, want := counts.sdkReports(), []string{"go v0.12.0 sinker", "go v0.12.1 sinker"}; !slices.Equal(got, want) {
 		t.Fatalf("SDK reports %q, want %q", got, want)
+	}
+	if v := c.ServerInfo().Version; v != "v0.12.1" {
+		t.Fatalf("ServerInfo().Version = %q after the restart, want v0.12.1", v)
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 
 	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
-	"github.com/numaproj/numaflow-go/pkg/info"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -72,9 +71,9 @@ type Source struct {
 	rd     udconn.Current[*readStream]
 	ack    udconn.Current[*ackStream]
 
-	// noNackWarned is the server-info last warned about for not serving
-	// NackFn: one warning per container start, not one per nack.
-	noNackWarned atomic.Pointer[info.ServerInfo]
+	// noNackWarned is the SDK (language and version) last warned about
+	// for not serving NackFn: one warning per SDK, not one per nack.
+	noNackWarned atomic.Pointer[string]
 	closeOnce    sync.Once
 }
 
@@ -388,9 +387,12 @@ func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Du
 func (s *Source) nack(ctx context.Context, cc grpc.ClientConnInterface, offs []*sourcepb.Offset, delay time.Duration) error {
 	if si := s.conn.ServerInfo(); !udconn.SupportsNack(si) {
 		// As Numaflow: an SDK from before NackFn is not nacked at all.
-		if si != nil && s.noNackWarned.Swap(si) != si {
-			s.log.Warnw("the source container's SDK predates NackFn (Go and Java 0.11, Python 0.11, Rust 0.4 serve it), so nacked messages are not handed back: the source redelivers them after its own ack timeout, as Numaflow does",
-				"sdk_language", si.Language, "sdk_version", si.Version, "count", len(offs))
+		if si != nil {
+			sdk := udconn.Language(si) + " " + si.Version
+			if prev := s.noNackWarned.Swap(&sdk); prev == nil || *prev != sdk {
+				s.log.Warnw("the source container's SDK predates NackFn (Go and Java 0.11, Python 0.11, Rust 0.4 serve it), so nacked messages are not handed back: the source redelivers them after its own ack timeout, as Numaflow does",
+					"sdk_language", si.Language, "sdk_version", si.Version, "count", len(offs))
+			}
 		}
 		return nil
 	}

@@ -103,10 +103,17 @@ func StartWithInfo(t testing.TB, ep udconn.Endpoint, si *info.ServerInfo, regist
 
 // Restart starts the server again with a fresh server-info file, as a
 // restarted container does.
-func (s *Server) Restart() {
+func (s *Server) Restart() { s.RestartWith(nil) }
+
+// RestartWith is Restart with the server-info file's content replaced by
+// si (nil keeps it), as a container restarted on a new image writes.
+func (s *Server) RestartWith(si *info.ServerInfo) {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if si != nil {
+		s.info = si
+	}
 	if s.srv != nil {
 		s.t.Fatalf("udftest: %s restarted while running", s.ep.Name)
 	}
