@@ -392,10 +392,18 @@ func parseVersion(s string, pep440 bool) (version, error) {
 		}
 		break
 	}
+	if pep440 {
+		// Further release segments (0.11.0.1) only sort after the
+		// first three, as do post-releases in any of PEP 440's
+		// spellings (.post1, post1, -1, _post1, .rev1, r1; any case).
+		for len(rest) > 1 && rest[0] == '.' && rest[1] >= '0' && rest[1] <= '9' {
+			rest = strings.TrimLeft(rest[1:], "0123456789")
+		}
+		rest = strings.ToLower(rest)
+	}
 	switch {
 	case rest == "":
-	case pep440 && strings.HasPrefix(rest, ".post"):
-		// A post-release sorts after its release.
+	case pep440 && isPostRelease(rest):
 	case pep440:
 		v.pre = true // a, b, rc, .dev
 	case strings.HasPrefix(rest, "-"):
@@ -404,6 +412,20 @@ func parseVersion(s string, pep440 bool) (version, error) {
 		return v, errors.New("it is not a semantic version")
 	}
 	return v, nil
+}
+
+// isPostRelease reports whether the rest of a PEP 440 version after its
+// release segments (lower case) starts a post-release.
+func isPostRelease(rest string) bool {
+	if len(rest) > 1 && rest[0] == '-' && rest[1] >= '0' && rest[1] <= '9' {
+		return true // 1.0-1: an implicit post-release
+	}
+	rest = strings.TrimLeft(rest, ".-_")
+	if strings.HasPrefix(rest, "post") || strings.HasPrefix(rest, "rev") {
+		return true
+	}
+	// "r1", but not "rc1".
+	return rest == "r" || len(rest) > 1 && rest[0] == 'r' && rest[1] >= '0' && rest[1] <= '9'
 }
 
 // atLeast reports whether have >= want, where want is a minimum in

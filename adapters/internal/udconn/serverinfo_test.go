@@ -87,6 +87,16 @@ func TestSupportsNack(t *testing.T) {
 		{"go", "", false},
 		{"python", "0.11.0", true},
 		{"python", "0.11.0.post1", true},
+		{"python", "0.11.0post1", true}, // PEP 440's other spellings of a post-release
+		{"python", "0.11.0-1", true},
+		{"python", "0.11.0_post1", true},
+		{"python", "0.11.0.POST1", true},
+		{"python", "0.11.0.rev1", true},
+		{"python", "0.11.0.1", true}, // a fourth release segment
+		{"python", "0.11.0.0", true},
+		{"python", "0.11.0.dev1", false},
+		{"python", "0.11.0RC1", false},
+		{"python", "0.10.9.9", false},
 		{"python", "0.11.0rc1", false},
 		{"python", "0.10.2", false},
 		{"java", "0.11.0", true},
