@@ -1,10 +1,11 @@
 // Package python_test runs the runner binary with Numaflow containers
 // written the way the Python SDK (pynumaflow) writes them (testutil/pyudf):
-// a source, a source transformer, a batch map and a sink, each a separate
-// Python process serving grpc C-core's HTTP/2 on a Unix socket. It checks
-// delivery by counting: every message the source made is acked, and acked
-// only once its outputs were written; the sink holds each output, as the
-// transformer and the map make them; no container is ever given more
+// a source, a source transformer, a batch map, a sink and a fallback sink,
+// each a separate Python process serving grpc C-core's HTTP/2 on a Unix
+// socket. It checks delivery by counting: every message the source made is
+// acked, and acked only once its outputs were written; the sink and the
+// fallback sink (for what the sink answers FALLBACK) hold each output, as
+// the transformer and the map make them; no container is ever given more
 // concurrency than Numaflow gives it (pyudf fails the test if one is);
 // and nothing is lost when the sink is killed and comes back.
 package python_test
@@ -33,13 +34,15 @@ import (
 // The Python containers' rules (pycontainer.py): a value starting with
 // "drop" is dropped by the transformer, one starting with "fanout" comes
 // out of the transformer three times and out of the map three times for
-// each of those.
+// each of those, and the sink answers FALLBACK to one starting with
+// "fallback", which the fallback sink then takes.
 const (
-	dropEvery   = 10 // n%10 == 0: "drop-n"
-	fanoutEvery = 10 // n%10 == 1: "fanout-n"
-	fanout      = 3 * 3
-	largeEvery  = 97 // n%97 == 5: 1 MiB
-	epochMS     = 1_700_000_000_000
+	dropEvery     = 10 // n%10 == 0: "drop-n"
+	fanoutEvery   = 10 // n%10 == 1: "fanout-n"
+	fanout        = 3 * 3
+	fallbackEvery = 7  // n%7 == 3, unless dropped or fanned out: "fallback-n"
+	largeEvery    = 97 // n%97 == 5: 1 MiB
+	epochMS       = 1_700_000_000_000
 )
 
 // value is message n's payload: its kind and number, then filler up to
@@ -51,6 +54,8 @@ func value(n int) []byte {
 		prefix = "drop"
 	case n%fanoutEvery == 1:
 		prefix = "fanout"
+	case n%fallbackEvery == 3:
+		prefix = "fallback"
 	}
 	v := fmt.Appendf(nil, "%s-%d|", prefix, n)
 	size := 1 << 10
@@ -64,7 +69,13 @@ func value(n int) []byte {
 	return v[:size]
 }
 
-// outputs is how many outputs message n has at the sink.
+// toFallback says whether message n's output goes to the fallback sink.
+func toFallback(n int) bool {
+	return n%dropEvery != 0 && n%fanoutEvery != 1 && n%fallbackEvery == 3
+}
+
+// outputs is how many outputs message n has at the sink or, for the
+// fallback's, at the fallback sink.
 func outputs(n int) int {
 	switch {
 	case n%dropEvery == 0:
@@ -92,30 +103,32 @@ func numberOf(v []byte) int {
 	return n
 }
 
-// pipeline is the runner and its four Python containers.
+// pipeline is the runner and its five Python containers.
 type pipeline struct {
 	t     *testing.T
 	py    string
 	x     *testutil.Examples
 	total int
 
-	source, sink *pyudf.Record
+	source, sink, fallback *pyudf.Record
 }
 
-// start starts the four containers and the runner (env adds to its
+// start starts the five containers and the runner (env adds to its
 // settings), and gives the source its first produce messages of total.
 func start(t *testing.T, total, produce int, env map[string]string) *pipeline {
 	p := &pipeline{t: t, py: pyudf.Python(t), x: testutil.NewExamples(t, "mvpy"), total: total}
 	dir := p.x.Dir
-	// Longer than a batch of 1 MiB fan-outs takes through four Python
+	// Longer than a batch of 1 MiB fan-outs takes through the Python
 	// processes under -race, so redelivery is for a stalled pipeline.
 	p.source = pyudf.Start(t, p.py, "source", filepath.Join(dir, "source.sock"), filepath.Join(dir, "sourcer-server-info"), sourcepb.File_pkg_apis_proto_source_v1_source_proto,
 		pyudf.AckTimeout(15*time.Second))
 	pyudf.Start(t, p.py, "transformer", filepath.Join(dir, "sourcetransform.sock"), filepath.Join(dir, "sourcetransformer-server-info"), stpb.File_pkg_apis_proto_sourcetransform_v1_transform_proto)
 	pyudf.Start(t, p.py, "batchmap", filepath.Join(dir, "batchmap.sock"), filepath.Join(dir, "mapper-server-info"), mappb.File_pkg_apis_proto_map_v1_map_proto)
 	p.startSink()
+	p.fallback = pyudf.Start(t, p.py, "fallback", filepath.Join(dir, "fb-sink.sock"), filepath.Join(dir, "fb-sinker-server-info"), sinkpb.File_pkg_apis_proto_sink_v1_sink_proto)
 	p.produce(0, produce)
 	all := p.x.RunnerEnv(map[string]string{
+		"MV_FALLBACK_SINK":    "udsink",
 		"MV_TRANSFORMER":      "udtransformer",
 		"MV_UDF":              "udmap",
 		"MV_READ_BATCH_SIZE":  "100",
@@ -143,21 +156,31 @@ func (p *pipeline) startSink() {
 }
 
 // written returns, per message number, the distinct output IDs the sink
-// holds, checking each output against its input as the containers' rules
-// carry it: the same bytes, keys, event time and headers.
+// and the fallback sink hold, checking each output against its input as
+// the containers' rules carry it: the same bytes, keys, event time and
+// headers, and the sink it belongs in.
 func (p *pipeline) written() map[int]map[string]bool {
 	p.t.Helper()
 	out := map[int]map[string]bool{}
-	for _, m := range p.sink.Messages(p.t) {
-		n := numberOf(m.Value)
-		if n < 0 || n >= p.total {
-			p.t.Fatalf("the sink holds %s, whose %d bytes no message of the source had: %.40q", m.ID, len(m.Value), m.Value)
+	for _, s := range []struct {
+		name     string
+		rec      *pyudf.Record
+		fallback bool
+	}{{"sink", p.sink, false}, {"fallback sink", p.fallback, true}} {
+		for _, m := range s.rec.Messages(p.t) {
+			n := numberOf(m.Value)
+			if n < 0 || n >= p.total {
+				p.t.Fatalf("the %s holds %s, whose %d bytes no message of the source had: %.40q", s.name, m.ID, len(m.Value), m.Value)
+			}
+			if toFallback(n) != s.fallback {
+				p.t.Fatalf("the %s holds %s of message %d, which the rules send to the other", s.name, m.ID, n)
+			}
+			checkOutput(p.t, n, m)
+			if out[n] == nil {
+				out[n] = map[string]bool{}
+			}
+			out[n][m.ID] = true
 		}
-		checkOutput(p.t, n, m)
-		if out[n] == nil {
-			out[n] = map[string]bool{}
-		}
-		out[n][m.ID] = true
 	}
 	return out
 }
@@ -208,12 +231,15 @@ func (p *pipeline) verify(timeout time.Duration) {
 	})
 	p.checkNothingUnwrittenAcked()
 	written := p.written()
-	outs := 0
+	outs, fallbacks := 0, 0
 	for n := 0; n < p.total; n++ {
 		if got, want := len(written[n]), outputs(n); got != want {
-			p.t.Fatalf("message %d has %d distinct outputs at the sink, want %d", n, got, want)
+			p.t.Fatalf("message %d has %d distinct outputs at the sinks, want %d", n, got, want)
 		}
 		outs += outputs(n)
+		if toFallback(n) {
+			fallbacks++
+		}
 	}
 	if bad := p.source.NeverReadAcks(p.t); len(bad) > 0 {
 		p.t.Fatalf("the runner acked offsets the source never served: %v", bad)
@@ -222,8 +248,11 @@ func (p *pipeline) verify(timeout time.Duration) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.t.Logf("%d messages acked, %d outputs at the sink as the rules say; runner totals: read %d acked %d written %d dropped %d sink errors %d",
-		p.total, outs, st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.Dropped, st.Totals.SinkErrors)
+	if st.Totals.FallbackWritten < int64(fallbacks) {
+		p.t.Fatalf("the runner counts %d written to the fallback sink, want at least %d", st.Totals.FallbackWritten, fallbacks)
+	}
+	p.t.Logf("%d messages acked, %d outputs at the sinks as the rules say (%d at the fallback sink); runner totals: read %d acked %d written %d fallback %d dropped %d sink errors %d",
+		p.total, outs, fallbacks, st.Totals.Read, st.Totals.Acked, st.Totals.Written, st.Totals.FallbackWritten, st.Totals.Dropped, st.Totals.SinkErrors)
 }
 
 // checkSDKInfo checks that the runner exports numaflow-core's sdk_info for
@@ -239,7 +268,7 @@ func (p *pipeline) checkSDKInfo() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	for _, typ := range []string{"sourcer", "sourcetransformer", "mapper", "sinker"} {
+	for _, typ := range []string{"sourcer", "sourcetransformer", "mapper", "sinker", "fb-sinker"} {
 		want := `sdk_info{component="mono-vertex",component_name="local",language="python",type="` + typ + `",version="0.11.0"} 1`
 		if !strings.Contains(string(body), want) {
 			p.t.Errorf("/metrics has no %s", want)
@@ -248,7 +277,7 @@ func (p *pipeline) checkSDKInfo() {
 }
 
 // TestEveryMessageIsAckedOnceItsOutputsAreWritten runs 3,000 messages,
-// 1 KiB and 1 MiB, through the four Python containers in batch and in
+// 1 KiB and 1 MiB, through the five Python containers in batch and in
 // streaming mode.
 func TestEveryMessageIsAckedOnceItsOutputsAreWritten(t *testing.T) {
 	for _, c := range []struct {

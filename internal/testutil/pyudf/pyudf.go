@@ -82,17 +82,17 @@ func lastLine(s string) string {
 	return s
 }
 
-// Start starts the container of kind ("sink", "transformer",
-// "map", "batchmap" or "source") that testdata/pycontainer.py holds, under
-// py, serving on socket with fd's proto (numaflow-go's generated
+// Start starts the container of kind ("sink", "fallback", "transformer",
+// "map", "batchmap" or "source") that testdata/pycontainer.py holds,
+// under py, serving on socket with fd's proto (numaflow-go's generated
 // descriptors, written beside the socket for it) and writing its
-// server-info file at info, as testutil.Start runs a program:
-// stopped when the test ends, its stderr (a Python traceback) logged if
-// the test failed. It returns once the container wrote its server-info
-// file, and with it the record of what a sink accepted or a source is to
-// serve. The test fails at its end if the container was given more
-// concurrency than Numaflow gives one (a second sink stream, batch map
-// stream or source read while one was open).
+// server-info file at info, as testutil.Start runs a program: stopped
+// when the test ends, its stderr (a Python traceback) logged if the test
+// failed. It returns once the container wrote its server-info file, and
+// with it the record of what a sink accepted or a source is to serve.
+// The test fails at its end if the container was given more concurrency
+// than Numaflow gives one (a second sink stream, batch map stream or
+// source read while one was open).
 func Start(t testing.TB, py, kind, socket, info string, fd protoreflect.FileDescriptor, opts ...Option) *Record {
 	t.Helper()
 	env := map[string]string{"PYTHONDONTWRITEBYTECODE": "1"} // no __pycache__ beside the sockets

@@ -12,7 +12,10 @@ sink         sink.v1.Sink: a handshake first, then per batch the requests
              it), one response with every result, then an
              end-of-transmission response. Every message the handler
              accepts is appended to RECORD as one JSON line; a value
-             starting with "fail" gets a FAILURE result.
+             starting with "fail" gets a FAILURE result, one starting
+             with "fallback" a FALLBACK result.
+fallback     the sink as a fallback sink serves it: the same, but it
+             takes the values starting with "fallback".
 transformer  sourcetransformer.v1.SourceTransform: a handshake first, then
              each request handled in a pool of four threads, its response
              (carrying its id) sent as it is done, in any order. A value
@@ -57,7 +60,7 @@ without protoc.
 
 Usage: pycontainer.py KIND DESCRIPTORS SOCKET SERVER_INFO RECORD
 
-KIND is sink, transformer, map, batchmap or source.
+KIND is sink, fallback, transformer, map, batchmap or source.
 """
 
 import base64
@@ -159,7 +162,11 @@ def drop_partial_line(path):
         pass
 
 
-def sink(cls, record, violations):
+def fallback_sink(cls, record, violations):
+    return sink(cls, record, violations, answers_fallback=False)
+
+
+def sink(cls, record, violations, answers_fallback=True):
     Response = cls("sink.v1.SinkResponse")
     Result = cls("sink.v1.SinkResponse.Result")
     Handshake = cls("sink.v1.Handshake")
@@ -168,7 +175,7 @@ def sink(cls, record, violations):
     one_stream = Exclusive(violations, "SinkFn")
     drop_partial_line(record)
     out = open(record, "a")
-    success, failure = 0, 1
+    success, failure, fallback = 0, 1, 2
 
     def handle(batch):
         results, lines = [], []
@@ -176,6 +183,9 @@ def sink(cls, record, violations):
             for r in batch:
                 if r.value.startswith(b"fail"):
                     results.append(Result(id=r.id, status=failure, err_msg="refused by the Python sink"))
+                    continue
+                if answers_fallback and r.value.startswith(b"fallback"):
+                    results.append(Result(id=r.id, status=fallback))
                     continue
                 lines.append(json.dumps({
                     "id": r.id,
@@ -464,6 +474,7 @@ def source(cls, record, violations):
 
 KINDS = {
     "sink": (sink, {}),
+    "fallback": (fallback_sink, {}),
     "transformer": (transformer, {}),
     "map": (map_unary, {"MAP_MODE": "unary-map"}),
     "batchmap": (map_batch, {"MAP_MODE": "batch-map"}),
