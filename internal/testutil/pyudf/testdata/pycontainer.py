@@ -151,6 +151,18 @@ def handshake_first(requests, context, what):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, what + ": the first request must be the handshake")
 
 
+def batches(requests):
+    """The requests of a batch protocol (sink, batch map) as lists, one per
+    end-of-transmission marker of the client."""
+    batch = []
+    for req in requests:
+        if req.HasField("status") and req.status.eot:
+            yield batch
+            batch = []
+        else:
+            batch.append(req)
+
+
 def drop_partial_line(path):
     """Cuts a line a killed sink left half written: its batch was never
     answered, so it comes again."""
@@ -203,14 +215,9 @@ def sink(cls, record, violations, answers_fallback=True):
         handshake_first(requests, context, "SinkFn")
         yield Response(handshake=Handshake(sot=True))
         with one_stream.enter(context):
-            batch = []
-            for req in requests:
-                if req.HasField("status") and req.status.eot:
-                    yield Response(results=handle(batch))
-                    yield Response(status=Status(eot=True))
-                    batch = []
-                else:
-                    batch.append(req.request)
+            for batch in batches(requests):
+                yield Response(results=handle([req.request for req in batch]))
+                yield Response(status=Status(eot=True))
 
     return "sink.v1.Sink", {"SinkFn": stream(sink_fn, cls("sink.v1.SinkRequest"), Response)}, cls("sink.v1.ReadyResponse")
 
@@ -305,15 +312,10 @@ def map_batch(cls, _record, violations):
         handshake_first(requests, context, "MapFn")
         yield Response(handshake=Handshake(sot=True))
         with one_stream.enter(context):
-            batch = []
-            for req in requests:
-                if req.HasField("status") and req.status.eot:
-                    for r in batch:
-                        yield Response(id=r.id, results=reference(Result, r.request, False))
-                    yield Response(status=Status(eot=True))
-                    batch = []
-                else:
-                    batch.append(req)
+            for batch in batches(requests):
+                for req in batch:
+                    yield Response(id=req.id, results=reference(Result, req.request, False))
+                yield Response(status=Status(eot=True))
 
     return "map.v1.Map", {"MapFn": stream(map_fn, cls("map.v1.MapRequest"), Response)}, cls("map.v1.ReadyResponse")
 
