@@ -43,11 +43,15 @@ const (
 	fallbackEvery = 7  // n%7 == 3, unless dropped or fanned out: "fallback-n"
 	largeEvery    = 97 // n%97 == 5: 1 MiB
 	epochMS       = 1_700_000_000_000
+	// holdAt is the message whose batch the sink writes and then holds
+	// unanswered until released, in the kill test: "hold-n".
+	holdAt = 3_000*3/4 + 2
 )
 
 // value is message n's payload: its kind and number, then filler up to
-// 1 KiB, or 1 MiB for every 97th, every byte of it tied to n.
-func value(n int) []byte {
+// 1 KiB, or 1 MiB for every 97th, every byte of it tied to n; message
+// hold's kind is "hold".
+func value(n, hold int) []byte {
 	prefix := "msg"
 	switch {
 	case n%dropEvery == 0:
@@ -56,6 +60,8 @@ func value(n int) []byte {
 		prefix = "fanout"
 	case n%fallbackEvery == 3:
 		prefix = "fallback"
+	case n == hold:
+		prefix = "hold"
 	}
 	v := fmt.Appendf(nil, "%s-%d|", prefix, n)
 	size := 1 << 10
@@ -86,8 +92,9 @@ func outputs(n int) int {
 	return 1
 }
 
-// numberOf is the n a payload was made for; -1 if it is not well made.
-func numberOf(v []byte) int {
+// numberOf is the n a payload was made for (with hold as value made it);
+// -1 if it is not well made.
+func numberOf(v []byte, hold int) int {
 	_, rest, ok := bytes.Cut(v, []byte("-"))
 	if !ok {
 		return -1
@@ -97,7 +104,7 @@ func numberOf(v []byte) int {
 		return -1
 	}
 	n, err := strconv.Atoi(string(num))
-	if err != nil || !bytes.Equal(v, value(n)) {
+	if err != nil || !bytes.Equal(v, value(n, hold)) {
 		return -1
 	}
 	return n
@@ -109,6 +116,7 @@ type pipeline struct {
 	py    string
 	x     *testutil.Examples
 	total int
+	hold  int // the message whose value starts with "hold"; -1 for none
 
 	source, sink, fallback *pyudf.Record
 }
@@ -116,7 +124,7 @@ type pipeline struct {
 // start starts the five containers and the runner (env adds to its
 // settings), and gives the source its first produce messages of total.
 func start(t *testing.T, total, produce int, env map[string]string) *pipeline {
-	p := &pipeline{t: t, py: pyudf.Python(t), x: testutil.NewExamples(t, "mvpy"), total: total}
+	p := &pipeline{t: t, py: pyudf.Python(t), x: testutil.NewExamples(t, "mvpy"), total: total, hold: -1}
 	dir := p.x.Dir
 	// Longer than a batch of 1 MiB fan-outs takes through the Python
 	// processes under -race, so redelivery is for a stalled pipeline.
@@ -145,7 +153,7 @@ func start(t *testing.T, total, produce int, env map[string]string) *pipeline {
 func (p *pipeline) produce(from, to int) {
 	values := make([][]byte, 0, to-from)
 	for n := from; n < to; n++ {
-		values = append(values, value(n))
+		values = append(values, value(n, p.hold))
 	}
 	p.source.Produce(p.t, values)
 }
@@ -168,7 +176,7 @@ func (p *pipeline) written() map[int]map[string]bool {
 		fallback bool
 	}{{"sink", p.sink, false}, {"fallback sink", p.fallback, true}} {
 		for _, m := range s.rec.Messages(p.t) {
-			n := numberOf(m.Value)
+			n := numberOf(m.Value, p.hold)
 			if n < 0 || n >= p.total {
 				p.t.Fatalf("the %s holds %s, whose %d bytes no message of the source had: %.40q", s.name, m.ID, len(m.Value), m.Value)
 			}
@@ -298,9 +306,11 @@ func TestEveryMessageIsAckedOnceItsOutputsAreWritten(t *testing.T) {
 }
 
 // TestASinkKilledMidStreamIsWaitedForAndNothingIsLost kills the Python
-// sink (SIGKILL) once a quarter of the messages are acked and the sink is
-// writing the rest, and starts it again: the same runner waits for it,
-// acks nothing it did not write, and delivers everything.
+// sink (SIGKILL) in the middle of a batch: once a quarter of the messages
+// are acked, the rest are produced, and the sink has written, but holds
+// unanswered, the batch with message holdAt. It is started again: the
+// same runner waits for it, acks nothing it did not hear written (the held
+// batch's messages included), and delivers everything.
 func TestASinkKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 	const total = 3_000
 	p := start(t, total, total/4, nil)
@@ -308,20 +318,25 @@ func TestASinkKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 		p.x.RunnerAlive()
 		return p.checkNothingUnwrittenAcked() == total/4
 	})
+	p.hold = holdAt
 	p.produce(total/4, total)
-	testutil.WaitFor(t, 60*time.Second, "the sink to take some of the rest", func() bool {
-		for n := range p.written() {
-			if n >= total/4 {
-				return true
-			}
-		}
-		return false
+	testutil.WaitFor(t, 90*time.Second, fmt.Sprintf("the sink to write message %d's batch and hold it", holdAt), func() bool {
+		p.x.RunnerAlive()
+		return len(p.written()[holdAt]) > 0
 	})
+	time.Sleep(200 * time.Millisecond) // the runner has nothing to hear; it must not ack
+	if n := p.source.Acked(t)[holdAt]; n != 0 {
+		t.Fatalf("message %d was acked while its batch was still unanswered", holdAt)
+	}
 	p.sink.Process.Kill()
 	testutil.WaitFor(t, 10*time.Second, "/readyz to report the sink away", func() bool { return p.x.Runner.Readyz() == http.StatusServiceUnavailable })
 	acked := p.checkNothingUnwrittenAcked()
 	time.Sleep(time.Second)
 	p.checkNothingUnwrittenAcked()
+	if n := p.source.Acked(t)[holdAt]; n != 0 {
+		t.Fatalf("message %d, written by a sink that died before it answered, was acked", holdAt)
+	}
+	p.sink.Release(t)
 	restarted := time.Now()
 	p.startSink()
 	p.verify(120 * time.Second)
@@ -331,6 +346,13 @@ func TestASinkKilledMidStreamIsWaitedForAndNothingIsLost(t *testing.T) {
 	}
 	if !strings.Contains(p.x.Runner.Stderr.String(), "reconnected to Numaflow container") {
 		t.Fatalf("no reconnect logged")
+	}
+	st, err := p.x.Runner.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Totals.SinkErrors == 0 {
+		t.Fatalf("no sink error counted, though the sink died in the middle of a batch")
 	}
 	t.Logf("%d of %d acked when the sink was killed", acked, total)
 	p.x.StopRunner()

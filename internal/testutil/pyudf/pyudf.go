@@ -271,6 +271,15 @@ func (r *Record) Acked(t testing.TB) map[int]int {
 	return acked
 }
 
+// Release lets a Python sink answer the batches it holds (those with a
+// value starting with "hold"), now and after a restart.
+func (r *Record) Release(t testing.TB) {
+	t.Helper()
+	if err := os.WriteFile(r.path+".release", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // NeverReadAcks returns the acks a Python source got for offsets it never
 // served, one line per ack request; a runner sends none.
 func (r *Record) NeverReadAcks(t testing.TB) []string {

@@ -13,7 +13,9 @@ sink         sink.v1.Sink: a handshake first, then per batch the requests
              end-of-transmission response. Every message the handler
              accepts is appended to RECORD as one JSON line; a value
              starting with "fail" gets a FAILURE result, one starting
-             with "fallback" a FALLBACK result.
+             with "fallback" a FALLBACK result. A batch with a value
+             starting with "hold" is written, then not answered until
+             RECORD + ".release" exists.
 fallback     the sink as a fallback sink serves it: the same, but it
              takes the values starting with "fallback".
 transformer  sourcetransformer.v1.SourceTransform: a handshake first, then
@@ -209,6 +211,12 @@ def sink(cls, record, violations, answers_fallback=True):
                 results.append(Result(id=r.id, status=success))
             out.write("".join(lines))
             out.flush()
+            # A batch holding a value that starts with "hold" is written but
+            # not answered until RECORD + ".release" exists: a test kills
+            # the sink in the middle of a batch for certain.
+            if any(r.value.startswith(b"hold") for r in batch):
+                while not os.path.exists(record + ".release"):
+                    time.sleep(0.01)
         return results
 
     def sink_fn(requests, context):
