@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -135,17 +136,15 @@ func start(t *testing.T, total, produce int, env map[string]string) *pipeline {
 	p.startSink()
 	p.fallback = pyudf.Start(t, p.py, "fallback", filepath.Join(dir, "fb-sink.sock"), filepath.Join(dir, "fb-sinker-server-info"), sinkpb.File_pkg_apis_proto_sink_v1_sink_proto)
 	p.produce(0, produce)
-	all := p.x.RunnerEnv(map[string]string{
+	settings := map[string]string{
 		"MV_FALLBACK_SINK":    "udsink",
 		"MV_TRANSFORMER":      "udtransformer",
 		"MV_UDF":              "udmap",
 		"MV_READ_BATCH_SIZE":  "100",
 		"MV_INFLIGHT_BATCHES": "4",
-	})
-	for k, v := range env {
-		all[k] = v
 	}
-	p.x.StartRunner(all)
+	maps.Copy(settings, env)
+	p.x.StartRunner(p.x.RunnerEnv(settings))
 	return p
 }
 

@@ -151,6 +151,18 @@ func TestCheckAnOnSuccessSinkAgainstItsOwnMinimums(t *testing.T) {
 	}
 }
 
+// TestCheckRefusesAContainerTypeWithoutAMinimum: a server-info file of a
+// container type Numaflow has no SDK minimum for here (a reducer's) is
+// refused, not waved through.
+func TestCheckRefusesAContainerTypeWithoutAMinimum(t *testing.T) {
+	ep := udconn.Endpoint{Name: "reducer", InfoFile: "/x/reducer-server-info", Socket: "/x/reduce.sock"}
+	si := &info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}
+	err := udconn.Check(ep, si, func(string) {})
+	if err == nil || !udconn.IsIncompatible(err) || !strings.Contains(err.Error(), "no go SDK minimum for a reducer container") {
+		t.Fatalf("error %v, want an IncompatibleError naming the reducer container", err)
+	}
+}
+
 func ready(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	r, err := sinkpb.NewSinkClient(cc).IsReady(ctx, &emptypb.Empty{})
 	return r.GetReady(), err
