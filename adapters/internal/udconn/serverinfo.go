@@ -97,7 +97,7 @@ func SupportsNack(si *info.ServerInfo) bool {
 	if !known {
 		return false
 	}
-	ok, err := atLeast(si.Version, minimum, lang == "python")
+	ok, err := sdkAtLeast(si.Version, minimum, lang)
 	return err == nil && ok
 }
 
@@ -265,13 +265,17 @@ const StreamingNumaflowVersion = "1.4.0"
 
 // Check decides whether a container with this server-info can be used,
 // the way Numaflow's data plane does: protocol uds, the SDK at least at the
-// minimum for its language, and this runner at least at the container's
-// minimum Numaflow version. At least one of the two versions must be there
-// to be checked: a file with empty version strings is refused. Each may be
-// missing alone, as real SDKs write them: a Go SDK built without module
+// minimum for its language and container type (its version read as
+// numaflow-core reads it: PEP 440 for Python, strict semver otherwise, so a
+// version Numaflow cannot parse is refused), and this runner at least at
+// the container's minimum Numaflow version. As in Numaflow, an SDK with an
+// empty version or a language other than go, python, java and rust is not
+// checked. Unlike Numaflow, at least one of the two versions must be there
+// to be checked: a file with neither is refused, and without an SDK check
+// the minimum Numaflow version must show the streaming protocols. Each may
+// be missing alone, as real SDKs write them: a Go SDK built without module
 // information (go test binaries, some build systems) cannot tell its own
-// version, so its minimum Numaflow version must then show the streaming
-// protocols; and numaflow-go v0.12's batch map server writes no minimum
+// version; and numaflow-go v0.12's batch map server writes no minimum
 // Numaflow version, so its SDK version (or, in a build without module
 // information, its batch-map mode) must stand for it. warn receives what
 // was skipped.
@@ -285,22 +289,20 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", clipString(string(si.Protocol)))
 	}
 	// The language as numaflow-core reads it: exactly go, python, java or
-	// rust; "Go" is as unknown to it as "cobol".
+	// rust. Like an empty version, any other language ("Go", or an SDK
+	// newer than this table) only skips the SDK check, as Numaflow skips
+	// it.
 	lang := Language(si)
-	sdkKnown := si.Version != "" && si.Language != ""
+	sdkKnown := si.Version != "" && lang != "unknown"
 	if sdkKnown {
-		minimums, known := MinSDKVersions[lang]
-		if !known {
-			return bad("SDK language %q is unknown; supported are go, python, java and rust", clipString(string(si.Language)))
-		}
 		ct := ContainerType(ep)
-		minimum, known := minimums[ct]
+		minimum, known := MinSDKVersions[lang][ct]
 		if !known {
 			return bad("Numaflow has no %s SDK minimum for a %s container", lang, ct)
 		}
-		ok, err := atLeast(si.Version, minimum, lang == "python")
+		ok, err := sdkAtLeast(si.Version, minimum, lang)
 		if err != nil {
-			return bad("SDK version %q: %v", clipString(si.Version), err)
+			return bad("%s SDK version %q cannot be read as Numaflow reads it (%s): %v", lang, clipString(si.Version), versionScheme(lang), err)
 		}
 		if !ok {
 			return bad("%s SDK version %s is too old for a %s container: Numaflow needs at least %s; upgrade the SDK in the container image",
@@ -316,10 +318,10 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 			warn("server-info has empty version strings, as numaflow-go's batch map server built without module information writes it; skipping the version checks")
 			return nil
 		}
-		return bad("its version strings are empty (minimum_numaflow_version, and version or language), so whether it speaks the protocols of Numaflow %s cannot be checked; build the container with a released Numaflow SDK",
-			NumaflowCompatVersion)
+		return bad("its minimum_numaflow_version is empty and its SDK %s, so whether it speaks the protocols of Numaflow %s cannot be checked; build the container with a released Numaflow SDK",
+			unknownSDK(si), NumaflowCompatVersion)
 	}
-	ok, err := atLeast(NumaflowCompatVersion, si.MinimumNumaflowVersion, false)
+	ok, err := numaflowAtLeast(NumaflowCompatVersion, si.MinimumNumaflowVersion)
 	if err != nil {
 		return bad("minimum_numaflow_version %q: %v", clipString(si.MinimumNumaflowVersion), err)
 	}
@@ -329,13 +331,56 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	}
 	if !sdkKnown {
 		// Parsed above, so only the comparison can fail.
-		if streaming, _ := atLeast(humanVersion(si.MinimumNumaflowVersion), StreamingNumaflowVersion, false); !streaming {
-			return bad("it has an empty SDK version or language, and its minimum_numaflow_version %s predates the streaming protocols of Numaflow %s, so it cannot be used; build the container with a released Numaflow SDK",
-				clipString(si.MinimumNumaflowVersion), StreamingNumaflowVersion)
+		if streaming, _ := minimumReaches(si.MinimumNumaflowVersion, StreamingNumaflowVersion); !streaming {
+			return bad("its SDK %s, and its minimum_numaflow_version %s predates the streaming protocols of Numaflow %s, so it cannot be used; build the container with a released Numaflow SDK",
+				unknownSDK(si), clipString(si.MinimumNumaflowVersion), StreamingNumaflowVersion)
 		}
-		warn("server-info has no SDK version or language; its minimum_numaflow_version shows the streaming protocols, so the SDK version check is skipped")
+		warn(fmt.Sprintf("server-info: the SDK %s, so the SDK version check is skipped (as Numaflow skips it); its minimum_numaflow_version shows the streaming protocols", unknownSDK(si)))
 	}
 	return nil
+}
+
+// unknownSDK says why the SDK of si is not checked: no version, or a
+// language Numaflow does not know.
+func unknownSDK(si *info.ServerInfo) string {
+	switch {
+	case si.Version == "" && si.Language == "":
+		return "version and language are empty"
+	case si.Version == "":
+		return "version is empty"
+	case si.Language == "":
+		return "language is empty"
+	}
+	return fmt.Sprintf("language %q is not one Numaflow knows (go, python, java, rust)", clipString(string(si.Language)))
+}
+
+// versionScheme names how numaflow-shared parses an SDK version.
+func versionScheme(lang string) string {
+	if lang == "python" {
+		return "PEP 440"
+	}
+	return "strict semantic versioning"
+}
+
+// minimumReaches reports whether a minimum_numaflow_version is at or after
+// release: an SDK that needs that Numaflow speaks its protocols.
+func minimumReaches(minimum, release string) (bool, error) {
+	r, err := parseMinimumReq(">=" + minimum)
+	if err != nil {
+		return false, err
+	}
+	rel, err := parseSemVersion(release)
+	if err != nil {
+		return false, err
+	}
+	have := [3]uint64{r.major, r.minor, r.patch}
+	want := [3]uint64{rel.major, rel.minor, rel.patch}
+	for i := range have {
+		if have[i] != want[i] {
+			return have[i] > want[i], nil
+		}
+	}
+	return true, nil
 }
 
 // humanVersion drops the "-z" suffix Numaflow uses to say "this stable
@@ -349,104 +394,4 @@ func humanVersion(v string) string {
 		return s
 	}
 	return v
-}
-
-// version is a release number with a flag for pre-releases (semver
-// "-rc1"/"-0.2024..." pseudo-versions, PEP 440 "a1", "b2", "rc1", ".dev1").
-type version struct {
-	parts [3]int
-	pre   bool
-}
-
-func parseVersion(s string, pep440 bool) (version, error) {
-	var v version
-	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
-	if s == "" {
-		return v, errors.New("empty version")
-	}
-	// Build metadata never orders versions.
-	if i := strings.IndexByte(s, '+'); i >= 0 {
-		s = s[:i]
-	}
-	rest := s
-	for i := 0; i < 3; i++ {
-		n, j := 0, 0
-		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
-			n = n*10 + int(rest[j]-'0')
-			j++
-			if n > 1<<20 {
-				return v, errors.New("a number in it is too large")
-			}
-		}
-		if j == 0 {
-			if i == 0 {
-				return v, errors.New("it does not start with a number")
-			}
-			break
-		}
-		v.parts[i] = n
-		rest = rest[j:]
-		if i < 2 && strings.HasPrefix(rest, ".") && len(rest) > 1 && rest[1] >= '0' && rest[1] <= '9' {
-			rest = rest[1:]
-			continue
-		}
-		break
-	}
-	if pep440 {
-		// Further release segments (0.11.0.1) only sort after the
-		// first three, as do post-releases in any of PEP 440's
-		// spellings (.post1, post1, -1, _post1, .rev1, r1; any case).
-		for len(rest) > 1 && rest[0] == '.' && rest[1] >= '0' && rest[1] <= '9' {
-			rest = strings.TrimLeft(rest[1:], "0123456789")
-		}
-		rest = strings.ToLower(rest)
-	}
-	switch {
-	case rest == "":
-	case pep440 && isPostRelease(rest):
-	case pep440:
-		v.pre = true // a, b, rc, .dev
-	case strings.HasPrefix(rest, "-"):
-		v.pre = true
-	default:
-		return v, errors.New("it is not a semantic version")
-	}
-	return v, nil
-}
-
-// isPostRelease reports whether the rest of a PEP 440 version after its
-// release segments (lower case) starts a post-release.
-func isPostRelease(rest string) bool {
-	if len(rest) > 1 && rest[0] == '-' && rest[1] >= '0' && rest[1] <= '9' {
-		return true // 1.0-1: an implicit post-release
-	}
-	rest = strings.TrimLeft(rest, ".-_")
-	if strings.HasPrefix(rest, "post") || strings.HasPrefix(rest, "rev") {
-		return true
-	}
-	// "r1", but not "rc1".
-	return rest == "r" || len(rest) > 1 && rest[0] == 'r' && rest[1] >= '0' && rest[1] <= '9'
-}
-
-// atLeast reports whether have >= want, where want is a minimum in
-// Numaflow's notation: "X.Y.Z-z" or "X.Y.Z" means the stable release X.Y.Z
-// (its pre-releases are older), and a pre-release of a later release counts
-// as newer, as Numaflow's check does.
-func atLeast(have, want string, pep440 bool) (bool, error) {
-	h, err := parseVersion(have, pep440)
-	if err != nil {
-		return false, err
-	}
-	w, err := parseVersion(humanVersion(want), pep440)
-	if err != nil {
-		return false, err
-	}
-	for i := range h.parts {
-		if h.parts[i] != w.parts[i] {
-			return h.parts[i] > w.parts[i], nil
-		}
-	}
-	// Same release number: a stable release satisfies any minimum of it; a
-	// pre-release satisfies only a pre-release minimum.
-	return !h.pre || w.pre, nil
 }

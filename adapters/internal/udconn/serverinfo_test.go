@@ -26,29 +26,36 @@ func TestCheck(t *testing.T) {
 		name string
 		si   info.ServerInfo
 		bad  string // substring of the error; empty means compatible
+		warn string // substring of a warning, when compatible
 	}{
-		{"go sdk of this module", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, ""},
-		{"go pseudo-version of a later release", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.10.0-0.20240913163521-4910018031a7", MinimumNumaflowVersion: "1.4.0-z"}, ""},
-		{"go release candidate of the minimum", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.9.0-rc1", MinimumNumaflowVersion: "1.4.0-z"}, "too old"},
-		{"go sdk before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.8.1", MinimumNumaflowVersion: "1.2.0-rc4"}, "go SDK version v0.8.1 is too old for a sinker container: Numaflow needs at least 0.9.0"},
-		{"python stable", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.10.0", MinimumNumaflowVersion: "1.5.0-z"}, ""},
-		{"python pre-release of the minimum", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.9.0rc2", MinimumNumaflowVersion: "1.4.0-z"}, "too old"},
-		{"python old", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.8.0", MinimumNumaflowVersion: "1.2.0"}, "too old"},
-		{"java", info.ServerInfo{Protocol: "uds", Language: "java", Version: "0.9.1", MinimumNumaflowVersion: "1.4.0-z"}, ""},
-		{"rust", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.2.0", MinimumNumaflowVersion: "1.4.0-z"}, ""},
-		{"rust before Numaflow's minimum", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.1.1", MinimumNumaflowVersion: "1.4.0-z"}, "rust SDK version 0.1.1 is too old for a sinker container: Numaflow needs at least 0.2.0"},
-		{"a language numaflow-core does not know (it reads them exactly)", info.ServerInfo{Protocol: "uds", Language: "Go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, "unknown"},
-		{"sdk needs a newer numaflow", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.20.0", MinimumNumaflowVersion: "1.9.0-z"}, "needs Numaflow 1.9.0 or newer"},
-		{"tcp", info.ServerInfo{Protocol: "tcp", Language: "go", Version: "v0.12.0"}, "Unix sockets"},
-		{"unknown language", info.ServerInfo{Protocol: "uds", Language: "cobol", Version: "1.0.0"}, "unknown"},
-		{"garbage version", info.ServerInfo{Protocol: "uds", Language: "go", Version: "latest"}, "SDK version"},
-		{"empty version strings are refused", info.ServerInfo{Protocol: "uds", Language: "go"}, "version strings are empty"},
-		{"empty version strings of a python sdk are refused", info.ServerInfo{Protocol: "uds", Language: "python", Metadata: map[string]string{info.MapModeKey: "batch-map"}}, "version strings are empty"},
-		{"no minimum numaflow version (numaflow-go batch map server)", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0"}, ""},
-		{"sdk built without module versions (test binary)", info.ServerInfo{Protocol: "uds", Language: "go", MinimumNumaflowVersion: "1.4.0-z"}, ""},
-		{"no sdk version and a minimum before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", MinimumNumaflowVersion: "1.2.0-rc4"}, "predates the streaming protocols"},
-		{"no language and a minimum before the streaming protocols", info.ServerInfo{Protocol: "uds", Version: "v0.8.0", MinimumNumaflowVersion: "1.3.0"}, "predates the streaming protocols"},
-		{"no protocol is uds", info.ServerInfo{Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, ""},
+		{"go sdk of this module", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
+		{"go pseudo-version of a later release", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.10.0-0.20240913163521-4910018031a7", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
+		{"go release candidate of the minimum", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.9.0-rc1", MinimumNumaflowVersion: "1.4.0-z"}, "too old", ""},
+		{"go sdk before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.8.1", MinimumNumaflowVersion: "1.2.0-rc4"}, "go SDK version v0.8.1 is too old for a sinker container: Numaflow needs at least 0.9.0", ""},
+		{"python stable", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.10.0", MinimumNumaflowVersion: "1.5.0-z"}, "", ""},
+		{"python pre-release of the minimum", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.9.0rc2", MinimumNumaflowVersion: "1.4.0-z"}, "too old", ""},
+		{"python old", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.8.0", MinimumNumaflowVersion: "1.2.0"}, "too old", ""},
+		{"java", info.ServerInfo{Protocol: "uds", Language: "java", Version: "0.9.1", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
+		{"rust", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.2.0", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
+		{"rust before Numaflow's minimum", info.ServerInfo{Protocol: "uds", Language: "rust", Version: "0.1.1", MinimumNumaflowVersion: "1.4.0-z"}, "rust SDK version 0.1.1 is too old for a sinker container: Numaflow needs at least 0.2.0", ""},
+		{"a language numaflow-core does not know (it reads them exactly) skips the SDK check", info.ServerInfo{Protocol: "uds", Language: "Go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, "", `language "Go" is not one Numaflow knows`},
+		{"an SDK language newer than Numaflow's table skips the SDK check", info.ServerInfo{Protocol: "uds", Language: "csharp", Version: "0.1.0", MinimumNumaflowVersion: "1.5.0-z"}, "", `language "csharp"`},
+		{"an unknown language before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "csharp", Version: "0.1.0", MinimumNumaflowVersion: "1.3.0"}, "predates the streaming protocols", ""},
+		{"a go version numaflow-core cannot parse (strict semver)", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12", MinimumNumaflowVersion: "1.4.0-z"}, "cannot be read as Numaflow reads it (strict semantic versioning)", ""},
+		{"a java version with a leading zero", info.ServerInfo{Protocol: "uds", Language: "java", Version: "0.09.1", MinimumNumaflowVersion: "1.4.0-z"}, "leading zero", ""},
+		{"a python version numaflow-core cannot parse (PEP 440)", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.10.0-final", MinimumNumaflowVersion: "1.4.0-z"}, "(PEP 440)", ""},
+		{"a python release candidate after numaflow's rc100 marker", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.9.0rc101", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
+		{"sdk needs a newer numaflow", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.20.0", MinimumNumaflowVersion: "1.9.0-z"}, "needs Numaflow 1.9.0 or newer", ""},
+		{"tcp", info.ServerInfo{Protocol: "tcp", Language: "go", Version: "v0.12.0"}, "Unix sockets", ""},
+		{"unknown language and no minimum numaflow version", info.ServerInfo{Protocol: "uds", Language: "cobol", Version: "1.0.0"}, `language "cobol" is not one Numaflow knows`, ""},
+		{"garbage version", info.ServerInfo{Protocol: "uds", Language: "go", Version: "latest"}, "SDK version", ""},
+		{"empty version strings are refused", info.ServerInfo{Protocol: "uds", Language: "go"}, "minimum_numaflow_version is empty and its SDK version is empty", ""},
+		{"empty version strings of a python sdk are refused", info.ServerInfo{Protocol: "uds", Language: "python", Metadata: map[string]string{info.MapModeKey: "batch-map"}}, "minimum_numaflow_version is empty", ""},
+		{"no minimum numaflow version (numaflow-go batch map server)", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.12.0"}, "", ""},
+		{"sdk built without module versions (test binary)", info.ServerInfo{Protocol: "uds", Language: "go", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
+		{"no sdk version and a minimum before the streaming protocols", info.ServerInfo{Protocol: "uds", Language: "go", MinimumNumaflowVersion: "1.2.0-rc4"}, "predates the streaming protocols", ""},
+		{"no language and a minimum before the streaming protocols", info.ServerInfo{Protocol: "uds", Version: "v0.8.0", MinimumNumaflowVersion: "1.3.0"}, "predates the streaming protocols", ""},
+		{"no protocol is uds", info.ServerInfo{Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -57,6 +64,9 @@ func TestCheck(t *testing.T) {
 			if c.bad == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
+				}
+				if c.warn != "" && !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, c.warn) }) {
+					t.Fatalf("warnings %q, want one containing %q", warnings, c.warn)
 				}
 				return
 			}
@@ -98,6 +108,13 @@ func TestSupportsNack(t *testing.T) {
 		{"python", "0.11.0RC1", false},
 		{"python", "0.10.9.9", false},
 		{"python", "0.11.0rc1", false},
+		{"python", "0.11.0rc101", true}, // after numaflow-core's rc100 marker, as pep440_rs orders it
+		{"python", "0.11.0rc100.dev1", false},
+		{"python", "0.11.0+local", true},
+		{"python", "0.11.0final", false}, // not PEP 440: pep440_rs cannot parse it
+		{"go", "v0.11", false},           // not strict semver: the semver crate cannot parse it
+		{"java", "0.011.0", false},
+		{"go", "vv0.11.0", true},
 		{"python", "0.10.2", false},
 		{"java", "0.11.0", true},
 		{"java", "0.10.0", false},
@@ -207,7 +224,7 @@ func TestIncompatibleServerInfoIsAConfigError(t *testing.T) {
 		{"too old", `{"protocol":"uds","language":"go","version":"v0.8.0","minimum_numaflow_version":"1.2.0-rc4"}` + udconn.End, "go SDK version v0.8.0 is too old"},
 		{"no end marker", `{"protocol":"uds","language":"go","version":"v0.12.0"}`, "no end marker"},
 		{"not json", "hello" + udconn.End, "not valid JSON"},
-		{"empty versions", `{"protocol":"uds","language":"go","version":"","minimum_numaflow_version":""}` + udconn.End, "version strings are empty"},
+		{"empty versions", `{"protocol":"uds","language":"go","version":"","minimum_numaflow_version":""}` + udconn.End, "minimum_numaflow_version is empty and its SDK version is empty"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
