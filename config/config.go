@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,7 +159,7 @@ func LoadWarn(warn func(string)) (*Config, error) {
 		}
 		k, ok := runner.LookupKind(slot.Role, kind)
 		if !ok {
-			return nil, unknownKind(slot.Var, kind, runner.KindNames(slot.Role), slot.Optional)
+			return nil, unknownKind(slot.Var, kind, slotKinds(slot), slot.Optional)
 		}
 		cfg, err := loadPlugin(k.Config, slot.Role)
 		if err != nil {
@@ -248,9 +249,9 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_READ_TIMEOUT", Value: c.ReadTimeout.String(), Reason: "must be a positive duration such as 1s"}
 	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
 		return &runner.ConfigError{Var: "MV_CONCURRENCY", Value: itoa(c.Concurrency), Reason: "must be 0 (the read batch size) or a positive whole number, at most " + itoa(maxConcurrency)}
-	case c.Transformer == "udmap":
+	case c.Transformer == misplaced[runner.RoleTransformer]:
 		return &runner.ConfigError{Var: "MV_TRANSFORMER", Value: c.Transformer, Reason: "udmap is a map UDF, not a source transformer: set MV_UDF=udmap"}
-	case c.UDF == "udtransformer":
+	case c.UDF == misplaced[runner.RoleUDF]:
 		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "udtransformer is a source transformer: set MV_TRANSFORMER=udtransformer, and MV_UDF to a map UDF (udmap) or none"}
 	case c.UDF != None && c.UDF == c.Transformer:
 		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "is already the transformer (MV_TRANSFORMER); one adapter of a kind per pipeline"}
@@ -380,6 +381,16 @@ func (c *Config) RunnerOptions() runner.Options {
 	}
 }
 
+// misplaced is, per transformer slot, the registered kind that belongs in
+// the other one (Numaflow's source transformer and map UDF speak different
+// protocols): Validate refuses it there and --help does not offer it.
+var misplaced = map[runner.Role]string{runner.RoleTransformer: "udmap", runner.RoleUDF: "udtransformer"}
+
+// slotKinds lists the kinds slot accepts.
+func slotKinds(slot runner.Slot) []string {
+	return slices.DeleteFunc(runner.KindNames(slot.Role), func(n string) bool { return n == misplaced[slot.Role] })
+}
+
 // Usage writes every variable with its default and meaning: the runner's
 // own, then each registered adapter kind's, through envconfig's own usage
 // printer, which names the variables exactly as envconfig reads them.
@@ -396,7 +407,7 @@ func Usage(w io.Writer) {
 	section("Tracing (OpenTelemetry's standard variables; see README \"Tracing\"):", &Tracing{})
 	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
 	for _, slot := range runner.Slots {
-		names := runner.KindNames(slot.Role)
+		names := slotKinds(slot)
 		if slot.Optional {
 			names = append([]string{None}, names...)
 		}

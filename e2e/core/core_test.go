@@ -105,6 +105,8 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_RETRY_STEP": "3"}, `MV_RETRY_STEP="3": is not a setting of this runner; did you mean MV_RETRY_STEPS?`},
 		{map[string]string{"MV_UDF": "udtransformer"}, `MV_UDF="udtransformer"`},
 		{map[string]string{"MV_TRANSFORMER": "udmap"}, `MV_TRANSFORMER="udmap"`},
+		{map[string]string{"MV_TRANSFORMER": "cloudevents"}, `MV_TRANSFORMER_URL="": required with MV_TRANSFORMER=cloudevents`},
+		{map[string]string{"MV_UDF": "cloudevents"}, `MV_TRANSFORMER_URL="": required with MV_UDF=cloudevents`},
 		{map[string]string{"MV_BYPASS_FALLBACK": "or:bad"}, `MV_BYPASS_FALLBACK="or:bad"`},
 		{map[string]string{"MV_BYPASS_SINK": "maybe:x"}, `MV_BYPASS_SINK="maybe:x"`},
 		{map[string]string{"MV_ON_SUCCESS_SINK": "void"}, `MV_ON_SUCCESS_SINK="void"`},
@@ -169,6 +171,8 @@ func TestHelpListsEveryVariableWithItsDefault(t *testing.T) {
 		`MV_SHUTDOWN_TIMEOUT\s+20s\s`, `MV_ADMIN_PORT\s+2469\s`, `\sPORT\s+8080\s`, `MV_GENERATOR_RPU\s+5\s`,
 		`MV_GENERATOR_DURATION\s+1s\s`, `MV_GENERATOR_MSG_SIZE\s+8\s`, `MV_GENERATOR_KEY_COUNT\s+0\s`,
 		`MV_GENERATOR_VALUE\s+\(none\)\s`, `MV_CONFIG_DIR\s`, `MV_LOOKBACK_SECONDS\s+120\s`,
+		// Each transformer slot offers only the kinds it accepts.
+		`\n  MV_TRANSFORMER: none, cloudevents, udtransformer\n`, `\n  MV_UDF: none, cloudevents, udmap\n`,
 	} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("--help lacks %s", want)

@@ -1,6 +1,7 @@
 // Package generator is a source that makes messages at a fixed rate, like
 // Numaflow's generator source: MV_GENERATOR_RPU messages every
-// MV_GENERATOR_DURATION, each MV_GENERATOR_MSG_SIZE bytes of JSON.
+// MV_GENERATOR_DURATION, each a JSON object padded up to MV_GENERATOR_MSG_SIZE
+// bytes.
 package generator
 
 import (

@@ -99,9 +99,13 @@ func (c *Config) minBudget() int64 {
 }
 
 // Validate checks the values that parse but cannot be used.
-func (c *Config) Validate(runner.Role) error {
+func (c *Config) Validate(role runner.Role) error {
 	if c.URL == "" {
-		return &runner.ConfigError{Var: "MV_TRANSFORMER_URL", Value: "", Reason: "required with MV_TRANSFORMER=cloudevents: the URL of the CloudEvents function, e.g. http://my-fn.default.svc.cluster.local"}
+		slot := "MV_TRANSFORMER"
+		if role == runner.RoleUDF {
+			slot = "MV_UDF"
+		}
+		return &runner.ConfigError{Var: "MV_TRANSFORMER_URL", Value: "", Reason: "required with " + slot + "=cloudevents: the URL of the CloudEvents function, e.g. http://my-fn.default.svc.cluster.local"}
 	}
 	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &runner.ConfigError{Var: "MV_TRANSFORMER_URL", Value: c.URL, Reason: "must be an absolute http:// or https:// URL"}
