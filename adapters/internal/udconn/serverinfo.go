@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,6 +238,16 @@ func readFile(ep Endpoint) (*info.ServerInfo, fileID, error) {
 	if err := json.Unmarshal(body, &si); err != nil {
 		return nil, id, &IncompatibleError{Endpoint: ep, Reason: fmt.Sprintf("it is not valid JSON (%v): %q", err, clip(body))}
 	}
+	// Go reads a null string as empty; numaflow-core's serde refuses the
+	// file (a missing field is its default, a null one is an error).
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) == nil {
+		for _, k := range []string{"protocol", "language", "minimum_numaflow_version", "version"} {
+			if v, ok := fields[k]; ok && string(v) == "null" {
+				return nil, id, &IncompatibleError{Endpoint: ep, Reason: fmt.Sprintf("its %q is null where Numaflow reads a string: %q", k, clip(body))}
+			}
+		}
+	}
 	return &si, id, nil
 }
 
@@ -283,10 +294,14 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	bad := func(format string, args ...any) error {
 		return &IncompatibleError{Endpoint: ep, Reason: fmt.Sprintf(format, args...)}
 	}
-	switch si.Protocol {
-	case "", info.UDS:
-	default:
-		return bad("it serves protocol %q; this runner connects to Numaflow containers over Unix sockets (\"uds\") only", clipString(string(si.Protocol)))
+	// numaflow-core reads exactly "tcp" as TCP and anything else as uds,
+	// and only a map container's TCP changes how it connects (pynumaflow's
+	// multiprocess map servers of 2024 listened on TCP ports).
+	if si.Protocol == info.TCP {
+		if ep.Container == info.Mapper {
+			return bad("it serves protocol \"tcp\" (a multiprocess map server on TCP ports); this runner connects to map containers over their Unix socket only: use an SDK release whose map server listens on %s", filepath.Base(ep.Socket))
+		}
+		warn(fmt.Sprintf("server-info says protocol \"tcp\"; as Numaflow does for a %s container, the runner connects over its Unix socket", ContainerType(ep)))
 	}
 	// The language as numaflow-core reads it: exactly go, python, java or
 	// rust. Like an empty version, any other language ("Go", or an SDK
@@ -331,7 +346,7 @@ func Check(ep Endpoint, si *info.ServerInfo, warn func(msg string)) error {
 	}
 	if !sdkKnown {
 		// Parsed above, so only the comparison can fail.
-		if streaming, _ := minimumReaches(si.MinimumNumaflowVersion, StreamingNumaflowVersion); !streaming {
+		if predatesStreaming(si.MinimumNumaflowVersion) {
 			return bad("its SDK %s, and its minimum_numaflow_version %s predates the streaming protocols of Numaflow %s, so it cannot be used; build the container with a released Numaflow SDK",
 				unknownSDK(si), clipString(si.MinimumNumaflowVersion), StreamingNumaflowVersion)
 		}
@@ -362,25 +377,17 @@ func versionScheme(lang string) string {
 	return "strict semantic versioning"
 }
 
-// minimumReaches reports whether a minimum_numaflow_version is at or after
-// release: an SDK that needs that Numaflow speaks its protocols.
-func minimumReaches(minimum, release string) (bool, error) {
-	r, err := parseMinimumReq(">=" + minimum)
-	if err != nil {
-		return false, err
-	}
-	rel, err := parseSemVersion(release)
-	if err != nil {
-		return false, err
-	}
-	have := [3]uint64{r.major, r.minor, r.patch}
-	want := [3]uint64{rel.major, rel.minor, rel.patch}
-	for i := range have {
-		if have[i] != want[i] {
-			return have[i] > want[i], nil
-		}
-	}
-	return true, nil
+// beforeStreaming is the last Numaflow release a container's minimum may
+// allow for the SDK check to be skipped safely: any 1.3 (the streaming
+// protocols came with 1.4.0).
+var beforeStreaming = semVersion{major: 1, minor: 3, patch: math.MaxUint64}
+
+// predatesStreaming reports whether a minimum_numaflow_version (already
+// checked against this runner's release) also lets in a Numaflow before
+// the streaming protocols, so the SDK may not speak them.
+func predatesStreaming(minimum string) bool {
+	ok, err := checkConstraint(beforeStreaming, ">="+minimum)
+	return err == nil && ok
 }
 
 // humanVersion drops the "-z" suffix Numaflow uses to say "this stable

@@ -46,7 +46,8 @@ func TestCheck(t *testing.T) {
 		{"a python version numaflow-core cannot parse (PEP 440)", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.10.0-final", MinimumNumaflowVersion: "1.4.0-z"}, "(PEP 440)", ""},
 		{"a python release candidate after numaflow's rc100 marker", info.ServerInfo{Protocol: "uds", Language: "python", Version: "0.9.0rc101", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
 		{"sdk needs a newer numaflow", info.ServerInfo{Protocol: "uds", Language: "go", Version: "v0.20.0", MinimumNumaflowVersion: "1.9.0-z"}, "needs Numaflow 1.9.0 or newer", ""},
-		{"tcp", info.ServerInfo{Protocol: "tcp", Language: "go", Version: "v0.12.0"}, "Unix sockets", ""},
+		{"tcp for a sink is ignored, as numaflow-core ignores it", info.ServerInfo{Protocol: "tcp", Language: "go", Version: "v0.12.0"}, "", `protocol "tcp"`},
+		{"an unknown protocol is uds to numaflow-core", info.ServerInfo{Protocol: "UDS", Language: "go", Version: "v0.12.0", MinimumNumaflowVersion: "1.4.0-z"}, "", ""},
 		{"unknown language and no minimum numaflow version", info.ServerInfo{Protocol: "uds", Language: "cobol", Version: "1.0.0"}, `language "cobol" is not one Numaflow knows`, ""},
 		{"garbage version", info.ServerInfo{Protocol: "uds", Language: "go", Version: "latest"}, "SDK version", ""},
 		{"empty version strings are refused", info.ServerInfo{Protocol: "uds", Language: "go"}, "minimum_numaflow_version is empty and its SDK version is empty", ""},
@@ -77,6 +78,19 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("%v is not an IncompatibleError", err)
 			}
 		})
+	}
+}
+
+// TestCheckRefusesAMapServerOnTCP: numaflow-core connects to a map
+// container whose server-info says "tcp" over TCP (pynumaflow's
+// multiprocess servers of 2024); the runner does not, and says so.
+func TestCheckRefusesAMapServerOnTCP(t *testing.T) {
+	ep := udconn.MapEndpoint("/x", udconn.UnaryMap)
+	si := info.ServerInfo{Protocol: "tcp", Language: "python", Version: "0.7.0", MinimumNumaflowVersion: "1.2.0",
+		Metadata: map[string]string{"MULTIPROC_ENDPOINTS": "127.0.0.1:5551"}}
+	err := udconn.Check(ep, &si, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), `protocol "tcp"`) || !strings.Contains(err.Error(), "map.sock") || !udconn.IsIncompatible(err) {
+		t.Fatalf("error %v, want an IncompatibleError about protocol tcp naming map.sock", err)
 	}
 }
 
@@ -225,6 +239,8 @@ func TestIncompatibleServerInfoIsAConfigError(t *testing.T) {
 		{"no end marker", `{"protocol":"uds","language":"go","version":"v0.12.0"}`, "no end marker"},
 		{"not json", "hello" + udconn.End, "not valid JSON"},
 		{"empty versions", `{"protocol":"uds","language":"go","version":"","minimum_numaflow_version":""}` + udconn.End, "minimum_numaflow_version is empty and its SDK version is empty"},
+		{"a null version (numaflow-core's serde refuses it)", `{"protocol":"uds","language":"go","version":null,"minimum_numaflow_version":"1.4.0-z"}` + udconn.End, `its "version" is null`},
+		{"a null language", `{"protocol":"uds","language":null,"version":"v0.12.0","minimum_numaflow_version":"1.4.0-z"}` + udconn.End, `its "language" is null`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

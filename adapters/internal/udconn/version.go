@@ -12,6 +12,7 @@ package udconn
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -112,9 +113,11 @@ func checkIdentifiers(s, what string, noLeadingZero bool) error {
 	return nil
 }
 
-// comparePre orders pre-release strings as Semantic Versioning does, with
-// no pre-release above any: identifier by identifier, numbers numerically
-// and below words, a shorter list below a longer one it starts.
+// comparePre orders pre-release strings as the semver crate does, with no
+// pre-release above any: identifier by identifier, numbers numerically
+// (by length, then digits: they have no leading zeros, and may be longer
+// than a uint64) and below words, words as ASCII text, and a shorter list
+// below a longer one it starts.
 func comparePre(a, b string) int {
 	switch {
 	case a == b:
@@ -126,24 +129,36 @@ func comparePre(a, b string) int {
 	}
 	as, bs := strings.Split(a, "."), strings.Split(b, ".")
 	for i := 0; i < len(as) && i < len(bs); i++ {
-		x, xerr := strconv.ParseUint(as[i], 10, 64)
-		y, yerr := strconv.ParseUint(bs[i], 10, 64)
+		x, y := as[i], bs[i]
+		xn, yn := isDigits(x), isDigits(y)
 		switch {
-		case xerr == nil && yerr == nil:
-			if x != y {
-				return cmpUint(x, y)
+		case xn && yn:
+			if len(x) != len(y) {
+				return cmpUint(uint64(len(x)), uint64(len(y)))
 			}
-		case xerr == nil:
+			if c := strings.Compare(x, y); c != 0 {
+				return c
+			}
+		case xn:
 			return -1
-		case yerr == nil:
+		case yn:
 			return 1
 		default:
-			if c := strings.Compare(as[i], bs[i]); c != 0 {
+			if c := strings.Compare(x, y); c != 0 {
 				return c
 			}
 		}
 	}
 	return cmpUint(uint64(len(as)), uint64(len(bs)))
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func cmpUint(a, b uint64) int {
@@ -156,96 +171,300 @@ func cmpUint(a, b uint64) int {
 	return 0
 }
 
-// minimumReq is a ">=" requirement as the semver crate's VersionReq reads
-// it: minor and patch may be missing (">=1.4" is ">=1.4.0"), a
-// pre-release only after a patch, build metadata ignored.
-type minimumReq struct {
+// reqOp is the operator of one comparator of a semver requirement.
+type reqOp int
+
+const (
+	opExact reqOp = iota
+	opGreater
+	opGreaterEq
+	opLess
+	opLessEq
+	opTilde
+	opCaret
+	opWildcard
+)
+
+// comparator is one comparator of a requirement ("1.4", ">=1.2.0-rc4",
+// "1.x"): minor and patch may be missing, a pre-release only follows a
+// patch.
+type comparator struct {
+	op                  reqOp
 	major, minor, patch uint64
 	hasMinor, hasPatch  bool
 	pre                 string
 }
 
-func parseMinimumReq(constraint string) (minimumReq, error) {
-	var r minimumReq
-	s, ok := strings.CutPrefix(strings.TrimSpace(constraint), ">=")
-	if !ok {
-		return r, fmt.Errorf("%q is not a minimum (>=VERSION)", clipString(constraint))
-	}
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '+'); i >= 0 {
-		if err := checkIdentifiers(s[i+1:], "build metadata", false); err != nil {
-			return r, err
-		}
-		s = s[:i]
-	}
-	core, pre, hasPre := strings.Cut(s, "-")
-	parts := strings.Split(core, ".")
-	if len(parts) > 3 {
-		return r, fmt.Errorf("%q has more than three version numbers", clipString(constraint))
-	}
-	nums := [3]*uint64{&r.major, &r.minor, &r.patch}
-	for i, p := range parts {
-		n, err := parseNumber(p)
-		if err != nil {
-			return r, fmt.Errorf("minimum %q: %v", clipString(constraint), err)
-		}
-		*nums[i] = n
-	}
-	r.hasMinor, r.hasPatch = len(parts) > 1, len(parts) > 2
-	if hasPre {
-		if !r.hasPatch {
-			return r, fmt.Errorf("minimum %q: a pre-release needs a patch number", clipString(constraint))
-		}
-		if err := checkIdentifiers(pre, "pre-release", true); err != nil {
-			return r, err
-		}
-		r.pre = pre
-	}
-	return r, nil
+// semReq is a requirement as the semver crate's VersionReq reads it:
+// comparators separated by commas, all of which must match; "*" alone
+// matches every release.
+type semReq struct {
+	star bool
+	cmps []comparator
 }
 
-// matches is VersionReq::matches for one ">=" comparator: v is at least
-// the minimum, and a pre-release v only matches a minimum that is a
-// pre-release of the same MAJOR.MINOR.PATCH.
-func (r minimumReq) matches(v semVersion) bool {
-	if !r.atMost(v) {
-		return false
+// maxComparators is the semver crate's bound on comparators per requirement.
+const maxComparators = 32
+
+// parseSemReq parses a requirement with the semver crate's grammar: only
+// ASCII spaces are skipped, an operator (=, >, >=, <, <=, ~, ^; none is ^),
+// MAJOR[.MINOR[.PATCH[-PRE][+BUILD]]], where a missing operator and a
+// wildcard (*, x, X) for MINOR or PATCH make a wildcard comparator.
+func parseSemReq(text string) (semReq, error) {
+	var r semReq
+	text = strings.TrimLeft(text, " ")
+	if rest, ok := cutWildcard(text); ok {
+		if strings.TrimLeft(rest, " ") == "" {
+			r.star = true
+			return r, nil
+		}
+		return r, fmt.Errorf("requirement %q: a wildcard must be the only comparator", clipString(text))
+	}
+	for {
+		if len(r.cmps) == maxComparators-1 {
+			return r, fmt.Errorf("requirement %q has more than %d comparators", clipString(text), maxComparators-1)
+		}
+		c, rest, err := parseComparator(text)
+		if err != nil {
+			return r, fmt.Errorf("requirement %q: %v", clipString(text), err)
+		}
+		r.cmps = append(r.cmps, c)
+		if rest == "" {
+			return r, nil
+		}
+		after, ok := strings.CutPrefix(rest, ",")
+		if !ok {
+			return r, fmt.Errorf("requirement %q: expected a comma, found %q", clipString(text), rest[:1])
+		}
+		text = strings.TrimLeft(after, " ")
+	}
+}
+
+func parseComparator(input string) (comparator, string, error) {
+	var c comparator
+	text, explicit := input, true
+	switch {
+	case strings.HasPrefix(text, ">="):
+		c.op, text = opGreaterEq, text[2:]
+	case strings.HasPrefix(text, "<="):
+		c.op, text = opLessEq, text[2:]
+	case strings.HasPrefix(text, ">"):
+		c.op, text = opGreater, text[1:]
+	case strings.HasPrefix(text, "<"):
+		c.op, text = opLess, text[1:]
+	case strings.HasPrefix(text, "="):
+		c.op, text = opExact, text[1:]
+	case strings.HasPrefix(text, "~"):
+		c.op, text = opTilde, text[1:]
+	case strings.HasPrefix(text, "^"):
+		c.op, text = opCaret, text[1:]
+	default:
+		c.op, explicit = opCaret, false
+	}
+	text = strings.TrimLeft(text, " ")
+	var err error
+	if c.major, text, err = numericPrefix(text); err != nil {
+		return c, "", err
+	}
+	wildcard := false
+	if rest, ok := strings.CutPrefix(text, "."); ok {
+		if after, ok := cutWildcard(rest); ok {
+			wildcard, text = true, after
+			if !explicit {
+				c.op = opWildcard
+			}
+		} else {
+			if c.minor, text, err = numericPrefix(rest); err != nil {
+				return c, "", err
+			}
+			c.hasMinor = true
+		}
+	}
+	if rest, ok := strings.CutPrefix(text, "."); ok {
+		if after, ok := cutWildcard(rest); ok {
+			text = after
+			if !explicit {
+				c.op = opWildcard
+			}
+		} else if wildcard {
+			return c, "", errors.New("a number after a wildcard")
+		} else {
+			if c.patch, text, err = numericPrefix(rest); err != nil {
+				return c, "", err
+			}
+			c.hasPatch = true
+		}
+	}
+	if rest, ok := strings.CutPrefix(text, "-"); ok && c.hasPatch {
+		c.pre, text = cutIdentifiers(rest)
+		if err := checkIdentifiers(c.pre, "pre-release", true); err != nil {
+			return c, "", err
+		}
+	}
+	if rest, ok := strings.CutPrefix(text, "+"); ok && c.hasPatch {
+		var build string
+		build, text = cutIdentifiers(rest)
+		if err := checkIdentifiers(build, "build metadata", false); err != nil {
+			return c, "", err
+		}
+	}
+	return c, strings.TrimLeft(text, " "), nil
+}
+
+// numericPrefix reads the version number text starts with.
+func numericPrefix(text string) (uint64, string, error) {
+	i := 0
+	for i < len(text) && text[i] >= '0' && text[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		if text == "" {
+			return 0, "", errors.New("a version number is missing")
+		}
+		return 0, "", fmt.Errorf("%q where a version number should be", clipString(text[:1]))
+	}
+	n, err := parseNumber(text[:i])
+	return n, text[i:], err
+}
+
+func cutWildcard(text string) (string, bool) {
+	if text != "" && (text[0] == '*' || text[0] == 'x' || text[0] == 'X') {
+		return text[1:], true
+	}
+	return text, false
+}
+
+// cutIdentifiers splits off the dot-separated identifiers text starts with.
+func cutIdentifiers(text string) (string, string) {
+	i := 0
+	for i < len(text) {
+		c := text[i]
+		if c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '.' {
+			i++
+			continue
+		}
+		break
+	}
+	return text[:i], text[i:]
+}
+
+// matches is VersionReq::matches: every comparator matches v, and a
+// pre-release v only if some comparator is a pre-release of v's own
+// MAJOR.MINOR.PATCH.
+func (r semReq) matches(v semVersion) bool {
+	for _, c := range r.cmps {
+		if !c.matches(v) {
+			return false
+		}
 	}
 	if v.pre == "" {
 		return true
 	}
-	return r.hasPatch && r.pre != "" && r.major == v.major && r.minor == v.minor && r.patch == v.patch
+	for _, c := range r.cmps {
+		if c.hasMinor && c.hasPatch && c.pre != "" && c.major == v.major && c.minor == v.minor && c.patch == v.patch {
+			return true
+		}
+	}
+	return false
 }
 
-// atMost reports whether the minimum is at or below v, ignoring the rule
-// for pre-release versions.
-func (r minimumReq) atMost(v semVersion) bool {
-	if v.major != r.major {
-		return v.major > r.major
+func (c comparator) matches(v semVersion) bool {
+	switch c.op {
+	case opExact, opWildcard:
+		return c.exact(v)
+	case opGreater:
+		return c.greater(v)
+	case opGreaterEq:
+		return c.exact(v) || c.greater(v)
+	case opLess:
+		return c.less(v)
+	case opLessEq:
+		return c.exact(v) || c.less(v)
+	case opTilde:
+		if v.major != c.major || c.hasMinor && v.minor != c.minor {
+			return false
+		}
+		if c.hasPatch && v.patch != c.patch {
+			return v.patch > c.patch
+		}
+		return comparePre(v.pre, c.pre) >= 0
 	}
-	if !r.hasMinor {
-		return true
-	}
-	if v.minor != r.minor {
-		return v.minor > r.minor
-	}
-	if !r.hasPatch {
-		return true
-	}
-	if v.patch != r.patch {
-		return v.patch > r.patch
-	}
-	return comparePre(v.pre, r.pre) >= 0
+	return c.caret(v)
 }
 
-// semverAtLeast reports whether v satisfies the minimum in Numaflow's
-// notation, as numaflow-shared's check_constraint(v, ">="+minimum) does:
-// "X.Y.Z-z" is the release X.Y.Z and not its pre-releases; a version that
-// does not start with the minimum's X.Y.Z (as text) is compared by its own
-// MAJOR.MINOR.PATCH alone, so a pre-release of a later release is newer.
-// Numaflow compares text, so 0.10.20-rc1 does not meet 0.10.2-z; neither
-// does it here.
-func semverAtLeast(v semVersion, minimum string) (bool, error) {
+func (c comparator) exact(v semVersion) bool {
+	return v.major == c.major && (!c.hasMinor || v.minor == c.minor) && (!c.hasPatch || v.patch == c.patch) && v.pre == c.pre
+}
+
+// greater and less compare v with the comparator's version, its missing
+// numbers counting as equal, never as greater or less.
+func (c comparator) greater(v semVersion) bool { return c.order(v) > 0 }
+
+func (c comparator) less(v semVersion) bool { return c.order(v) < 0 }
+
+// order is v against c: -1, +1, or 0 when equal or undecided (a missing
+// number reached).
+func (c comparator) order(v semVersion) int {
+	if v.major != c.major {
+		return cmpUint(v.major, c.major)
+	}
+	if !c.hasMinor {
+		return 0
+	}
+	if v.minor != c.minor {
+		return cmpUint(v.minor, c.minor)
+	}
+	if !c.hasPatch {
+		return 0
+	}
+	if v.patch != c.patch {
+		return cmpUint(v.patch, c.patch)
+	}
+	return comparePre(v.pre, c.pre)
+}
+
+func (c comparator) caret(v semVersion) bool {
+	if v.major != c.major {
+		return false
+	}
+	if !c.hasMinor {
+		return true
+	}
+	if !c.hasPatch {
+		if c.major > 0 {
+			return v.minor >= c.minor
+		}
+		return v.minor == c.minor
+	}
+	switch {
+	case c.major > 0:
+		if v.minor != c.minor {
+			return v.minor > c.minor
+		}
+		if v.patch != c.patch {
+			return v.patch > c.patch
+		}
+	case c.minor > 0:
+		if v.minor != c.minor {
+			return false
+		}
+		if v.patch != c.patch {
+			return v.patch > c.patch
+		}
+	case v.minor != c.minor || v.patch != c.patch:
+		return false
+	}
+	return comparePre(v.pre, c.pre) >= 0
+}
+
+// checkConstraint is numaflow-shared's check_constraint(v, constraint):
+// a constraint with "-z" ("X.Y.Z-z") is the release X.Y.Z and not its
+// pre-releases; with another '-' a pre-release minimum. A version that
+// does not start with the constraint's X.Y.Z (as text) is compared by its
+// own MAJOR.MINOR.PATCH alone, so a pre-release of a later release is
+// newer. Numaflow compares text, so 0.10.20-rc1 does not meet 0.10.2-z;
+// neither does it here.
+func checkConstraint(v semVersion, constraint string) (bool, error) {
 	text := v.String()
 	// Numaflow's MAJOR.MINOR.PATCH of v: its text up to the first '-'.
 	head, _, _ := strings.Cut(text, "-")
@@ -253,19 +472,23 @@ func semverAtLeast(v semVersion, minimum string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	minMMP, _, _ := strings.Cut(minimum, "-")
+	bare := constraint
+	for strings.HasPrefix(bare, ">=") {
+		bare = bare[2:]
+	}
+	mmpText, _, _ := strings.Cut(bare, "-")
 	switch {
-	case strings.Contains(minimum, "-z"):
-		if !strings.HasPrefix(text, minMMP) {
-			return semverAtLeast(mmp, minMMP)
+	case strings.Contains(constraint, "-z"):
+		if !strings.HasPrefix(text, mmpText) {
+			return checkConstraint(mmp, ">="+mmpText)
 		}
-		return semverAtLeast(v, minMMP)
-	case strings.Contains(minimum, "-"):
-		if !strings.HasPrefix(text, minMMP) {
-			return semverAtLeast(mmp, minMMP)
+		return checkConstraint(v, ">="+mmpText)
+	case strings.Contains(constraint, "-"):
+		if !strings.HasPrefix(text, mmpText) {
+			return checkConstraint(mmp, ">="+mmpText)
 		}
 	}
-	r, err := parseMinimumReq(">=" + minimum)
+	r, err := parseSemReq(constraint)
 	if err != nil {
 		return false, err
 	}
@@ -289,10 +512,12 @@ var pep440Pattern = regexp.MustCompile(`(?i)^\s*v?` +
 type pep440Version struct {
 	epoch   uint64
 	release []uint64
-	preRank int // 0 a, 1 b, 2 rc, 3 none
+	preRank uint8 // 0 a, 1 b, 2 rc; 3 none
 	pre     uint64
-	post    int64 // -1: none
-	dev     int64 // -1: none
+	hasPost bool
+	post    uint64
+	hasDev  bool
+	dev     uint64
 }
 
 func parsePEP440(s string) (pep440Version, error) {
@@ -336,28 +561,51 @@ func parsePEP440(s string) (pep440Version, error) {
 			return v, err
 		}
 	}
-	v.post = -1
 	if m[5] != "" || m[6] != "" {
-		n, err := num(m[5] + m[7])
-		if err != nil {
+		v.hasPost = true
+		if v.post, err = num(m[5] + m[7]); err != nil {
 			return v, err
 		}
-		v.post = int64(n & (1<<63 - 1))
 	}
-	v.dev = -1
 	if m[8] != "" {
-		n, err := num(m[9])
-		if err != nil {
+		v.hasDev = true
+		if v.dev, err = num(m[9]); err != nil {
 			return v, err
 		}
-		v.dev = int64(n & (1<<63 - 1))
 	}
 	return v, nil
 }
 
+// pep440Key is what orders versions of one release, as pep440_rs's
+// sortable tuple: a .devN of the release itself first, then aN, bN, rcN
+// (each with its own post and dev releases), the release, its
+// post-releases; no post-release below any, no dev release above any.
+type pep440Key struct {
+	rank    uint8
+	pre     uint64
+	hasPost bool
+	post    uint64
+	dev     uint64
+}
+
+func (v pep440Version) key() pep440Key {
+	dev := uint64(math.MaxUint64)
+	if v.hasDev {
+		dev = v.dev
+	}
+	switch {
+	case v.preRank == 3 && !v.hasPost && v.hasDev:
+		return pep440Key{rank: 0, dev: v.dev}
+	case v.preRank < 3:
+		return pep440Key{rank: v.preRank + 1, pre: v.pre, hasPost: v.hasPost, post: v.post, dev: dev}
+	case !v.hasPost:
+		return pep440Key{rank: 4}
+	}
+	return pep440Key{rank: 5, hasPost: true, post: v.post, dev: dev}
+}
+
 // comparePEP440 orders two versions as PEP 440 does: epoch, release
-// (shorter padded with zeros), then .devN < aN < bN < rcN < release <
-// .postN, where a .devN of a pre- or post-release sorts just before it.
+// (shorter padded with zeros), then the key of their suffixes.
 func comparePEP440(a, b pep440Version) int {
 	if c := cmpUint(a.epoch, b.epoch); c != 0 {
 		return c
@@ -374,27 +622,23 @@ func comparePEP440(a, b pep440Version) int {
 			return c
 		}
 	}
-	key := func(v pep440Version) [4]int64 {
-		rank := int64(v.preRank) + 1
-		if v.preRank == 3 && v.post < 0 && v.dev >= 0 {
-			rank = 0 // a development release of the release itself
-		}
-		dev := v.dev
-		if dev < 0 {
-			dev = 1<<63 - 1
-		}
-		return [4]int64{rank, int64(v.pre & (1<<63 - 1)), v.post, dev}
+	ka, kb := a.key(), b.key()
+	if c := cmpUint(uint64(ka.rank), uint64(kb.rank)); c != 0 {
+		return c
 	}
-	ka, kb := key(a), key(b)
-	for i := range ka {
-		if ka[i] != kb[i] {
-			if ka[i] < kb[i] {
-				return -1
-			}
+	if c := cmpUint(ka.pre, kb.pre); c != 0 {
+		return c
+	}
+	if ka.hasPost != kb.hasPost {
+		if ka.hasPost {
 			return 1
 		}
+		return -1
 	}
-	return 0
+	if c := cmpUint(ka.post, kb.post); c != 0 {
+		return c
+	}
+	return cmpUint(ka.dev, kb.dev)
 }
 
 // sdkAtLeast reports whether an SDK version meets a minimum in Numaflow's
@@ -417,7 +661,7 @@ func sdkAtLeast(version, minimum, lang string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return semverAtLeast(v, minimum)
+	return checkConstraint(v, ">="+minimum)
 }
 
 // numaflowAtLeast reports whether Numaflow release have (strict semver)
@@ -428,5 +672,5 @@ func numaflowAtLeast(have, minimum string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return semverAtLeast(v, minimum)
+	return checkConstraint(v, ">="+minimum)
 }

@@ -87,6 +87,12 @@ func TestSDKVersionsAsNumaflowReadsThem(t *testing.T) {
 		{pre, "python", "1.2.0b1.post3", fails},
 		{pre, "python", "1.2.0b2.dev9", fails},
 		{pre, "python", "1.2.0c1", "ok"},
+		// pep440_rs's numbers are 64-bit unsigned; a dev release missing
+		// counts as the largest.
+		{stable, "python", "1.2.0rc9223372036854775808", "ok"},
+		{stable, "python", "1.2.0rc100.dev9223372036854775807", fails},
+		{stable, "python", "1.2.0rc100.dev18446744073709551615", "ok"}, // ties with no dev release, as in pep440_rs
+		{stable, "python", "1.2.0rc18446744073709551616", bad},
 	} {
 		ok, err := sdkAtLeast(c.version, c.table[c.lang], c.lang)
 		got := "ok"
@@ -123,8 +129,33 @@ func TestNumaflowVersionsAsNumaflowChecksThem(t *testing.T) {
 		{"1.7.0", "1", "ok"},
 		{"1.7.0", "2", "fails"},
 		{"1.7.0", "1.8", "fails"},
-		{"1.7.0", "1.x", "unreadable"},
 		{"1.7.0", "", "unreadable"},
+		// The rest of the semver crate's requirement grammar, which a
+		// minimum_numaflow_version reaches (">=" + it).
+		{"1.7.0", "1.x", "ok"}, // >=1.x is >=1
+		{"1.7.0", "1.4.*", "ok"},
+		{"1.7.0", "1.8.X", "fails"},
+		{"1.7.0", "*", "unreadable"}, // >=* is not a requirement
+		{"1.7.0", "1.4.0, <2", "ok"},
+		{"1.7.0", "1.4,<1.5", "fails"},
+		{"1.7.0", "1.4.0 , 2.0", "fails"}, // a bare comparator is a caret one: ^2.0
+		{"1.7.0", "1.4.0, 1.5", "ok"},     // ^1.5
+		{"1.7.0", "1.4.0, ~1.7", "ok"},
+		{"1.7.0", "1.4.0, =1.6", "fails"},
+		{"1.7.0", "1.4.0, >1.7.0", "fails"},
+		{"1.7.0", "1.4.0, <=1.7.0", "ok"},
+		{"1.7.0", "1.4.0 <2", "unreadable"},
+		{"1.7.0", " 1.4.0", "ok"},          // ASCII spaces are skipped
+		{"1.7.0", "1.4.0\t", "unreadable"}, // no other white space is
+		{"1.7.0", "\n1.4.0", "unreadable"},
+		{"1.7.0", "1.4+b", "unreadable"}, // build metadata only after a patch number
+		{"1.7.0", "1.4.0+b", "ok"},
+		{"1.7.0", ">=1.4.0-z", "ok"}, // numaflow-shared trims every leading ">="
+		{"1.4.5", "1.4-rc1", "unreadable"},
+		{"1.7.0", "1.4-rc1", "ok"}, // 1.7.0 does not start with 1.4: compared as 1.7.0 >= 1.4
+		{"18446744073709551616.0.0", "1.0.0", "unreadable"},
+		{"1.7.0-rc.1", "1.7.0-rc.1, <2", "ok"},
+		{"1.7.0-rc.1", "1.6.0, <2", "fails"}, // no comparator is a pre-release of 1.7.0
 	} {
 		ok, err := numaflowAtLeast(c.have, c.minimum)
 		got := "ok"
@@ -142,7 +173,8 @@ func TestNumaflowVersionsAsNumaflowChecksThem(t *testing.T) {
 
 func TestSemverPreReleaseOrder(t *testing.T) {
 	// Semantic Versioning 2.0.0's own example, in order.
-	order := []string{"alpha", "alpha.1", "alpha.beta", "beta", "beta.2", "beta.11", "rc.1", ""}
+	order := []string{"alpha", "alpha.1", "alpha.beta", "beta", "beta.2", "beta.11", "rc.1",
+		"rc.99999999999999999999", "rc.100000000000000000000", "rc.x", ""}
 	for i := range order {
 		for j := range order {
 			got := comparePre(order[i], order[j])
