@@ -218,7 +218,7 @@ var negativeCases = []struct {
 	{"steps 0", strings.Replace(base, "    log: {}\n", "    log: {}\n    retryStrategy:\n      backoff:\n        steps: 0\n", 1), "spec.sink.retryStrategy.backoff.steps"},
 	{"empty fallback tier", strings.Replace(base, "    log: {}\n", "    log: {}\n    fallback: {}\n", 1), "spec.sink.fallback"},
 	{"cron with the HPA class", base + "  scale:\n    cron:\n      schedules:\n        - {start: '0 0 8 * * *', end: '0 0 9 * * *', min: 1, max: 2}\n", "spec.scale.cron"},
-	{"generator valueBlob", strings.Replace(base, "    generator: {}\n", "    generator:\n      valueBlob: aGk=\n", 1), "spec.source.generator.valueBlob"},
+	{"generator valueBlob not base64", strings.Replace(base, "    generator: {}\n", "    generator:\n      valueBlob: abcdef\n", 1), "spec.source.generator.valueBlob"},
 	{"jetstream nkey", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      auth:\n        nkey: {name: nk, key: seed}\n", 1), "spec.source.jetstream.auth.nkey"},
 	{"jetstream tls", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      tls: {insecureSkipVerify: true}\n", 1), "spec.source.jetstream.tls"},
 	{"kafka gssapi", strings.Replace(base, "    generator: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: GSSAPI\n        gssapi: {serviceName: kafka}\n", 1), "spec.source.kafka.sasl.gssapi"},

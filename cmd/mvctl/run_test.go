@@ -324,6 +324,33 @@ func TestCorpusRunsGeneratorToLog(t *testing.T) {
 	}
 }
 
+// TestCorpusRunsGeneratorBlobToLog: a generator's valueBlob is the payload
+// of every message, as in Numaflow, whatever msgSize and value say.
+func TestCorpusRunsGeneratorBlobToLog(t *testing.T) {
+	skipShort(t)
+	d := deploy(t, "testdata/corpus/generator-blob-log.yaml")
+	if d.env["MV_GENERATOR_VALUE_BLOB"] != "eyJvcmRlciI6NDIsIm5vdGUiOiJmcm9tIHZhbHVlQmxvYiJ9" {
+		t.Fatalf("emitted env %v", d.env)
+	}
+	d.waitAcked(100, 60*time.Second)
+	tot := d.stop()
+	const want = ` bytes=36 value="{\"order\":42,\"note\":\"from valueBlob\"}"`
+	lines := 0
+	for l := range strings.Lines(d.runner.Stdout.String()) {
+		if !strings.HasPrefix(l, "sink ") {
+			continue
+		}
+		lines++
+		if !strings.HasSuffix(strings.TrimSuffix(l, "\n"), want) {
+			t.Fatalf("log line without the valueBlob payload: %s", l)
+		}
+	}
+	t.Logf("read %d acked %d written %d, %d log lines", tot.Read, tot.Acked, tot.Written, lines)
+	if tot.Read < 100 || tot.Acked != tot.Read || tot.Written != tot.Read || int64(lines) != tot.Written {
+		t.Fatalf("read %d acked %d written %d, %d log lines: want all equal", tot.Read, tot.Acked, tot.Written, lines)
+	}
+}
+
 // TestCorpusRunsHTTPToBlackhole: every POST is answered 200 only after the
 // write, and the runner counts exactly those.
 func TestCorpusRunsHTTPToBlackhole(t *testing.T) {

@@ -1,6 +1,7 @@
 package mvconvert
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -335,7 +336,11 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 		c.warn(p+".jitter", "dropped: the runner's generator stamps every message with the time it made it (only event times are affected)")
 	}
 	if g.ValueBlob != nil {
-		c.fail(p+".valueBlob", "the runner's generator cannot send a fixed payload; run a Numaflow user-defined source (source.udsource) that sends it")
+		// Numaflow decodes it at start and fails the pod on bad base64.
+		if _, err := base64.StdEncoding.Strict().DecodeString(*g.ValueBlob); err != nil || strings.ContainsAny(*g.ValueBlob, "\r\n") {
+			c.fail(p+".valueBlob", "must be base64 in the standard alphabet with its padding, on one line")
+		}
+		c.setEnv("MV_GENERATOR_VALUE_BLOB", *g.ValueBlob, p+".valueBlob")
 	}
 }
 

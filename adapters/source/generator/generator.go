@@ -6,8 +6,10 @@ package generator
 
 import (
 	"context"
+	"encoding/base64"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,8 @@ type Config struct {
 	Value    *int64        `envconfig:"MV_GENERATOR_VALUE" desc:"fixed \"value\" field of every payload; unset: the sequence number"`
 	Total    int64         `envconfig:"MV_GENERATOR_TOTAL" default:"0" desc:"stop after this many messages (for tests and benchmarks); 0 never stops"`
 	Fixed    bool          `envconfig:"MV_GENERATOR_FIXED_PAYLOAD" default:"false" desc:"send one payload, made at start, in every message (value MV_GENERATOR_VALUE or 0, createdts the start time): no allocation per message, for load tests of the rest of the pipeline"`
+	// ValueBlob is Numaflow's generator valueBlob.
+	ValueBlob string `envconfig:"MV_GENERATOR_VALUE_BLOB" desc:"the payload of every message, base64 (standard, padded), as Numaflow's valueBlob; MV_GENERATOR_MSG_SIZE and MV_GENERATOR_VALUE then do not apply"`
 }
 
 // Upper bounds of the generator's settings: past them a typo would take
@@ -46,8 +50,25 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_GENERATOR_KEY_COUNT", Value: strconv.Itoa(c.KeyCount), Reason: "must be 0 to " + strconv.Itoa(maxKeyCount)}
 	case c.Total < 0:
 		return &runner.ConfigError{Var: "MV_GENERATOR_TOTAL", Value: strconv.FormatInt(c.Total, 10), Reason: "must be 0 (unlimited) or more"}
+	case base64.StdEncoding.DecodedLen(len(c.ValueBlob)) > maxMsgSize:
+		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "decodes to more than 67108864 bytes (64 MiB)"}
+	}
+	// Go's decoder skips line breaks; Numaflow's (Rust's base64) refuses them.
+	if strings.ContainsAny(c.ValueBlob, "\r\n") {
+		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "must be base64 on one line, as Numaflow's valueBlob (it has a line break)"}
+	}
+	if _, err := base64.StdEncoding.Strict().DecodeString(c.ValueBlob); err != nil {
+		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "must be base64 in the standard alphabet with its padding, as Numaflow's valueBlob (" + err.Error() + ")"}
 	}
 	return nil
+}
+
+// clip shortens a value quoted in an error to one readable line.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 func init() {
@@ -85,6 +106,11 @@ func New(cfg Config, replica int) *Source {
 	copy(tail[cfg.MsgSize:], closing)
 	r := strconv.Itoa(replica)
 	s := &Source{cfg: cfg, replica: r, prefix: r + "-", tail: tail, last: time.Now()}
+	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
+	if blob, err := base64.StdEncoding.Strict().DecodeString(cfg.ValueBlob); err == nil && len(blob) > 0 {
+		s.fixed = blob[:len(blob):len(blob)]
+		return s
+	}
 	if cfg.Fixed {
 		var v int64
 		if cfg.Value != nil {

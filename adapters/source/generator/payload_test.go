@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -169,5 +170,69 @@ func TestTheEngineNeverWritesIntoASharedPayload(t *testing.T) {
 	}
 	if sink.wrong.Load() != 0 || !bytes.Equal(src.fixed, want) {
 		t.Fatal("the shared payload was changed on its way to the sink")
+	}
+}
+
+// TestValueBlobIsEveryPayload: Numaflow's valueBlob is sent as it is, one
+// shared slice, whatever MsgSize, Value and Fixed say; an empty blob is
+// no blob.
+func TestValueBlobIsEveryPayload(t *testing.T) {
+	seven := int64(7)
+	want := []byte("hello world\n")
+	s := New(Config{RPU: 1000, Duration: time.Second, MsgSize: 1 << 10, Value: &seven, ValueBlob: "aGVsbG8gd29ybGQK"}, 0)
+	var first *byte
+	n := 0
+	for range 3 {
+		msgs, err := s.Read(context.Background(), 10, time.Second)
+		if err != nil || len(msgs) == 0 {
+			t.Fatalf("read: %d messages, %v", len(msgs), err)
+		}
+		for _, m := range msgs {
+			if first == nil {
+				first = &m.Value[0]
+			}
+			if &m.Value[0] != first || !bytes.Equal(m.Value, want) || cap(m.Value) != len(want) {
+				t.Fatalf("message %s carries %q (cap %d), want the one blob %q", m.ID, m.Value, cap(m.Value), want)
+			}
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d messages", n)
+	}
+	msgs, err := New(Config{RPU: 10, Duration: time.Second, MsgSize: 64, ValueBlob: ""}, 0).Read(context.Background(), 1, time.Second)
+	if err != nil || len(msgs) != 1 || !bytes.HasPrefix(msgs[0].Value, []byte(`{"value":0,`)) || len(msgs[0].Value) != 64 {
+		t.Fatalf("with an empty blob: %v %v, want a generated payload", msgs, err)
+	}
+}
+
+func TestValueBlobMustBeNumaflowsBase64(t *testing.T) {
+	base := Config{RPU: 1, Duration: time.Second}
+	for _, c := range []struct {
+		blob string
+		ok   bool
+	}{
+		{"", true},
+		{"aGk=", true},
+		{"aGVsbG8gd29ybGQK", true},
+		{"aGk", false},   // padding missing (the standard engine wants it)
+		{"aGl=", false},  // non-zero trailing bits
+		{"aG k=", false}, // a space
+		{"aGk=\n", false},
+		{"aG\r\nk=", false},
+		{"a-_b", false}, // the URL alphabet
+		{"abcdef", false},
+		{strings.Repeat("A", (64<<20)/3*4+8), false}, // decodes past 64 MiB
+	} {
+		cfg := base
+		cfg.ValueBlob = c.blob
+		err := cfg.Validate(runner.RoleSource)
+		var ce *runner.ConfigError
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("blob %.20q refused: %v", c.blob, err)
+		case !c.ok && (err == nil || !errors.As(err, &ce) || ce.Var != "MV_GENERATOR_VALUE_BLOB" || strings.Contains(err.Error(), "\n")):
+			t.Errorf("blob %.20q: error %v, want one line naming MV_GENERATOR_VALUE_BLOB", c.blob, err)
+		}
 	}
 }
