@@ -3,17 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -599,6 +592,48 @@ func checkRateLimiter(t *testing.T, d *deployed, store string, min, max, n int) 
 // printed once, none of orders.us is, the consumer ends with nothing
 // pending, and the manifest's rate limiter (memory store, 100..2000/s)
 // granted the reads.
+// TestCorpusRunsJetStreamOverTLSWithAnNKey: jetstream-tls-nkey.yaml as
+// written against a server that speaks only TLS, wants a client
+// certificate signed by the test CA and the NKey user's signature; the
+// Secrets are the test's, mounted where the runner's variables say.
+func TestCorpusRunsJetStreamOverTLSWithAnNKey(t *testing.T) {
+	skipShort(t)
+	sec := natstest.WriteSecrets(t)
+	srv := natstest.StartWith(t, natstest.TLS(t, sec.PKI, true), natstest.NKeyUser(t, sec.Seed))
+	_, js := srv.Connect(t)
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: "orders", Subjects: []string{"orders.>"}})
+	const n = 500
+	for i := 0; i < n; i++ {
+		if _, err := js.Publish(t.Context(), "orders.eu", []byte(fmt.Sprintf("order-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := deployWith(t, local{
+		file: "testdata/corpus/jetstream-tls-nkey.yaml",
+		secrets: map[string]map[string]string{
+			"nats-tls":  {"ca.crt": string(sec.PKI.CA), "tls.crt": string(sec.PKI.ClientCert), "tls.key": string(sec.PKI.ClientKey)},
+			"nats-nkey": {"seed": string(sec.Seed)},
+		},
+		hosts: map[string]string{"nats.secure.svc:4222": strings.TrimPrefix(srv.URL(), "nats://")},
+	})
+	if d.env["MV_JETSTREAM_TLS"] != "true" || d.env["MV_JETSTREAM_NKEY_FILE"] == "" || d.env["MV_JETSTREAM_TLS_CERT_FILE"] == "" {
+		t.Fatalf("emitted env %v", d.env)
+	}
+	d.waitAcked(n, 60*time.Second)
+	tot := d.stop()
+	seen := map[string]bool{}
+	for l := range strings.Lines(d.runner.Stdout.String()) {
+		if i := strings.Index(l, `value="order-`); i >= 0 {
+			seen[strings.Fields(l[i:])[0]] = true
+		}
+	}
+	pending, ackPending := natstest.ConsumerState(t, js, "orders", "numaflow-secure-orders-orders")
+	t.Logf("published %d; read %d acked %d written %d; %d distinct log lines; consumer pending %d ack-pending %d", n, tot.Read, tot.Acked, tot.Written, len(seen), pending, ackPending)
+	if len(seen) != n || tot.Acked != n || pending != 0 || ackPending != 0 {
+		t.Fatalf("%d distinct messages printed, %d acked, consumer pending %d ack-pending %d; want %d, %d, 0, 0", len(seen), tot.Acked, pending, ackPending, n, n)
+	}
+}
+
 func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
 	skipShort(t)
 	const user, password = "orders-runner", "pw-0rders"
@@ -667,56 +702,6 @@ func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
 	}
 }
 
-// pki is a test CA with a broker certificate for 127.0.0.1 and a client
-// certificate, as PEM.
-type pki struct {
-	caPEM, serverCert, serverKey, clientCert, clientKey []byte
-}
-
-func newPKI(t *testing.T) pki {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	encKey := func(k *ecdsa.PrivateKey) []byte {
-		der, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	}
-	now := time.Now()
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "mvctl test CA"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) ([]byte, []byte) {
-		k := key()
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), encKey(k)
-	}
-	p := pki{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.serverCert, p.serverKey = leaf(2, "kfake", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.clientCert, p.clientKey = leaf(3, "relay", x509.ExtKeyUsageClientAuth, nil)
-	return p
-}
-
 // TestCorpusRunsKafkaToKafka: kafka-keda.yaml as written, against two
 // kfake brokers (a separate process) that speak only TLS, require a client
 // certificate signed by the test CA and SCRAM-SHA-512 as the kafka-user
@@ -729,16 +714,16 @@ func newPKI(t *testing.T) pki {
 func TestCorpusRunsKafkaToKafka(t *testing.T) {
 	skipShort(t)
 	const user, password = "relay", "pw-r3lay"
-	p := newPKI(t)
+	p := testutil.NewPKI(t)
 	dir := t.TempDir()
-	for name, b := range map[string][]byte{"server.crt": p.serverCert, "server.key": p.serverKey, "ca.crt": p.caPEM} {
+	for name, b := range map[string][]byte{"server.crt": p.ServerCert, "server.key": p.ServerKey, "ca.crt": p.CA} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(p.caPEM)
-	clientCert, err := tls.X509KeyPair(p.clientCert, p.clientKey)
+	roots.AppendCertsFromPEM(p.CA)
+	clientCert, err := tls.X509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -781,7 +766,7 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 	d := deployWith(t, local{
 		file: "testdata/corpus/kafka-keda.yaml",
 		secrets: map[string]map[string]string{
-			"kafka-tls":  {"ca.crt": string(p.caPEM), "tls.crt": string(p.clientCert), "tls.key": string(p.clientKey)},
+			"kafka-tls":  {"ca.crt": string(p.CA), "tls.crt": string(p.ClientCert), "tls.key": string(p.ClientKey)},
 			"kafka-user": {"user": user, "password": password},
 		},
 		hosts: map[string]string{"kafka-0.kafka:9093": brokers[0], "kafka-1.kafka:9093": brokers[1], "redis.redis.svc:6379": rs.Addr()},

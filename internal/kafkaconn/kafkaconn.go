@@ -4,12 +4,9 @@ package kafkaconn
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/zap"
 
+	"github.com/monovertex/monovertex/internal/tlsfiles"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -52,51 +50,12 @@ func (a *Auth) Validate() error {
 	default:
 		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported)"}
 	}
-	if (a.TLSCertFile == "") != (a.TLSKeyFile == "") {
-		if a.TLSCertFile == "" {
-			return &runner.ConfigError{Var: "MV_KAFKA_TLS_CERT_FILE", Value: "", Reason: "is required with MV_KAFKA_TLS_KEY_FILE"}
-		}
-		return &runner.ConfigError{Var: "MV_KAFKA_TLS_KEY_FILE", Value: "", Reason: "is required with MV_KAFKA_TLS_CERT_FILE"}
-	}
-	for _, f := range []struct{ name, path string }{{"MV_KAFKA_TLS_CA_FILE", a.TLSCAFile}, {"MV_KAFKA_TLS_CERT_FILE", a.TLSCertFile}, {"MV_KAFKA_TLS_KEY_FILE", a.TLSKeyFile}} {
-		if f.path == "" {
-			continue
-		}
-		if _, err := os.Stat(f.path); err != nil {
-			return &runner.ConfigError{Var: f.name, Value: f.path, Reason: "cannot be read: " + errors.Unwrap(err).Error()}
-		}
-	}
-	if _, err := a.tlsConfig(); err != nil {
-		return err
-	}
-	return nil
+	return a.tlsFiles().Validate()
 }
 
-// tlsConfig builds the TLS configuration, nil when TLS is off.
-func (a *Auth) tlsConfig() (*tls.Config, error) {
-	if !a.TLS && a.TLSCAFile == "" && a.TLSCertFile == "" && !a.TLSSkipVerify {
-		return nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: a.TLSSkipVerify} //nolint:gosec // the user asked for it
-	if a.TLSCAFile != "" {
-		pem, err := os.ReadFile(a.TLSCAFile)
-		if err != nil {
-			return nil, &runner.ConfigError{Var: "MV_KAFKA_TLS_CA_FILE", Value: a.TLSCAFile, Reason: "cannot be read: " + err.Error()}
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, &runner.ConfigError{Var: "MV_KAFKA_TLS_CA_FILE", Value: a.TLSCAFile, Reason: "holds no PEM certificate"}
-		}
-		cfg.RootCAs = pool
-	}
-	if a.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(a.TLSCertFile, a.TLSKeyFile)
-		if err != nil {
-			return nil, &runner.ConfigError{Var: "MV_KAFKA_TLS_CERT_FILE", Value: a.TLSCertFile, Reason: "with MV_KAFKA_TLS_KEY_FILE is not a usable key pair: " + err.Error()}
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
+// tlsFiles is the TLS part of the settings.
+func (a *Auth) tlsFiles() tlsfiles.Files {
+	return tlsfiles.Files{Prefix: "MV_KAFKA", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify}
 }
 
 // Opts returns the client options for the brokers and the authentication.
@@ -110,7 +69,7 @@ func (a *Auth) Opts(brokers []string) ([]kgo.Opt, error) {
 	case "SCRAM-SHA-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsSha512Mechanism()))
 	}
-	tc, err := a.tlsConfig()
+	tc, err := a.tlsFiles().Config()
 	if err != nil {
 		return nil, err
 	}

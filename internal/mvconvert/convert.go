@@ -44,6 +44,7 @@ const (
 	configDir     = "/etc/monovertex/config"
 	configVolume  = "monovertex-config"
 	kafkaTLSDir   = "/etc/monovertex/kafka"
+	jetstreamDir  = "/etc/monovertex/jetstream"
 	runnerName    = "runner"
 	adminPort     = 2469
 	servingPort   = 8080
@@ -369,7 +370,8 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 	if a := j.Auth; a != nil {
 		switch {
 		case a.NKey != nil:
-			c.fail(p+".auth.nkey", "the runner's JetStream client takes a user, a token or a credentials file (MV_JETSTREAM_CREDS), not an NKey seed alone")
+			fp := p + ".auth.nkey"
+			c.setEnv("MV_JETSTREAM_NKEY_FILE", c.mountSecret("jetstream-nkey", jetstreamDir+"/nkey", "seed.nk", a.NKey, fp), fp)
 		case a.Basic != nil:
 			c.setSecretEnv("NATS_USER", a.Basic.User, p+".auth.basic.user")
 			c.setSecretEnv("NATS_PASSWORD", a.Basic.Password, p+".auth.basic.password")
@@ -382,7 +384,7 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 		}
 	}
 	if j.TLS != nil {
-		c.fail(p+".tls", "the runner's JetStream client has no TLS settings; run a Numaflow user-defined source (source.udsource) for a TLS-only server")
+		c.jetstreamTLS(p+".tls", j.TLS)
 	}
 	c.setEnv("MV_JETSTREAM_URL", u, p+".url")
 	c.setEnv("MV_JETSTREAM_STREAM", j.Stream, p+".stream")
@@ -449,6 +451,51 @@ func (c *converter) kafkaSource(p string, k *nf.KafkaSource) {
 	c.kafkaAuth(p, k.TLS, k.SASL)
 }
 
+// mountSecret mounts the key sel names as dir/file from a volume vol and
+// returns the file's path.
+func (c *converter) mountSecret(vol, dir, file string, sel *corev1.SecretKeySelector, from string) string {
+	if sel.Name == "" || sel.Key == "" {
+		c.fail(from, "want a secret reference with name and key")
+	}
+	c.volumes = append(c.volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: sel.Name, Items: []corev1.KeyToPath{{Key: sel.Key, Path: file}},
+	}}})
+	c.mounts = append(c.mounts, corev1.VolumeMount{Name: vol, MountPath: dir, ReadOnly: true})
+	return dir + "/" + file
+}
+
+// jetstreamTLS sets MV_JETSTREAM_TLS*, as numaflow-core reads a jetstream
+// source's tls: insecureSkipVerify alone ignores the Secrets, a client
+// certificate needs its key.
+func (c *converter) jetstreamTLS(p string, tls *nf.TLS) {
+	c.setEnv("MV_JETSTREAM_TLS", "true", p)
+	if tls.InsecureSkipVerify {
+		c.setEnv("MV_JETSTREAM_TLS_SKIP_VERIFY", "true", p+".insecureSkipVerify")
+		if tls.CACertSecret != nil || tls.CertSecret != nil || tls.KeySecret != nil {
+			c.warn(p+".insecureSkipVerify", "the CA and client certificate Secrets are ignored with it, as Numaflow ignores them")
+		}
+		return
+	}
+	if tls.CertSecret != nil && tls.KeySecret == nil {
+		c.fail(p+".keySecret", "required with certSecret (Numaflow refuses a client certificate without its key)")
+	}
+	for _, f := range []struct {
+		sel         *corev1.SecretKeySelector
+		field, name string
+		env         string
+	}{
+		{tls.CACertSecret, "caCertSecret", "ca", "MV_JETSTREAM_TLS_CA_FILE"},
+		{tls.CertSecret, "certSecret", "cert", "MV_JETSTREAM_TLS_CERT_FILE"},
+		{tls.KeySecret, "keySecret", "key", "MV_JETSTREAM_TLS_KEY_FILE"},
+	} {
+		if f.sel == nil || f.name == "key" && tls.CertSecret == nil {
+			continue // Numaflow reads a key only with a certificate
+		}
+		fp := p + "." + f.field
+		c.setEnv(f.env, c.mountSecret("jetstream-tls-"+f.name, jetstreamDir+"/tls-"+f.name, f.name+".pem", f.sel, fp), fp)
+	}
+}
+
 // kafkaAuth sets the Kafka TLS and SASL variables, which every Kafka part
 // of the runner shares: a second, different setting is refused.
 func (c *converter) kafkaAuth(p string, tls *nf.TLS, sasl *nf.SASL) {
@@ -477,16 +524,7 @@ func (c *converter) kafkaAuth(p string, tls *nf.TLS, sasl *nf.SASL) {
 				continue
 			}
 			fp := p + ".tls." + f.field
-			if f.sel.Name == "" || f.sel.Key == "" {
-				c.fail(fp, "want a secret reference with name and key")
-			}
-			vol := "kafka-tls-" + f.name
-			c.volumes = append(c.volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: f.sel.Name, Items: []corev1.KeyToPath{{Key: f.sel.Key, Path: f.name + ".pem"}},
-			}}})
-			dir := kafkaTLSDir + "/" + f.name
-			c.mounts = append(c.mounts, corev1.VolumeMount{Name: vol, MountPath: dir, ReadOnly: true})
-			c.setEnv(f.env, dir+"/"+f.name+".pem", fp)
+			c.setEnv(f.env, c.mountSecret("kafka-tls-"+f.name, kafkaTLSDir+"/"+f.name, f.name+".pem", f.sel, fp), fp)
 		}
 	}
 	if sasl != nil {

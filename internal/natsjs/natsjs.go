@@ -20,13 +20,17 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
 
+	"github.com/monovertex/monovertex/internal/tlsfiles"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -93,8 +97,71 @@ func DecodeHeaders(m *runner.Message, subject string, h nats.Header, stored time
 	}
 }
 
+// Auth is the TLS and NKey part of reaching a NATS server: Numaflow's
+// jetstream tls and auth.nkey, with files in place of Secret selectors
+// (mount the Secret and name the files). The JetStream source and sink
+// embed it, so every JetStream connection of the runner uses it.
+type Auth struct {
+	TLS           bool   `envconfig:"MV_JETSTREAM_TLS" default:"false" desc:"connect with TLS (implied by any other MV_JETSTREAM_TLS_* setting)"`
+	TLSCAFile     string `envconfig:"MV_JETSTREAM_TLS_CA_FILE" desc:"PEM file of the CA that signed the NATS servers' certificates; empty uses the system roots"`
+	TLSCertFile   string `envconfig:"MV_JETSTREAM_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_JETSTREAM_TLS_KEY_FILE)"`
+	TLSKeyFile    string `envconfig:"MV_JETSTREAM_TLS_KEY_FILE" desc:"PEM private key of MV_JETSTREAM_TLS_CERT_FILE"`
+	TLSSkipVerify bool   `envconfig:"MV_JETSTREAM_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
+	NKeyFile      string `envconfig:"MV_JETSTREAM_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
+}
+
+func (a *Auth) tlsFiles() tlsfiles.Files {
+	return tlsfiles.Files{Prefix: "MV_JETSTREAM", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify}
+}
+
+// Validate checks that the TLS files pair up and parse and that the NKey
+// file holds a user seed.
+func (a *Auth) Validate() error {
+	if err := a.tlsFiles().Validate(); err != nil {
+		return err
+	}
+	if a.NKeyFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(a.NKeyFile)
+	if err != nil {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be read: " + err.Error()}
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds no NKey seed: " + err.Error()}
+	}
+	defer kp.Wipe()
+	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds a seed that is not a user's (SU...)"}
+	}
+	return nil
+}
+
+// options are the client options for TLS and the NKey.
+func (a *Auth) options() ([]nats.Option, error) {
+	var opts []nats.Option
+	tc, err := a.tlsFiles().Config()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts = append(opts, nats.Secure(tc))
+	}
+	if a.NKeyFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(a.NKeyFile)
+		if err != nil {
+			return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: err.Error()}
+		}
+		opts = append(opts, opt)
+	}
+	return opts, nil
+}
+
 // ConnOptions say how to reach the NATS server.
 type ConnOptions struct {
+	// Auth is the TLS and NKey setting.
+	Auth Auth
 	// URL is one server URL or a comma-separated list (nats://host:4222).
 	URL string
 	// Creds is a NATS credentials file (JWT and NKey seed); empty for none.
@@ -148,13 +215,30 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}
+	auth, err := o.Auth.options()
+	if err != nil {
+		conn.Failed(err)
+		return nil, err
+	}
+	opts = append(opts, auth...)
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
 		conn.Failed(err)
-		return nil, fmt.Errorf("connect to NATS at %s: %w (check the URL and that the server is up)", redact(o.URL), err)
+		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redact(o.URL), err, connectHint(err))
 	}
 	conn.Up()
 	return nc, nil
+}
+
+// connectHint says what to check after a failed connect.
+func connectHint(err error) string {
+	switch msg := strings.ToLower(err.Error()); {
+	case errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization"):
+		return "the server refused the client's identity: check the URL's user or token, MV_JETSTREAM_NKEY_FILE and MV_JETSTREAM_CREDS"
+	case strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "certificate"):
+		return "TLS failed: check MV_JETSTREAM_TLS_CA_FILE against the server's CA and, if it wants one, the client certificate in MV_JETSTREAM_TLS_CERT_FILE and _KEY_FILE"
+	}
+	return "check the URL and that the server is up"
 }
 
 // redact hides passwords and tokens in URLs before they reach a log line.

@@ -13,8 +13,12 @@ package natstest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,6 +27,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/monovertex/monovertex/internal/natsjs"
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // Server is an in-process nats-server with JetStream. Its methods are safe
@@ -30,6 +38,10 @@ import (
 type Server struct {
 	storeDir   string
 	user, pass string
+	// server and client are what Options add to the server's settings and
+	// to Connect's client.
+	server []func(*server.Options)
+	client []nats.Option
 
 	mu   sync.Mutex
 	port int
@@ -61,6 +73,109 @@ func StartWithUser(t testing.TB, user, password string) *Server {
 	return s
 }
 
+// Option secures a server started with StartWith.
+type Option func(*Server)
+
+// TLS makes the server speak TLS only, with p's server certificate, and
+// with verifyClients also require a client certificate signed by p's CA.
+// Connect trusts p's CA and presents p's client certificate.
+func TLS(t testing.TB, p testutil.PKI, verifyClients bool) Option {
+	t.Helper()
+	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
+	if err != nil {
+		t.Fatalf("natstest: server key pair: %v", err)
+	}
+	clientCert, err := tls.X509KeyPair(p.ClientCert, p.ClientKey)
+	if err != nil {
+		t.Fatalf("natstest: client key pair: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.CA)
+	return func(s *Server) {
+		s.server = append(s.server, func(o *server.Options) {
+			o.TLS, o.TLSVerify = true, verifyClients
+			o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+			if verifyClients {
+				o.TLSConfig.ClientAuth, o.TLSConfig.ClientCAs = tls.RequireAndVerifyClientCert, roots
+			}
+			o.TLSTimeout = 5
+		})
+		s.client = append(s.client, nats.Secure(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{clientCert}}))
+	}
+}
+
+// NKeyUser makes the server let in only clients that sign its challenge
+// with the user NKey whose seed is seed (NATS NKey authentication);
+// Connect signs with it.
+func NKeyUser(t testing.TB, seed []byte) Option {
+	t.Helper()
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		t.Fatalf("natstest: nkey seed: %v", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatalf("natstest: nkey public key: %v", err)
+	}
+	return func(s *Server) {
+		s.server = append(s.server, func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} })
+		s.client = append(s.client, nats.Nkey(pub, kp.Sign))
+	}
+}
+
+// Secrets are a PKI and a user NKey written to files, as Numaflow's tls
+// and auth.nkey Secrets are mounted in a pod.
+type Secrets struct {
+	PKI  testutil.PKI
+	Seed []byte
+	// Files: the CA, the client certificate and key, the NKey seed; all in Dir.
+	CA, Cert, Key, NKey, Dir string
+}
+
+// WriteSecrets makes a PKI and a user NKey and writes them to files.
+func WriteSecrets(t testing.TB) Secrets {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Secrets{PKI: testutil.NewPKI(t), Seed: seed, Dir: t.TempDir()}
+	for _, f := range []struct {
+		path *string
+		name string
+		b    []byte
+	}{{&s.CA, "ca.crt", s.PKI.CA}, {&s.Cert, "tls.crt", s.PKI.ClientCert}, {&s.Key, "tls.key", s.PKI.ClientKey}, {&s.NKey, "nkey", seed}} {
+		*f.path = filepath.Join(s.Dir, f.name)
+		if err := os.WriteFile(*f.path, f.b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// Auth is the runner's setting that uses all of the secrets.
+func (s Secrets) Auth() natsjs.Auth {
+	return natsjs.Auth{TLSCAFile: s.CA, TLSCertFile: s.Cert, TLSKeyFile: s.Key, NKeyFile: s.NKey}
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s := &Server{storeDir: t.TempDir(), port: -1}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.start(); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,6 +194,9 @@ func (s *Server) start() error {
 		MaxPayload: 8 << 20,
 		Username:   s.user,
 		Password:   s.pass,
+	}
+	for _, o := range s.server {
+		o(opts)
 	}
 	var lastErr error
 	// The port of a server that was just shut down can take a moment to be
@@ -152,6 +270,7 @@ func (s *Server) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	if s.user != "" {
 		opts = append(opts, nats.UserInfo(s.user, s.pass))
 	}
+	opts = append(opts, s.client...)
 	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		t.Fatalf("natstest: connect to %s: %v", s.URL(), err)

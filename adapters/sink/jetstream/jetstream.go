@@ -44,6 +44,9 @@ type Config struct {
 	PublishTimeout   time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
 	MaxPending       int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
 	ReconnectWait    time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	// Auth is TLS and NKey authentication, shared by every JetStream
+	// connection of the runner.
+	natsjs.Auth
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
 	Connection runner.Connection `ignored:"true"`
@@ -74,8 +77,10 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_PUBLISH_MAX_PENDING", Value: strconv.Itoa(c.MaxPending), Reason: "must be a positive whole number"}
 	case c.ReconnectWait <= 0:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
+	case c.NKeyFile != "" && c.creds(role) != "":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: c.NKeyFile, Reason: "cannot be used with a credentials file (MV_JETSTREAM_CREDS or the sink's), which carries its own NKey"}
 	}
-	return nil
+	return c.Auth.Validate()
 }
 
 // target returns the URL and subject for role: the fallback's own, else the
@@ -150,7 +155,7 @@ var (
 // reconnecting.
 func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) (*Sink, error) {
 	url, subject := cfg.target(role)
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Auth: cfg.Auth, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 	APITimeout    time.Duration `envconfig:"MV_JETSTREAM_API_TIMEOUT" default:"5s" desc:"timeout of JetStream API calls and ack confirmations"`
 	MissingWait   time.Duration `envconfig:"MV_JETSTREAM_CONSUMER_TIMEOUT" default:"60s" desc:"how long a deleted consumer the runner did not create may stay away before the runner exits 1 (0: at once); one the runner created is created again at once"`
+	// Auth is TLS and NKey authentication, shared by every JetStream
+	// connection of the runner.
+	natsjs.Auth
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
 	Connection runner.Connection `ignored:"true"`
@@ -84,8 +87,10 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
 	case c.APITimeout <= 0:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_API_TIMEOUT", Value: c.APITimeout.String(), Reason: "must be a positive duration such as 5s"}
+	case c.NKeyFile != "" && c.Creds != "":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: c.NKeyFile, Reason: "cannot be used with MV_JETSTREAM_CREDS, whose credentials file carries its own NKey"}
 	}
-	return nil
+	return c.Auth.Validate()
 }
 
 // validName reports whether s can name a stream or consumer: the server
@@ -252,7 +257,7 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Auth: cfg.Auth, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,148 @@
+package jetstream_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
+	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
+	"github.com/monovertex/monovertex/internal/natsjs"
+	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/conformance"
+)
+
+// TestConformanceOverMutualTLSWithAnNKey runs the whole source suite
+// against a server that speaks only TLS, wants a client certificate its CA
+// signed and an NKey signature, as a Numaflow source with tls and
+// auth.nkey reads one; the server restarts keep the same security.
+func TestConformanceOverMutualTLSWithAnNKey(t *testing.T) {
+	sec := natstest.WriteSecrets(t)
+	srv := natstest.StartWith(t, natstest.TLS(t, sec.PKI, true), natstest.NKeyUser(t, sec.Seed))
+	_, js := srv.Connect(t)
+	ensure := adaptertest.OncePerTest(adaptertest.HashName, func(t *testing.T, name string) { createStream(t, js, name) })
+	var produced sync.Map
+	conformance.RunSource(t, conformance.SourceCase{
+		New: func(t *testing.T) runner.Source {
+			cfg := testConfig(srv.URL(), ensure(t))
+			cfg.Auth = sec.Auth()
+			return newSource(t, cfg)
+		},
+		Produce: func(t *testing.T, n int) [][]byte {
+			name := ensure(t)
+			c, _ := produced.LoadOrStore(name, new(int))
+			start := *c.(*int)
+			*c.(*int) += n
+			return publish(t, js, name+".in", n, fmt.Sprintf("v%d", start))
+		},
+		Peer: conformance.Peer{Stop: func(*testing.T) { srv.Shutdown() }, Start: func(t *testing.T) { srv.Restart(t) }},
+		Features: conformance.SourceFeatures{
+			Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true, Reconnects: true},
+			Nack:      true, RedeliverAfterClose: true, Pending: true, KeepsValues: true,
+			RedeliveryWait: 20 * time.Second,
+		},
+	})
+}
+
+// TestASecuredServerRefusesWhatItShould: each part of the security is
+// needed, and the error says which.
+func TestASecuredServerRefusesWhatItShould(t *testing.T) {
+	sec := natstest.WriteSecrets(t)
+	srv := natstest.StartWith(t, natstest.TLS(t, sec.PKI, true), natstest.NKeyUser(t, sec.Seed))
+	_, js := srv.Connect(t)
+	createStream(t, js, "S")
+	other := natstest.WriteSecrets(t) // another CA and another user
+	for _, c := range []struct {
+		name   string
+		change func(*natsjs.Auth)
+		want   string
+	}{
+		{"no client certificate", func(a *natsjs.Auth) { a.TLSCertFile, a.TLSKeyFile = "", "" }, "tls"},
+		{"another CA", func(a *natsjs.Auth) { a.TLSCAFile = other.CA }, "certificate"},
+		{"no CA: the system roots do not know the test CA", func(a *natsjs.Auth) { a.TLSCAFile = "" }, "certificate"},
+		{"no TLS", func(a *natsjs.Auth) { *a = natsjs.Auth{NKeyFile: a.NKeyFile} }, "tls"},
+		{"no NKey", func(a *natsjs.Auth) { a.NKeyFile = "" }, "authorization"},
+		{"another user's NKey", func(a *natsjs.Auth) { a.NKeyFile = other.NKey }, "authorization"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(srv.URL(), "S")
+			cfg.Auth = sec.Auth()
+			c.change(&cfg.Auth)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			src, err := jssource.New(ctx, cfg, t.Name(), nil)
+			if err == nil {
+				src.Close(context.Background())
+				t.Fatal("connected")
+			}
+			t.Logf("refused: %v", err)
+			if !strings.Contains(strings.ToLower(err.Error()), c.want) {
+				t.Fatalf("error %v, want one about %s", err, c.want)
+			}
+		})
+	}
+
+	t.Run("skip verify without a CA, against a server that wants no client certificate", func(t *testing.T) {
+		srv := natstest.StartWith(t, natstest.TLS(t, sec.PKI, false))
+		_, js := srv.Connect(t)
+		createStream(t, js, "T")
+		want := publish(t, js, "T.in", 20, "skip")
+		cfg := testConfig(srv.URL(), "T")
+		cfg.Auth = natsjs.Auth{TLSSkipVerify: true}
+		src := newSource(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		got := adaptertest.ReadN(t, ctx, src, len(want), false)
+		if err := src.Ack(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range got {
+			if string(m.Value) != string(want[i]) {
+				t.Fatalf("message %d: %q, want %q", i, m.Value, want[i])
+			}
+		}
+	})
+}
+
+func TestValidateAuth(t *testing.T) {
+	sec := natstest.WriteSecrets(t)
+	good := testConfig("nats://127.0.0.1:4222", "S")
+	good.Auth = sec.Auth()
+	notPEM := filepath.Join(sec.Dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	account, _ := nkeys.CreateAccount()
+	accountSeed, _ := account.Seed()
+	accountFile := filepath.Join(sec.Dir, "account.nk")
+	if err := os.WriteFile(accountFile, accountSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*jssource.Config)
+		bad    string
+	}{
+		{"valid", func(*jssource.Config) {}, ""},
+		{"skip verify alone", func(c *jssource.Config) { c.Auth = natsjs.Auth{TLSSkipVerify: true} }, ""},
+		{"cert without key", func(c *jssource.Config) { c.TLSKeyFile = "" }, "MV_JETSTREAM_TLS_KEY_FILE"},
+		{"key without cert", func(c *jssource.Config) { c.TLSCertFile = "" }, "MV_JETSTREAM_TLS_CERT_FILE"},
+		{"missing CA file", func(c *jssource.Config) { c.TLSCAFile = filepath.Join(sec.Dir, "nope") }, "MV_JETSTREAM_TLS_CA_FILE"},
+		{"CA file not PEM", func(c *jssource.Config) { c.TLSCAFile = notPEM }, "MV_JETSTREAM_TLS_CA_FILE"},
+		{"key not matching", func(c *jssource.Config) { c.TLSKeyFile = natstest.WriteSecrets(t).Key }, "MV_JETSTREAM_TLS_CERT_FILE"},
+		{"missing nkey file", func(c *jssource.Config) { c.NKeyFile = filepath.Join(sec.Dir, "nope") }, "MV_JETSTREAM_NKEY_FILE"},
+		{"nkey file not a seed", func(c *jssource.Config) { c.NKeyFile = notPEM }, "MV_JETSTREAM_NKEY_FILE"},
+		{"an account's seed", func(c *jssource.Config) { c.NKeyFile = accountFile }, "MV_JETSTREAM_NKEY_FILE"},
+		{"nkey and a creds file", func(c *jssource.Config) { c.Creds = "/x.creds" }, "MV_JETSTREAM_NKEY_FILE"},
+	} {
+		adaptertest.ValidateRow(t, tc.name, good, runner.RoleSource, tc.change, tc.bad)
+	}
+}
