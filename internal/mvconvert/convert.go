@@ -318,10 +318,16 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 		c.setEnv("MV_GENERATOR_RPU", strconv.FormatInt(*g.RPU, 10), p+".rpu")
 	}
 	c.setPositiveDuration("MV_GENERATOR_DURATION", p+".duration", g.Duration)
-	if g.MsgSize != nil {
-		if *g.MsgSize < 0 {
-			c.fail(p+".msgSize", "must not be negative, got %d", *g.MsgSize)
-		}
+	// Numaflow sends a non-empty valueBlob as it is and then reads neither
+	// msgSize nor value.
+	blob := g.ValueBlob != nil && *g.ValueBlob != ""
+	switch {
+	case g.MsgSize == nil:
+	case blob:
+		c.warn(p+".msgSize", "dropped: it does not apply with a valueBlob, as in Numaflow")
+	case *g.MsgSize < 0:
+		c.warn(p+".msgSize", "dropped: negative (%d); Numaflow then uses its default, 8 bytes, as the runner does", *g.MsgSize)
+	default:
 		c.setEnv("MV_GENERATOR_MSG_SIZE", strconv.Itoa(int(*g.MsgSize)), p+".msgSize")
 	}
 	if g.KeyCount != nil {
@@ -330,7 +336,11 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 		}
 		c.setEnv("MV_GENERATOR_KEY_COUNT", strconv.Itoa(int(*g.KeyCount)), p+".keyCount")
 	}
-	if g.Value != nil {
+	switch {
+	case g.Value == nil:
+	case blob:
+		c.warn(p+".value", "dropped: it does not apply with a valueBlob, as in Numaflow")
+	default:
 		c.setEnv("MV_GENERATOR_VALUE", strconv.FormatUint(*g.Value, 10), p+".value")
 	}
 	if g.Jitter != nil {
@@ -368,19 +378,34 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 	}
 	u := j.URL
 	if a := j.Auth; a != nil {
+		// numaflow-core takes basic, else nkey, else token.
+		ignored := func(field string) {
+			c.warn(p+".auth."+field, "ignored: Numaflow uses only the first of basic, nkey and token that is set")
+		}
 		switch {
-		case a.NKey != nil:
-			fp := p + ".auth.nkey"
-			c.setEnv("MV_JETSTREAM_NKEY_FILE", c.mountSecret("jetstream-nkey", jetstreamDir+"/nkey", "seed.nk", a.NKey, fp), fp)
 		case a.Basic != nil:
 			c.setSecretEnv("NATS_USER", a.Basic.User, p+".auth.basic.user")
 			c.setSecretEnv("NATS_PASSWORD", a.Basic.Password, p+".auth.basic.password")
 			u = withUserInfo(u, "$(NATS_USER):$(NATS_PASSWORD)")
 			c.warn(p+".auth.basic", "carried in MV_JETSTREAM_URL as $(NATS_USER):$(NATS_PASSWORD)@ (Kubernetes expands them from the secrets): the user and password must be URL-safe")
+			if a.NKey != nil {
+				ignored("nkey")
+			}
+			if a.Token != nil {
+				ignored("token")
+			}
+		case a.NKey != nil:
+			fp := p + ".auth.nkey"
+			c.setEnv("MV_JETSTREAM_NKEY_FILE", c.mountSecret("jetstream-nkey", jetstreamDir+"/nkey", "seed.nk", a.NKey, fp), fp)
+			if a.Token != nil {
+				ignored("token")
+			}
 		case a.Token != nil:
 			c.setSecretEnv("NATS_TOKEN", a.Token, p+".auth.token")
 			u = withUserInfo(u, "$(NATS_TOKEN)")
 			c.warn(p+".auth.token", "carried in MV_JETSTREAM_URL as $(NATS_TOKEN)@ (Kubernetes expands it from the secret): the token must be URL-safe")
+		default:
+			c.fail(p+".auth", "is set but names no basic, nkey or token (Numaflow refuses it so)")
 		}
 	}
 	if j.TLS != nil {

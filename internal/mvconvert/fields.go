@@ -45,7 +45,7 @@ var Table = []Row{
 	{[]string{"spec.source.generator"}, Mapped, "`MV_SOURCE=generator`"},
 	{[]string{"spec.source.generator.rpu", "spec.source.generator.duration", "spec.source.generator.msgSize", "spec.source.generator.keyCount", "spec.source.generator.value"}, Mapped, "`MV_GENERATOR_RPU`, `_DURATION`, `_MSG_SIZE`, `_KEY_COUNT`, `_VALUE`"},
 	{[]string{"spec.source.generator.jitter"}, Warns, "dropped: the runner's generator stamps each message with the time it made it"},
-	{[]string{"spec.source.generator.valueBlob"}, Mapped, "`MV_GENERATOR_VALUE_BLOB`: every message carries the decoded bytes (then `msgSize` and `value` do not apply, as in Numaflow)"},
+	{[]string{"spec.source.generator.valueBlob"}, Mapped, "`MV_GENERATOR_VALUE_BLOB`: every message carries the decoded bytes (then `msgSize` and `value` are dropped with a warning: they do not apply, as in Numaflow)"},
 	{[]string{"spec.source.http"}, Mapped, "`MV_SOURCE=http`: POST to the Service's cluster-local URL (`/` or `/vertices/<name>`)"},
 	{[]string{"spec.source.http.auth.token"}, Mapped, "`MV_HTTP_AUTH_TOKEN` from the secret (`secretKeyRef`)"},
 	{[]string{"spec.source.http.service"}, Mapped, "the Knative Service is always reachable in the cluster (label `networking.knative.dev/visibility: cluster-local`)"},

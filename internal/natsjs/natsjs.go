@@ -19,6 +19,7 @@
 package natsjs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ func DecodeHeaders(m *runner.Message, subject string, h nats.Header, stored time
 // embed it, so every JetStream connection of the runner uses it.
 type Auth struct {
 	TLS           bool   `envconfig:"MV_JETSTREAM_TLS" default:"false" desc:"connect with TLS (implied by any other MV_JETSTREAM_TLS_* setting)"`
-	TLSCAFile     string `envconfig:"MV_JETSTREAM_TLS_CA_FILE" desc:"PEM file of the CA that signed the NATS servers' certificates; empty uses the system roots"`
+	TLSCAFile     string `envconfig:"MV_JETSTREAM_TLS_CA_FILE" desc:"PEM file of a CA that signed the NATS servers' certificates, trusted besides the system roots (as Numaflow does)"`
 	TLSCertFile   string `envconfig:"MV_JETSTREAM_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_JETSTREAM_TLS_KEY_FILE)"`
 	TLSKeyFile    string `envconfig:"MV_JETSTREAM_TLS_KEY_FILE" desc:"PEM private key of MV_JETSTREAM_TLS_CERT_FILE"`
 	TLSSkipVerify bool   `envconfig:"MV_JETSTREAM_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
@@ -111,7 +112,7 @@ type Auth struct {
 }
 
 func (a *Auth) tlsFiles() tlsfiles.Files {
-	return tlsfiles.Files{Prefix: "MV_JETSTREAM", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify}
+	return tlsfiles.Files{Prefix: "MV_JETSTREAM", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify, AddCA: true}
 }
 
 // Validate checks that the TLS files pair up and parse and that the NKey
@@ -123,19 +124,30 @@ func (a *Auth) Validate() error {
 	if a.NKeyFile == "" {
 		return nil
 	}
+	kp, err := a.nkey()
+	if err != nil {
+		return err
+	}
+	kp.Wipe()
+	return nil
+}
+
+// nkey reads the user NKey seed, without the white space around it (as
+// Numaflow reads a Secret's value).
+func (a *Auth) nkey() (nkeys.KeyPair, error) {
 	b, err := os.ReadFile(a.NKeyFile)
 	if err != nil {
-		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be read: " + err.Error()}
+		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be read: " + err.Error()}
 	}
-	kp, err := nkeys.ParseDecoratedNKey(b)
+	kp, err := nkeys.FromSeed(bytes.TrimSpace(b))
 	if err != nil {
-		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds no NKey seed: " + err.Error()}
+		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds no NKey seed: " + err.Error()}
 	}
-	defer kp.Wipe()
 	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicUserKey(pub) {
-		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds a seed that is not a user's (SU...)"}
+		kp.Wipe()
+		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds a seed that is not a user's (SU...)"}
 	}
-	return nil
+	return kp, nil
 }
 
 // options are the client options for TLS and the NKey.
@@ -149,11 +161,14 @@ func (a *Auth) options() ([]nats.Option, error) {
 		opts = append(opts, nats.Secure(tc))
 	}
 	if a.NKeyFile != "" {
-		opt, err := nats.NkeyOptionFromSeed(a.NKeyFile)
+		kp, err := a.nkey()
 		if err != nil {
-			return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: err.Error()}
+			return nil, err
 		}
-		opts = append(opts, opt)
+		pub, _ := kp.PublicKey() // checked by nkey
+		// The key pair lives as long as the connection: it signs the
+		// server's challenge at every reconnect.
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
 	}
 	return opts, nil
 }
@@ -235,7 +250,9 @@ func connectHint(err error) string {
 	switch msg := strings.ToLower(err.Error()); {
 	case errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization"):
 		return "the server refused the client's identity: check the URL's user or token, MV_JETSTREAM_NKEY_FILE and MV_JETSTREAM_CREDS"
-	case strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "certificate"):
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		return "the runner asked for TLS (MV_JETSTREAM_TLS*) and the server does not offer it: check the URL's port, or turn TLS off"
+	case errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "certificate"):
 		return "TLS failed: check MV_JETSTREAM_TLS_CA_FILE against the server's CA and, if it wants one, the client certificate in MV_JETSTREAM_TLS_CERT_FILE and _KEY_FILE"
 	}
 	return "check the URL and that the server is up"

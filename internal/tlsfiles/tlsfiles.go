@@ -22,6 +22,9 @@ type Files struct {
 	CertFile   string
 	KeyFile    string
 	SkipVerify bool
+	// AddCA trusts the CA file besides the system's roots rather than
+	// instead of them (numaflow-nats builds its root store so).
+	AddCA bool
 }
 
 // Enabled reports whether TLS is on: asked for, or implied by any file or
@@ -62,6 +65,11 @@ func (f Files) Config() (*tls.Config, error) {
 			return nil, &runner.ConfigError{Var: f.Prefix + "_TLS_CA_FILE", Value: f.CAFile, Reason: "cannot be read: " + err.Error()}
 		}
 		pool := x509.NewCertPool()
+		if f.AddCA {
+			if sys, err := x509.SystemCertPool(); err == nil {
+				pool = sys
+			}
+		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, &runner.ConfigError{Var: f.Prefix + "_TLS_CA_FILE", Value: f.CAFile, Reason: "holds no PEM certificate"}
 		}

@@ -44,7 +44,7 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_GENERATOR_RPU", Value: strconv.Itoa(c.RPU), Reason: "must be a positive integer, at most " + strconv.Itoa(maxRPU)}
 	case c.Duration <= 0:
 		return &runner.ConfigError{Var: "MV_GENERATOR_DURATION", Value: c.Duration.String(), Reason: "must be a positive duration such as 1s"}
-	case c.MsgSize < 0 || c.MsgSize > maxMsgSize:
+	case c.ValueBlob == "" && (c.MsgSize < 0 || c.MsgSize > maxMsgSize): // a blob makes the size moot
 		return &runner.ConfigError{Var: "MV_GENERATOR_MSG_SIZE", Value: strconv.Itoa(c.MsgSize), Reason: "must be 0 to 67108864 bytes (64 MiB)"}
 	case c.KeyCount < 0 || c.KeyCount > maxKeyCount:
 		return &runner.ConfigError{Var: "MV_GENERATOR_KEY_COUNT", Value: strconv.Itoa(c.KeyCount), Reason: "must be 0 to " + strconv.Itoa(maxKeyCount)}
@@ -99,18 +99,17 @@ type Source struct {
 
 // New returns a generator source for the given replica.
 func New(cfg Config, replica int) *Source {
+	r := strconv.Itoa(replica)
+	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
+	if blob, err := base64.StdEncoding.Strict().DecodeString(cfg.ValueBlob); err == nil && len(blob) > 0 {
+		return &Source{cfg: cfg, replica: r, prefix: r + "-", fixed: blob[:len(blob):len(blob)], last: time.Now()}
+	}
 	tail := make([]byte, cfg.MsgSize+len(closing))
 	for i := range cfg.MsgSize {
 		tail[i] = 'x'
 	}
 	copy(tail[cfg.MsgSize:], closing)
-	r := strconv.Itoa(replica)
 	s := &Source{cfg: cfg, replica: r, prefix: r + "-", tail: tail, last: time.Now()}
-	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
-	if blob, err := base64.StdEncoding.Strict().DecodeString(cfg.ValueBlob); err == nil && len(blob) > 0 {
-		s.fixed = blob[:len(blob):len(blob)]
-		return s
-	}
 	if cfg.Fixed {
 		var v int64
 		if cfg.Value != nil {

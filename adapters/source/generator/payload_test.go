@@ -179,7 +179,8 @@ func TestTheEngineNeverWritesIntoASharedPayload(t *testing.T) {
 func TestValueBlobIsEveryPayload(t *testing.T) {
 	seven := int64(7)
 	want := []byte("hello world\n")
-	s := New(Config{RPU: 1000, Duration: time.Second, MsgSize: 1 << 10, Value: &seven, ValueBlob: "aGVsbG8gd29ybGQK"}, 0)
+	// A size past the bound does not matter with a blob (nor is it allocated).
+	s := New(Config{RPU: 1000, Duration: time.Second, MsgSize: 1 << 40, Value: &seven, ValueBlob: "aGVsbG8gd29ybGQK"}, 0)
 	var first *byte
 	n := 0
 	for range 3 {
@@ -214,6 +215,7 @@ func TestValueBlobMustBeNumaflowsBase64(t *testing.T) {
 	}{
 		{"", true},
 		{"aGk=", true},
+		{"aGk= ", false},
 		{"aGVsbG8gd29ybGQK", true},
 		{"aGk", false},   // padding missing (the standard engine wants it)
 		{"aGl=", false},  // non-zero trailing bits
@@ -226,9 +228,14 @@ func TestValueBlobMustBeNumaflowsBase64(t *testing.T) {
 	} {
 		cfg := base
 		cfg.ValueBlob = c.blob
+		cfg.MsgSize = 1 << 40 // moot with a blob, refused without one
 		err := cfg.Validate(runner.RoleSource)
 		var ce *runner.ConfigError
 		switch {
+		case c.ok && c.blob == "":
+			if err == nil || !errors.As(err, &ce) || ce.Var != "MV_GENERATOR_MSG_SIZE" {
+				t.Errorf("no blob and a 1 TiB size: %v, want MV_GENERATOR_MSG_SIZE refused", err)
+			}
 		case c.ok && err != nil:
 			t.Errorf("blob %.20q refused: %v", c.blob, err)
 		case !c.ok && (err == nil || !errors.As(err, &ce) || ce.Var != "MV_GENERATOR_VALUE_BLOB" || strings.Contains(err.Error(), "\n")):

@@ -68,7 +68,7 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 		{"no client certificate", func(a *natsjs.Auth) { a.TLSCertFile, a.TLSKeyFile = "", "" }, "tls"},
 		{"another CA", func(a *natsjs.Auth) { a.TLSCAFile = other.CA }, "certificate"},
 		{"no CA: the system roots do not know the test CA", func(a *natsjs.Auth) { a.TLSCAFile = "" }, "certificate"},
-		{"no TLS", func(a *natsjs.Auth) { *a = natsjs.Auth{NKeyFile: a.NKeyFile} }, "tls"},
+		{"no TLS settings: nats.go upgrades to the TLS the server wants, and cannot verify it", func(a *natsjs.Auth) { *a = natsjs.Auth{NKeyFile: a.NKeyFile} }, "certificate"},
 		{"no NKey", func(a *natsjs.Auth) { a.NKeyFile = "" }, "authorization"},
 		{"another user's NKey", func(a *natsjs.Auth) { a.NKeyFile = other.NKey }, "authorization"},
 	} {
@@ -89,6 +89,40 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("TLS asked for, against a server without it", func(t *testing.T) {
+		plain := natstest.Start(t)
+		cfg := testConfig(plain.URL(), "S")
+		cfg.Auth = natsjs.Auth{TLS: true}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := jssource.New(ctx, cfg, t.Name(), nil)
+		t.Logf("refused: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "the server does not offer it") {
+			t.Fatalf("error %v, want one saying the server offers no TLS", err)
+		}
+	})
+
+	t.Run("a seed with white space around it, as a Secret may hold it", func(t *testing.T) {
+		padded := filepath.Join(sec.Dir, "padded.nk")
+		if err := os.WriteFile(padded, append(append([]byte("  \n"), sec.Seed...), " \r\n\n"...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		want := publish(t, js, "S.in", 5, "padded")
+		cfg := testConfig(srv.URL(), "S")
+		cfg.Auth = sec.Auth()
+		cfg.NKeyFile = padded
+		if err := cfg.Validate(runner.RoleSource); err != nil {
+			t.Fatal(err)
+		}
+		src := newSource(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		got := adaptertest.ReadN(t, ctx, src, len(want), false)
+		if err := src.Ack(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	t.Run("skip verify without a CA, against a server that wants no client certificate", func(t *testing.T) {
 		srv := natstest.StartWith(t, natstest.TLS(t, sec.PKI, false))

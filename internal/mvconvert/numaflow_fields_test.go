@@ -1,0 +1,138 @@
+package mvconvert
+
+import (
+	"strings"
+	"testing"
+)
+
+// convertOne converts a one-MonoVertex manifest and returns the runner's
+// environment (values as written, secret references as "secret:NAME/KEY"),
+// the Secret volumes (name -> secret/key) and the warnings.
+func convertOne(t *testing.T, yaml string) (env, vols map[string]string, warnings []string, err error) {
+	t.Helper()
+	docs, err := ReadDocuments(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	res, err := Convert(docs[0].MonoVertex, Options{Scaler: ScalerHPA})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pod := res.Service.Spec.Template.Spec.PodSpec
+	env, vols = map[string]string{}, map[string]string{}
+	for _, e := range pod.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+			continue
+		}
+		env[e.Name] = e.Value
+	}
+	for _, v := range pod.Volumes {
+		if v.Secret != nil {
+			vols[v.Name] = v.Secret.SecretName + "/" + v.Secret.Items[0].Key
+		}
+	}
+	return env, vols, res.Warnings, nil
+}
+
+const jsHead = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n  source:\n    jetstream:\n      url: nats://n:4222\n      stream: s\n"
+
+func hasWarning(warnings []string, path string) bool {
+	for _, w := range warnings {
+		if strings.HasPrefix(w, path+":") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestJetStreamTLSAndAuthAsNumaflowReadsThem: numaflow-core's
+// parse_tls_config and parse_nats_auth decide what of a jetstream source's
+// tls and auth is used; the converted runner uses the same.
+func TestJetStreamTLSAndAuthAsNumaflowReadsThem(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		env        map[string]string // "" means must be absent
+		vols       []string
+		warn       []string
+		fail       string
+	}{
+		{"tls: {} is TLS with the system roots", jsHead + "      tls: {}\n",
+			map[string]string{"MV_JETSTREAM_TLS": "true", "MV_JETSTREAM_TLS_CA_FILE": "", "MV_JETSTREAM_TLS_SKIP_VERIFY": ""}, nil, nil, ""},
+		{"skip verify ignores the Secrets", jsHead + "      tls:\n        insecureSkipVerify: true\n        caCertSecret: {name: t, key: ca}\n        certSecret: {name: t, key: c}\n        keySecret: {name: t, key: k}\n",
+			map[string]string{"MV_JETSTREAM_TLS": "true", "MV_JETSTREAM_TLS_SKIP_VERIFY": "true", "MV_JETSTREAM_TLS_CA_FILE": "", "MV_JETSTREAM_TLS_CERT_FILE": "", "MV_JETSTREAM_TLS_KEY_FILE": ""},
+			nil, []string{"spec.source.jetstream.tls.insecureSkipVerify"}, ""},
+		{"a CA alone", jsHead + "      tls:\n        caCertSecret: {name: t, key: ca}\n",
+			map[string]string{"MV_JETSTREAM_TLS": "true", "MV_JETSTREAM_TLS_CA_FILE": "/etc/monovertex/jetstream/tls-ca/ca.pem", "MV_JETSTREAM_TLS_CERT_FILE": ""}, []string{"jetstream-tls-ca"}, nil, ""},
+		{"a key without a certificate is not read", jsHead + "      tls:\n        keySecret: {name: t, key: k}\n",
+			map[string]string{"MV_JETSTREAM_TLS": "true", "MV_JETSTREAM_TLS_KEY_FILE": ""}, nil, nil, ""},
+		{"a certificate without its key", jsHead + "      tls:\n        certSecret: {name: t, key: c}\n", nil, nil, nil, "spec.source.jetstream.tls.keySecret"},
+		{"mutual TLS", jsHead + "      tls:\n        caCertSecret: {name: t, key: ca}\n        certSecret: {name: t, key: c}\n        keySecret: {name: t, key: k}\n",
+			map[string]string{"MV_JETSTREAM_TLS_CERT_FILE": "/etc/monovertex/jetstream/tls-cert/cert.pem", "MV_JETSTREAM_TLS_KEY_FILE": "/etc/monovertex/jetstream/tls-key/key.pem"},
+			[]string{"jetstream-tls-ca", "jetstream-tls-cert", "jetstream-tls-key"}, nil, ""},
+		{"basic wins over nkey and token", jsHead + "      auth:\n        basic:\n          user: {name: u, key: user}\n          password: {name: u, key: pw}\n        nkey: {name: nk, key: seed}\n        token: {name: tk, key: t}\n",
+			map[string]string{"NATS_USER": "secret:u/user", "MV_JETSTREAM_NKEY_FILE": "", "NATS_TOKEN": "", "MV_JETSTREAM_URL": "nats://$(NATS_USER):$(NATS_PASSWORD)@n:4222"},
+			nil, []string{"spec.source.jetstream.auth.nkey", "spec.source.jetstream.auth.token"}, ""},
+		{"nkey wins over token", jsHead + "      auth:\n        nkey: {name: nk, key: seed}\n        token: {name: tk, key: t}\n",
+			map[string]string{"MV_JETSTREAM_NKEY_FILE": "/etc/monovertex/jetstream/nkey/seed.nk", "NATS_TOKEN": "", "MV_JETSTREAM_URL": "nats://n:4222"},
+			[]string{"jetstream-nkey"}, []string{"spec.source.jetstream.auth.token"}, ""},
+		{"empty auth", jsHead + "      auth: {}\n", nil, nil, nil, "spec.source.jetstream.auth"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env, vols, warnings, err := convertOne(t, c.yaml)
+			if c.fail != "" {
+				if err == nil || !strings.Contains(err.Error(), c.fail+":") {
+					t.Fatalf("error %v, want one at %s", err, c.fail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range c.env {
+				if got, ok := env[k]; want == "" && ok || want != "" && got != want {
+					t.Errorf("%s = %q (set %v), want %q", k, got, ok, want)
+				}
+			}
+			for _, v := range c.vols {
+				if _, ok := vols[v]; !ok {
+					t.Errorf("no volume %s in %v", v, vols)
+				}
+			}
+			if len(vols) != len(c.vols) {
+				t.Errorf("volumes %v, want exactly %v", vols, c.vols)
+			}
+			for _, w := range c.warn {
+				if !hasWarning(warnings, w) {
+					t.Errorf("no warning at %s in %q", w, warnings)
+				}
+			}
+		})
+	}
+}
+
+// TestGeneratorValueBlobMakesSizeAndValueMoot: Numaflow reads neither
+// msgSize nor value when a valueBlob is set, and a negative msgSize falls
+// back to its default.
+func TestGeneratorValueBlobMakesSizeAndValueMoot(t *testing.T) {
+	const gen = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n  source:\n    generator:\n"
+	env, _, warnings, err := convertOne(t, gen+"      msgSize: 2000000000\n      value: 3\n      valueBlob: aGk=\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := env["MV_GENERATOR_MSG_SIZE"]; ok || env["MV_GENERATOR_VALUE"] != "" || env["MV_GENERATOR_VALUE_BLOB"] != "aGk=" {
+		t.Fatalf("env %v", env)
+	}
+	for _, w := range []string{"spec.source.generator.msgSize", "spec.source.generator.value"} {
+		if !hasWarning(warnings, w) {
+			t.Errorf("no warning at %s in %q", w, warnings)
+		}
+	}
+	env, _, warnings, err = convertOne(t, gen+"      msgSize: -4\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := env["MV_GENERATOR_MSG_SIZE"]; ok || !hasWarning(warnings, "spec.source.generator.msgSize") {
+		t.Fatalf("negative msgSize: env %v, warnings %q", env, warnings)
+	}
+}
