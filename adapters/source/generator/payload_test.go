@@ -105,21 +105,33 @@ func TestFixedPayloadIsOneSliceForEveryMessage(t *testing.T) {
 		if s.last.Before(start) {
 			t.Fatal("the fixed payload's createdts must be the start time")
 		}
-		var first *byte
-		for range 3 {
-			msgs, err := s.Read(context.Background(), 10, time.Second)
-			if err != nil || len(msgs) == 0 {
-				t.Fatalf("read: %d messages, %v", len(msgs), err)
-			}
-			for _, m := range msgs {
-				if first == nil {
-					first = &m.Value[0]
-				}
-				if &m.Value[0] != first || !bytes.Equal(m.Value, want) {
-					t.Fatal("every message must carry the one payload made at start")
-				}
-			}
+		wantOneSharedPayload(t, s, want)
+	}
+}
+
+// wantOneSharedPayload reads three times from s and fails t unless every
+// message carries want in one shared slice whose capacity ends at it.
+func wantOneSharedPayload(t *testing.T, s *Source, want []byte) {
+	t.Helper()
+	var first *byte
+	n := 0
+	for range 3 {
+		msgs, err := s.Read(context.Background(), 10, time.Second)
+		if err != nil || len(msgs) == 0 {
+			t.Fatalf("read: %d messages, %v", len(msgs), err)
 		}
+		for _, m := range msgs {
+			if first == nil {
+				first = &m.Value[0]
+			}
+			if &m.Value[0] != first || !bytes.Equal(m.Value, want) || cap(m.Value) != len(want) {
+				t.Fatalf("message %s carries %.40q (cap %d), want the one payload %.40q", m.ID, m.Value, cap(m.Value), want)
+			}
+			n++
+		}
+	}
+	if n < 3 {
+		t.Fatalf("%d messages", n)
 	}
 }
 
@@ -180,27 +192,7 @@ func TestValueBlobIsEveryPayload(t *testing.T) {
 	seven := int64(7)
 	want := []byte("hello world\n")
 	// A size past the bound does not matter with a blob (nor is it allocated).
-	s := New(Config{RPU: 1000, Duration: time.Second, MsgSize: 1 << 40, Value: &seven, ValueBlob: "aGVsbG8gd29ybGQK"}, 0)
-	var first *byte
-	n := 0
-	for range 3 {
-		msgs, err := s.Read(context.Background(), 10, time.Second)
-		if err != nil || len(msgs) == 0 {
-			t.Fatalf("read: %d messages, %v", len(msgs), err)
-		}
-		for _, m := range msgs {
-			if first == nil {
-				first = &m.Value[0]
-			}
-			if &m.Value[0] != first || !bytes.Equal(m.Value, want) || cap(m.Value) != len(want) {
-				t.Fatalf("message %s carries %q (cap %d), want the one blob %q", m.ID, m.Value, cap(m.Value), want)
-			}
-			n++
-		}
-	}
-	if n < 3 {
-		t.Fatalf("%d messages", n)
-	}
+	wantOneSharedPayload(t, New(Config{RPU: 1000, Duration: time.Second, MsgSize: 1 << 40, Value: &seven, ValueBlob: "aGVsbG8gd29ybGQK"}, 0), want)
 	msgs, err := New(Config{RPU: 10, Duration: time.Second, MsgSize: 64, ValueBlob: ""}, 0).Read(context.Background(), 1, time.Second)
 	if err != nil || len(msgs) != 1 || !bytes.HasPrefix(msgs[0].Value, []byte(`{"value":0,`)) || len(msgs[0].Value) != 64 {
 		t.Fatalf("with an empty blob: %v %v, want a generated payload", msgs, err)

@@ -2,11 +2,9 @@ package jetstream_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 	"github.com/monovertex/monovertex/internal/natsjs"
 	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/runner"
-	"github.com/monovertex/monovertex/runner/conformance"
 )
 
 // TestConformanceOverMutualTLSWithAnNKey runs the whole source suite
@@ -27,29 +24,7 @@ import (
 func TestConformanceOverMutualTLSWithAnNKey(t *testing.T) {
 	sec := natstest.WriteSecrets(t)
 	srv := natstest.StartWith(t, natstest.TLS(t, sec.PKI, true), natstest.NKeyUser(t, sec.Seed))
-	_, js := srv.Connect(t)
-	ensure := adaptertest.OncePerTest(adaptertest.HashName, func(t *testing.T, name string) { createStream(t, js, name) })
-	var produced sync.Map
-	conformance.RunSource(t, conformance.SourceCase{
-		New: func(t *testing.T) runner.Source {
-			cfg := testConfig(srv.URL(), ensure(t))
-			cfg.Auth = sec.Auth()
-			return newSource(t, cfg)
-		},
-		Produce: func(t *testing.T, n int) [][]byte {
-			name := ensure(t)
-			c, _ := produced.LoadOrStore(name, new(int))
-			start := *c.(*int)
-			*c.(*int) += n
-			return publish(t, js, name+".in", n, fmt.Sprintf("v%d", start))
-		},
-		Peer: conformance.Peer{Stop: func(*testing.T) { srv.Shutdown() }, Start: func(t *testing.T) { srv.Restart(t) }},
-		Features: conformance.SourceFeatures{
-			Lifecycle: conformance.Lifecycle{CloseTwice: true, ConcurrentClose: true, ContinuesAfterErrors: true, BadInput: true, Reconnects: true},
-			Nack:      true, RedeliverAfterClose: true, Pending: true, KeepsValues: true,
-			RedeliveryWait: 20 * time.Second,
-		},
-	})
+	runConformance(t, srv, func(c *jssource.Config) { c.Auth = sec.Auth() })
 }
 
 // TestASecuredServerRefusesWhatItShould: each part of the security is

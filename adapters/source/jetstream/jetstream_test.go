@@ -77,13 +77,20 @@ func publish(t *testing.T, js jetstream.JetStream, subject string, n int, prefix
 }
 
 func TestConformance(t *testing.T) {
-	srv := natstest.Start(t)
+	runConformance(t, natstest.Start(t), func(*jssource.Config) {})
+}
+
+// runConformance runs the source suite against srv, each source's
+// settings adjusted by set.
+func runConformance(t *testing.T, srv *natstest.Server, set func(*jssource.Config)) {
 	_, js := srv.Connect(t)
 	ensure := adaptertest.OncePerTest(adaptertest.HashName, func(t *testing.T, name string) { createStream(t, js, name) })
 	var produced sync.Map
 	conformance.RunSource(t, conformance.SourceCase{
 		New: func(t *testing.T) runner.Source {
-			return newSource(t, testConfig(srv.URL(), ensure(t)))
+			cfg := testConfig(srv.URL(), ensure(t))
+			set(&cfg)
+			return newSource(t, cfg)
 		},
 		Produce: func(t *testing.T, n int) [][]byte {
 			name := ensure(t)
