@@ -227,7 +227,7 @@ var negativeCases = []struct {
 	{"kafka sink sasl gssapi", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: GSSAPI\n        gssapi: {serviceName: kafka}\n", 1), "spec.sink.kafka.sasl.gssapi"},
 	{"kafka sink sasl oauth", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: OAUTH\n        oauth: {tokenEndpoint: x}\n", 1), "spec.sink.kafka.sasl.oauth"},
 	{"kafka sink config", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'linger.ms: 5'\n", 1), "spec.sink.kafka.config"},
-	{"nats source", strings.Replace(base, "    generator: {}\n", "    nats: {url: nats://n, subject: s, queue: q}\n", 1), "spec.source.nats"},
+	{"nats source without a queue group", strings.Replace(base, "    generator: {}\n", "    nats: {url: nats://n, subject: s}\n", 1), "spec.source.nats.queue"},
 	{"pulsar source", strings.Replace(base, "    generator: {}\n", "    pulsar: {serverAddr: p, topic: t, consumerName: c, subscriptionName: s}\n", 1), "spec.source.pulsar"},
 	{"sqs source", strings.Replace(base, "    generator: {}\n", "    sqs: {awsRegion: r, queueName: q, queueOwnerAWSAccountID: a}\n", 1), "spec.source.sqs"},
 	{"serving source", strings.Replace(base, "    generator: {}\n", "    serving: {}\n", 1), "spec.source.serving"},

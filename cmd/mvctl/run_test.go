@@ -634,6 +634,59 @@ func TestCorpusRunsJetStreamOverTLSWithAnNKey(t *testing.T) {
 	}
 }
 
+// TestCorpusRunsNATSToLog: both MonoVertices of nats-log.yaml as written,
+// each against a nats-server secured its way (a user and password over
+// TLS; an NKey over mutual TLS), the Secrets the test's. Every message
+// published once the runner subscribed is printed once.
+func TestCorpusRunsNATSToLog(t *testing.T) {
+	skipShort(t)
+	sec := natstest.WriteSecrets(t)
+	for _, c := range []struct {
+		name    string
+		opts    []natstest.Option
+		secrets map[string]map[string]string
+	}{
+		{"nats-basic", []natstest.Option{natstest.TLS(t, sec.PKI, false), natstest.User("events", "pw-3vents")},
+			map[string]map[string]string{"nats-user": {"user": "events", "password": "pw-3vents"}, "nats-token": {"token": "not-used"}, "nats-ca": {"ca.crt": string(sec.PKI.CA)}}},
+		{"nats-nkey", []natstest.Option{natstest.TLS(t, sec.PKI, true), natstest.NKeyUser(t, sec.Seed)},
+			map[string]map[string]string{"nats-nkey": {"seed": string(sec.Seed)}, "nats-tls": {"ca.crt": string(sec.PKI.CA), "tls.crt": string(sec.PKI.ClientCert), "tls.key": string(sec.PKI.ClientKey)}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := natstest.StartWith(t, c.opts...)
+			nc, _ := srv.Connect(t)
+			d := deployWith(t, local{
+				file: "testdata/corpus/nats-log.yaml", name: c.name, secrets: c.secrets,
+				hosts: map[string]string{"nats.events.svc:4222": strings.TrimPrefix(srv.URL(), "nats://")},
+			})
+			if d.env["MV_SOURCE"] != "nats" || d.env["MV_NATS_QUEUE"] != "events-runners" || d.env["MV_NATS_TLS"] != "true" {
+				t.Fatalf("emitted env %v", d.env)
+			}
+			srv.WaitInterest(t, "events.eu")
+			const n = 500
+			for i := 0; i < n; i++ {
+				if err := nc.Publish("events.eu", fmt.Appendf(nil, "event-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			d.waitAcked(n, 60*time.Second)
+			tot := d.stop()
+			seen := map[string]bool{}
+			for l := range strings.Lines(d.runner.Stdout.String()) {
+				if i := strings.Index(l, `value="event-`); i >= 0 {
+					seen[strings.Fields(l[i:])[0]] = true
+				}
+			}
+			t.Logf("published %d; read %d acked %d written %d; %d distinct log lines", n, tot.Read, tot.Acked, tot.Written, len(seen))
+			if len(seen) != n || tot.Read != n || tot.Written != n {
+				t.Fatalf("%d distinct messages printed, %d read, %d written; want %d each", len(seen), tot.Read, tot.Written, n)
+			}
+		})
+	}
+}
+
 func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
 	skipShort(t)
 	const user, password = "orders-runner", "pw-0rders"

@@ -13,6 +13,7 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/source/http"
 	_ "github.com/monovertex/monovertex/adapters/source/jetstream"
 	_ "github.com/monovertex/monovertex/adapters/source/kafka"
+	_ "github.com/monovertex/monovertex/adapters/source/nats"
 	_ "github.com/monovertex/monovertex/adapters/source/udsource"
 	_ "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
 	_ "github.com/monovertex/monovertex/adapters/transformer/udmap"

@@ -45,6 +45,7 @@ const (
 	configVolume  = "monovertex-config"
 	kafkaTLSDir   = "/etc/monovertex/kafka"
 	jetstreamDir  = "/etc/monovertex/jetstream"
+	natsDir       = "/etc/monovertex/nats"
 	runnerName    = "runner"
 	adminPort     = 2469
 	servingPort   = 8080
@@ -277,7 +278,7 @@ func (c *converter) source() {
 	kinds := sourceKinds(s)
 	switch {
 	case len(kinds) == 0:
-		c.fail("spec.source", "no source kind: set one of generator, http, jetstream, kafka or udsource")
+		c.fail("spec.source", "no source kind: set one of generator, http, jetstream, kafka, nats or udsource")
 	case len(kinds) > 1:
 		c.fail("spec.source."+kinds[1], "a second source kind next to %s: a MonoVertex reads from exactly one source", kinds[0])
 	}
@@ -295,7 +296,7 @@ func (c *converter) source() {
 		c.setEnv("MV_SOURCE", "udsource", p)
 		c.udContainer(p, "udsource", "udsource", s.UDSource.Container)
 	case "nats":
-		c.fail(p, "the runner has no core NATS source: capture the subject in a JetStream stream and use source.jetstream, or run a Numaflow user-defined source (source.udsource)")
+		c.natsSource(p, s.Nats)
 	case "serving":
 		c.fail(p, "the serving source belongs to Numaflow's ServingPipeline; Numaflow refuses it in a MonoVertex too")
 	case "pulsar", "sqs":
@@ -376,40 +377,9 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 	if j.Stream == "" {
 		c.fail(p+".stream", "required: the stream to read")
 	}
-	u := j.URL
-	if a := j.Auth; a != nil {
-		// numaflow-core takes basic, else nkey, else token.
-		ignored := func(field string) {
-			c.warn(p+".auth."+field, "ignored: Numaflow uses only the first of basic, nkey and token that is set")
-		}
-		switch {
-		case a.Basic != nil:
-			c.setSecretEnv("NATS_USER", a.Basic.User, p+".auth.basic.user")
-			c.setSecretEnv("NATS_PASSWORD", a.Basic.Password, p+".auth.basic.password")
-			u = withUserInfo(u, "$(NATS_USER):$(NATS_PASSWORD)")
-			c.warn(p+".auth.basic", "carried in MV_JETSTREAM_URL as $(NATS_USER):$(NATS_PASSWORD)@ (Kubernetes expands them from the secrets): the user and password must be URL-safe")
-			if a.NKey != nil {
-				ignored("nkey")
-			}
-			if a.Token != nil {
-				ignored("token")
-			}
-		case a.NKey != nil:
-			fp := p + ".auth.nkey"
-			c.setEnv("MV_JETSTREAM_NKEY_FILE", c.mountSecret("jetstream-nkey", jetstreamDir+"/nkey", "seed.nk", a.NKey, fp), fp)
-			if a.Token != nil {
-				ignored("token")
-			}
-		case a.Token != nil:
-			c.setSecretEnv("NATS_TOKEN", a.Token, p+".auth.token")
-			u = withUserInfo(u, "$(NATS_TOKEN)")
-			c.warn(p+".auth.token", "carried in MV_JETSTREAM_URL as $(NATS_TOKEN)@ (Kubernetes expands it from the secret): the token must be URL-safe")
-		default:
-			c.fail(p+".auth", "is set but names no basic, nkey or token (Numaflow refuses it so)")
-		}
-	}
+	u := c.natsAuth(p, j.Auth, j.URL, natsJetStream)
 	if j.TLS != nil {
-		c.jetstreamTLS(p+".tls", j.TLS)
+		c.natsTLS(p+".tls", j.TLS, natsJetStream)
 	}
 	c.setEnv("MV_JETSTREAM_URL", u, p+".url")
 	c.setEnv("MV_JETSTREAM_STREAM", j.Stream, p+".stream")
@@ -489,13 +459,63 @@ func (c *converter) mountSecret(vol, dir, file string, sel *corev1.SecretKeySele
 	return dir + "/" + file
 }
 
-// jetstreamTLS sets MV_JETSTREAM_TLS*, as numaflow-core reads a jetstream
-// source's tls: insecureSkipVerify alone ignores the Secrets, a client
-// certificate needs its key.
-func (c *converter) jetstreamTLS(p string, tls *nf.TLS) {
-	c.setEnv("MV_JETSTREAM_TLS", "true", p)
+// natsVars names one NATS source's variables and where its Secrets go.
+type natsVars struct {
+	prefix string // MV_JETSTREAM or MV_NATS
+	volume string // prefix of the Secret volumes' names
+	dir    string // where they are mounted
+}
+
+var (
+	natsJetStream = natsVars{"MV_JETSTREAM", "jetstream", jetstreamDir}
+	natsCore      = natsVars{"MV_NATS", "nats", natsDir}
+)
+
+// natsAuth maps a NATS source's auth as numaflow-core's parse_nats_auth
+// reads it (basic, else nkey, else token; an empty auth refused) and
+// returns url with the user or token in it.
+func (c *converter) natsAuth(p string, a *nf.NatsAuth, url string, v natsVars) string {
+	if a == nil {
+		return url
+	}
+	ignored := func(field string) {
+		c.warn(p+".auth."+field, "ignored: Numaflow uses only the first of basic, nkey and token that is set")
+	}
+	switch {
+	case a.Basic != nil:
+		c.setSecretEnv("NATS_USER", a.Basic.User, p+".auth.basic.user")
+		c.setSecretEnv("NATS_PASSWORD", a.Basic.Password, p+".auth.basic.password")
+		url = withUserInfo(url, "$(NATS_USER):$(NATS_PASSWORD)")
+		c.warn(p+".auth.basic", "carried in %s_URL as $(NATS_USER):$(NATS_PASSWORD)@ (Kubernetes expands them from the secrets): the user and password must be URL-safe", v.prefix)
+		if a.NKey != nil {
+			ignored("nkey")
+		}
+		if a.Token != nil {
+			ignored("token")
+		}
+	case a.NKey != nil:
+		fp := p + ".auth.nkey"
+		c.setEnv(v.prefix+"_NKEY_FILE", c.mountSecret(v.volume+"-nkey", v.dir+"/nkey", "seed.nk", a.NKey, fp), fp)
+		if a.Token != nil {
+			ignored("token")
+		}
+	case a.Token != nil:
+		c.setSecretEnv("NATS_TOKEN", a.Token, p+".auth.token")
+		url = withUserInfo(url, "$(NATS_TOKEN)")
+		c.warn(p+".auth.token", "carried in %s_URL as $(NATS_TOKEN)@ (Kubernetes expands it from the secret): the token must be URL-safe", v.prefix)
+	default:
+		c.fail(p+".auth", "is set but names no basic, nkey or token (Numaflow refuses it so)")
+	}
+	return url
+}
+
+// natsTLS sets a NATS source's _TLS* variables, as numaflow-core reads its
+// tls: insecureSkipVerify alone ignores the Secrets, a client certificate
+// needs its key.
+func (c *converter) natsTLS(p string, tls *nf.TLS, v natsVars) {
+	c.setEnv(v.prefix+"_TLS", "true", p)
 	if tls.InsecureSkipVerify {
-		c.setEnv("MV_JETSTREAM_TLS_SKIP_VERIFY", "true", p+".insecureSkipVerify")
+		c.setEnv(v.prefix+"_TLS_SKIP_VERIFY", "true", p+".insecureSkipVerify")
 		if tls.CACertSecret != nil || tls.CertSecret != nil || tls.KeySecret != nil {
 			c.warn(p+".insecureSkipVerify", "the CA and client certificate Secrets are ignored with it, as Numaflow ignores them")
 		}
@@ -509,16 +529,37 @@ func (c *converter) jetstreamTLS(p string, tls *nf.TLS) {
 		field, name string
 		env         string
 	}{
-		{tls.CACertSecret, "caCertSecret", "ca", "MV_JETSTREAM_TLS_CA_FILE"},
-		{tls.CertSecret, "certSecret", "cert", "MV_JETSTREAM_TLS_CERT_FILE"},
-		{tls.KeySecret, "keySecret", "key", "MV_JETSTREAM_TLS_KEY_FILE"},
+		{tls.CACertSecret, "caCertSecret", "ca", "_TLS_CA_FILE"},
+		{tls.CertSecret, "certSecret", "cert", "_TLS_CERT_FILE"},
+		{tls.KeySecret, "keySecret", "key", "_TLS_KEY_FILE"},
 	} {
 		if f.sel == nil || f.name == "key" && tls.CertSecret == nil {
 			continue // Numaflow reads a key only with a certificate
 		}
 		fp := p + "." + f.field
-		c.setEnv(f.env, c.mountSecret("jetstream-tls-"+f.name, jetstreamDir+"/tls-"+f.name, f.name+".pem", f.sel, fp), fp)
+		c.setEnv(v.prefix+f.env, c.mountSecret(v.volume+"-tls-"+f.name, v.dir+"/tls-"+f.name, f.name+".pem", f.sel, fp), fp)
 	}
+}
+
+// natsSource maps Numaflow's core NATS source.
+func (c *converter) natsSource(p string, n *nf.NatsSource) {
+	c.setEnv("MV_SOURCE", "nats", p)
+	if n.URL == "" {
+		c.fail(p+".url", "required: the NATS server URL")
+	}
+	if n.Subject == "" {
+		c.fail(p+".subject", "required: the subject to subscribe to")
+	}
+	if n.Queue == "" {
+		c.fail(p+".queue", "required: the queue group the replicas share")
+	}
+	c.setEnv("MV_NATS_URL", c.natsAuth(p, n.Auth, n.URL, natsCore), p+".url")
+	c.setEnv("MV_NATS_SUBJECT", n.Subject, p+".subject")
+	c.setEnv("MV_NATS_QUEUE", n.Queue, p+".queue")
+	if n.TLS != nil {
+		c.natsTLS(p+".tls", n.TLS, natsCore)
+	}
+	c.warn(p, "core NATS keeps no messages and takes no acks: at most once, as in Numaflow (a message published while no replica is subscribed, or read but not yet written when a pod stops, is lost)")
 }
 
 // kafkaAuth sets the Kafka TLS and SASL variables, which every Kafka part

@@ -109,10 +109,20 @@ type Auth struct {
 	TLSKeyFile    string `envconfig:"MV_JETSTREAM_TLS_KEY_FILE" desc:"PEM private key of MV_JETSTREAM_TLS_CERT_FILE"`
 	TLSSkipVerify bool   `envconfig:"MV_JETSTREAM_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
 	NKeyFile      string `envconfig:"MV_JETSTREAM_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
+	// Prefix starts the names of the variables errors name: MV_JETSTREAM
+	// when empty; the NATS source's are MV_NATS_*.
+	Prefix string `ignored:"true"`
+}
+
+func (a *Auth) prefix() string {
+	if a.Prefix == "" {
+		return "MV_JETSTREAM"
+	}
+	return a.Prefix
 }
 
 func (a *Auth) tlsFiles() tlsfiles.Files {
-	return tlsfiles.Files{Prefix: "MV_JETSTREAM", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify, AddCA: true}
+	return tlsfiles.Files{Prefix: a.prefix(), On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify, AddCA: true}
 }
 
 // Validate checks that the TLS files pair up and parse and that the NKey
@@ -137,15 +147,15 @@ func (a *Auth) Validate() error {
 func (a *Auth) nkey() (nkeys.KeyPair, error) {
 	b, err := os.ReadFile(a.NKeyFile)
 	if err != nil {
-		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be read: " + err.Error()}
+		return nil, &runner.ConfigError{Var: a.prefix() + "_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be read: " + err.Error()}
 	}
 	kp, err := nkeys.FromSeed(bytes.TrimSpace(b))
 	if err != nil {
-		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds no NKey seed: " + err.Error()}
+		return nil, &runner.ConfigError{Var: a.prefix() + "_NKEY_FILE", Value: a.NKeyFile, Reason: "holds no NKey seed: " + err.Error()}
 	}
 	if pub, err := kp.PublicKey(); err != nil || !nkeys.IsValidPublicUserKey(pub) {
 		kp.Wipe()
-		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: a.NKeyFile, Reason: "holds a seed that is not a user's (SU...)"}
+		return nil, &runner.ConfigError{Var: a.prefix() + "_NKEY_FILE", Value: a.NKeyFile, Reason: "holds a seed that is not a user's (SU...)"}
 	}
 	return kp, nil
 }
@@ -239,21 +249,21 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	nc, err := nats.Connect(o.URL, opts...)
 	if err != nil {
 		conn.Failed(err)
-		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redact(o.URL), err, connectHint(err))
+		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redact(o.URL), err, connectHint(err, o.Auth.prefix()))
 	}
 	conn.Up()
 	return nc, nil
 }
 
 // connectHint says what to check after a failed connect.
-func connectHint(err error) string {
+func connectHint(err error, prefix string) string {
 	switch msg := strings.ToLower(err.Error()); {
 	case errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization"):
-		return "the server refused the client's identity: check the URL's user or token, MV_JETSTREAM_NKEY_FILE and MV_JETSTREAM_CREDS"
+		return "the server refused the client's identity: check the URL's user or token, " + prefix + "_NKEY_FILE or the credentials file"
 	case errors.Is(err, nats.ErrSecureConnWanted):
-		return "the runner asked for TLS (MV_JETSTREAM_TLS*) and the server does not offer it: check the URL's port, or turn TLS off"
+		return "the runner asked for TLS (" + prefix + "_TLS*) and the server does not offer it: check the URL's port, or turn TLS off"
 	case errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "certificate"):
-		return "TLS failed: check MV_JETSTREAM_TLS_CA_FILE against the server's CA and, if it wants one, the client certificate in MV_JETSTREAM_TLS_CERT_FILE and _KEY_FILE"
+		return "TLS failed: check " + prefix + "_TLS_CA_FILE against the server's CA and, if it wants one, the client certificate in " + prefix + "_TLS_CERT_FILE and _KEY_FILE"
 	}
 	return "check the URL and that the server is up"
 }

@@ -162,6 +162,12 @@ func (s Secrets) Auth() natsjs.Auth {
 	return natsjs.Auth{TLSCAFile: s.CA, TLSCertFile: s.Cert, TLSKeyFile: s.Key, NKeyFile: s.NKey}
 }
 
+// User makes the server let in only clients that authenticate as user
+// with password; Connect does.
+func User(user, password string) Option {
+	return func(s *Server) { s.user, s.pass = user, password }
+}
+
 // StartWith is Start with options.
 func StartWith(t testing.TB, opts ...Option) *Server {
 	t.Helper()
@@ -259,6 +265,26 @@ func (s *Server) Restart(t testing.TB) {
 	s.Shutdown()
 	if err := s.start(); err != nil {
 		t.Fatalf("natstest: restart: %v", err)
+	}
+}
+
+// WaitInterest waits until some client subscribes to subject (core NATS
+// delivers a message only to the subscriptions that exist when it is
+// published), and fails t after 30 s.
+func (s *Server) WaitInterest(t testing.TB, subject string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s.mu.Lock()
+		srv := s.srv
+		s.mu.Unlock()
+		if srv != nil && srv.GlobalAccount().SubscriptionInterest(subject) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: no subscription to %s after 30s", subject)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,209 @@
+// Package nats is Numaflow's NATS source: a core NATS queue subscription
+// (spec.source.nats). Core NATS keeps no messages and takes no acks, so
+// the source is at most once, as in Numaflow: a message is lost if no
+// replica is subscribed when it is published, if the client's buffer
+// overflows (the server then drops the slow consumer's messages), or if
+// the runner stops with messages read and not yet written. Acks and nacks
+// do nothing; there is no pending count. Messages carry their payload
+// only, with a unique ID and the time they were read as event time, as
+// numaflow-nats makes them.
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+
+	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
+	"github.com/monovertex/monovertex/internal/natsjs"
+	"github.com/monovertex/monovertex/runner"
+)
+
+// Config holds the NATS source's settings.
+type Config struct {
+	URL           string        `envconfig:"MV_NATS_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222 (user:pass@ or token@ in it)"`
+	Subject       string        `envconfig:"MV_NATS_SUBJECT" desc:"subject to subscribe to (wildcards allowed)"`
+	Queue         string        `envconfig:"MV_NATS_QUEUE" desc:"queue group shared by all replicas: each message goes to one of them"`
+	TLS           bool          `envconfig:"MV_NATS_TLS" default:"false" desc:"connect with TLS (implied by any other MV_NATS_TLS_* setting)"`
+	TLSCAFile     string        `envconfig:"MV_NATS_TLS_CA_FILE" desc:"PEM file of a CA that signed the NATS servers' certificates, trusted besides the system roots (as Numaflow does)"`
+	TLSCertFile   string        `envconfig:"MV_NATS_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_NATS_TLS_KEY_FILE)"`
+	TLSKeyFile    string        `envconfig:"MV_NATS_TLS_KEY_FILE" desc:"PEM private key of MV_NATS_TLS_CERT_FILE"`
+	TLSSkipVerify bool          `envconfig:"MV_NATS_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
+	NKeyFile      string        `envconfig:"MV_NATS_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
+	BufferBytes   int64         `envconfig:"MV_NATS_BUFFER_BYTES" default:"67108864" desc:"most bytes of messages the client holds before the runner reads them; past it the client drops messages (counted and logged)"`
+	ReconnectWait time.Duration `envconfig:"MV_NATS_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	// Connection takes the connection's state changes (set from
+	// runner.Env, not from the environment).
+	Connection runner.Connection `ignored:"true"`
+}
+
+func (c *Config) auth() natsjs.Auth {
+	return natsjs.Auth{Prefix: "MV_NATS", TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSSkipVerify: c.TLSSkipVerify, NKeyFile: c.NKeyFile}
+}
+
+// Validate checks the values that parse but cannot be used.
+func (c *Config) Validate(runner.Role) error {
+	if strings.TrimSpace(c.URL) == "" {
+		return &runner.ConfigError{Var: "MV_NATS_URL", Value: c.URL, Reason: "is required for MV_SOURCE=nats, e.g. nats://nats:4222"}
+	}
+	if err := jssource.CheckURLs(c.URL); err != nil {
+		return &runner.ConfigError{Var: "MV_NATS_URL", Value: c.URL, Reason: err.Error()}
+	}
+	switch {
+	case !validSubject(c.Subject):
+		return &runner.ConfigError{Var: "MV_NATS_SUBJECT", Value: c.Subject, Reason: "must be a subject such as orders.* or orders.>: dot-separated non-empty tokens without white space, '*' and '>' only as whole tokens, '>' only last"}
+	case c.Queue == "" || strings.ContainsAny(c.Queue, " \t\r\n"):
+		return &runner.ConfigError{Var: "MV_NATS_QUEUE", Value: c.Queue, Reason: "must name a queue group (no white space): Numaflow subscribes every replica in one"}
+	case c.BufferBytes < 1<<20:
+		return &runner.ConfigError{Var: "MV_NATS_BUFFER_BYTES", Value: fmt.Sprint(c.BufferBytes), Reason: "must be at least 1048576 (1 MiB)"}
+	case c.ReconnectWait <= 0:
+		return &runner.ConfigError{Var: "MV_NATS_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
+	}
+	a := c.auth()
+	return a.Validate()
+}
+
+// validSubject reports whether s can be subscribed to.
+func validSubject(s string) bool {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return false
+	}
+	tokens := strings.Split(s, ".")
+	for i, tok := range tokens {
+		switch {
+		case tok == "":
+			return false
+		case tok == ">" && i != len(tokens)-1:
+			return false
+		case tok != "*" && tok != ">" && strings.ContainsAny(tok, "*>"):
+			return false
+		}
+	}
+	return true
+}
+
+func init() {
+	runner.RegisterSource("nats", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		cfg.Connection = env.Connection
+		return New(ctx, *cfg, fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica), env.Logger)
+	})
+}
+
+// Source reads a core NATS queue subscription.
+type Source struct {
+	cfg Config
+	log *zap.SugaredLogger
+	nc  *natsgo.Conn
+	sub *natsgo.Subscription
+
+	// dropped is the client's count of messages it dropped, last logged.
+	dropped atomic.Int64
+	stop    sync.Once
+}
+
+// New connects, subscribes, and returns the source.
+func New(_ context.Context, cfg Config, name string, log *zap.SugaredLogger) (*Source, error) {
+	if log == nil {
+		log = zap.NewNop().Sugar()
+	}
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Auth: cfg.auth(), Name: name, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
+	if err != nil {
+		return nil, err
+	}
+	sub, err := nc.QueueSubscribeSync(cfg.Subject, cfg.Queue)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("subscribe to %q in queue group %q: %w", cfg.Subject, cfg.Queue, err)
+	}
+	// No message-count limit: the bytes bound the memory.
+	if err := sub.SetPendingLimits(-1, int(cfg.BufferBytes)); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("set the subscription's buffer: %w", err)
+	}
+	// The server has the subscription once a round trip has passed.
+	if err := nc.Flush(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("subscribe to %q: %w", cfg.Subject, err)
+	}
+	log.Infow("subscribed to NATS (at most once: core NATS keeps nothing)", "subject", cfg.Subject, "queue", cfg.Queue)
+	return &Source{cfg: cfg, log: log, nc: nc, sub: sub}, nil
+}
+
+// Read returns up to max messages, waiting until the batch is full or
+// timeout has passed, as numaflow-nats does.
+func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	s.noteDrops()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out []*runner.Message
+	for len(out) < max {
+		m, err := s.sub.NextMsgWithContext(ctx)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return out, nil
+			case errors.Is(err, natsgo.ErrBadSubscription), errors.Is(err, natsgo.ErrConnectionClosed):
+				if len(out) > 0 {
+					return out, nil
+				}
+				return nil, fmt.Errorf("NATS subscription to %q ended: %w", s.cfg.Subject, err)
+			case errors.Is(err, natsgo.ErrSlowConsumer):
+				continue // counted by noteDrops
+			}
+			if len(out) > 0 {
+				return out, nil // the error comes back at the next read
+			}
+			return nil, fmt.Errorf("read from NATS subject %q: %w", s.cfg.Subject, err)
+		}
+		out = append(out, &runner.Message{ID: nuid.Next(), Value: m.Data, EventTime: time.Now()})
+	}
+	return out, nil
+}
+
+// noteDrops logs the messages the client dropped since the last call:
+// they are lost, as core NATS keeps nothing.
+func (s *Source) noteDrops() {
+	n, err := s.sub.Dropped()
+	if err != nil {
+		return
+	}
+	if prev := s.dropped.Swap(int64(n)); int64(n) > prev {
+		s.log.Warnw("the NATS client dropped messages it could not buffer (MV_NATS_BUFFER_BYTES); they are lost", "dropped", int64(n)-prev, "subject", s.cfg.Subject)
+	}
+}
+
+// Ack does nothing: core NATS takes no acks.
+func (s *Source) Ack(context.Context, []*runner.Message) error { return nil }
+
+// Nack does nothing, as in Numaflow: core NATS cannot redeliver.
+func (s *Source) Nack(context.Context, []*runner.Message, time.Duration) error { return nil }
+
+// StopReading leaves the queue group at once, so the server sends the
+// next messages to the other replicas instead of to one that will not
+// read them.
+func (s *Source) StopReading() {
+	s.stop.Do(func() {
+		if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, natsgo.ErrConnectionClosed) {
+			s.log.Warnw("leave the NATS queue group", "error", err)
+		}
+		_ = s.nc.Flush()
+	})
+}
+
+// Ready reports whether the connection is up.
+func (s *Source) Ready(context.Context) error { return natsjs.StatusError(s.nc) }
+
+// Close leaves the queue group and closes the connection.
+func (s *Source) Close(context.Context) error {
+	s.StopReading()
+	s.nc.Close()
+	return nil
+}
