@@ -204,7 +204,7 @@ func TestRunnerGeneratorFunctionSink(t *testing.T) {
 	for seq := 0; seq < total; seq++ {
 		id := "0-" + strconv.Itoa(seq)
 		want[byHash(id)]++
-		key := fmt.Sprintf("key-0-%d", seq%3)
+		key := fmt.Sprintf("key-%d", seq%3)
 		var got []event.Event
 		switch byHash(id) {
 		case "echo", "flaky":

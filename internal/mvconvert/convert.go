@@ -335,7 +335,13 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 		if *g.KeyCount < 0 {
 			c.fail(p+".keyCount", "must not be negative, got %d", *g.KeyCount)
 		}
-		c.setEnv("MV_GENERATOR_KEY_COUNT", strconv.Itoa(int(*g.KeyCount)), p+".keyCount")
+		kc := int(*g.KeyCount)
+		if kc > 255 {
+			// numaflow-core keeps the count in a byte.
+			c.warn(p+".keyCount", "%d becomes 255: Numaflow's generator makes at most 255 keys", kc)
+			kc = 255
+		}
+		c.setEnv("MV_GENERATOR_KEY_COUNT", strconv.Itoa(kc), p+".keyCount")
 	}
 	switch {
 	case g.Value == nil:

@@ -43,7 +43,7 @@ var Table = []Row{
 	{[]string{"spec.replicas"}, Mapped, "`autoscaling.knative.dev/initial-scale` (clamped to min..max, as Numaflow does); with `scale.disabled` min-scale = max-scale = replicas; `0` pauses the runner instead (warning: a Knative Service keeps a pod)"},
 	{[]string{"spec.source"}, Mapped, "exactly one source kind, else exit 2"},
 	{[]string{"spec.source.generator"}, Mapped, "`MV_SOURCE=generator`"},
-	{[]string{"spec.source.generator.rpu", "spec.source.generator.duration", "spec.source.generator.msgSize", "spec.source.generator.keyCount", "spec.source.generator.value"}, Mapped, "`MV_GENERATOR_RPU`, `_DURATION`, `_MSG_SIZE`, `_KEY_COUNT`, `_VALUE`"},
+	{[]string{"spec.source.generator.rpu", "spec.source.generator.duration", "spec.source.generator.msgSize", "spec.source.generator.keyCount", "spec.source.generator.value"}, Mapped, "`MV_GENERATOR_RPU`, `_DURATION`, `_MSG_SIZE`, `_KEY_COUNT` (at most 255, as Numaflow keeps it in a byte), `_VALUE`"},
 	{[]string{"spec.source.generator.jitter"}, Warns, "dropped: the runner's generator stamps each message with the time it made it"},
 	{[]string{"spec.source.generator.valueBlob"}, Mapped, "`MV_GENERATOR_VALUE_BLOB`: every message carries the decoded bytes (then `msgSize` and `value` are dropped with a warning: they do not apply, as in Numaflow)"},
 	{[]string{"spec.source.http"}, Mapped, "`MV_SOURCE=http`: POST to the Service's cluster-local URL (`/` or `/vertices/<name>`)"},

@@ -136,3 +136,21 @@ func TestGeneratorValueBlobMakesSizeAndValueMoot(t *testing.T) {
 		t.Fatalf("negative msgSize: env %v, warnings %q", env, warnings)
 	}
 }
+
+// TestGeneratorKeyCountIsNumaflows: numaflow-core keeps keyCount in a
+// byte, so a larger count makes 255 keys.
+func TestGeneratorKeyCountIsNumaflows(t *testing.T) {
+	const gen = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n  source:\n    generator:\n"
+	for _, c := range []struct {
+		keys, want string
+		warns      bool
+	}{{"255", "255", false}, {"256", "255", true}, {"100000", "255", true}, {"3", "3", false}} {
+		env, _, warnings, err := convertOne(t, gen+"      keyCount: "+c.keys+"\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env["MV_GENERATOR_KEY_COUNT"] != c.want || hasWarning(warnings, "spec.source.generator.keyCount") != c.warns {
+			t.Errorf("keyCount %s: MV_GENERATOR_KEY_COUNT=%q, warnings %q; want %s, warning %v", c.keys, env["MV_GENERATOR_KEY_COUNT"], warnings, c.want, c.warns)
+		}
+	}
+}

@@ -81,7 +81,6 @@ func init() {
 // generator, its acks and nacks have nothing to do.
 type Source struct {
 	cfg     Config
-	replica string
 	prefix  string
 	// tail is the padding followed by the closing `"}`, so a payload is
 	// one short header and one append of tail's end (see payload).
@@ -102,14 +101,14 @@ func New(cfg Config, replica int) *Source {
 	r := strconv.Itoa(replica)
 	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
 	if blob, err := base64.StdEncoding.Strict().DecodeString(cfg.ValueBlob); err == nil && len(blob) > 0 {
-		return &Source{cfg: cfg, replica: r, prefix: r + "-", fixed: blob[:len(blob):len(blob)], last: time.Now()}
+		return &Source{cfg: cfg, prefix: r + "-", fixed: blob[:len(blob):len(blob)], last: time.Now()}
 	}
 	tail := make([]byte, cfg.MsgSize+len(closing))
 	for i := range cfg.MsgSize {
 		tail[i] = 'x'
 	}
 	copy(tail[cfg.MsgSize:], closing)
-	s := &Source{cfg: cfg, replica: r, prefix: r + "-", tail: tail, last: time.Now()}
+	s := &Source{cfg: cfg, prefix: r + "-", tail: tail, last: time.Now()}
 	if cfg.Fixed {
 		var v int64
 		if cfg.Value != nil {
@@ -181,7 +180,8 @@ func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 		m.Value = s.payload(seq, now, prev)
 		prev = m.Value
 		if s.cfg.KeyCount > 0 {
-			m.Keys = []string{"key-" + s.replica + "-" + strconv.FormatInt(seq%int64(s.cfg.KeyCount), 10)}
+			// Numaflow's names: key-0 .. key-(N-1), the same on every replica.
+			m.Keys = []string{"key-" + strconv.FormatInt(seq%int64(s.cfg.KeyCount), 10)}
 		}
 		msgs[i] = m
 	}
