@@ -565,7 +565,7 @@ func (c *converter) natsSource(p string, n *nf.NatsSource) {
 	if n.TLS != nil {
 		c.natsTLS(p+".tls", n.TLS, natsCore)
 	}
-	c.warn(p, "core NATS keeps no messages and takes no acks: at most once, as in Numaflow (a message published while no replica is subscribed, or read but not yet written when a pod stops, is lost)")
+	c.warn(p, "core NATS keeps no messages and takes no acks: at most once, as in Numaflow (a message published while no replica is subscribed, or buffered or read but not yet written when a pod stops, is lost)")
 }
 
 // kafkaAuth sets the Kafka TLS and SASL variables, which every Kafka part

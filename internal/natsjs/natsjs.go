@@ -195,6 +195,12 @@ type ConnOptions struct {
 	Name string
 	// ReconnectWait is the pause between reconnect attempts.
 	ReconnectWait time.Duration
+	// PingInterval, when set, is how often the client pings the server
+	// (two missed pings end the connection); nats.go's default is 2 minutes.
+	PingInterval time.Duration
+	// SyncQueueLen, when set, bounds the messages a sync subscription
+	// buffers (nats.go's default is 65,536).
+	SyncQueueLen int
 	// Logger receives connection state changes; nil discards them.
 	Logger *zap.SugaredLogger
 	// Connection takes the same changes for the monovtx_connection_*
@@ -240,6 +246,12 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	if o.Creds != "" {
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}
+	if o.PingInterval > 0 {
+		opts = append(opts, nats.PingInterval(o.PingInterval))
+	}
+	if o.SyncQueueLen > 0 {
+		opts = append(opts, nats.SyncQueueLen(o.SyncQueueLen))
+	}
 	auth, err := o.Auth.options()
 	if err != nil {
 		conn.Failed(err)
@@ -259,7 +271,11 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 func connectHint(err error, prefix string) string {
 	switch msg := strings.ToLower(err.Error()); {
 	case errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization"):
-		return "the server refused the client's identity: check the URL's user or token, " + prefix + "_NKEY_FILE or the credentials file"
+		hint := "the server refused the client's identity: check the URL's user or token and " + prefix + "_NKEY_FILE"
+		if prefix == "MV_JETSTREAM" {
+			hint += " or MV_JETSTREAM_CREDS"
+		}
+		return hint
 	case errors.Is(err, nats.ErrSecureConnWanted):
 		return "the runner asked for TLS (" + prefix + "_TLS*) and the server does not offer it: check the URL's port, or turn TLS off"
 	case errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "certificate"):

@@ -80,8 +80,8 @@ func init() {
 // Source generates messages. It keeps nothing to redeliver: like Numaflow's
 // generator, its acks and nacks have nothing to do.
 type Source struct {
-	cfg     Config
-	prefix  string
+	cfg    Config
+	prefix string
 	// tail is the padding followed by the closing `"}`, so a payload is
 	// one short header and one append of tail's end (see payload).
 	tail []byte

@@ -2,8 +2,8 @@
 // (spec.source.nats). Core NATS keeps no messages and takes no acks, so
 // the source is at most once, as in Numaflow: a message is lost if no
 // replica is subscribed when it is published, if the client's buffer
-// overflows (the server then drops the slow consumer's messages), or if
-// the runner stops with messages read and not yet written. Acks and nacks
+// overflows, or if the runner stops with messages buffered or read and
+// not yet written (both counted and logged). Acks and nacks
 // do nothing; there is no pending count. Messages carry their payload
 // only, with a unique ID and the time they were read as event time, as
 // numaflow-nats makes them.
@@ -39,6 +39,7 @@ type Config struct {
 	TLSSkipVerify bool          `envconfig:"MV_NATS_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
 	NKeyFile      string        `envconfig:"MV_NATS_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
 	BufferBytes   int64         `envconfig:"MV_NATS_BUFFER_BYTES" default:"67108864" desc:"most bytes of messages the client holds before the runner reads them; past it the client drops messages (counted and logged)"`
+	BufferMsgs    int           `envconfig:"MV_NATS_BUFFER_MESSAGES" default:"65536" desc:"most messages the client holds before the runner reads them, whatever their size; past it the client drops messages (counted and logged)"`
 	ReconnectWait time.Duration `envconfig:"MV_NATS_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
@@ -64,6 +65,8 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_NATS_QUEUE", Value: c.Queue, Reason: "must name a queue group (no white space): Numaflow subscribes every replica in one"}
 	case c.BufferBytes < 1<<20:
 		return &runner.ConfigError{Var: "MV_NATS_BUFFER_BYTES", Value: fmt.Sprint(c.BufferBytes), Reason: "must be at least 1048576 (1 MiB)"}
+	case c.BufferMsgs < 1 || c.BufferMsgs > maxBufferMsgs:
+		return &runner.ConfigError{Var: "MV_NATS_BUFFER_MESSAGES", Value: fmt.Sprint(c.BufferMsgs), Reason: fmt.Sprintf("must be 1 to %d", maxBufferMsgs)}
 	case c.ReconnectWait <= 0:
 		return &runner.ConfigError{Var: "MV_NATS_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
 	}
@@ -71,19 +74,20 @@ func (c *Config) Validate(runner.Role) error {
 	return a.Validate()
 }
 
-// validSubject reports whether s can be subscribed to.
+// maxBufferMsgs bounds MV_NATS_BUFFER_MESSAGES: the client allocates a
+// channel of that many slots up front (8 bytes each).
+const maxBufferMsgs = 16 << 20
+
+// validSubject reports whether s can be subscribed to, as nats-server
+// reads it: non-empty tokens without white space, a '>' token only last
+// ("a.b*" is a literal token, as the server takes it).
 func validSubject(s string) bool {
-	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+	if s == "" || strings.ContainsAny(s, " \t\r\n\f") {
 		return false
 	}
 	tokens := strings.Split(s, ".")
 	for i, tok := range tokens {
-		switch {
-		case tok == "":
-			return false
-		case tok == ">" && i != len(tokens)-1:
-			return false
-		case tok != "*" && tok != ">" && strings.ContainsAny(tok, "*>"):
+		if tok == "" || tok == ">" && i != len(tokens)-1 {
 			return false
 		}
 	}
@@ -114,7 +118,10 @@ func New(_ context.Context, cfg Config, name string, log *zap.SugaredLogger) (*S
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Auth: cfg.auth(), Name: name, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
+	// numaflow-nats pings every 3s, so a dead connection (and this
+	// replica's place in the queue group) is noticed in seconds.
+	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Auth: cfg.auth(), Name: name, ReconnectWait: cfg.ReconnectWait,
+		PingInterval: 3 * time.Second, SyncQueueLen: cfg.BufferMsgs, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +130,7 @@ func New(_ context.Context, cfg Config, name string, log *zap.SugaredLogger) (*S
 		nc.Close()
 		return nil, fmt.Errorf("subscribe to %q in queue group %q: %w", cfg.Subject, cfg.Queue, err)
 	}
-	// No message-count limit: the bytes bound the memory.
-	if err := sub.SetPendingLimits(-1, int(cfg.BufferBytes)); err != nil {
+	if err := sub.SetPendingLimits(cfg.BufferMsgs, int(cfg.BufferBytes)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("set the subscription's buffer: %w", err)
 	}
@@ -157,6 +163,12 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 				return nil, fmt.Errorf("NATS subscription to %q ended: %w", s.cfg.Subject, err)
 			case errors.Is(err, natsgo.ErrSlowConsumer):
 				continue // counted by noteDrops
+			case errors.Is(err, natsgo.ErrNoResponders):
+				// nats.go takes an empty message with a 503 status for a
+				// request's "no responders" and hands back only this error;
+				// Numaflow passes it on as an empty message.
+				out = append(out, &runner.Message{ID: nuid.Next(), Value: []byte{}, EventTime: time.Now()})
+				continue
 			}
 			if len(out) > 0 {
 				return out, nil // the error comes back at the next read
@@ -176,8 +188,15 @@ func (s *Source) noteDrops() {
 		return
 	}
 	if prev := s.dropped.Swap(int64(n)); int64(n) > prev {
-		s.log.Warnw("the NATS client dropped messages it could not buffer (MV_NATS_BUFFER_BYTES); they are lost", "dropped", int64(n)-prev, "subject", s.cfg.Subject)
+		s.log.Warnw("the NATS client dropped messages it could not buffer (MV_NATS_BUFFER_BYTES, MV_NATS_BUFFER_MESSAGES); they are lost", "dropped", int64(n)-prev, "subject", s.cfg.Subject)
 	}
+}
+
+// Buffered is how many messages the client holds that Read has not
+// returned yet: what StopReading would lose now.
+func (s *Source) Buffered() (int, error) {
+	n, _, err := s.sub.Pending()
+	return n, err
 }
 
 // Ack does nothing: core NATS takes no acks.
@@ -188,13 +207,23 @@ func (s *Source) Nack(context.Context, []*runner.Message, time.Duration) error {
 
 // StopReading leaves the queue group at once, so the server sends the
 // next messages to the other replicas instead of to one that will not
-// read them.
+// read them. What the client buffered and the engine did not read is
+// lost (core NATS cannot take it back): it is counted in a warning.
 func (s *Source) StopReading() {
 	s.stop.Do(func() {
+		s.noteDrops()
+		buffered, _, _ := s.sub.Pending()
 		if err := s.sub.Unsubscribe(); err != nil && !errors.Is(err, natsgo.ErrConnectionClosed) {
 			s.log.Warnw("leave the NATS queue group", "error", err)
 		}
-		_ = s.nc.Flush()
+		if buffered > 0 {
+			s.log.Warnw("stopped reading with NATS messages buffered and not read; core NATS cannot take them back, so they are lost", "lost", buffered, "subject", s.cfg.Subject)
+		}
+		// Only while connected: a reconnecting client sends the
+		// unsubscribe itself, and a flush would wait out its timeout.
+		if s.nc.IsConnected() {
+			_ = s.nc.FlushTimeout(time.Second)
+		}
 	})
 }
 

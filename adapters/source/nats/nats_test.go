@@ -21,7 +21,7 @@ import (
 )
 
 func testConfig(url, subject string) natssource.Config {
-	return natssource.Config{URL: url, Subject: subject, Queue: "runners", BufferBytes: 64 << 20, ReconnectWait: 100 * time.Millisecond}
+	return natssource.Config{URL: url, Subject: subject, Queue: "runners", BufferBytes: 64 << 20, BufferMsgs: 65536, ReconnectWait: 100 * time.Millisecond}
 }
 
 func newSource(t *testing.T, cfg natssource.Config, log *zap.SugaredLogger) *natssource.Source {
@@ -127,8 +127,57 @@ func TestAQueueGroupSharesTheMessages(t *testing.T) {
 			t.Fatalf("message %d: %q, want %q (in publish order)", i, m.Value, want[i])
 		}
 	}
-	if msgs, _ := a.Read(ctx, 10, 100*time.Millisecond); len(msgs) != 0 {
-		t.Fatalf("the replica that stopped reading got %d more", len(msgs))
+	if msgs, err := a.Read(ctx, 10, 100*time.Millisecond); len(msgs) != 0 || err == nil || !strings.Contains(err.Error(), "ended") {
+		t.Fatalf("a read after StopReading: %d messages, %v; want none and the subscription ended", len(msgs), err)
+	}
+}
+
+// TestStoppingWithMessagesBufferedSaysHowManyAreLost: what the client
+// holds when reading stops cannot go back to core NATS; the warning
+// counts it.
+func TestStoppingWithMessagesBufferedSaysHowManyAreLost(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := srv.Connect(t)
+	core, logs := observer.New(zap.WarnLevel)
+	src := newSource(t, testConfig(srv.URL(), "held"), zap.New(core).Sugar())
+	publish(t, srv, nc, "held", 100, "h")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := len(adaptertest.ReadN(t, ctx, src, 10, false))
+	for n, _ := src.Buffered(); read+n < 100; n, _ = src.Buffered() {
+		if ctx.Err() != nil {
+			t.Fatalf("the client holds %d of the 90 not read", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	src.StopReading()
+	entries := logs.FilterMessageSnippet("buffered and not read").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d warnings about buffered messages, want 1", len(entries))
+	}
+	lost := entries[0].ContextMap()["lost"].(int64)
+	t.Logf("read %d, lost %d", read, lost)
+	if read+int(lost) != 100 {
+		t.Fatalf("read %d and %d reported lost, want 100 in all", read, lost)
+	}
+}
+
+// TestANoRespondersStatusIsAnEmptyMessage: nats.go turns an empty message
+// with a 503 status into an error; Numaflow passes it on empty.
+func TestANoRespondersStatusIsAnEmptyMessage(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, _ := srv.Connect(t)
+	src := newSource(t, testConfig(srv.URL(), "replies.>"), nil)
+	srv.WaitInterest(t, "replies.x")
+	if err := nc.PublishMsg(&natsgo.Msg{Subject: "replies.x", Header: natsgo.Header{"Status": []string{"503"}}}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, srv, nc, "replies.y", 1, "after")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := adaptertest.ReadN(t, ctx, src, 2, false)
+	if len(got[0].Value) != 0 || string(got[1].Value) != "after-0" {
+		t.Fatalf("read %q, %q; want an empty message, then after-0", got[0].Value, got[1].Value)
 	}
 }
 
@@ -139,11 +188,16 @@ func TestDropsAreLoggedNotHidden(t *testing.T) {
 	nc, _ := srv.Connect(t)
 	core, logs := observer.New(zap.WarnLevel)
 	cfg := testConfig(srv.URL(), "big")
-	cfg.BufferBytes = 1 << 20
+	cfg.BufferBytes, cfg.BufferMsgs = 1<<20, 10
 	src := newSource(t, cfg, zap.New(core).Sugar())
 	srv.WaitInterest(t, "big")
+	// 4 MiB into a 1 MiB buffer, then 54 small messages into what is left
+	// of 10 slots: each bound drops.
 	payload := bytes.Repeat([]byte("x"), 64<<10)
-	for range 64 { // 4 MiB into a 1 MiB buffer
+	for i := range 64 {
+		if i >= 10 {
+			payload = []byte("small")
+		}
 		if err := nc.Publish("big", payload); err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +240,9 @@ func TestValidate(t *testing.T) {
 		{"no subject", func(c *natssource.Config) { c.Subject = "" }, "MV_NATS_SUBJECT"},
 		{"> inside", func(c *natssource.Config) { c.Subject = "a.>.b" }, "MV_NATS_SUBJECT"},
 		{"empty token", func(c *natssource.Config) { c.Subject = "a..b" }, "MV_NATS_SUBJECT"},
-		{"wildcard in a token", func(c *natssource.Config) { c.Subject = "a.b*" }, "MV_NATS_SUBJECT"},
+		{"a literal token with * in it, as the server takes it", func(c *natssource.Config) { c.Subject = "a.b*" }, ""},
+		{"form feed", func(c *natssource.Config) { c.Subject = "a.\fb" }, "MV_NATS_SUBJECT"},
+		{"no message slots", func(c *natssource.Config) { c.BufferMsgs = 0 }, "MV_NATS_BUFFER_MESSAGES"},
 		{"no queue", func(c *natssource.Config) { c.Queue = "" }, "MV_NATS_QUEUE"},
 		{"queue with a space", func(c *natssource.Config) { c.Queue = "a b" }, "MV_NATS_QUEUE"},
 		{"small buffer", func(c *natssource.Config) { c.BufferBytes = 1000 }, "MV_NATS_BUFFER_BYTES"},
