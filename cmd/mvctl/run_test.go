@@ -290,7 +290,7 @@ func skipShort(t *testing.T) {
 func TestCorpusRunsGeneratorToLog(t *testing.T) {
 	skipShort(t)
 	d := deploy(t, "testdata/corpus/generator-log.yaml")
-	if d.env["MV_GENERATOR_VALUE"] != "7" || d.env["MV_READ_BATCH_SIZE"] != "100" {
+	if d.env["MV_GENERATOR_VALUE"] != "7" || d.env["MV_READ_BATCH_SIZE"] != "100" || d.env["MV_GENERATOR_JITTER"] != "2s" {
 		t.Fatalf("emitted env %v", d.env)
 	}
 	d.waitAcked(300, 60*time.Second)

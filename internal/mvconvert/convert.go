@@ -351,7 +351,10 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 		c.setEnv("MV_GENERATOR_VALUE", strconv.FormatUint(*g.Value, 10), p+".value")
 	}
 	if g.Jitter != nil {
-		c.warn(p+".jitter", "dropped: the runner's generator stamps every message with the time it made it (only event times are affected)")
+		if g.Jitter.Duration < 0 {
+			c.fail(p+".jitter", "must not be negative, got %s", g.Jitter.Duration)
+		}
+		c.setEnv("MV_GENERATOR_JITTER", dur(g.Jitter), p+".jitter")
 	}
 	if g.ValueBlob != nil {
 		// Numaflow decodes it at start and fails the pod on bad base64.

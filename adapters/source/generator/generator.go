@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ type Config struct {
 	Value    *int64        `envconfig:"MV_GENERATOR_VALUE" desc:"fixed \"value\" field of every payload; unset: the sequence number"`
 	Total    int64         `envconfig:"MV_GENERATOR_TOTAL" default:"0" desc:"stop after this many messages (for tests and benchmarks); 0 never stops"`
 	Fixed    bool          `envconfig:"MV_GENERATOR_FIXED_PAYLOAD" default:"false" desc:"send one payload, made at start, in every message (value MV_GENERATOR_VALUE or 0, createdts the start time): no allocation per message, for load tests of the rest of the pipeline"`
+	Jitter   time.Duration `envconfig:"MV_GENERATOR_JITTER" default:"0s" desc:"event times lag the read by a random whole number of seconds below this, as Numaflow's jitter (out-of-order event times for tests)"`
 	// ValueBlob is Numaflow's generator valueBlob.
 	ValueBlob string `envconfig:"MV_GENERATOR_VALUE_BLOB" desc:"the payload of every message, base64 (standard, padded), as Numaflow's valueBlob; MV_GENERATOR_MSG_SIZE and MV_GENERATOR_VALUE then do not apply"`
 }
@@ -50,6 +52,8 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_GENERATOR_KEY_COUNT", Value: strconv.Itoa(c.KeyCount), Reason: "must be 0 to " + strconv.Itoa(maxKeyCount)}
 	case c.Total < 0:
 		return &runner.ConfigError{Var: "MV_GENERATOR_TOTAL", Value: strconv.FormatInt(c.Total, 10), Reason: "must be 0 (unlimited) or more"}
+	case c.Jitter < 0:
+		return &runner.ConfigError{Var: "MV_GENERATOR_JITTER", Value: c.Jitter.String(), Reason: "must be 0 or a positive duration such as 10s"}
 	case base64.StdEncoding.DecodedLen(len(c.ValueBlob)) > maxMsgSize:
 		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "decodes to more than 67108864 bytes (64 MiB)"}
 	}
@@ -175,7 +179,7 @@ func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 		seq := first + int64(i)
 		m := &backing[i]
 		m.ID = s.prefix + strconv.FormatInt(seq, 10)
-		m.EventTime = now
+		m.EventTime = now.Add(-s.lag())
 		m.Offset = seq
 		m.Value = s.payload(seq, now, prev)
 		prev = m.Value
@@ -186,6 +190,18 @@ func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 		msgs[i] = m
 	}
 	return msgs
+}
+
+// lag is how far a message's event time lies behind its read, as
+// numaflow-core's generator draws it: a whole number of seconds in
+// [0, jitter), jitter counted in whole seconds and at least 1 (so below
+// 2s there is none).
+func (s *Source) lag() time.Duration {
+	secs := max(int64(s.cfg.Jitter/time.Second), 1)
+	if secs == 1 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(secs)) * time.Second
 }
 
 // payload is the value of message seq made at now. Without a per-message

@@ -235,3 +235,39 @@ func TestValueBlobMustBeNumaflowsBase64(t *testing.T) {
 		}
 	}
 }
+
+// TestJitterIsNumaflows: event times lag the read by whole seconds drawn
+// from [0, jitter), as numaflow-core draws them; under 2s there is none.
+func TestJitterIsNumaflows(t *testing.T) {
+	for _, c := range []struct {
+		jitter   time.Duration
+		distinct int // at least this many different lags in 2,000 messages
+		max      time.Duration
+	}{{0, 1, 0}, {time.Second, 1, 0}, {1900 * time.Millisecond, 1, 0}, {10 * time.Second, 10, 9 * time.Second}, {2500 * time.Millisecond, 2, time.Second}} {
+		s := New(Config{RPU: 1_000_000, Duration: time.Second, MsgSize: 8, Jitter: c.jitter}, 0)
+		lags := map[time.Duration]int{}
+		for n := 0; n < 2000; {
+			before := time.Now()
+			msgs, err := s.Read(context.Background(), 500, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := time.Now()
+			for _, m := range msgs {
+				lag := before.Sub(m.EventTime).Round(time.Second)
+				if m.EventTime.After(after) || lag < 0 || lag > c.max || after.Sub(m.EventTime)-lag > after.Sub(before)+time.Millisecond {
+					t.Fatalf("jitter %v: event time %v read between %v and %v", c.jitter, m.EventTime, before, after)
+				}
+				lags[lag]++
+			}
+			n += len(msgs)
+		}
+		if len(lags) < c.distinct {
+			t.Errorf("jitter %v: lags %v, want at least %d different whole seconds", c.jitter, lags, c.distinct)
+		}
+	}
+	cfg := Config{RPU: 1, Duration: time.Second, Jitter: -time.Second}
+	if err := cfg.Validate(runner.RoleSource); err == nil || !strings.Contains(err.Error(), "MV_GENERATOR_JITTER") {
+		t.Fatalf("negative jitter: %v", err)
+	}
+}
