@@ -219,6 +219,7 @@ var negativeCases = []struct {
 	{"empty fallback tier", strings.Replace(base, "    log: {}\n", "    log: {}\n    fallback: {}\n", 1), "spec.sink.fallback"},
 	{"cron with the HPA class", base + "  scale:\n    cron:\n      schedules:\n        - {start: '0 0 8 * * *', end: '0 0 9 * * *', min: 1, max: 2}\n", "spec.scale.cron"},
 	{"generator valueBlob not base64", strings.Replace(base, "    generator: {}\n", "    generator:\n      valueBlob: abcdef\n", 1), "spec.source.generator.valueBlob"},
+	{"jetstream deliver policy Numaflow cannot read", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      deliver_policy: by_start_sequence x\n", 1), "spec.source.jetstream.deliver_policy"},
 	{"jetstream nkey without a key", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      auth:\n        nkey: {name: nk}\n", 1), "spec.source.jetstream.auth.nkey"},
 	{"jetstream tls certificate without its key", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      tls: {certSecret: {name: t, key: c}}\n", 1), "spec.source.jetstream.tls.keySecret"},
 	{"kafka gssapi", strings.Replace(base, "    generator: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: GSSAPI\n        gssapi: {serviceName: kafka}\n", 1), "spec.source.kafka.sasl.gssapi"},

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/monovertex/monovertex/internal/natsjs"
 	nf "github.com/monovertex/monovertex/internal/numaflowapi"
 )
 
@@ -397,12 +398,11 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 		consumer = "numaflow-" + c.mv.Name + "-" + j.Stream
 	}
 	c.setEnv("MV_JETSTREAM_CONSUMER", consumer, p+".consumer")
-	switch j.DeliverPolicy {
-	case "":
-	case "all", "new":
+	if strings.TrimSpace(j.DeliverPolicy) != "" {
+		if err := natsjs.CheckDeliverPolicy(j.DeliverPolicy); err != nil {
+			c.fail(p+".deliver_policy", "%v: Numaflow takes all, new, last, last_per_subject, by_start_sequence N or by_start_time EPOCH_MS", err)
+		}
 		c.setEnv("MV_JETSTREAM_DELIVER_POLICY", j.DeliverPolicy, p+".deliver_policy")
-	default:
-		c.fail(p+".deliver_policy", "%q: the runner creates its consumer with all or new; create the consumer with this policy beforehand and name it in consumer", j.DeliverPolicy)
 	}
 	switch len(j.FilterSubjects) {
 	case 0:

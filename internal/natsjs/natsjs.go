@@ -24,10 +24,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
 
@@ -328,4 +330,41 @@ func WaitConnected(ctx context.Context, nc *nats.Conn, d time.Duration) error {
 		}
 	}
 	return StatusError(nc)
+}
+
+// ParseDeliverPolicy reads a deliver policy as numaflow-nats reads Numaflow's
+// deliver_policy: words split on white space, in any case; empty is all;
+// a start time is milliseconds since the epoch.
+func ParseDeliverPolicy(s string) (jetstream.DeliverPolicy, uint64, *time.Time, error) {
+	f := strings.Fields(strings.ToLower(s))
+	switch {
+	case len(f) == 0 || len(f) == 1 && f[0] == "all":
+		return jetstream.DeliverAllPolicy, 0, nil, nil
+	case len(f) == 1 && f[0] == "new":
+		return jetstream.DeliverNewPolicy, 0, nil, nil
+	case len(f) == 1 && f[0] == "last":
+		return jetstream.DeliverLastPolicy, 0, nil, nil
+	case len(f) == 1 && f[0] == "last_per_subject":
+		return jetstream.DeliverLastPerSubjectPolicy, 0, nil, nil
+	case len(f) == 2 && f[0] == "by_start_sequence":
+		seq, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("start sequence %q is not a whole number", f[1])
+		}
+		return jetstream.DeliverByStartSequencePolicy, seq, nil, nil
+	case len(f) == 2 && f[0] == "by_start_time":
+		ms, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("start time %q is not milliseconds since the epoch", f[1])
+		}
+		t := time.UnixMilli(ms).UTC()
+		return jetstream.DeliverByStartTimePolicy, 0, &t, nil
+	}
+	return 0, 0, nil, fmt.Errorf("unknown deliver policy %q", s)
+}
+
+// CheckDeliverPolicy reports why s is not a deliver policy, or nil.
+func CheckDeliverPolicy(s string) error {
+	_, _, _, err := ParseDeliverPolicy(s)
+	return err
 }

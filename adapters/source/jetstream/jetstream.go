@@ -40,7 +40,7 @@ type Config struct {
 	Stream        string        `envconfig:"MV_JETSTREAM_STREAM" desc:"stream to read (must exist)"`
 	Consumer      string        `envconfig:"MV_JETSTREAM_CONSUMER" desc:"durable pull consumer; created with explicit acks if missing, shared by all replicas"`
 	FilterSubject string        `envconfig:"MV_JETSTREAM_FILTER_SUBJECT" desc:"subject filter of a consumer the runner creates; empty reads the whole stream"`
-	DeliverPolicy string        `envconfig:"MV_JETSTREAM_DELIVER_POLICY" default:"all" desc:"where a consumer the runner creates starts: all or new"`
+	DeliverPolicy string        `envconfig:"MV_JETSTREAM_DELIVER_POLICY" default:"all" desc:"where a consumer the runner creates starts, as Numaflow's deliver_policy: all, new, last, last_per_subject, by_start_sequence N or by_start_time EPOCH_MS"`
 	AckWait       time.Duration `envconfig:"MV_JETSTREAM_ACK_WAIT" default:"30s" desc:"ack wait of a consumer the runner creates: unacked messages are redelivered after it"`
 	MaxAckPending int           `envconfig:"MV_JETSTREAM_MAX_ACK_PENDING" default:"20000" desc:"max ack pending of a consumer the runner creates; at least replicas x MV_READ_BATCH_SIZE x MV_INFLIGHT_BATCHES"`
 	NakDelay      time.Duration `envconfig:"MV_JETSTREAM_NAK_DELAY" default:"1s" desc:"delay before a nacked message is redelivered"`
@@ -75,8 +75,8 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_FILTER_SUBJECT", Value: c.FilterSubject, Reason: "must be a subject such as orders.* or orders.>: dot-separated non-empty tokens without spaces, '*' and '>' only as whole tokens, '>' only last"}
 	case c.MissingWait < 0:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER_TIMEOUT", Value: c.MissingWait.String(), Reason: "must be 0 (exit at once) or a positive duration such as 60s"}
-	case c.DeliverPolicy != "all" && c.DeliverPolicy != "new":
-		return &runner.ConfigError{Var: "MV_JETSTREAM_DELIVER_POLICY", Value: c.DeliverPolicy, Reason: "must be all or new"}
+	case natsjs.CheckDeliverPolicy(c.DeliverPolicy) != nil:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_DELIVER_POLICY", Value: c.DeliverPolicy, Reason: "must be all, new, last, last_per_subject, by_start_sequence N or by_start_time EPOCH_MS (Numaflow's deliver_policy)"}
 	case c.AckWait < time.Second:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_ACK_WAIT", Value: c.AckWait.String(), Reason: "must be at least 1s"}
 	case c.MaxAckPending < 1:
@@ -314,9 +314,8 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 			MaxDeliver:    -1,
 			FilterSubject: cfg.FilterSubject,
 		}
-		if cfg.DeliverPolicy == "new" {
-			cc.DeliverPolicy = jetstream.DeliverNewPolicy
-		}
+		// Validated, so it parses.
+		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime, _ = natsjs.ParseDeliverPolicy(cfg.DeliverPolicy)
 		// Replicas starting together all try this; the server accepts a
 		// create with an identical config as a no-op, and for a config that
 		// differs we simply bind to whichever won.
