@@ -465,7 +465,7 @@ func TestEnvironmentContract(t *testing.T) {
 	_, env, _ = envOf("testdata/corpus/jetstream-hpa.yaml", 1)
 	check("orders-audit", env, map[string]string{
 		"MV_JETSTREAM_URL":      "nats://$(NATS_TOKEN)@nats-0.nats.svc:4222,nats://$(NATS_TOKEN)@nats-1.nats.svc:4222",
-		"MV_JETSTREAM_CONSUMER": "numaflow-orders-audit-orders",
+		"MV_JETSTREAM_CONSUMER": "numaflow-orders-audit-mvtx-orders",
 	})
 	_, env, secrets = envOf("testdata/corpus/kafka-keda.yaml", 0)
 	check("kafka-relay", env, map[string]string{

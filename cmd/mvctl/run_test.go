@@ -627,7 +627,7 @@ func TestCorpusRunsJetStreamOverTLSWithAnNKey(t *testing.T) {
 			seen[strings.Fields(l[i:])[0]] = true
 		}
 	}
-	pending, ackPending := natstest.ConsumerState(t, js, "orders", "numaflow-secure-orders-orders")
+	pending, ackPending := natstest.ConsumerState(t, js, "orders", "numaflow-secure-orders-mvtx-orders")
 	t.Logf("published %d; read %d acked %d written %d; %d distinct log lines; consumer pending %d ack-pending %d", n, tot.Read, tot.Acked, tot.Written, len(seen), pending, ackPending)
 	if len(seen) != n || tot.Acked != n || pending != 0 || ackPending != 0 {
 		t.Fatalf("%d distinct messages printed, %d acked, consumer pending %d ack-pending %d; want %d, %d, 0, 0", len(seen), tot.Acked, pending, ackPending, n, n)

@@ -395,7 +395,10 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 	c.setEnv("MV_JETSTREAM_STREAM", j.Stream, p+".stream")
 	consumer := j.Consumer
 	if strings.TrimSpace(consumer) == "" {
-		consumer = "numaflow-" + c.mv.Name + "-" + j.Stream
+		// numaflow-core's default for a MonoVertex: pipeline name = the
+		// MonoVertex's, vertex name = "mvtx". The same name binds the
+		// consumer Numaflow made, so nothing is read again or skipped.
+		consumer = "numaflow-" + c.mv.Name + "-mvtx-" + j.Stream
 	}
 	c.setEnv("MV_JETSTREAM_CONSUMER", consumer, p+".consumer")
 	if strings.TrimSpace(j.DeliverPolicy) != "" {

@@ -51,7 +51,7 @@ var Table = []Row{
 	{[]string{"spec.source.http.service"}, Mapped, "the Knative Service is always reachable in the cluster (label `networking.knative.dev/visibility: cluster-local`)"},
 	{[]string{"spec.source.http.ports"}, Warns, "dropped: Knative routes to the runner's `$PORT` (8080) and terminates TLS at its ingress"},
 	{[]string{"spec.source.jetstream"}, Mapped, "`MV_SOURCE=jetstream`"},
-	{[]string{"spec.source.jetstream.url", "spec.source.jetstream.stream", "spec.source.jetstream.consumer"}, Mapped, "`MV_JETSTREAM_URL`, `_STREAM`, `_CONSUMER` (default `numaflow-<name>-<stream>`)"},
+	{[]string{"spec.source.jetstream.url", "spec.source.jetstream.stream", "spec.source.jetstream.consumer"}, Mapped, "`MV_JETSTREAM_URL`, `_STREAM`, `_CONSUMER` (default `numaflow-<name>-mvtx-<stream>`, numaflow-core's name for a MonoVertex's consumer, so the migrated runner binds the consumer Numaflow made)"},
 	{[]string{"spec.source.jetstream.deliver_policy"}, Mapped, "`MV_JETSTREAM_DELIVER_POLICY`, Numaflow's grammar: `all`, `new`, `last`, `last_per_subject`, `by_start_sequence N`, `by_start_time EPOCH_MS` (in any case)"},
 	{[]string{"spec.source.jetstream.filter_subjects"}, Mapped, "`MV_JETSTREAM_FILTER_SUBJECT` (one subject; more exit 2)"},
 	{[]string{"spec.source.jetstream.auth.basic", "spec.source.jetstream.auth.token"}, Warns, "secrets into `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN`, expanded into `MV_JETSTREAM_URL` by Kubernetes (warning: they must be URL-safe)"},
