@@ -280,7 +280,7 @@ func connectHint(err error, prefix string) string {
 		return hint
 	case errors.Is(err, nats.ErrSecureConnWanted):
 		return "the runner asked for TLS (" + prefix + "_TLS*) and the server does not offer it: check the URL's port, or turn TLS off"
-	case errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(msg, "tls") || strings.Contains(msg, "x509") || strings.Contains(msg, "certificate"):
+	case errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(msg, "tls:") || strings.Contains(msg, "tls error") || strings.Contains(msg, "x509:"):
 		return "TLS failed: check " + prefix + "_TLS_CA_FILE against the server's CA and, if it wants one, the client certificate in " + prefix + "_TLS_CERT_FILE and _KEY_FILE"
 	}
 	return "check the URL and that the server is up"
