@@ -572,6 +572,7 @@ func (c *converter) natsSource(p string, n *nf.NatsSource) {
 		c.natsTLS(p+".tls", n.TLS, natsCore)
 	}
 	c.warn(p, "core NATS keeps no messages and takes no acks: at most once, as in Numaflow (a message published while no replica is subscribed, or buffered or read but not yet written when a pod stops, is lost)")
+	c.warn(p, "core NATS has no pending count, so monovtx_backlog_seconds is absent and the Service stays at its min-scale: set spec.scale.min/max to the replicas you want, or scale the Service on cpu (autoscaling.knative.dev/metric: cpu)")
 }
 
 // kafkaAuth sets the Kafka TLS and SASL variables, which every Kafka part

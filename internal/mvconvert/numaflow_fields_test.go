@@ -154,3 +154,20 @@ func TestGeneratorKeyCountIsNumaflows(t *testing.T) {
 		}
 	}
 }
+
+// TestNATSSourceSaysWhatItCannotDo: at most once, and nothing to scale on.
+func TestNATSSourceSaysWhatItCannotDo(t *testing.T) {
+	env, _, warnings, err := convertOne(t, "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n  source:\n    nats: {url: nats://n:4222, subject: s.>, queue: q}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["MV_SOURCE"] != "nats" || env["MV_NATS_SUBJECT"] != "s.>" || env["MV_NATS_QUEUE"] != "q" {
+		t.Fatalf("env %v", env)
+	}
+	all := strings.Join(warnings, "\n")
+	for _, want := range []string{"spec.source.nats: core NATS keeps no messages", "spec.source.nats: core NATS has no pending count"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no warning %q in %q", want, warnings)
+		}
+	}
+}
