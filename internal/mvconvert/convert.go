@@ -1,7 +1,6 @@
 package mvconvert
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
+	"github.com/monovertex/monovertex/adapters/source/generator"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	nf "github.com/monovertex/monovertex/internal/numaflowapi"
 )
@@ -359,8 +359,8 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 	}
 	if g.ValueBlob != nil {
 		// Numaflow decodes it at start and fails the pod on bad base64.
-		if _, err := base64.StdEncoding.Strict().DecodeString(*g.ValueBlob); err != nil || strings.ContainsAny(*g.ValueBlob, "\r\n") {
-			c.fail(p+".valueBlob", "must be base64 in the standard alphabet with its padding, on one line")
+		if _, err := generator.DecodeValueBlob(*g.ValueBlob); err != nil {
+			c.fail(p+".valueBlob", "%v", err)
 		}
 		c.setEnv("MV_GENERATOR_VALUE_BLOB", *g.ValueBlob, p+".valueBlob")
 	}

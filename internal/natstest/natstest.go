@@ -52,12 +52,7 @@ type Server struct {
 // store in t.TempDir(); it is shut down when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{storeDir: t.TempDir(), port: -1}
-	if err := s.start(); err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return StartWith(t)
 }
 
 // StartWithUser is Start with a server that accepts only clients that
@@ -65,12 +60,7 @@ func Start(t testing.TB) *Server {
 // cluster does; Connect authenticates, URL carries no credentials.
 func StartWithUser(t testing.TB, user, password string) *Server {
 	t.Helper()
-	s := &Server{storeDir: t.TempDir(), port: -1, user: user, pass: password}
-	if err := s.start(); err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return StartWith(t, User(user, password))
 }
 
 // Option secures a server started with StartWith.

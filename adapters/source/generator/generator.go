@@ -7,6 +7,8 @@ package generator
 import (
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strconv"
@@ -57,14 +59,24 @@ func (c *Config) Validate(runner.Role) error {
 	case base64.StdEncoding.DecodedLen(len(c.ValueBlob)) > maxMsgSize:
 		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "decodes to more than 67108864 bytes (64 MiB)"}
 	}
-	// Go's decoder skips line breaks; Numaflow's (Rust's base64) refuses them.
-	if strings.ContainsAny(c.ValueBlob, "\r\n") {
-		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "must be base64 on one line, as Numaflow's valueBlob (it has a line break)"}
-	}
-	if _, err := base64.StdEncoding.Strict().DecodeString(c.ValueBlob); err != nil {
-		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: "must be base64 in the standard alphabet with its padding, as Numaflow's valueBlob (" + err.Error() + ")"}
+	if _, err := DecodeValueBlob(c.ValueBlob); err != nil {
+		return &runner.ConfigError{Var: "MV_GENERATOR_VALUE_BLOB", Value: clip(c.ValueBlob), Reason: err.Error()}
 	}
 	return nil
+}
+
+// DecodeValueBlob decodes a generator valueBlob as Numaflow does: standard
+// base64 with its padding, on one line (Go's decoder skips line breaks,
+// Rust's base64, Numaflow's, refuses them).
+func DecodeValueBlob(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("must be base64 on one line, as Numaflow's valueBlob (it has a line break)")
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("must be base64 in the standard alphabet with its padding, as Numaflow's valueBlob (%v)", err)
+	}
+	return b, nil
 }
 
 // clip shortens a value quoted in an error to one readable line.
@@ -104,7 +116,7 @@ type Source struct {
 func New(cfg Config, replica int) *Source {
 	r := strconv.Itoa(replica)
 	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
-	if blob, err := base64.StdEncoding.Strict().DecodeString(cfg.ValueBlob); err == nil && len(blob) > 0 {
+	if blob, err := DecodeValueBlob(cfg.ValueBlob); err == nil && len(blob) > 0 {
 		return &Source{cfg: cfg, prefix: r + "-", fixed: blob[:len(blob):len(blob)], last: time.Now()}
 	}
 	tail := make([]byte, cfg.MsgSize+len(closing))
