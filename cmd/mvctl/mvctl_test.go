@@ -416,8 +416,7 @@ func TestDeployExampleIsCurrent(t *testing.T) {
 
 // TestEnvironmentContract checks the variables mvctl writes for the
 // runner's rate limiter, scaling signals and Kafka adapters by name and
-// value, and that a variable Kubernetes expands ($(NATS_USER)) is defined
-// before the one that uses it.
+// value, and the Secrets NATS credentials come from.
 func TestEnvironmentContract(t *testing.T) {
 	envOf := func(file string, index int) ([]string, map[string]string, map[string]string) {
 		t.Helper()
@@ -444,29 +443,23 @@ func TestEnvironmentContract(t *testing.T) {
 			}
 		}
 	}
-	order, env, secrets := envOf("testdata/corpus/jetstream-hpa.yaml", 0)
+	_, env, secrets := envOf("testdata/corpus/jetstream-hpa.yaml", 0)
 	check("orders", env, map[string]string{
 		"MV_RATE_LIMIT_MAX": "2000", "MV_RATE_LIMIT_MIN": "100", "MV_RATE_LIMIT_RAMP_UP": "30s",
 		"MV_RATE_LIMIT_STORE": "memory", "MV_RATE_LIMIT_MODE": "onlyIfUsed", "MV_RATE_LIMIT_THRESHOLD_PERCENT": "60",
 		"MV_SCALE_UP_COOLDOWN_SECONDS": "60", "MV_SCALE_DOWN_COOLDOWN_SECONDS": "120",
 		"MV_SCALE_REPLICAS_PER_UP": "3", "MV_SCALE_REPLICAS_PER_DOWN": "1",
 		"MV_MIN_SCALE": "1", "MV_MAX_SCALE": "20", "MV_ON_FAILURE": "drop", "MV_FALLBACK_SINK": "blackhole",
-		"MV_JETSTREAM_URL":            "nats://$(NATS_USER):$(NATS_PASSWORD)@nats.nats.svc:4222",
+		"MV_JETSTREAM_URL":            "nats://nats.nats.svc:4222",
 		"MV_JETSTREAM_DELIVER_POLICY": "new", "MV_JETSTREAM_FILTER_SUBJECT": "orders.eu",
 	})
-	check("orders secrets", secrets, map[string]string{"NATS_USER": "nats-auth/user", "NATS_PASSWORD": "nats-auth/password"})
-	pos := map[string]int{}
-	for i, n := range order {
-		pos[n] = i
-	}
-	if pos["NATS_USER"] > pos["MV_JETSTREAM_URL"] || pos["NATS_PASSWORD"] > pos["MV_JETSTREAM_URL"] {
-		t.Errorf("env order %v: Kubernetes expands $(VAR) only from variables defined before", order)
-	}
-	_, env, _ = envOf("testdata/corpus/jetstream-hpa.yaml", 1)
+	check("orders secrets", secrets, map[string]string{"MV_JETSTREAM_USER": "nats-auth/user", "MV_JETSTREAM_PASSWORD": "nats-auth/password"})
+	_, env, secrets = envOf("testdata/corpus/jetstream-hpa.yaml", 1)
 	check("orders-audit", env, map[string]string{
-		"MV_JETSTREAM_URL":      "nats://$(NATS_TOKEN)@nats-0.nats.svc:4222,nats://$(NATS_TOKEN)@nats-1.nats.svc:4222",
+		"MV_JETSTREAM_URL":      "nats://nats-0.nats.svc:4222,nats://nats-1.nats.svc:4222",
 		"MV_JETSTREAM_CONSUMER": "numaflow-orders-audit-mvtx-orders",
 	})
+	check("orders-audit secrets", secrets, map[string]string{"MV_JETSTREAM_TOKEN": "nats-auth/token"})
 	_, env, secrets = envOf("testdata/corpus/kafka-keda.yaml", 0)
 	check("kafka-relay", env, map[string]string{
 		"MV_SOURCE": "kafka", "MV_KAFKA_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_TOPIC": "events",

@@ -586,8 +586,8 @@ func checkRateLimiter(t *testing.T, d *deployed, store string, min, max, n int) 
 
 // TestCorpusRunsJetStreamHPAWithRateLimit: the "orders" MonoVertex of
 // jetstream-hpa.yaml against a NATS server that requires the user and
-// password of its nats-auth Secret (carried into the URL as $(NATS_USER)
-// and $(NATS_PASSWORD)). Its consumer delivers only new messages of
+// password of its nats-auth Secret, written with the line break a Secret
+// made from files has (Numaflow trims it; so must the runner). Its consumer delivers only new messages of
 // orders.eu: every one published after the runner is up is acked and
 // printed once, none of orders.us is, the consumer ends with nothing
 // pending, and the manifest's rate limiter (memory store, 100..2000/s)
@@ -647,7 +647,7 @@ func TestCorpusRunsNATSToLog(t *testing.T) {
 		secrets map[string]map[string]string
 	}{
 		{"nats-basic", []natstest.Option{natstest.TLS(t, sec.PKI, false), natstest.User("events", "pw-3vents")},
-			map[string]map[string]string{"nats-user": {"user": "events", "password": "pw-3vents"}, "nats-token": {"token": "not-used"}, "nats-ca": {"ca.crt": string(sec.PKI.CA)}}},
+			map[string]map[string]string{"nats-user": {"user": "events\n", "password": "pw-3vents\n"}, "nats-token": {"token": "not-used"}, "nats-ca": {"ca.crt": string(sec.PKI.CA)}}},
 		{"nats-nkey", []natstest.Option{natstest.TLS(t, sec.PKI, true), natstest.NKeyUser(t, sec.Seed)},
 			map[string]map[string]string{"nats-nkey": {"seed": string(sec.Seed)}, "nats-tls": {"ca.crt": string(sec.PKI.CA), "tls.crt": string(sec.PKI.ClientCert), "tls.key": string(sec.PKI.ClientKey)}}},
 	} {
@@ -705,7 +705,7 @@ func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
 	d := deployWith(t, local{
 		file:    "testdata/corpus/jetstream-hpa.yaml",
 		name:    "orders",
-		secrets: map[string]map[string]string{"nats-auth": {"user": user, "password": password}},
+		secrets: map[string]map[string]string{"nats-auth": {"user": user + "\n", "password": password + "\n"}},
 		hosts:   map[string]string{"nats.nats.svc:4222": strings.TrimPrefix(srv.URL(), "nats://")},
 	})
 	for k, want := range map[string]string{"MV_RATE_LIMIT_MAX": "2000", "MV_RATE_LIMIT_MIN": "100", "MV_RATE_LIMIT_RAMP_UP": "30s", "MV_RATE_LIMIT_STORE": "memory", "MV_RATE_LIMIT_MODE": "onlyIfUsed", "MV_JETSTREAM_DELIVER_POLICY": "new", "MV_SCALE_REPLICAS_PER_UP": "3"} {
@@ -819,8 +819,10 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 	d := deployWith(t, local{
 		file: "testdata/corpus/kafka-keda.yaml",
 		secrets: map[string]map[string]string{
-			"kafka-tls":  {"ca.crt": string(p.CA), "tls.crt": string(p.ClientCert), "tls.key": string(p.ClientKey)},
-			"kafka-user": {"user": user, "password": password},
+			"kafka-tls": {"ca.crt": string(p.CA), "tls.crt": string(p.ClientCert), "tls.key": string(p.ClientKey)},
+			// Ending in a line break, as a Secret made from files does:
+			// Numaflow trims a Secret's value, and so must the runner.
+			"kafka-user": {"user": user + "\n", "password": password + "\n"},
 		},
 		hosts: map[string]string{"kafka-0.kafka:9093": brokers[0], "kafka-1.kafka:9093": brokers[1], "redis.redis.svc:6379": rs.Addr()},
 	})

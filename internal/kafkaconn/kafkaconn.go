@@ -27,8 +27,8 @@ import (
 // (mount the Secret and name the files).
 type Auth struct {
 	SASLMechanism string `envconfig:"MV_KAFKA_SASL_MECHANISM" desc:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty for none"`
-	SASLUser      string `envconfig:"MV_KAFKA_SASL_USER" desc:"SASL user name"`
-	SASLPassword  string `envconfig:"MV_KAFKA_SASL_PASSWORD" desc:"SASL password"`
+	SASLUser      string `envconfig:"MV_KAFKA_SASL_USER" desc:"SASL user name; white space around it is trimmed, as Numaflow trims a Secret's value"`
+	SASLPassword  string `envconfig:"MV_KAFKA_SASL_PASSWORD" desc:"SASL password (trimmed)"`
 	TLS           bool   `envconfig:"MV_KAFKA_TLS" default:"false" desc:"connect with TLS (implied by any other MV_KAFKA_TLS_* setting)"`
 	TLSCAFile     string `envconfig:"MV_KAFKA_TLS_CA_FILE" desc:"PEM file of the CA that signed the brokers' certificates; empty uses the system roots"`
 	TLSCertFile   string `envconfig:"MV_KAFKA_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_KAFKA_TLS_KEY_FILE)"`
@@ -38,13 +38,14 @@ type Auth struct {
 
 // Validate checks the authentication settings.
 func (a *Auth) Validate() error {
+	user, _ := a.sasl()
 	switch a.SASLMechanism {
 	case "":
-		if a.SASLUser != "" {
+		if user != "" {
 			return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "is required when MV_KAFKA_SASL_USER is set: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"}
 		}
 	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-		if a.SASLUser == "" {
+		if user == "" {
 			return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASLUser, Reason: "is required with MV_KAFKA_SASL_MECHANISM=" + a.SASLMechanism}
 		}
 	default:
@@ -58,16 +59,24 @@ func (a *Auth) tlsFiles() tlsfiles.Files {
 	return tlsfiles.Files{Prefix: "MV_KAFKA", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify}
 }
 
+// sasl returns the SASL user and password without the white space around
+// them, as numaflow-core reads a Secret's value: a Secret made from a file
+// often ends in a line break.
+func (a *Auth) sasl() (user, password string) {
+	return strings.TrimSpace(a.SASLUser), strings.TrimSpace(a.SASLPassword)
+}
+
 // Opts returns the client options for the brokers and the authentication.
 func (a *Auth) Opts(brokers []string) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	user, password := a.sasl()
 	switch a.SASLMechanism {
 	case "PLAIN":
-		opts = append(opts, kgo.SASL(plain.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsMechanism()))
+		opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism()))
 	case "SCRAM-SHA-256":
-		opts = append(opts, kgo.SASL(scram.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsSha256Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
-		opts = append(opts, kgo.SASL(scram.Auth{User: a.SASLUser, Pass: a.SASLPassword}.AsSha512Mechanism()))
+		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
 	}
 	tc, err := a.tlsFiles().Config()
 	if err != nil {

@@ -387,11 +387,11 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 	if j.Stream == "" {
 		c.fail(p+".stream", "required: the stream to read")
 	}
-	u := c.natsAuth(p, j.Auth, j.URL, natsJetStream)
+	c.natsAuth(p, j.Auth, j.URL, natsJetStream)
 	if j.TLS != nil {
 		c.natsTLS(p+".tls", j.TLS, natsJetStream)
 	}
-	c.setEnv("MV_JETSTREAM_URL", u, p+".url")
+	c.setEnv("MV_JETSTREAM_URL", j.URL, p+".url")
 	c.setEnv("MV_JETSTREAM_STREAM", j.Stream, p+".stream")
 	consumer := j.Consumer
 	if strings.TrimSpace(consumer) == "" {
@@ -414,21 +414,6 @@ func (c *converter) jetstream(p string, j *nf.JetStreamSource) {
 	default:
 		c.fail(p+".filter_subjects", "%d subjects: a consumer the runner creates filters on one; create the consumer beforehand and name it in consumer", len(j.FilterSubjects))
 	}
-}
-
-// withUserInfo puts userinfo in front of the host of every URL in a
-// comma-separated list.
-func withUserInfo(urls, userinfo string) string {
-	parts := strings.Split(urls, ",")
-	for i, u := range parts {
-		u = strings.TrimSpace(u)
-		if scheme, rest, ok := strings.Cut(u, "://"); ok {
-			parts[i] = scheme + "://" + userinfo + "@" + rest
-		} else {
-			parts[i] = "nats://" + userinfo + "@" + u
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 func (c *converter) kafkaSource(p string, k *nf.KafkaSource) {
@@ -484,21 +469,22 @@ var (
 )
 
 // natsAuth maps a NATS source's auth as numaflow-core's parse_nats_auth
-// reads it (basic, else nkey, else token; an empty auth refused) and
-// returns url with the user or token in it.
-func (c *converter) natsAuth(p string, a *nf.NatsAuth, url string, v natsVars) string {
+// reads it: basic, else nkey, else token; an empty auth refused. The
+// runner trims the Secrets' values as numaflow-core does.
+func (c *converter) natsAuth(p string, a *nf.NatsAuth, url string, v natsVars) {
 	if a == nil {
-		return url
+		return
+	}
+	if natsjs.URLsCarryUser(url) {
+		c.fail(p+".url", "carries a user or token and auth is set too: keep one (the runner refuses both)")
 	}
 	ignored := func(field string) {
 		c.warn(p+".auth."+field, "ignored: Numaflow uses only the first of basic, nkey and token that is set")
 	}
 	switch {
 	case a.Basic != nil:
-		c.setSecretEnv("NATS_USER", a.Basic.User, p+".auth.basic.user")
-		c.setSecretEnv("NATS_PASSWORD", a.Basic.Password, p+".auth.basic.password")
-		url = withUserInfo(url, "$(NATS_USER):$(NATS_PASSWORD)")
-		c.warn(p+".auth.basic", "carried in %s_URL as $(NATS_USER):$(NATS_PASSWORD)@ (Kubernetes expands them from the secrets): the user and password must be URL-safe", v.prefix)
+		c.setSecretEnv(v.prefix+"_USER", a.Basic.User, p+".auth.basic.user")
+		c.setSecretEnv(v.prefix+"_PASSWORD", a.Basic.Password, p+".auth.basic.password")
 		if a.NKey != nil {
 			ignored("nkey")
 		}
@@ -512,13 +498,10 @@ func (c *converter) natsAuth(p string, a *nf.NatsAuth, url string, v natsVars) s
 			ignored("token")
 		}
 	case a.Token != nil:
-		c.setSecretEnv("NATS_TOKEN", a.Token, p+".auth.token")
-		url = withUserInfo(url, "$(NATS_TOKEN)")
-		c.warn(p+".auth.token", "carried in %s_URL as $(NATS_TOKEN)@ (Kubernetes expands it from the secret): the token must be URL-safe", v.prefix)
+		c.setSecretEnv(v.prefix+"_TOKEN", a.Token, p+".auth.token")
 	default:
 		c.fail(p+".auth", "is set but names no basic, nkey or token (Numaflow refuses it so)")
 	}
-	return url
 }
 
 // natsTLS sets a NATS source's _TLS* variables, as numaflow-core reads its
@@ -565,7 +548,8 @@ func (c *converter) natsSource(p string, n *nf.NatsSource) {
 	if n.Queue == "" {
 		c.fail(p+".queue", "required: the queue group the replicas share")
 	}
-	c.setEnv("MV_NATS_URL", c.natsAuth(p, n.Auth, n.URL, natsCore), p+".url")
+	c.natsAuth(p, n.Auth, n.URL, natsCore)
+	c.setEnv("MV_NATS_URL", n.URL, p+".url")
 	c.setEnv("MV_NATS_SUBJECT", n.Subject, p+".subject")
 	c.setEnv("MV_NATS_QUEUE", n.Queue, p+".queue")
 	if n.TLS != nil {

@@ -71,11 +71,14 @@ func TestJetStreamTLSAndAuthAsNumaflowReadsThem(t *testing.T) {
 			map[string]string{"MV_JETSTREAM_TLS_CERT_FILE": "/etc/monovertex/jetstream/tls-cert/cert.pem", "MV_JETSTREAM_TLS_KEY_FILE": "/etc/monovertex/jetstream/tls-key/key.pem"},
 			[]string{"jetstream-tls-ca", "jetstream-tls-cert", "jetstream-tls-key"}, nil, ""},
 		{"basic wins over nkey and token", jsHead + "      auth:\n        basic:\n          user: {name: u, key: user}\n          password: {name: u, key: pw}\n        nkey: {name: nk, key: seed}\n        token: {name: tk, key: t}\n",
-			map[string]string{"NATS_USER": "secret:u/user", "MV_JETSTREAM_NKEY_FILE": "", "NATS_TOKEN": "", "MV_JETSTREAM_URL": "nats://$(NATS_USER):$(NATS_PASSWORD)@n:4222"},
+			map[string]string{"MV_JETSTREAM_USER": "secret:u/user", "MV_JETSTREAM_PASSWORD": "secret:u/pw", "MV_JETSTREAM_NKEY_FILE": "", "MV_JETSTREAM_TOKEN": "", "MV_JETSTREAM_URL": "nats://n:4222"},
 			nil, []string{"spec.source.jetstream.auth.nkey", "spec.source.jetstream.auth.token"}, ""},
 		{"nkey wins over token", jsHead + "      auth:\n        nkey: {name: nk, key: seed}\n        token: {name: tk, key: t}\n",
-			map[string]string{"MV_JETSTREAM_NKEY_FILE": "/etc/monovertex/jetstream/nkey/seed.nk", "NATS_TOKEN": "", "MV_JETSTREAM_URL": "nats://n:4222"},
+			map[string]string{"MV_JETSTREAM_NKEY_FILE": "/etc/monovertex/jetstream/nkey/seed.nk", "MV_JETSTREAM_TOKEN": "", "MV_JETSTREAM_USER": "", "MV_JETSTREAM_URL": "nats://n:4222"},
 			[]string{"jetstream-nkey"}, []string{"spec.source.jetstream.auth.token"}, ""},
+		{"a token", jsHead + "      auth:\n        token: {name: tk, key: t}\n",
+			map[string]string{"MV_JETSTREAM_TOKEN": "secret:tk/t", "MV_JETSTREAM_USER": "", "MV_JETSTREAM_NKEY_FILE": "", "MV_JETSTREAM_URL": "nats://n:4222"}, nil, nil, ""},
+		{"auth and a user in the URL", strings.Replace(jsHead, "nats://n:4222", "nats://a:b@n:4222", 1) + "      auth:\n        token: {name: tk, key: t}\n", nil, nil, nil, "spec.source.jetstream.url"},
 		{"empty auth", jsHead + "      auth: {}\n", nil, nil, nil, "spec.source.jetstream.auth"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

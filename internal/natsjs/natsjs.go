@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -100,10 +101,12 @@ func DecodeHeaders(m *runner.Message, subject string, h nats.Header, stored time
 	}
 }
 
-// Auth is the TLS and NKey part of reaching a NATS server: Numaflow's
-// jetstream tls and auth.nkey, with files in place of Secret selectors
-// (mount the Secret and name the files). The JetStream source and sink
-// embed it, so every JetStream connection of the runner uses it.
+// Auth is how the runner proves itself to a NATS server: Numaflow's
+// jetstream tls and auth (basic, nkey, token), with files in place of the
+// TLS and NKey Secret selectors (mount the Secret and name the files) and
+// variables for the user, password and token (secretKeyRef). The JetStream
+// source and sink embed it, so every JetStream connection of the runner
+// uses it.
 type Auth struct {
 	TLS           bool   `envconfig:"MV_JETSTREAM_TLS" default:"false" desc:"connect with TLS (implied by any other MV_JETSTREAM_TLS_* setting)"`
 	TLSCAFile     string `envconfig:"MV_JETSTREAM_TLS_CA_FILE" desc:"PEM file of a CA that signed the NATS servers' certificates, trusted besides the system roots (as Numaflow does)"`
@@ -111,6 +114,9 @@ type Auth struct {
 	TLSKeyFile    string `envconfig:"MV_JETSTREAM_TLS_KEY_FILE" desc:"PEM private key of MV_JETSTREAM_TLS_CERT_FILE"`
 	TLSSkipVerify bool   `envconfig:"MV_JETSTREAM_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
 	NKeyFile      string `envconfig:"MV_JETSTREAM_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
+	User          string `envconfig:"MV_JETSTREAM_USER" desc:"user name, with MV_JETSTREAM_PASSWORD (Numaflow's auth.basic); white space around it is trimmed, as Numaflow trims a Secret's value"`
+	Password      string `envconfig:"MV_JETSTREAM_PASSWORD" desc:"password of MV_JETSTREAM_USER (trimmed)"`
+	Token         string `envconfig:"MV_JETSTREAM_TOKEN" desc:"token to authenticate with (Numaflow's auth.token; trimmed)"`
 	// Prefix starts the names of the variables errors name: MV_JETSTREAM
 	// when empty; the NATS source's are MV_NATS_*.
 	Prefix string `ignored:"true"`
@@ -127,11 +133,36 @@ func (a *Auth) tlsFiles() tlsfiles.Files {
 	return tlsfiles.Files{Prefix: a.prefix(), On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify, AddCA: true}
 }
 
-// Validate checks that the TLS files pair up and parse and that the NKey
-// file holds a user seed.
-func (a *Auth) Validate() error {
+// Validate checks that the TLS files pair up and parse, that at most one
+// identity is given (a user and password, an NKey or a token, and none of
+// them besides one in urls, the value of urlVar), and that the NKey file
+// holds a user seed.
+func (a *Auth) Validate(urlVar, urls string) error {
 	if err := a.tlsFiles().Validate(); err != nil {
 		return err
+	}
+	user, password, token := a.secrets()
+	switch p := a.prefix(); {
+	case a.User != "" && user == "":
+		return &runner.ConfigError{Var: p + "_USER", Value: a.User, Reason: "is only white space"}
+	case a.Password != "" && password == "":
+		return &runner.ConfigError{Var: p + "_PASSWORD", Value: "(hidden)", Reason: "is only white space"}
+	case a.Token != "" && token == "":
+		return &runner.ConfigError{Var: p + "_TOKEN", Value: "(hidden)", Reason: "is only white space"}
+	case user != "" && password == "":
+		return &runner.ConfigError{Var: p + "_PASSWORD", Value: "", Reason: "is required with " + p + "_USER (a user and password, as Numaflow's auth.basic)"}
+	case password != "" && user == "":
+		return &runner.ConfigError{Var: p + "_USER", Value: "", Reason: "is required with " + p + "_PASSWORD (a user and password, as Numaflow's auth.basic)"}
+	case user != "" && token != "":
+		return &runner.ConfigError{Var: p + "_TOKEN", Value: "(hidden)", Reason: "cannot be used with " + p + "_USER: set a user and password or a token, not both"}
+	case a.NKeyFile != "" && (user != "" || token != ""):
+		return &runner.ConfigError{Var: p + "_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be used with " + p + "_USER or _TOKEN: set one identity"}
+	case (user != "" || token != "") && URLsCarryUser(urls):
+		v, val := p+"_USER", user
+		if token != "" {
+			v, val = p+"_TOKEN", "(hidden)"
+		}
+		return &runner.ConfigError{Var: v, Value: val, Reason: "cannot be used with a user or token in " + urlVar + ": set it in one place"}
 	}
 	if a.NKeyFile == "" {
 		return nil
@@ -142,6 +173,28 @@ func (a *Auth) Validate() error {
 	}
 	kp.Wipe()
 	return nil
+}
+
+// secrets returns the user, password and token without the white space
+// around them, as numaflow-core reads a Secret's value: a Secret made from
+// a file often ends in a line break.
+func (a *Auth) secrets() (user, password, token string) {
+	return strings.TrimSpace(a.User), strings.TrimSpace(a.Password), strings.TrimSpace(a.Token)
+}
+
+// URLsCarryUser reports whether any URL of a comma-separated list holds a
+// user or token (nats://user:pass@host, nats://token@host).
+func URLsCarryUser(list string) bool {
+	for _, raw := range strings.Split(list, ",") {
+		raw = strings.TrimSpace(raw)
+		if !strings.Contains(raw, "://") {
+			raw = "nats://" + raw
+		}
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // nkey reads the user NKey seed, without the white space around it (as
@@ -162,7 +215,7 @@ func (a *Auth) nkey() (nkeys.KeyPair, error) {
 	return kp, nil
 }
 
-// options are the client options for TLS and the NKey.
+// options are the client options for TLS and the identity.
 func (a *Auth) options() ([]nats.Option, error) {
 	var opts []nats.Option
 	tc, err := a.tlsFiles().Config()
@@ -181,6 +234,12 @@ func (a *Auth) options() ([]nats.Option, error) {
 		// The key pair lives as long as the connection: it signs the
 		// server's challenge at every reconnect.
 		opts = append(opts, nats.Nkey(pub, kp.Sign))
+	}
+	switch user, password, token := a.secrets(); {
+	case user != "":
+		opts = append(opts, nats.UserInfo(user, password))
+	case token != "":
+		opts = append(opts, nats.Token(token))
 	}
 	return opts, nil
 }
@@ -273,7 +332,7 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 func connectHint(err error, prefix string) string {
 	switch msg := strings.ToLower(err.Error()); {
 	case errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization"):
-		hint := "the server refused the client's identity: check the URL's user or token and " + prefix + "_NKEY_FILE"
+		hint := "the server refused the client's identity: check " + prefix + "_USER and " + prefix + "_PASSWORD, " + prefix + "_TOKEN, " + prefix + "_NKEY_FILE"
 		if prefix == "MV_JETSTREAM" {
 			hint += " or MV_JETSTREAM_CREDS"
 		}

@@ -158,6 +158,15 @@ func User(user, password string) Option {
 	return func(s *Server) { s.user, s.pass = user, password }
 }
 
+// Token makes the server let in only clients that present token; Connect
+// does.
+func Token(token string) Option {
+	return func(s *Server) {
+		s.server = append(s.server, func(o *server.Options) { o.Authorization = token })
+		s.client = append(s.client, nats.Token(token))
+	}
+}
+
 // StartWith is Start with options.
 func StartWith(t testing.TB, opts ...Option) *Server {
 	t.Helper()

@@ -44,7 +44,7 @@ type Config struct {
 	PublishTimeout   time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
 	MaxPending       int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
 	ReconnectWait    time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
-	// Auth is TLS and NKey authentication, shared by every JetStream
+	// Auth is TLS and the user, NKey or token, shared by every JetStream
 	// connection of the runner.
 	natsjs.Auth
 	// Connection takes the connection's state changes (set from
@@ -79,8 +79,10 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
 	case c.NKeyFile != "" && c.creds(role) != "":
 		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: c.NKeyFile, Reason: "cannot be used with a credentials file (MV_JETSTREAM_CREDS or the sink's), which carries its own NKey"}
+	case (c.User != "" || c.Token != "") && c.creds(role) != "":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_USER", Value: c.User, Reason: "and MV_JETSTREAM_TOKEN cannot be used with a credentials file (MV_JETSTREAM_CREDS or the sink's): set one identity"}
 	}
-	return c.Auth.Validate()
+	return c.Auth.Validate(c.urlVar(role), url)
 }
 
 // target returns the URL and subject for role: the fallback's own, else the

@@ -290,6 +290,13 @@ func TestValidate(t *testing.T) {
 		{"fallback inherits", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.URL = "nats://a b" }, "MV_JETSTREAM_URL"},
 		{"on-success url", runner.RoleOnSuccessSink, func(c *jssink.Config) { c.OnSuccessSubject = "ok"; c.OnSuccessURL = "nats://%zz" }, "MV_ON_SUCCESS_JETSTREAM_URL"},
 		{"good list", runner.RoleSink, func(c *jssink.Config) { c.URL = "nats://a:4222,nats://b:4222" }, ""},
+		{"a token", runner.RoleSink, func(c *jssink.Config) { c.Token = "t" }, ""},
+		// A user or token in the role's own URL as well is refused naming
+		// that URL's variable.
+		{"a token here and in the fallback's url", runner.RoleFallbackSink, func(c *jssink.Config) {
+			c.FallbackSubject, c.FallbackURL, c.Token = "dlq", "nats://t@h:4222", "t"
+		}, "MV_JETSTREAM_TOKEN"},
+		{"a user and the sink's creds", runner.RoleSink, func(c *jssink.Config) { c.User, c.Password, c.SinkCreds = "u", "p", "/x.creds" }, "MV_JETSTREAM_USER"},
 	} {
 		adaptertest.ValidateRow(t, tc.name, good, tc.role, tc.change, tc.bad)
 	}

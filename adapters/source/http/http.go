@@ -93,7 +93,7 @@ const (
 
 // Config holds the HTTP source's settings.
 type Config struct {
-	AuthToken   string        `envconfig:"MV_HTTP_AUTH_TOKEN" desc:"when set, requests must carry Authorization: Bearer <token> (else 401)"`
+	AuthToken   string        `envconfig:"MV_HTTP_AUTH_TOKEN" desc:"when set, requests must carry Authorization: Bearer <token> (else 401); white space around it is trimmed, as Numaflow trims a Secret's value"`
 	MaxBody     int64         `envconfig:"MV_HTTP_MAX_BODY" default:"67108864" desc:"largest request body in bytes, at most 1 GiB (else 413)"`
 	MaxInflight int64         `envconfig:"MV_HTTP_MAX_INFLIGHT_BYTES" default:"268435456" desc:"request body bytes held at once across all connections, from the first byte until the answer; beyond it requests get 503 with Retry-After"`
 	BufferSize  int           `envconfig:"MV_HTTP_BUFFER_SIZE" default:"1000" desc:"messages accepted but not yet read by the runner; beyond it requests get 429"`
@@ -123,7 +123,9 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_HTTP_BUFFER_SIZE", Value: strconv.Itoa(c.BufferSize), Reason: "must be a positive whole number"}
 	case c.BodyTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_HTTP_BODY_TIMEOUT", Value: c.BodyTimeout.String(), Reason: "must be a positive duration such as 60s"}
-	case !validToken(c.AuthToken):
+	case c.AuthToken != "" && strings.TrimSpace(c.AuthToken) == "":
+		return &runner.ConfigError{Var: "MV_HTTP_AUTH_TOKEN", Value: "(hidden)", Reason: "is only white space"}
+	case !validToken(strings.TrimSpace(c.AuthToken)):
 		// Never echo the token itself.
 		return &runner.ConfigError{Var: "MV_HTTP_AUTH_TOKEN", Value: "(hidden)", Reason: "must be printable UTF-8 text without spaces, line breaks or other control characters"}
 	}
@@ -217,8 +219,8 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 
 		admissionWait: admissionWait,
 	}
-	if cfg.AuthToken != "" {
-		s.auth = []byte("Bearer " + cfg.AuthToken)
+	if token := strings.TrimSpace(cfg.AuthToken); token != "" {
+		s.auth = []byte("Bearer " + token)
 	}
 	env.Mux.Handle("POST /{$}", s)
 	env.Mux.Handle("POST /vertices/{vertex}", s)

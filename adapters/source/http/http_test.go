@@ -333,9 +333,12 @@ func TestFullBufferIs429(t *testing.T) {
 	}
 }
 
+// TestAuth: only Bearer and the token pass. The token is set with the line
+// break a Secret made from a file ends in, which Numaflow trims and so the
+// runner does.
 func TestAuth(t *testing.T) {
 	cfg := testConfig()
-	cfg.AuthToken = "s3cret"
+	cfg.AuthToken = "s3cret\n"
 	src, url := start(t, cfg)
 	for _, h := range []http.Header{nil, hdr("Authorization", "Bearer wrong"), hdr("Authorization", "s3cret"), hdr("Authorization", "Basic s3cret")} {
 		r := await(t, post(url, h, "x"))
@@ -600,6 +603,7 @@ func TestConfigValidation(t *testing.T) {
 		{Name: "no buffer", Edit: func(c *Config) { c.BufferSize = 0 }, Var: "MV_HTTP_BUFFER_SIZE"},
 		{Name: "no body timeout", Edit: func(c *Config) { c.BodyTimeout = 0 }, Var: "MV_HTTP_BODY_TIMEOUT"},
 		{Name: "token with a space", Edit: func(c *Config) { c.AuthToken = "two words" }, Var: "MV_HTTP_AUTH_TOKEN"},
+		{Name: "token only white space", Edit: func(c *Config) { c.AuthToken = " \n" }, Var: "MV_HTTP_AUTH_TOKEN"},
 	}, tokenHidden)
 	if _, err := New(testConfig(), runner.Env{Name: "x"}); err == nil {
 		t.Fatalf("New without a mux succeeded")

@@ -151,7 +151,85 @@ func TestValidateAuth(t *testing.T) {
 		{"nkey file not a seed", func(c *jssource.Config) { c.NKeyFile = notPEM }, "MV_JETSTREAM_NKEY_FILE"},
 		{"an account's seed", func(c *jssource.Config) { c.NKeyFile = accountFile }, "MV_JETSTREAM_NKEY_FILE"},
 		{"nkey and a creds file", func(c *jssource.Config) { c.Creds = "/x.creds" }, "MV_JETSTREAM_NKEY_FILE"},
+		{"a user and password", func(c *jssource.Config) { c.NKeyFile, c.User, c.Password = "", "u", "p" }, ""},
+		{"a token", func(c *jssource.Config) { c.NKeyFile, c.Token = "", "t" }, ""},
+		{"a user without a password", func(c *jssource.Config) { c.NKeyFile, c.User = "", "u" }, "MV_JETSTREAM_PASSWORD"},
+		{"a password that is only white space", func(c *jssource.Config) { c.NKeyFile, c.User, c.Password = "", "u", " \n" }, "MV_JETSTREAM_PASSWORD"},
+		{"a password without a user", func(c *jssource.Config) { c.NKeyFile, c.Password = "", "p" }, "MV_JETSTREAM_USER"},
+		{"a user that is only white space", func(c *jssource.Config) { c.NKeyFile, c.User, c.Password = "", "\n", "p" }, "MV_JETSTREAM_USER"},
+		{"a token that is only white space", func(c *jssource.Config) { c.NKeyFile, c.Token = "", "\r\n" }, "MV_JETSTREAM_TOKEN"},
+		{"a user and a token", func(c *jssource.Config) { c.NKeyFile, c.User, c.Password, c.Token = "", "u", "p", "t" }, "MV_JETSTREAM_TOKEN"},
+		{"an nkey and a user", func(c *jssource.Config) { c.User, c.Password = "u", "p" }, "MV_JETSTREAM_NKEY_FILE"},
+		{"an nkey and a token", func(c *jssource.Config) { c.Token = "t" }, "MV_JETSTREAM_NKEY_FILE"},
+		{"a user and a creds file", func(c *jssource.Config) { c.NKeyFile, c.User, c.Password, c.Creds = "", "u", "p", "/x.creds" }, "MV_JETSTREAM_CREDS"},
+		{"a user here and in the URL", func(c *jssource.Config) {
+			c.NKeyFile, c.User, c.Password, c.URL = "", "u", "p", "nats://a:b@127.0.0.1:4222"
+		}, "MV_JETSTREAM_USER"},
+		{"a token here and in the second URL", func(c *jssource.Config) {
+			c.NKeyFile, c.Token, c.URL = "", "t", "nats://127.0.0.1:4222, t2@127.0.0.1:4223"
+		}, "MV_JETSTREAM_TOKEN"},
 	} {
 		adaptertest.ValidateRow(t, tc.name, good, runner.RoleSource, tc.change, tc.bad)
+	}
+}
+
+// TestUserPasswordAndTokenAsNumaflowReadsThem: MV_JETSTREAM_USER and
+// _PASSWORD, and MV_JETSTREAM_TOKEN, as mvctl sets them from Numaflow's
+// auth.basic and auth.token Secrets: with the line break a Secret made
+// from a file ends in (trimmed, as numaflow-core trims it) and with
+// characters a URL would have to escape. Every message is read and acked;
+// a wrong password is refused with a hint naming the variables.
+func TestUserPasswordAndTokenAsNumaflowReadsThem(t *testing.T) {
+	const user, password, token = "orders", "p@ss:w/rd %20?#", "tok/en@:x"
+	for _, c := range []struct {
+		name  string
+		srv   natstest.Option
+		set   func(*natsjs.Auth)
+		wrong func(*natsjs.Auth)
+	}{
+		{"basic", natstest.User(user, password),
+			func(a *natsjs.Auth) { a.User, a.Password = " "+user+"\n", password+"\r\n" },
+			func(a *natsjs.Auth) { a.User, a.Password = user, "other" }},
+		{"token", natstest.Token(token),
+			func(a *natsjs.Auth) { a.Token = token + "\n" },
+			func(a *natsjs.Auth) { a.Token = "other" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := natstest.StartWith(t, c.srv)
+			_, js := srv.Connect(t)
+			createStream(t, js, "S")
+			want := publish(t, js, "S.in", 20, c.name)
+			cfg := testConfig(srv.URL(), "S")
+			c.set(&cfg.Auth)
+			if err := cfg.Validate(runner.RoleSource); err != nil {
+				t.Fatal(err)
+			}
+			src := newSource(t, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			got := adaptertest.ReadN(t, ctx, src, len(want), false)
+			if err := src.Ack(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range got {
+				if string(m.Value) != string(want[i]) {
+					t.Fatalf("message %d: %q, want %q", i, m.Value, want[i])
+				}
+			}
+
+			bad := testConfig(srv.URL(), "S")
+			c.wrong(&bad.Auth)
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel2()
+			s, err := jssource.New(ctx2, bad, t.Name(), nil)
+			if err == nil {
+				s.Close(context.Background())
+				t.Fatal("connected with the wrong secret")
+			}
+			t.Logf("refused: %v", err)
+			if !strings.Contains(err.Error(), "MV_JETSTREAM_USER and MV_JETSTREAM_PASSWORD, MV_JETSTREAM_TOKEN") {
+				t.Fatalf("error %v, want a hint naming the variables", err)
+			}
+		})
 	}
 }

@@ -50,7 +50,7 @@ type Config struct {
 	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 	APITimeout    time.Duration `envconfig:"MV_JETSTREAM_API_TIMEOUT" default:"5s" desc:"timeout of JetStream API calls and ack confirmations"`
 	MissingWait   time.Duration `envconfig:"MV_JETSTREAM_CONSUMER_TIMEOUT" default:"60s" desc:"how long a deleted consumer the runner did not create may stay away before the runner exits 1 (0: at once); one the runner created is created again at once"`
-	// Auth is TLS and NKey authentication, shared by every JetStream
+	// Auth is TLS and the user, NKey or token, shared by every JetStream
 	// connection of the runner.
 	natsjs.Auth
 	// Connection takes the connection's state changes (set from
@@ -89,8 +89,10 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_API_TIMEOUT", Value: c.APITimeout.String(), Reason: "must be a positive duration such as 5s"}
 	case c.NKeyFile != "" && c.Creds != "":
 		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: c.NKeyFile, Reason: "cannot be used with MV_JETSTREAM_CREDS, whose credentials file carries its own NKey"}
+	case (c.User != "" || c.Token != "") && c.Creds != "":
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CREDS", Value: c.Creds, Reason: "cannot be used with MV_JETSTREAM_USER or _TOKEN: set one identity"}
 	}
-	return c.Auth.Validate()
+	return c.Auth.Validate("MV_JETSTREAM_URL", c.URL)
 }
 
 // validName reports whether s can name a stream or consumer: the server

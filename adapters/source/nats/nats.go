@@ -38,6 +38,9 @@ type Config struct {
 	TLSKeyFile    string        `envconfig:"MV_NATS_TLS_KEY_FILE" desc:"PEM private key of MV_NATS_TLS_CERT_FILE"`
 	TLSSkipVerify bool          `envconfig:"MV_NATS_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
 	NKeyFile      string        `envconfig:"MV_NATS_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
+	User          string        `envconfig:"MV_NATS_USER" desc:"user name, with MV_NATS_PASSWORD (Numaflow's auth.basic); white space around it is trimmed, as Numaflow trims a Secret's value"`
+	Password      string        `envconfig:"MV_NATS_PASSWORD" desc:"password of MV_NATS_USER (trimmed)"`
+	Token         string        `envconfig:"MV_NATS_TOKEN" desc:"token to authenticate with (Numaflow's auth.token; trimmed)"`
 	BufferBytes   int64         `envconfig:"MV_NATS_BUFFER_BYTES" default:"67108864" desc:"most bytes of messages the client holds before the runner reads them; past it the client drops messages (counted and logged)"`
 	BufferMsgs    int           `envconfig:"MV_NATS_BUFFER_MESSAGES" default:"65536" desc:"most messages the client holds before the runner reads them, whatever their size; past it the client drops messages (counted and logged)"`
 	ReconnectWait time.Duration `envconfig:"MV_NATS_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
@@ -47,7 +50,8 @@ type Config struct {
 }
 
 func (c *Config) auth() natsjs.Auth {
-	return natsjs.Auth{Prefix: "MV_NATS", TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSSkipVerify: c.TLSSkipVerify, NKeyFile: c.NKeyFile}
+	return natsjs.Auth{Prefix: "MV_NATS", TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSSkipVerify: c.TLSSkipVerify, NKeyFile: c.NKeyFile,
+		User: c.User, Password: c.Password, Token: c.Token}
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -71,7 +75,7 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_NATS_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
 	}
 	a := c.auth()
-	return a.Validate()
+	return a.Validate("MV_NATS_URL", c.URL)
 }
 
 // maxBufferMsgs bounds MV_NATS_BUFFER_MESSAGES: the client allocates a

@@ -249,6 +249,10 @@ func TestValidate(t *testing.T) {
 		{"reconnect wait", func(c *natssource.Config) { c.ReconnectWait = 0 }, "MV_NATS_RECONNECT_WAIT"},
 		{"tls key alone", func(c *natssource.Config) { c.TLSKeyFile = "/k" }, "MV_NATS_TLS_CERT_FILE"},
 		{"missing nkey file", func(c *natssource.Config) { c.NKeyFile = "/nonexistent/seed" }, "MV_NATS_NKEY_FILE"},
+		{"a user and password", func(c *natssource.Config) { c.User, c.Password = "u\n", "p\n" }, ""},
+		{"a user without a password", func(c *natssource.Config) { c.User = "u" }, "MV_NATS_PASSWORD"},
+		{"a token and a user in the url", func(c *natssource.Config) { c.Token, c.URL = "t", "nats://u:p@a:4222" }, "MV_NATS_TOKEN"},
+		{"a token and an nkey", func(c *natssource.Config) { c.Token, c.NKeyFile = "t", "/nonexistent/seed" }, "MV_NATS_NKEY_FILE"},
 	} {
 		adaptertest.ValidateRow(t, tc.name, good, runner.RoleSource, tc.change, tc.bad)
 	}
