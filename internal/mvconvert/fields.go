@@ -58,7 +58,7 @@ var Table = []Row{
 	{[]string{"spec.source.jetstream.auth.nkey"}, Mapped, "the Secret mounted, its path in `MV_JETSTREAM_NKEY_FILE`"},
 	{[]string{"spec.source.jetstream.tls"}, Mapped, "`MV_JETSTREAM_TLS=true`; `insecureSkipVerify` to `MV_JETSTREAM_TLS_SKIP_VERIFY` (the Secrets are then ignored, as in Numaflow); `caCertSecret`, `certSecret`, `keySecret` mounted, their paths in `MV_JETSTREAM_TLS_CA_FILE`, `_CERT_FILE`, `_KEY_FILE`"},
 	{[]string{"spec.source.kafka"}, Mapped, "`MV_SOURCE=kafka`, `MV_KAFKA_START_OFFSET=earliest` (Numaflow's `auto.offset.reset`)"},
-	{[]string{"spec.source.kafka.brokers", "spec.source.kafka.topic", "spec.source.kafka.consumerGroup"}, Mapped, "`MV_KAFKA_BROKERS`, `MV_KAFKA_TOPIC`, `MV_KAFKA_GROUP` (default: the name)"},
+	{[]string{"spec.source.kafka.brokers", "spec.source.kafka.topic", "spec.source.kafka.consumerGroup"}, Mapped, "`MV_KAFKA_BROKERS`, `MV_KAFKA_TOPIC` (one topic, or several comma-separated as in Numaflow), `MV_KAFKA_GROUP` (default: the name)"},
 	{[]string{"spec.source.kafka.tls", "<sink>.kafka.tls"}, Mapped, "`MV_KAFKA_TLS`, `_TLS_SKIP_VERIFY`; each secret mounted under `/etc/monovertex/kafka/` for `MV_KAFKA_TLS_CA_FILE`, `_CERT_FILE`, `_KEY_FILE` (one setting shared by every Kafka part, else exit 2)"},
 	{[]string{"spec.source.kafka.sasl", "<sink>.kafka.sasl"}, Mapped, "`MV_KAFKA_SASL_MECHANISM` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`), `MV_KAFKA_SASL_USER`/`_PASSWORD` from the secrets; `handshake` needs nothing (the client always handshakes)"},
 	{[]string{"spec.source.kafka.sasl.gssapi", "spec.source.kafka.sasl.oauth", "<sink>.kafka.sasl.gssapi", "<sink>.kafka.sasl.oauth"}, Refused, "the runner's Kafka client supports PLAIN and SCRAM"},

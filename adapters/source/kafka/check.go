@@ -12,17 +12,17 @@ import (
 // below c was handed out and neither acked nor taken back by a revoke.
 type commitCheck struct {
 	mu          sync.Mutex
-	outstanding map[int32]map[int64]struct{}
+	outstanding map[tp]map[int64]struct{}
 	commits     int64
 	violations  int64
 	first       error
 }
 
 func newCommitCheck() *commitCheck {
-	return &commitCheck{outstanding: map[int32]map[int64]struct{}{}}
+	return &commitCheck{outstanding: map[tp]map[int64]struct{}{}}
 }
 
-func (c *commitCheck) delivered(p int32, off int64) {
+func (c *commitCheck) delivered(p tp, off int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.outstanding[p]
@@ -33,7 +33,7 @@ func (c *commitCheck) delivered(p int32, off int64) {
 	m[off] = struct{}{}
 }
 
-func (c *commitCheck) acked(p int32, off int64) {
+func (c *commitCheck) acked(p tp, off int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.outstanding[p], off)
@@ -41,7 +41,7 @@ func (c *commitCheck) acked(p int32, off int64) {
 
 // released forgets a partition this replica no longer owns: its unacked
 // records are the new owner's to deliver.
-func (c *commitCheck) released(p int32) {
+func (c *commitCheck) released(p tp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.outstanding, p)
@@ -49,14 +49,14 @@ func (c *commitCheck) released(p int32) {
 
 // check records a commit of partition p at offset at, and returns an
 // error if a record below it is outstanding.
-func (c *commitCheck) check(p int32, at int64) error {
+func (c *commitCheck) check(p tp, at int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.commits++
 	for off := range c.outstanding[p] {
 		if off < at {
 			c.violations++
-			err := fmt.Errorf("kafka source: commit check failed: commit of partition %d at %d is beyond offset %d, which was read and not acked", p, at, off)
+			err := fmt.Errorf("kafka source: commit check failed: commit of %s[%d] at %d is beyond offset %d, which was read and not acked", p.topic, p.p, at, off)
 			if c.first == nil {
 				c.first = err
 			}

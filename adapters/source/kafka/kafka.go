@@ -1,4 +1,4 @@
-// Package kafka is a source reading a Kafka topic as a member of a consumer
+// Package kafka is a source reading Kafka topics as a member of a consumer
 // group (MV_SOURCE=kafka), with github.com/twmb/franz-go.
 //
 // Offsets are committed only for what is final: per partition, the end of
@@ -42,7 +42,7 @@ const TopicHeader = "X-NF-Kafka-TopicName"
 // Config holds the Kafka source's settings.
 type Config struct {
 	Brokers        string        `envconfig:"MV_KAFKA_BROKERS" desc:"comma-separated bootstrap brokers, e.g. kafka-0:9092,kafka-1:9092"`
-	Topic          string        `envconfig:"MV_KAFKA_TOPIC" desc:"topic to read (must exist)"`
+	Topic          string        `envconfig:"MV_KAFKA_TOPIC" desc:"topic to read (must exist), or comma-separated topics, as Numaflow's topic"`
 	Group          string        `envconfig:"MV_KAFKA_GROUP" desc:"consumer group shared by all replicas; offsets are committed for it"`
 	StartOffset    string        `envconfig:"MV_KAFKA_START_OFFSET" default:"earliest" desc:"where a group without a committed offset starts: earliest or latest (Numaflow's default is earliest)"`
 	CommitInterval time.Duration `envconfig:"MV_KAFKA_COMMIT_INTERVAL" default:"1s" desc:"how often the final offsets are committed"`
@@ -62,9 +62,17 @@ func (c *Config) Validate(runner.Role) error {
 	if _, err := kafkaconn.Brokers("MV_KAFKA_BROKERS", c.Brokers); err != nil {
 		return err
 	}
+	seen := map[string]bool{}
+	for _, t := range c.topics() {
+		switch {
+		case !kafkaconn.ValidTopic(t):
+			return &runner.ConfigError{Var: "MV_KAFKA_TOPIC", Value: c.Topic, Reason: fmt.Sprintf("%q: must name a topic, 1 to 249 of a-z A-Z 0-9 . _ - (several: comma-separated)", t)}
+		case seen[t]:
+			return &runner.ConfigError{Var: "MV_KAFKA_TOPIC", Value: c.Topic, Reason: fmt.Sprintf("names %q twice", t)}
+		}
+		seen[t] = true
+	}
 	switch {
-	case !kafkaconn.ValidTopic(c.Topic):
-		return &runner.ConfigError{Var: "MV_KAFKA_TOPIC", Value: c.Topic, Reason: "must name a topic: 1 to 249 of a-z A-Z 0-9 . _ -"}
 	case strings.TrimSpace(c.Group) == "" || len(c.Group) > 255:
 		return &runner.ConfigError{Var: "MV_KAFKA_GROUP", Value: c.Group, Reason: "must name the consumer group (Numaflow's consumerGroup), 1 to 255 bytes"}
 	case c.StartOffset != "earliest" && c.StartOffset != "latest":
@@ -83,10 +91,63 @@ func (c *Config) Validate(runner.Role) error {
 	return c.Auth.Validate()
 }
 
+// topics splits MV_KAFKA_TOPIC at commas and trims each name, as
+// numaflow-core reads its Kafka source's topic.
+func (c *Config) topics() []string {
+	ts := strings.Split(c.Topic, ",")
+	for i := range ts {
+		ts[i] = strings.TrimSpace(ts[i])
+	}
+	return ts
+}
+
 func init() {
 	runner.RegisterSource("kafka", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
 		return New(ctx, *cfg, fmt.Sprintf("monovertex-%s-%d", env.Name, env.Replica), env.Logger)
 	})
+}
+
+// tp names one partition of one of the topics read.
+type tp struct {
+	topic string
+	p     int32
+}
+
+// byTopic groups partitions as franz-go's pause, resume and commit calls
+// take them.
+func byTopic[V any](m map[tp]V) map[string]map[int32]V {
+	out := map[string]map[int32]V{}
+	for k, v := range m {
+		if out[k.topic] == nil {
+			out[k.topic] = map[int32]V{}
+		}
+		out[k.topic][k.p] = v
+	}
+	return out
+}
+
+// partitionLists is byTopic for a list of partitions.
+func partitionLists(parts []tp) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, k := range parts {
+		out[k.topic] = append(out[k.topic], k.p)
+	}
+	return out
+}
+
+// partitionsOf flattens a rebalance callback's map, keeping only the
+// topics read.
+func (s *Source) partitionsOf(m map[string][]int32) []tp {
+	var out []tp
+	for t, ps := range m {
+		if !s.topics[t] {
+			continue
+		}
+		for _, p := range ps {
+			out = append(out, tp{t, p})
+		}
+	}
+	return out
 }
 
 // handle is a message's Offset: the tracker of the partition assignment it
@@ -94,7 +155,7 @@ func init() {
 // away is ignored rather than counted for a later assignment.
 type handle struct {
 	pt  *partTracker
-	p   int32
+	k   tp
 	off int64
 }
 
@@ -105,21 +166,22 @@ type seek struct {
 	due time.Time
 }
 
-// Source reads one topic as a member of a consumer group.
+// Source reads its topics as a member of a consumer group.
 type Source struct {
-	cfg   Config
-	log   *zap.SugaredLogger
-	cl    *kgo.Client
-	adm   *kadm.Client
-	check *commitCheck
+	cfg    Config
+	topics map[string]bool
+	log    *zap.SugaredLogger
+	cl     *kgo.Client
+	adm    *kadm.Client
+	check  *commitCheck
 
 	readMu sync.Mutex // one poll at a time: AllowRebalance ends every poll
 
 	mu      sync.Mutex
 	cond    *sync.Cond // acks and closing wake a rebalance waiting for in-flight records
-	parts   map[int32]*partTracker
-	seeks   map[int32]seek
-	paused  map[int32]bool
+	parts   map[tp]*partTracker
+	seeks   map[tp]seek
+	paused  map[tp]bool
 	closing bool
 
 	// commitMu keeps commits in order: a later snapshot is never
@@ -139,8 +201,8 @@ type Source struct {
 
 	// revoking and released, when set (tests, under mu), are told when a
 	// revoke or loss begins and how it ended.
-	revoking func(parts []int32)
-	released func(parts []int32, revoked bool, waited time.Duration, unfinished int)
+	revoking func(parts []tp)
+	released func(parts []tp, revoked bool, waited time.Duration, unfinished int)
 }
 
 type lagInfo struct {
@@ -157,7 +219,7 @@ var (
 )
 
 // New joins the group and returns the source. A broker must answer now and
-// the topic must exist; later outages are ridden out by the client.
+// every topic must exist; later outages are ridden out by the client.
 func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
@@ -171,11 +233,14 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		return nil, err
 	}
 	s := &Source{
-		cfg: cfg, log: log,
-		parts: map[int32]*partTracker{}, seeks: map[int32]seek{}, paused: map[int32]bool{},
+		cfg: cfg, log: log, topics: map[string]bool{},
+		parts: map[tp]*partTracker{}, seeks: map[tp]seek{}, paused: map[tp]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	for _, t := range cfg.topics() {
+		s.topics[t] = true
+	}
 	if cfg.CheckCommits {
 		s.check = newCommitCheck()
 	}
@@ -186,7 +251,7 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 	opts = append(opts,
 		kgo.ClientID(clientID),
 		kgo.ConsumerGroup(cfg.Group),
-		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeTopics(cfg.topics()...),
 		kgo.ConsumeResetOffset(start),
 		kgo.DisableAutoCommit(),
 		// Polls and rebalance callbacks exclude each other, so a record
@@ -194,10 +259,10 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		// revoked, and a seek never lands on a partition given away.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			s.release(ctx, cl, m[cfg.Topic], true)
+			s.release(ctx, cl, s.partitionsOf(m), true)
 		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-			s.release(ctx, cl, m[cfg.Topic], false)
+			s.release(ctx, cl, s.partitionsOf(m), false)
 		}),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, cfg.SessionTimeout/3)),
@@ -208,9 +273,11 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		return nil, fmt.Errorf("kafka source: client: %w", err)
 	}
 	s.cl, s.adm = cl, kadm.NewClient(cl)
-	if err := kafkaconn.CheckTopic(ctx, s.adm, cfg.Topic, "MV_KAFKA_TOPIC"); err != nil {
-		cl.Close()
-		return nil, err
+	for _, t := range cfg.topics() {
+		if err := kafkaconn.CheckTopic(ctx, s.adm, t, "MV_KAFKA_TOPIC"); err != nil {
+			cl.Close()
+			return nil, err
+		}
 	}
 	go s.commitLoop()
 	return s, nil
@@ -250,55 +317,50 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		}
 	})
 	msgs := make([]*runner.Message, 0, fetches.NumRecords())
-	var pause map[string][]int32
+	var pause []tp
 	now := time.Now()
 	s.mu.Lock()
 	fetches.EachRecord(func(r *kgo.Record) {
-		if r.Topic != s.cfg.Topic {
+		if !s.topics[r.Topic] {
 			return
 		}
-		pt := s.parts[r.Partition]
+		k := tp{r.Topic, r.Partition}
+		pt := s.parts[k]
 		if pt == nil {
 			pt = newPartTracker()
-			s.parts[r.Partition] = pt
+			s.parts[k] = pt
 		}
 		if !pt.read(r.Offset, r.LeaderEpoch) {
 			return
 		}
 		if s.check != nil {
-			s.check.delivered(r.Partition, r.Offset)
+			s.check.delivered(k, r.Offset)
 		}
-		msgs = append(msgs, s.convert(r, pt, now))
-		if pt.held() > s.cfg.MaxHeld && !s.paused[r.Partition] {
-			s.paused[r.Partition] = true
-			if pause == nil {
-				pause = map[string][]int32{}
-			}
-			pause[s.cfg.Topic] = append(pause[s.cfg.Topic], r.Partition)
+		msgs = append(msgs, s.convert(r, pt, k, now))
+		if pt.held() > s.cfg.MaxHeld && !s.paused[k] {
+			s.paused[k] = true
+			pause = append(pause, k)
 		}
 	})
-	var set map[string]map[int32]kgo.EpochOffset
-	for p, sk := range s.seeks {
-		if s.parts[p] != sk.pt {
-			delete(s.seeks, p)
+	set := map[tp]kgo.EpochOffset{}
+	for k, sk := range s.seeks {
+		if s.parts[k] != sk.pt {
+			delete(s.seeks, k)
 			continue
 		}
 		if now.Before(sk.due) {
 			continue
 		}
-		if set == nil {
-			set = map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: {}}
-		}
-		set[s.cfg.Topic][p] = kgo.EpochOffset{Epoch: -1, Offset: sk.off}
-		delete(s.seeks, p)
+		set[k] = kgo.EpochOffset{Epoch: -1, Offset: sk.off}
+		delete(s.seeks, k)
 	}
 	s.mu.Unlock()
 	if pause != nil {
-		s.cl.PauseFetchPartitions(pause)
-		s.log.Warnw("an unacked record holds back commits: paused reading partitions until it is acked", "topic", s.cfg.Topic, "partitions", pause[s.cfg.Topic], "maxHeld", s.cfg.MaxHeld)
+		s.cl.PauseFetchPartitions(partitionLists(pause))
+		s.log.Warnw("an unacked record holds back commits: paused reading partitions until it is acked", "partitions", partitionLists(pause), "maxHeld", s.cfg.MaxHeld)
 	}
-	if set != nil {
-		s.cl.SetOffsets(set)
+	if len(set) > 0 {
+		s.cl.SetOffsets(byTopic(set))
 	}
 	if ferr != nil {
 		if len(msgs) == 0 {
@@ -309,12 +371,12 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 	return msgs, nil
 }
 
-func (s *Source) convert(r *kgo.Record, pt *partTracker, now time.Time) *runner.Message {
+func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *runner.Message {
 	m := &runner.Message{
 		ID:        r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10),
 		Value:     r.Value,
 		EventTime: r.Timestamp,
-		Offset:    &handle{pt: pt, p: r.Partition, off: r.Offset},
+		Offset:    &handle{pt: pt, k: k, off: r.Offset},
 		Headers:   make(map[string]string, len(r.Headers)+1),
 	}
 	if m.EventTime.UnixMilli() <= 0 {
@@ -335,28 +397,25 @@ func (s *Source) convert(r *kgo.Record, pt *partTracker, now time.Time) *runner.
 // MV_KAFKA_COMMIT_INTERVAL, or at a rebalance or shutdown). Acks of
 // messages this replica no longer owns, or never read, are ignored.
 func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
-	var resume map[string][]int32
+	var resume []tp
 	s.mu.Lock()
 	for _, m := range msgs {
 		h, ok := m.Offset.(*handle)
-		if !ok || h == nil || s.parts[h.p] != h.pt {
+		if !ok || h == nil || s.parts[h.k] != h.pt {
 			continue
 		}
 		if h.pt.ack(h.off) && s.check != nil {
-			s.check.acked(h.p, h.off)
+			s.check.acked(h.k, h.off)
 		}
-		if s.paused[h.p] && h.pt.held() <= s.cfg.MaxHeld/2 {
-			delete(s.paused, h.p)
-			if resume == nil {
-				resume = map[string][]int32{}
-			}
-			resume[s.cfg.Topic] = append(resume[s.cfg.Topic], h.p)
+		if s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
+			delete(s.paused, h.k)
+			resume = append(resume, h.k)
 		}
 	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	if resume != nil {
-		s.cl.ResumeFetchPartitions(resume)
+		s.cl.ResumeFetchPartitions(partitionLists(resume))
 	}
 	return nil
 }
@@ -373,12 +432,12 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 	defer s.mu.Unlock()
 	for _, m := range msgs {
 		h, ok := m.Offset.(*handle)
-		if !ok || h == nil || s.parts[h.p] != h.pt || !h.pt.nack(h.off) {
+		if !ok || h == nil || s.parts[h.k] != h.pt || !h.pt.nack(h.off) {
 			continue
 		}
-		sk, exists := s.seeks[h.p]
+		sk, exists := s.seeks[h.k]
 		if !exists || sk.pt != h.pt {
-			s.seeks[h.p] = seek{pt: h.pt, off: h.off, due: due}
+			s.seeks[h.k] = seek{pt: h.pt, off: h.off, due: due}
 			continue
 		}
 		// One seek per partition: back to the earliest, after the latest delay.
@@ -386,7 +445,7 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 		if due.After(sk.due) {
 			sk.due = due
 		}
-		s.seeks[h.p] = sk
+		s.seeks[h.k] = sk
 	}
 	s.cond.Broadcast()
 	return nil
@@ -394,9 +453,9 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 
 // snapshot collects the commit points that moved, runs the commit check on
 // them, and marks them sent. Called with s.mu held.
-func (s *Source) snapshot(parts []int32) (map[int32]kgo.EpochOffset, error) {
-	out := map[int32]kgo.EpochOffset{}
-	visit := func(p int32, pt *partTracker) error {
+func (s *Source) snapshot(parts []tp) (map[tp]kgo.EpochOffset, error) {
+	out := map[tp]kgo.EpochOffset{}
+	visit := func(p tp, pt *partTracker) error {
 		off, epoch, ok := pt.toCommit()
 		if !ok {
 			return nil
@@ -429,12 +488,12 @@ func (s *Source) snapshot(parts []int32) (map[int32]kgo.EpochOffset, error) {
 }
 
 // commit sends offsets and waits for the coordinator's answer.
-func (s *Source) commit(ctx context.Context, cl *kgo.Client, offsets map[int32]kgo.EpochOffset) error {
+func (s *Source) commit(ctx context.Context, cl *kgo.Client, offsets map[tp]kgo.EpochOffset) error {
 	if len(offsets) == 0 {
 		return nil
 	}
 	var cerr error
-	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{s.cfg.Topic: offsets},
+	cl.CommitOffsetsSync(ctx, byTopic(offsets),
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
 				cerr = err
@@ -443,7 +502,7 @@ func (s *Source) commit(ctx context.Context, cl *kgo.Client, offsets map[int32]k
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
 					if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
-						cerr = fmt.Errorf("partition %d: %w", p.Partition, e)
+						cerr = fmt.Errorf("%s[%d]: %w", t.Topic, p.Partition, e)
 					}
 				}
 			}
@@ -460,7 +519,7 @@ func (s *Source) commitAll(ctx context.Context) error {
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
 	offsets, err := s.snapshot(nil)
-	pts := make(map[int32]*partTracker, len(offsets))
+	pts := make(map[tp]*partTracker, len(offsets))
 	for p := range offsets {
 		pts[p] = s.parts[p]
 	}
@@ -512,7 +571,7 @@ func (s *Source) commitLoop() {
 // read. Polls cannot run meanwhile (BlockRebalanceOnPoll), so nothing more
 // of these partitions is read. Lost partitions (the session expired) are
 // only forgotten: another member may own them already.
-func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, commit bool) {
+func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []tp, commit bool) {
 	if len(parts) == 0 {
 		return
 	}
@@ -539,13 +598,13 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
-	var offsets map[int32]kgo.EpochOffset
+	var offsets map[tp]kgo.EpochOffset
 	var cerr error
 	if commit {
 		offsets, cerr = s.snapshot(parts)
 	}
 	unfinished := 0
-	var resume []int32
+	var resume []tp
 	for _, p := range parts {
 		if pt := s.parts[p]; pt != nil {
 			unfinished += pt.inflight + pt.nacked
@@ -562,7 +621,7 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 	}
 	s.mu.Unlock()
 	if resume != nil {
-		cl.ResumeFetchPartitions(map[string][]int32{s.cfg.Topic: resume})
+		cl.ResumeFetchPartitions(partitionLists(resume))
 	}
 	if cerr != nil {
 		s.failed(cerr)
@@ -578,7 +637,7 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 		cancel()
 	}
 	waited := time.Since(start)
-	s.log.Infow("partitions "+how, "topic", s.cfg.Topic, "partitions", parts, "committed", len(offsets),
+	s.log.Infow("partitions "+how, "partitions", partitionLists(parts), "committed", len(offsets),
 		"unfinished", unfinished, "waited", waited.Round(time.Millisecond).String())
 	if released != nil {
 		released(parts, commit, waited, unfinished)
@@ -587,7 +646,7 @@ func (s *Source) release(ctx context.Context, cl *kgo.Client, parts []int32, com
 
 // inflight counts the records of parts handed to the engine and not yet
 // acked or nacked. Called with s.mu held.
-func (s *Source) inflight(parts []int32) int {
+func (s *Source) inflight(parts []tp) int {
 	n := 0
 	for _, p := range parts {
 		if pt := s.parts[p]; pt != nil {
@@ -634,11 +693,12 @@ var _ runner.Readier = (*Source)(nil)
 func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ends, err := s.adm.ListEndOffsets(ctx, s.cfg.Topic)
+	topics := s.cfg.topics()
+	ends, err := s.adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return lagInfo{}, fmt.Errorf("kafka source: end offsets of %s: %w", s.cfg.Topic, err)
 	}
-	starts, err := s.adm.ListStartOffsets(ctx, s.cfg.Topic)
+	starts, err := s.adm.ListStartOffsets(ctx, topics...)
 	if err != nil {
 		return lagInfo{}, fmt.Errorf("kafka source: start offsets of %s: %w", s.cfg.Topic, err)
 	}
@@ -652,7 +712,7 @@ func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 	var li lagInfo
 	var perr error
 	ends.Each(func(e kadm.ListedOffset) {
-		if e.Topic != s.cfg.Topic {
+		if !s.topics[e.Topic] {
 			return
 		}
 		if e.Err != nil {
@@ -680,7 +740,7 @@ func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 }
 
 // Pending is the whole group's lag: high watermark minus committed offset,
-// summed over the topic's partitions, the same number on every replica
+// summed over the partitions of every topic read, the same number on every replica
 // (as Numaflow's Kafka source counts it). Records read but not yet
 // committed count as pending, as a JetStream consumer counts its unacked.
 func (s *Source) Pending(ctx context.Context) (int64, error) {

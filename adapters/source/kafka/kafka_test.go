@@ -227,10 +227,10 @@ func testutilWait(t *testing.T, d time.Duration, cond func() bool) {
 }
 
 // owned returns the partitions s tracks now.
-func owned(s *Source) []int32 {
+func owned(s *Source) []tp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []int32
+	var out []tp
 	for p := range s.parts {
 		out = append(out, p)
 	}
@@ -289,7 +289,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 				t.Fatalf("a tracks %d partitions, want 2", parts)
 			}
 			a.mu.Lock()
-			a.released = func(_ []int32, revoked bool, waited time.Duration, unfinished int) {
+			a.released = func(_ []tp, revoked bool, waited time.Duration, unfinished int) {
 				if revoked {
 					releases <- release{waited, unfinished}
 				}
@@ -302,7 +302,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 					}()
 				})
 			}
-			a.revoking = func([]int32) { startAck() }
+			a.revoking = func([]tp) { startAck() }
 			a.mu.Unlock()
 			b := newSource(t, cfg)
 			// b must poll to take part; the revoke runs in a's client meanwhile.
@@ -337,7 +337,7 @@ func TestRevokeWaitsForInFlightWithinItsBound(t *testing.T) {
 			// Nothing more arrives.
 			msgs, _ := b.Read(ctx, 20, time.Second)
 			again = append(again, msgs...)
-			moved := int32(1 - owned(a)[0])
+			moved := 1 - owned(a)[0].p
 			for _, m := range again {
 				if !strings.HasPrefix(m.ID, fmt.Sprintf("rv:%d:", moved)) {
 					t.Fatalf("b read %s, not of the moved partition %d", m.ID, moved)
@@ -397,5 +397,85 @@ func TestMaxHeldPausesThePartition(t *testing.T) {
 		msgs, _ := s.Read(ctx, 3, 200*time.Millisecond)
 		_ = s.Ack(ctx, msgs)
 		got = append(got, msgs...)
+	}
+}
+
+// TestReadsSeveralTopicsAsNumaflowDoes: MV_KAFKA_TOPIC "mt-a, mt-b" reads
+// both topics, as Numaflow's comma-separated topic does. Partition 0 of
+// one topic is not partition 0 of the other: a nack and an unacked record
+// in mt-a[0] hold back mt-a[0] only, and mt-b[0] commits to its end. Every
+// record is read once with its topic header, and Pending counts both
+// topics.
+func TestReadsSeveralTopicsAsNumaflowDoes(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"mt-a": 2, "mt-b": 3})
+	cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	producePerPartition(t, cl, "mt-a", 2, 10)
+	producePerPartition(t, cl, "mt-b", 3, 10)
+	cfg := testConfig(c.Brokers(), "mt-a, mt-b")
+	if err := cfg.Validate(runner.RoleSource); err != nil {
+		t.Fatal(err)
+	}
+	s := newSource(t, cfg)
+	if p, err := s.Pending(ctx); err != nil || p != 50 {
+		t.Fatalf("pending %d (%v) before reading, want 50 (20 in mt-a, 30 in mt-b)", p, err)
+	}
+	got := readAll(t, s, 50)
+	seen := map[string]bool{}
+	var held, nacked *runner.Message
+	var acks []*runner.Message
+	for _, m := range got {
+		topic, rest, _ := strings.Cut(m.ID, ":")
+		part, off, _ := strings.Cut(rest, ":")
+		if seen[m.ID] || m.Headers[TopicHeader] != topic || string(m.Value) != "p"+part+"-"+off {
+			t.Fatalf("message %s (header %q, value %q) twice or not of its topic and partition", m.ID, m.Headers[TopicHeader], m.Value)
+		}
+		seen[m.ID] = true
+		switch m.ID {
+		case "mt-a:0:2":
+			nacked = m
+		case "mt-a:0:6":
+			held = m
+		default:
+			acks = append(acks, m)
+		}
+	}
+	if len(seen) != 50 || held == nil || nacked == nil {
+		t.Fatalf("read %d distinct records, want 50 with mt-a:0:2 and mt-a:0:6", len(seen))
+	}
+	if err := s.Ack(ctx, acks); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Nack(ctx, []*runner.Message{nacked}, 0); err != nil {
+		t.Fatal(err)
+	}
+	again := readAll(t, s, 1)
+	if len(again) != 1 || again[0].ID != "mt-a:0:2" {
+		t.Fatalf("after the nack of mt-a:0:2 read %v, want only it (mt-b:0:2 was acked)", ids(again))
+	}
+	if extra, _ := s.Read(ctx, 10, 500*time.Millisecond); len(extra) != 0 {
+		t.Fatalf("read %v after the redelivery, want nothing", ids(extra))
+	}
+	if err := s.Ack(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	wantA, wantB := map[int32]int64{0: 6, 1: 10}, map[int32]int64{0: 10, 1: 10, 2: 10}
+	testutilWait(t, 20*time.Second, func() bool {
+		return fmt.Sprint(kafkatest.Committed(t, cl, cfg.Group, "mt-a")) == fmt.Sprint(wantA) &&
+			fmt.Sprint(kafkatest.Committed(t, cl, cfg.Group, "mt-b")) == fmt.Sprint(wantB)
+	})
+	if err := s.Ack(ctx, []*runner.Message{held}); err != nil {
+		t.Fatal(err)
+	}
+	wantA[0] = 10
+	testutilWait(t, 20*time.Second, func() bool {
+		return fmt.Sprint(kafkatest.Committed(t, cl, cfg.Group, "mt-a")) == fmt.Sprint(wantA)
+	})
+	time.Sleep(lagValidFor)
+	if p, err := s.Pending(ctx); err != nil || p != 0 {
+		t.Fatalf("pending %d (%v) with everything committed, want 0", p, err)
+	}
+	if _, violations, first := s.check.summary(); violations != 0 {
+		t.Fatalf("commit check: %v", first)
 	}
 }

@@ -66,17 +66,19 @@ func TestTrackerRedeliversOnlyNacked(t *testing.T) {
 
 func TestCommitCheckCatchesACommitBeyondUnacked(t *testing.T) {
 	c := newCommitCheck()
-	c.delivered(0, 5)
-	c.delivered(0, 6)
-	c.acked(0, 5)
-	if err := c.check(0, 6); err != nil {
+	p0, other := tp{"a", 0}, tp{"b", 0}
+	c.delivered(p0, 5)
+	c.delivered(p0, 6)
+	c.delivered(other, 1) // another topic's partition 0 is apart
+	c.acked(p0, 5)
+	if err := c.check(p0, 6); err != nil {
 		t.Fatalf("commit at 6 with 5 acked: %v", err)
 	}
-	if err := c.check(0, 7); err == nil {
+	if err := c.check(p0, 7); err == nil {
 		t.Fatal("commit at 7 with 6 unacked passed the check")
 	}
-	c.released(0)
-	if err := c.check(0, 7); err != nil {
+	c.released(p0)
+	if err := c.check(p0, 7); err != nil {
 		t.Fatalf("after the partition was released: %v", err)
 	}
 	if commits, violations, _ := c.summary(); commits != 3 || violations != 1 {
@@ -96,6 +98,9 @@ func TestValidate(t *testing.T) {
 		{"port out of range", func(c *Config) { c.Brokers = "k:9092,k:70000" }, "MV_KAFKA_BROKERS"},
 		{"no topic", func(c *Config) { c.Topic = "" }, "MV_KAFKA_TOPIC"},
 		{"topic with a slash", func(c *Config) { c.Topic = "a/b" }, "MV_KAFKA_TOPIC"},
+		{"two topics", func(c *Config) { c.Topic = "a, b" }, ""},
+		{"an empty topic in the list", func(c *Config) { c.Topic = "a,,b" }, "MV_KAFKA_TOPIC"},
+		{"a topic twice", func(c *Config) { c.Topic = "a,b, a" }, "MV_KAFKA_TOPIC"},
 		{"no group", func(c *Config) { c.Group = "" }, "MV_KAFKA_GROUP"},
 		{"start offset", func(c *Config) { c.StartOffset = "newest" }, "MV_KAFKA_START_OFFSET"},
 		{"commit interval", func(c *Config) { c.CommitInterval = 0 }, "MV_KAFKA_COMMIT_INTERVAL"},
