@@ -45,6 +45,7 @@ type Config struct {
 	Topic          string        `envconfig:"MV_KAFKA_TOPIC" desc:"topic to read (must exist), or comma-separated topics, as Numaflow's topic"`
 	Group          string        `envconfig:"MV_KAFKA_GROUP" desc:"consumer group shared by all replicas; offsets are committed for it"`
 	StartOffset    string        `envconfig:"MV_KAFKA_START_OFFSET" default:"earliest" desc:"where a group without a committed offset starts: earliest or latest (Numaflow's default is earliest)"`
+	Isolation      string        `envconfig:"MV_KAFKA_ISOLATION_LEVEL" default:"read_committed" desc:"read_committed skips records of aborted transactions and waits for open ones to end, as Numaflow's Kafka source (librdkafka's default) does; read_uncommitted reads every record"`
 	CommitInterval time.Duration `envconfig:"MV_KAFKA_COMMIT_INTERVAL" default:"1s" desc:"how often the final offsets are committed"`
 	RevokeTimeout  time.Duration `envconfig:"MV_KAFKA_REVOKE_TIMEOUT" default:"10s" desc:"how long a rebalance waits for the in-flight records of a partition taken away before committing what is final; keep it below the rebalance timeout (60s)"`
 	SessionTimeout time.Duration `envconfig:"MV_KAFKA_SESSION_TIMEOUT" default:"45s" desc:"group session timeout: a replica that stops heartbeating loses its partitions after it"`
@@ -77,6 +78,8 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_KAFKA_GROUP", Value: c.Group, Reason: "must name the consumer group (Numaflow's consumerGroup), 1 to 255 bytes"}
 	case c.StartOffset != "earliest" && c.StartOffset != "latest":
 		return &runner.ConfigError{Var: "MV_KAFKA_START_OFFSET", Value: c.StartOffset, Reason: "must be earliest or latest"}
+	case c.Isolation != "read_committed" && c.Isolation != "read_uncommitted":
+		return &runner.ConfigError{Var: "MV_KAFKA_ISOLATION_LEVEL", Value: c.Isolation, Reason: "must be read_committed or read_uncommitted"}
 	case c.CommitInterval <= 0:
 		return &runner.ConfigError{Var: "MV_KAFKA_COMMIT_INTERVAL", Value: c.CommitInterval.String(), Reason: "must be a positive duration such as 1s"}
 	case c.RevokeTimeout < 0:
@@ -248,11 +251,18 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 	if cfg.StartOffset == "latest" {
 		start = kgo.NewOffset().AtEnd()
 	}
+	// franz-go reads uncommitted by default; librdkafka, and so Numaflow,
+	// reads committed.
+	isolation := kgo.ReadCommitted()
+	if cfg.Isolation == "read_uncommitted" {
+		isolation = kgo.ReadUncommitted()
+	}
 	opts = append(opts,
 		kgo.ClientID(clientID),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.topics()...),
 		kgo.ConsumeResetOffset(start),
+		kgo.FetchIsolationLevel(isolation),
 		kgo.DisableAutoCommit(),
 		// Polls and rebalance callbacks exclude each other, so a record
 		// is registered with its tracker before its partition can be

@@ -33,7 +33,7 @@ func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
 
 func testConfig(brokers, topic string) Config {
 	return Config{
-		Brokers: brokers, Topic: topic, Group: topic + "-group", StartOffset: "earliest",
+		Brokers: brokers, Topic: topic, Group: topic + "-group", StartOffset: "earliest", Isolation: "read_committed",
 		CommitInterval: 100 * time.Millisecond, RevokeTimeout: 5 * time.Second, SessionTimeout: 6 * time.Second,
 		MaxHeld: 100000, CheckCommits: true,
 	}
@@ -477,5 +477,82 @@ func TestReadsSeveralTopicsAsNumaflowDoes(t *testing.T) {
 	}
 	if _, violations, first := s.check.summary(); violations != 0 {
 		t.Fatalf("commit check: %v", first)
+	}
+}
+
+// TestSkipsAbortedTransactionsAsNumaflowDoes: by default the source reads
+// only committed records, as librdkafka (Numaflow's Kafka client) does:
+// the records of an aborted transaction are never handed out, those of a
+// committed one and plain records are, each once. With read_uncommitted
+// the aborted ones are read too.
+func TestSkipsAbortedTransactionsAsNumaflowDoes(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"tx": 1})
+	ctx := context.Background()
+	plain := c.Client()
+	txp := c.Client(kgo.TransactionalID("tx-producer"))
+	produceTx := func(prefix string, n int, commit kgo.TransactionEndTry) {
+		t.Helper()
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if err := txp.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte(fmt.Sprintf("%s-%d", prefix, i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txp.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produceTx("aborted", 5, kgo.TryAbort)
+	if err := plain.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte("plain-0")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produceTx("committed", 5, kgo.TryCommit)
+	produceTx("aborted-again", 3, kgo.TryAbort)
+	if err := plain.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte("plain-1")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	values := func(msgs []*runner.Message) map[string]int {
+		out := map[string]int{}
+		for _, m := range msgs {
+			out[string(m.Value)]++
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		isolation string
+		want      int
+		aborted   int
+	}{
+		{"read_committed", 7, 0},
+		{"read_uncommitted", 15, 8},
+	} {
+		t.Run(tc.isolation, func(t *testing.T) {
+			cfg := testConfig(c.Brokers(), "tx")
+			cfg.Group = "tx-" + tc.isolation
+			cfg.Isolation = tc.isolation
+			s := newSource(t, cfg)
+			got := readAll(t, s, tc.want)
+			if extra, _ := s.Read(ctx, 20, time.Second); len(extra) != 0 {
+				got = append(got, extra...)
+			}
+			v := values(got)
+			aborted := 0
+			for k, n := range v {
+				if n != 1 {
+					t.Fatalf("%s read %d times", k, n)
+				}
+				if strings.HasPrefix(k, "aborted") {
+					aborted++
+				}
+			}
+			if len(got) != tc.want || aborted != tc.aborted || v["plain-0"] != 1 || v["plain-1"] != 1 || v["committed-4"] != 1 {
+				t.Fatalf("read %d records (%d of aborted transactions): %v; want %d with %d aborted", len(got), aborted, v, tc.want, tc.aborted)
+			}
+			if err := s.Ack(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -99,6 +99,8 @@ func TestValidate(t *testing.T) {
 		{"no topic", func(c *Config) { c.Topic = "" }, "MV_KAFKA_TOPIC"},
 		{"topic with a slash", func(c *Config) { c.Topic = "a/b" }, "MV_KAFKA_TOPIC"},
 		{"two topics", func(c *Config) { c.Topic = "a, b" }, ""},
+		{"isolation", func(c *Config) { c.Isolation = "committed" }, "MV_KAFKA_ISOLATION_LEVEL"},
+		{"read uncommitted", func(c *Config) { c.Isolation = "read_uncommitted" }, ""},
 		{"an empty topic in the list", func(c *Config) { c.Topic = "a,,b" }, "MV_KAFKA_TOPIC"},
 		{"a topic twice", func(c *Config) { c.Topic = "a,b, a" }, "MV_KAFKA_TOPIC"},
 		{"no group", func(c *Config) { c.Group = "" }, "MV_KAFKA_GROUP"},
