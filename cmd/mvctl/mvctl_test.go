@@ -224,10 +224,10 @@ var negativeCases = []struct {
 	{"jetstream tls certificate without its key", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      tls: {certSecret: {name: t, key: c}}\n", 1), "spec.source.jetstream.tls.keySecret"},
 	{"kafka gssapi", strings.Replace(base, "    generator: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: GSSAPI\n        gssapi: {serviceName: kafka}\n", 1), "spec.source.kafka.sasl.gssapi"},
 	{"kafka oauth", strings.Replace(base, "    generator: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: OAUTH\n        oauth: {tokenEndpoint: x}\n", 1), "spec.source.kafka.sasl.oauth"},
-	{"kafka config", strings.Replace(base, "    generator: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'max.poll.interval.ms: 100'\n", 1), "spec.source.kafka.config"},
+	{"kafka config", strings.Replace(base, "    generator: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'sasl.username: u'\n", 1), "spec.source.kafka.config.sasl.username"},
 	{"kafka sink sasl gssapi", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: GSSAPI\n        gssapi: {serviceName: kafka}\n", 1), "spec.sink.kafka.sasl.gssapi"},
 	{"kafka sink sasl oauth", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      sasl:\n        mechanism: OAUTH\n        oauth: {tokenEndpoint: x}\n", 1), "spec.sink.kafka.sasl.oauth"},
-	{"kafka sink config", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'linger.ms: 5'\n", 1), "spec.sink.kafka.config"},
+	{"kafka sink config", strings.Replace(base, "    log: {}\n", "    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'transactional.id: t'\n", 1), "spec.sink.kafka.config.transactional.id"},
 	{"nats source without a queue group", strings.Replace(base, "    generator: {}\n", "    nats: {url: nats://n, subject: s}\n", 1), "spec.source.nats.queue"},
 	{"pulsar source", strings.Replace(base, "    generator: {}\n", "    pulsar: {serverAddr: p, topic: t, consumerName: c, subscriptionName: s}\n", 1), "spec.source.pulsar"},
 	{"sqs source", strings.Replace(base, "    generator: {}\n", "    sqs: {awsRegion: r, queueName: q, queueOwnerAWSAccountID: a}\n", 1), "spec.source.sqs"},
@@ -462,7 +462,7 @@ func TestEnvironmentContract(t *testing.T) {
 	check("orders-audit secrets", secrets, map[string]string{"MV_JETSTREAM_TOKEN": "nats-auth/token"})
 	_, env, secrets = envOf("testdata/corpus/kafka-keda.yaml", 0)
 	check("kafka-relay", env, map[string]string{
-		"MV_SOURCE": "kafka", "MV_KAFKA_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_TOPIC": "events",
+		"MV_SOURCE": "kafka", "MV_KAFKA_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_TOPIC": "events, events-eu",
 		"MV_KAFKA_GROUP": "relay", "MV_KAFKA_START_OFFSET": "earliest", "MV_KAFKA_TLS": "true",
 		"MV_KAFKA_TLS_CA_FILE": "/etc/monovertex/kafka/ca/ca.pem", "MV_KAFKA_TLS_CERT_FILE": "/etc/monovertex/kafka/cert/cert.pem",
 		"MV_KAFKA_TLS_KEY_FILE": "/etc/monovertex/kafka/key/key.pem", "MV_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",

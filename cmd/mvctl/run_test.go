@@ -780,7 +780,7 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	topics := map[string]int{"events": 4, "events-out": 4, "events-audit": 4}
+	topics := map[string]int{"events": 4, "events-eu": 2, "events-out": 4, "events-audit": 4}
 	k := kafkatest.StartSecure(t, 2, topics, kafkatest.Security{
 		CertFile: filepath.Join(dir, "server.crt"), KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
 		SASL: "SCRAM-SHA-512:" + user + ":" + password,
@@ -807,14 +807,17 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 	if len(brokers) != 2 {
 		t.Fatalf("kfake brokers %v, want 2", brokers)
 	}
-	const n = 3000
-	values := make([][]byte, n)
+	// The manifest reads two topics, as Numaflow's comma-separated topic
+	// does: 3000 records in events, 1000 in events-eu.
+	const n, nEU = 3000, 1000
+	values := make([][]byte, n+nEU)
 	for i := range values {
 		values[i] = []byte(fmt.Sprintf("event-%d", i))
 	}
 	key := func(i int) []byte { return []byte(fmt.Sprintf("k%d", i%16)) }
 	admin := k.Client()
-	kafkatest.Produce(t, admin, "events", values, key)
+	kafkatest.Produce(t, admin, "events", values[:n], key)
+	kafkatest.Produce(t, admin, "events-eu", values[n:], func(i int) []byte { return key(n + i) })
 
 	d := deployWith(t, local{
 		file: "testdata/corpus/kafka-keda.yaml",
@@ -826,20 +829,24 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 		},
 		hosts: map[string]string{"kafka-0.kafka:9093": brokers[0], "kafka-1.kafka:9093": brokers[1], "redis.redis.svc:6379": rs.Addr()},
 	})
-	for k, want := range map[string]string{"MV_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "MV_KAFKA_TLS": "true", "MV_KAFKA_GROUP": "relay", "MV_RATE_LIMIT_STORE": "redis", "MV_RATE_LIMIT_MODE": "goBackN", "MV_RATE_LIMIT_REDIS_URL": "redis://" + rs.Addr() + "/2", "MV_ON_SUCCESS_KAFKA_TOPIC": "events-audit"} {
+	for k, want := range map[string]string{"MV_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "MV_KAFKA_TLS": "true", "MV_KAFKA_GROUP": "relay", "MV_RATE_LIMIT_STORE": "redis", "MV_RATE_LIMIT_MODE": "goBackN", "MV_RATE_LIMIT_REDIS_URL": "redis://" + rs.Addr() + "/2", "MV_ON_SUCCESS_KAFKA_TOPIC": "events-audit",
+		"MV_KAFKA_TOPIC": "events, events-eu", "MV_KAFKA_SESSION_TIMEOUT": "30000ms", "MV_KAFKA_ISOLATION_LEVEL": "read_committed", "MV_KAFKA_MAX_MESSAGE_BYTES": "1000000",
+		"MV_KAFKA_SINK_SET_KEY": "true", "MV_ON_SUCCESS_KAFKA_SET_KEY": "false"} {
 		if d.env[k] != want {
 			t.Fatalf("emitted %s=%q, want %q", k, d.env[k], want)
 		}
 	}
-	d.waitAcked(n, 90*time.Second)
-	checkRateLimiter(t, d, "redis", 500, 5000, n)
-	ends := kafkatest.EndOffsets(t, admin, "events")
-	committed := map[int32]int64{}
-	testutil.WaitFor(t, 30*time.Second, "committed offsets of group relay at the end of events", func() bool {
-		committed = kafkatest.Committed(t, admin, "relay", "events")
-		for part, e := range ends {
-			if committed[part] != e {
-				return false
+	d.waitAcked(n+nEU, 90*time.Second)
+	checkRateLimiter(t, d, "redis", 500, 5000, n+nEU)
+	ends := map[string]map[int32]int64{"events": kafkatest.EndOffsets(t, admin, "events"), "events-eu": kafkatest.EndOffsets(t, admin, "events-eu")}
+	committed := map[string]map[int32]int64{}
+	testutil.WaitFor(t, 30*time.Second, "committed offsets of group relay at the end of events and events-eu", func() bool {
+		for topic, te := range ends {
+			committed[topic] = kafkatest.Committed(t, admin, "relay", topic)
+			for part, e := range te {
+				if committed[topic][part] != e {
+					return false
+				}
 			}
 		}
 		return true
@@ -864,10 +871,10 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 			dups += c - 1
 		}
 	}
-	t.Logf("produced %d to events; read %d acked %d written %d fallback %d; events-out holds %d records (%d distinct, %d missing, %d duplicates, %d with a wrong key); events-audit %d; committed %v = end offsets %v",
-		n, tot.Read, tot.Acked, tot.Written, tot.FallbackWritten, len(out), len(seen), missing, dups, wrongKey, len(audit), committed, ends)
-	if len(out) != n || len(seen) != n || missing != 0 || wrongKey != 0 || len(audit) != 0 || tot.Acked != n || tot.Written != n || tot.FallbackWritten != 0 {
+	t.Logf("produced %d to events and %d to events-eu; read %d acked %d written %d fallback %d; events-out holds %d records (%d distinct, %d missing, %d duplicates, %d with a wrong key); events-audit %d; committed %v = end offsets %v",
+		n, nEU, tot.Read, tot.Acked, tot.Written, tot.FallbackWritten, len(out), len(seen), missing, dups, wrongKey, len(audit), committed, ends)
+	if all := n + nEU; len(out) != all || len(seen) != all || missing != 0 || wrongKey != 0 || len(audit) != 0 || tot.Acked != int64(all) || tot.Written != int64(all) || tot.FallbackWritten != 0 {
 		t.Fatalf("events-out %d records, %d distinct, %d missing, %d wrong keys; events-audit %d; acked %d written %d fallback %d: want %d, %d, 0, 0; 0; %d, %d, 0",
-			len(out), len(seen), missing, wrongKey, len(audit), tot.Acked, tot.Written, tot.FallbackWritten, n, n, n, n)
+			len(out), len(seen), missing, wrongKey, len(audit), tot.Acked, tot.Written, tot.FallbackWritten, all, all, all, all)
 	}
 }

@@ -434,9 +434,7 @@ func (c *converter) kafkaSource(p string, k *nf.KafkaSource) {
 	// Numaflow's Kafka source starts a new consumer group at the earliest
 	// offset (auto.offset.reset=earliest).
 	c.setEnv("MV_KAFKA_START_OFFSET", "earliest", p)
-	if strings.TrimSpace(k.Config) != "" {
-		c.fail(p+".config", "librdkafka/sarama settings have no equivalent in the runner's Kafka client; remove them (or run a Numaflow user-defined source)")
-	}
+	c.kafkaConfig(p, k.Config, false, k.TLS, k.SASL)
 	if k.KafkaVersion != "" {
 		c.warn(p+".kafkaVersion", "dropped: the runner's Kafka client negotiates the protocol version with the brokers")
 	}
@@ -767,12 +765,11 @@ func (c *converter) sink() {
 				c.fail(p+".brokers", "differ from %s: the runner's Kafka sinks share one cluster (MV_KAFKA_SINK_BROKERS)", kafkaFrom)
 			}
 			c.setEnv(t.topicEnv, k.Topic, p+".topic")
-			if k.SetKey {
-				c.warn(p+".setKey", "the runner's Kafka sink decides the record key itself; check its partitioning before relying on per-key order")
-			}
-			if strings.TrimSpace(k.Config) != "" {
-				c.fail(p+".config", "librdkafka/sarama settings have no equivalent in the runner's Kafka client; remove them")
-			}
+			// Numaflow keys a record (keys joined with ':') only with
+			// setKey; the runner's default is to key it.
+			setKeyEnv := map[string]string{"MV_SINK": "MV_KAFKA_SINK_SET_KEY", "MV_FALLBACK_SINK": "MV_FALLBACK_KAFKA_SET_KEY", "MV_ON_SUCCESS_SINK": "MV_ON_SUCCESS_KAFKA_SET_KEY"}[t.envKind]
+			c.setEnv(setKeyEnv, strconv.FormatBool(k.SetKey), p+".setKey")
+			c.kafkaConfig(p, k.Config, true, k.TLS, k.SASL)
 			c.kafkaAuth(p, k.TLS, k.SASL)
 		}
 	}

@@ -21,6 +21,9 @@ func convertOne(t *testing.T, yaml string) (env, vols map[string]string, warning
 	pod := res.Service.Spec.Template.Spec.PodSpec
 	env, vols = map[string]string{}, map[string]string{}
 	for _, e := range pod.Containers[0].Env {
+		if _, dup := env[e.Name]; dup {
+			t.Errorf("%s is set twice in the runner's environment", e.Name)
+		}
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
 			continue
@@ -173,4 +176,82 @@ func TestNATSSourceSaysWhatItCannotDo(t *testing.T) {
 			t.Errorf("no warning %q in %q", want, warnings)
 		}
 	}
+}
+
+// TestKafkaConfigAsNumaflowReadsIt: a Kafka source's or sink's config is
+// read line by line as numaflow-core splits it; each property becomes the
+// runner's setting, a warning or a refusal naming it.
+func TestKafkaConfigAsNumaflowReadsIt(t *testing.T) {
+	const head = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n"
+	src := func(config string) string {
+		return head + "  sink:\n    log: {}\n  source:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: |\n" + indent(config)
+	}
+	snk := func(config string) string {
+		return head + "  source:\n    generator: {}\n  sink:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: |\n" + indent(config)
+	}
+	for _, c := range []struct {
+		name, yaml string
+		env        map[string]string // "" = not set
+		warn       []string
+		fail       string
+	}{
+		{"latest replaces the default", src("auto.offset.reset: latest"), map[string]string{"MV_KAFKA_START_OFFSET": "latest"}, nil, ""},
+		{"librdkafka's other spellings", src("auto.offset.reset: smallest"), map[string]string{"MV_KAFKA_START_OFFSET": "earliest"}, nil, ""},
+		{"a bad reset", src("auto.offset.reset: oldest"), nil, nil, "spec.source.kafka.config.auto.offset.reset"},
+		{"session timeout and isolation", src("session.timeout.ms: 30000\nisolation.level: read_uncommitted"),
+			map[string]string{"MV_KAFKA_SESSION_TIMEOUT": "30000ms", "MV_KAFKA_ISOLATION_LEVEL": "read_uncommitted"}, nil, ""},
+		{"a session timeout that is not a number", src("session.timeout.ms: 30s"), nil, nil, "spec.source.kafka.config.session.timeout.ms"},
+		{"tuning is dropped", src("max.poll.interval.ms: 300000\n  fetch.min.bytes : 1 "), map[string]string{"MV_KAFKA_SESSION_TIMEOUT": ""},
+			[]string{"spec.source.kafka.config.max.poll.interval.ms", "spec.source.kafka.config.fetch.min.bytes"}, ""},
+		{"a line with two colons is ignored, as Numaflow ignores it", src("client.rack: a:b\nauto.offset.reset: latest"),
+			map[string]string{"MV_KAFKA_START_OFFSET": "latest"}, []string{"spec.source.kafka.config"}, ""},
+		{"Numaflow's own settings", src("group.id: other\nenable.auto.commit: true"), map[string]string{"MV_KAFKA_GROUP": "x"},
+			[]string{"spec.source.kafka.config.group.id", "spec.source.kafka.config.enable.auto.commit"}, ""},
+		{"ssl settings", src("ssl.ca.location: /ca.pem"), nil, nil, "spec.source.kafka.config.ssl.ca.location"},
+		{"a protocol the tls field does not say", src("security.protocol: SSL"), nil, nil, "spec.source.kafka.config.security.protocol"},
+		{"the protocol the fields say", src("security.protocol: plaintext"), nil, nil, ""},
+		{"an unknown property", src("transactional.id: t"), nil, nil, "spec.source.kafka.config.transactional.id"},
+		{"a sink property on a source", src("message.max.bytes: 2000000"), nil, nil, "spec.source.kafka.config.message.max.bytes"},
+		{"the sink's", snk("message.max.bytes: 2000000\nmessage.timeout.ms: 60000\nacks: -1"),
+			map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": "2000000", "MV_KAFKA_PRODUCE_TIMEOUT": "60000ms", "MV_KAFKA_SINK_SET_KEY": "false"}, nil, ""},
+		{"acks 1 is dropped", snk("acks: 1"), nil, []string{"spec.sink.kafka.config.acks"}, ""},
+		{"a source property on a sink", snk("auto.offset.reset: latest"), nil, nil, "spec.sink.kafka.config.auto.offset.reset"},
+		{"sinks that disagree", head + "  source:\n    generator: {}\n  sink:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'message.max.bytes: 2000000'\n" +
+			"    fallback:\n      kafka:\n        brokers: [k:9092]\n        topic: f\n        setKey: true\n        config: 'message.max.bytes: 3000000'\n    retryStrategy:\n      onFailure: fallback\n",
+			nil, nil, "spec.sink.fallback.kafka.config.message.max.bytes"},
+		{"each sink's setKey", head + "  source:\n    generator: {}\n  sink:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n" +
+			"    fallback:\n      kafka:\n        brokers: [k:9092]\n        topic: f\n        setKey: true\n    retryStrategy:\n      onFailure: fallback\n",
+			map[string]string{"MV_KAFKA_SINK_SET_KEY": "false", "MV_FALLBACK_KAFKA_SET_KEY": "true"}, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			env, _, warnings, err := convertOne(t, c.yaml)
+			if c.fail != "" {
+				if err == nil || !strings.Contains(err.Error(), c.fail+":") {
+					t.Fatalf("error %v, want one at %s", err, c.fail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range c.env {
+				if got, ok := env[k]; want == "" && ok || want != "" && got != want {
+					t.Errorf("%s = %q (set %v), want %q", k, got, ok, want)
+				}
+			}
+			for _, w := range c.warn {
+				if !hasWarning(warnings, w) {
+					t.Errorf("no warning at %s in %q", w, warnings)
+				}
+			}
+		})
+	}
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for l := range strings.Lines(s) {
+		b.WriteString("        " + strings.TrimSuffix(l, "\n") + "\n")
+	}
+	return b.String()
 }

@@ -40,6 +40,8 @@ type Config struct {
 	OnSuccessBrokers string        `envconfig:"MV_ON_SUCCESS_KAFKA_BROKERS" desc:"brokers of the onSuccess sink; defaults to the sink's"`
 	OnSuccessTopic   string        `envconfig:"MV_ON_SUCCESS_KAFKA_TOPIC" desc:"topic the onSuccess sink produces to"`
 	SetKey           bool          `envconfig:"MV_KAFKA_SINK_SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions"`
+	FallbackSetKey   string        `envconfig:"MV_FALLBACK_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the fallback sink; defaults to the sink's"`
+	OnSuccessSetKey  string        `envconfig:"MV_ON_SUCCESS_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the onSuccess sink; defaults to the sink's"`
 	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
 	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
 	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
@@ -67,6 +69,26 @@ func (c *Config) target(role runner.Role) (brokers, brokersVar, topic, topicVar 
 	return brokers, brokersVar, c.Topic, "MV_KAFKA_SINK_TOPIC"
 }
 
+// setKey reports whether role's sink keys its records, and the variable
+// that says so.
+func (c *Config) setKey(role runner.Role) (bool, string, error) {
+	v, name := "", "MV_KAFKA_SINK_SET_KEY"
+	switch role {
+	case runner.RoleFallbackSink:
+		v, name = c.FallbackSetKey, "MV_FALLBACK_KAFKA_SET_KEY"
+	case runner.RoleOnSuccessSink:
+		v, name = c.OnSuccessSetKey, "MV_ON_SUCCESS_KAFKA_SET_KEY"
+	}
+	if v == "" {
+		return c.SetKey, name, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, name, &runner.ConfigError{Var: name, Value: v, Reason: "must be true or false (empty: the sink's MV_KAFKA_SINK_SET_KEY)"}
+	}
+	return b, name, nil
+}
+
 // Validate checks the values that parse but cannot be used in role.
 func (c *Config) Validate(role runner.Role) error {
 	brokers, brokersVar, topic, topicVar := c.target(role)
@@ -83,6 +105,9 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_KAFKA_MAX_MESSAGE_BYTES", Value: strconv.Itoa(c.MaxMessageBytes), Reason: "must be between 1024 and 1073741824"}
 	case c.ProduceTimeout < time.Second:
 		return &runner.ConfigError{Var: "MV_KAFKA_PRODUCE_TIMEOUT", Value: c.ProduceTimeout.String(), Reason: "must be at least 1s"}
+	}
+	if _, _, err := c.setKey(role); err != nil {
+		return err
 	}
 	return c.Auth.Validate()
 }
@@ -116,6 +141,10 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 	if err != nil {
 		return nil, err
 	}
+	setKey, _, err := cfg.setKey(role)
+	if err != nil {
+		return nil, err
+	}
 	opts, err := cfg.Auth.Opts(brokers)
 	if err != nil {
 		return nil, err
@@ -136,7 +165,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		cl.Close()
 		return nil, err
 	}
-	return &Sink{topic: topic, setKey: cfg.SetKey, idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
+	return &Sink{topic: topic, setKey: setKey, idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
 }
 
 // Write produces every message and waits for each record's ack. A record

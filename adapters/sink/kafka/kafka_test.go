@@ -138,6 +138,51 @@ func TestFallbackRoleAndKeyPartitioning(t *testing.T) {
 	}
 }
 
+// TestEachSinkKeysAsItsSetKeySays: MV_FALLBACK_KAFKA_SET_KEY=false (Numaflow's
+// setKey left out of the fallback) sends no record key from the fallback
+// while the sink keys its records; unset, the fallback follows the sink.
+func TestEachSinkKeysAsItsSetKeySays(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"k": 1, "k-fb": 1})
+	msgs := func(prefix string) []*runner.Message {
+		var out []*runner.Message
+		for i := 0; i < 10; i++ {
+			out = append(out, &runner.Message{ID: prefix + fmt.Sprint(i), Value: []byte(prefix + fmt.Sprint(i)), Keys: []string{"a", fmt.Sprint(i)}})
+		}
+		return out
+	}
+	cfg := testConfig(c.Brokers(), "k")
+	cfg.FallbackSetKey = "false"
+	for role, prefix := range map[runner.Role]string{runner.RoleSink: "s", runner.RoleFallbackSink: "f"} {
+		if err := cfg.Validate(role); err != nil {
+			t.Fatal(err)
+		}
+		res, err := newSink(t, cfg, role).Write(context.Background(), msgs(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Status != runner.WriteOK {
+				t.Fatalf("%s message %d: %v", role, i, r)
+			}
+		}
+	}
+	for topic, keyed := range map[string]bool{"k": true, "k-fb": false} {
+		recs := kafkatest.ReadAll(t, c, topic)
+		if len(recs) != 10 {
+			t.Fatalf("%d records in %s, want 10", len(recs), topic)
+		}
+		for _, r := range recs {
+			want := ""
+			if keyed {
+				want = "a:" + strings.TrimLeft(string(r.Value), "sf")
+			}
+			if string(r.Key) != want || (r.Key == nil) == keyed {
+				t.Fatalf("%s: record %s has key %q (nil %v), want %q", topic, r.Value, r.Key, r.Key == nil, want)
+			}
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := testConfig("k:9092", "t")
 	cases := []struct {
@@ -156,6 +201,9 @@ func TestValidate(t *testing.T) {
 		{"sasl user", func(c *Config) { c.SASLMechanism = "PLAIN" }, runner.RoleSink, "MV_KAFKA_SASL_USER"},
 		{"half a key pair", func(c *Config) { c.TLSCertFile = "/x" }, runner.RoleSink, "MV_KAFKA_TLS_KEY_FILE"},
 		{"missing CA", func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" }, runner.RoleSink, "MV_KAFKA_TLS_CA_FILE"},
+		{"fallback set key", func(c *Config) { c.FallbackSetKey = "yes" }, runner.RoleFallbackSink, "MV_FALLBACK_KAFKA_SET_KEY"},
+		{"onSuccess set key", func(c *Config) { c.OnSuccessTopic, c.OnSuccessSetKey = "ok", "no" }, runner.RoleOnSuccessSink, "MV_ON_SUCCESS_KAFKA_SET_KEY"},
+		{"onSuccess set key given", func(c *Config) { c.OnSuccessTopic, c.OnSuccessSetKey = "ok", "false" }, runner.RoleOnSuccessSink, ""},
 	}
 	for _, tc := range cases {
 		adaptertest.ValidateRow(t, tc.name, ok, tc.role, tc.mutate, tc.want)
