@@ -104,6 +104,9 @@ type converter struct {
 	podAnns     map[string]string
 	paused      bool
 	kafkaShared *kafkaAuthSpec
+	// kafkaSinks are the Kafka sinks' settings from their config, which
+	// the runner's Kafka sinks share (kafkaSinkSettings).
+	kafkaSinks []kafkaSinkConf
 }
 
 // kafkaAuthSpec is the one TLS/SASL setting every Kafka part shares.
@@ -773,6 +776,7 @@ func (c *converter) sink() {
 			c.kafkaAuth(p, k.TLS, k.SASL)
 		}
 	}
+	c.kafkaSinkSettings()
 }
 
 // backoffEnv is the runner's retry strategy derived from a Numaflow one.

@@ -210,15 +210,36 @@ func TestKafkaConfigAsNumaflowReadsIt(t *testing.T) {
 		{"ssl settings", src("ssl.ca.location: /ca.pem"), nil, nil, "spec.source.kafka.config.ssl.ca.location"},
 		{"a protocol the tls field does not say", src("security.protocol: SSL"), nil, nil, "spec.source.kafka.config.security.protocol"},
 		{"the protocol the fields say", src("security.protocol: plaintext"), nil, nil, ""},
-		{"an unknown property", src("transactional.id: t"), nil, nil, "spec.source.kafka.config.transactional.id"},
-		{"a sink property on a source", src("message.max.bytes: 2000000"), nil, nil, "spec.source.kafka.config.message.max.bytes"},
-		{"the sink's", snk("message.max.bytes: 2000000\nmessage.timeout.ms: 60000\nacks: -1"),
-			map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": "2000000", "MV_KAFKA_PRODUCE_TIMEOUT": "60000ms", "MV_KAFKA_SINK_SET_KEY": "false"}, nil, ""},
+		{"an unknown property", src("group.protocol: consumer"), nil, nil, "spec.source.kafka.config.group.protocol"},
+		{"a producer property on a source is ignored, as librdkafka ignores it", src("transactional.id: t\nacks: 1"), nil,
+			[]string{"spec.source.kafka.config.transactional.id", "spec.source.kafka.config.acks"}, ""},
+		{"message.max.bytes on a source is dropped", src("message.max.bytes: 2000000"), map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": ""},
+			[]string{"spec.source.kafka.config.message.max.bytes"}, ""},
+		{"inert consumer settings", src("auto.commit.interval.ms: 100\nenable.auto.offset.store: false"), nil,
+			[]string{"spec.source.kafka.config.auto.commit.interval.ms", "spec.source.kafka.config.enable.auto.offset.store"}, ""},
+		{"isolation in capitals, as librdkafka takes it", src("isolation.level: READ_UNCOMMITTED"), map[string]string{"MV_KAFKA_ISOLATION_LEVEL": "read_uncommitted"}, nil, ""},
+		{"security.protocol with tls is Numaflow's to set", src("security.protocol: PLAINTEXT") + "      tls: {}\n", map[string]string{"MV_KAFKA_TLS": "true"},
+			[]string{"spec.source.kafka.config.security.protocol"}, ""},
+		{"a line with a secret is not echoed", src("sasl.password: pa:ss:word"), nil, []string{"spec.source.kafka.config"}, ""},
+		{"an unknown sink property", snk("transactional.id: t"), nil, nil, "spec.sink.kafka.config.transactional.id"},
+		{"the sink's", snk("message.max.bytes: 2000000\nmessage.timeout.ms: 60000\nacks: -1\npartitioner: murmur2_random"),
+			map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": "2000000", "MV_KAFKA_PRODUCE_TIMEOUT": "60000ms", "MV_KAFKA_PARTITIONER": "murmur2_random", "MV_KAFKA_SINK_SET_KEY": "false"}, nil, ""},
+		{"no sink config keeps the runner's defaults", snk("linger.ms: 5"),
+			map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": "", "MV_KAFKA_PRODUCE_TIMEOUT": "", "MV_KAFKA_PARTITIONER": ""}, []string{"spec.sink.kafka.config.linger.ms"}, ""},
+		{"librdkafka's limits", snk("message.max.bytes: 1000\nmessage.timeout.ms: 0\npartitioner: consistent"),
+			map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": "1024", "MV_KAFKA_PRODUCE_TIMEOUT": "2147483647ms", "MV_KAFKA_PARTITIONER": "consistent_random"},
+			[]string{"spec.sink.kafka.config.message.max.bytes", "spec.sink.kafka.config.message.timeout.ms", "spec.sink.kafka.config.partitioner"}, ""},
+		{"past librdkafka's limit", snk("message.max.bytes: 1000000001"), nil, nil, "spec.sink.kafka.config.message.max.bytes"},
+		{"a partitioner the runner does not offer", snk("partitioner: fnv1a"), nil, nil, "spec.sink.kafka.config.partitioner"},
 		{"acks 1 is dropped", snk("acks: 1"), nil, []string{"spec.sink.kafka.config.acks"}, ""},
-		{"a source property on a sink", snk("auto.offset.reset: latest"), nil, nil, "spec.sink.kafka.config.auto.offset.reset"},
-		{"sinks that disagree", head + "  source:\n    generator: {}\n  sink:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: 'message.max.bytes: 2000000'\n" +
-			"    fallback:\n      kafka:\n        brokers: [k:9092]\n        topic: f\n        setKey: true\n        config: 'message.max.bytes: 3000000'\n    retryStrategy:\n      onFailure: fallback\n",
-			nil, nil, "spec.sink.fallback.kafka.config.message.max.bytes"},
+		{"a consumer property on a sink is ignored", snk("auto.offset.reset: latest\ngroup.id: g"), map[string]string{"MV_KAFKA_START_OFFSET": ""},
+			[]string{"spec.sink.kafka.config.auto.offset.reset", "spec.sink.kafka.config.group.id"}, ""},
+		// Numaflow's fallback would take 2000000-byte messages, its sink
+		// (librdkafka's default) 1000000: the runner's sinks share the
+		// primary's, with a warning.
+		{"sinks that disagree", head + "  source:\n    generator: {}\n  sink:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n" +
+			"    fallback:\n      kafka:\n        brokers: [k:9092]\n        topic: f\n        setKey: true\n        config: 'message.max.bytes: 2000000'\n    retryStrategy:\n      onFailure: fallback\n",
+			map[string]string{"MV_KAFKA_MAX_MESSAGE_BYTES": "1000000"}, []string{"spec.sink.fallback.kafka.config"}, ""},
 		{"each sink's setKey", head + "  source:\n    generator: {}\n  sink:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n" +
 			"    fallback:\n      kafka:\n        brokers: [k:9092]\n        topic: f\n        setKey: true\n    retryStrategy:\n      onFailure: fallback\n",
 			map[string]string{"MV_KAFKA_SINK_SET_KEY": "false", "MV_FALLBACK_KAFKA_SET_KEY": "true"}, nil, ""},
@@ -254,4 +275,18 @@ func indent(s string) string {
 		b.WriteString("        " + strings.TrimSuffix(l, "\n") + "\n")
 	}
 	return b.String()
+}
+
+// TestKafkaConfigWarningsHideTheLine: a line Numaflow ignores may hold a
+// secret; the warning names its number, never its text.
+func TestKafkaConfigWarningsHideTheLine(t *testing.T) {
+	const yaml = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n  source:\n    kafka:\n      brokers: [k:9092]\n      topic: t\n      config: |\n        linger.ms: 5\n        sasl.password: s3cr:et\n        hunter2\n"
+	_, _, warnings, err := convertOne(t, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(warnings, "\n")
+	if strings.Contains(all, "s3cr") || strings.Contains(all, "hunter2") || !strings.Contains(all, "line 2 ignored") || !strings.Contains(all, "line 3 ignored") {
+		t.Fatalf("warnings %q: want lines 2 and 3 named and neither secret shown", warnings)
+	}
 }

@@ -5,14 +5,18 @@
 // so a message counts as written only once the brokers stored it, and the
 // client's own retries of a batch are not stored twice. The message's keys,
 // joined with ":" as Numaflow's Kafka sink joins them, become the record
-// key, so partitioning follows them; the headers become record headers and
-// the event time the record timestamp.
+// key, and a key's partition is chosen as librdkafka (Numaflow's client)
+// chooses it, CRC32 of the key; the keys also travel in the headers
+// __key_len and __key_<i>, as Numaflow writes them; the message headers
+// become record headers and the event time the record timestamp.
 package kafka
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +46,7 @@ type Config struct {
 	SetKey           bool          `envconfig:"MV_KAFKA_SINK_SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions"`
 	FallbackSetKey   string        `envconfig:"MV_FALLBACK_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the fallback sink; defaults to the sink's"`
 	OnSuccessSetKey  string        `envconfig:"MV_ON_SUCCESS_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the onSuccess sink; defaults to the sink's"`
+	Partitioner      string        `envconfig:"MV_KAFKA_PARTITIONER" default:"consistent_random" desc:"how a keyed record's partition is chosen: consistent_random (CRC32 of the key, as librdkafka and so Numaflow's Kafka sink choose it), murmur2_random (the Java client's), or random; records without a key are spread in every case"`
 	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
 	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
 	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
@@ -105,11 +110,71 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_KAFKA_MAX_MESSAGE_BYTES", Value: strconv.Itoa(c.MaxMessageBytes), Reason: "must be between 1024 and 1073741824"}
 	case c.ProduceTimeout < time.Second:
 		return &runner.ConfigError{Var: "MV_KAFKA_PRODUCE_TIMEOUT", Value: c.ProduceTimeout.String(), Reason: "must be at least 1s"}
+	case partitioner(c.Partitioner) == nil:
+		return &runner.ConfigError{Var: "MV_KAFKA_PARTITIONER", Value: c.Partitioner, Reason: "must be consistent_random, murmur2_random or random"}
 	}
 	if _, _, err := c.setKey(role); err != nil {
 		return err
 	}
 	return c.Auth.Validate()
+}
+
+// partitioner is the kgo partitioner librdkafka's partitioner setting
+// names, nil for one the runner does not offer. Numaflow's Kafka sink uses
+// librdkafka's default, consistent_random: a key goes to partition
+// CRC32(key) mod partitions (librdkafka's rd_crc32 is the IEEE CRC-32),
+// so a migrated pipeline keeps each key in the partition it had.
+func partitioner(name string) kgo.Partitioner {
+	switch name {
+	case "consistent_random":
+		return kgo.StickyKeyPartitioner(func(key []byte, n int) int {
+			if len(key) == 0 {
+				return rand.IntN(n) // librdkafka spreads empty keys
+			}
+			return int(crc32.ChecksumIEEE(key) % uint32(n))
+		})
+	case "murmur2_random":
+		hash := kgo.KafkaHasher(murmur2)
+		return kgo.StickyKeyPartitioner(func(key []byte, n int) int {
+			if len(key) == 0 {
+				return rand.IntN(n) // librdkafka spreads empty keys
+			}
+			return hash(key, n)
+		})
+	case "random":
+		return kgo.StickyPartitioner()
+	}
+	return nil
+}
+
+// murmur2 is the Java client's (and librdkafka's murmur2) hash of a key:
+// MurmurHash2 with seed 0x9747b28c.
+func murmur2(b []byte) uint32 {
+	const seed, m, r = uint32(0x9747b28c), uint32(0x5bd1e995), 24
+	h := seed ^ uint32(len(b))
+	for ; len(b) >= 4; b = b[4:] {
+		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+		k *= m
+		k ^= k >> r
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch len(b) {
+	case 3:
+		h ^= uint32(b[2]) << 16
+		fallthrough
+	case 2:
+		h ^= uint32(b[1]) << 8
+		fallthrough
+	case 1:
+		h ^= uint32(b[0])
+		h *= m
+	}
+	h ^= h >> 13
+	h *= m
+	h ^= h >> 15
+	return h
 }
 
 func init() {
@@ -155,6 +220,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		kgo.RequiredAcks(kgo.AllISRAcks()), // with idempotence, which is kgo's default
 		kgo.ProducerBatchMaxBytes(int32(cfg.MaxMessageBytes)),
 		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(partitioner(cfg.Partitioner)),
 		kgo.WithLogger(kafkaconn.Logger(log)),
 	)
 	cl, err := kgo.NewClient(opts...)
@@ -234,23 +300,45 @@ func (s *Sink) record(m *runner.Message) *kgo.Record {
 	if s.setKey && len(m.Keys) > 0 {
 		rec.Key = []byte(strings.Join(m.Keys, ":"))
 	}
-	if len(m.Headers) > 0 || s.idHeader != "" {
-		names := make([]string, 0, len(m.Headers))
-		for k := range m.Headers {
-			if k != s.idHeader || s.idHeader == "" {
-				names = append(names, k)
-			}
-		}
-		sort.Strings(names)
-		rec.Headers = make([]kgo.RecordHeader, 0, len(names)+1)
-		for _, k := range names {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
-		}
-		if s.idHeader != "" {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: s.idHeader, Value: []byte(m.ID)})
+	names := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		if (k != s.idHeader || s.idHeader == "") && !isKeyHeader(k, len(m.Keys)) {
+			names = append(names, k)
 		}
 	}
+	sort.Strings(names)
+	rec.Headers = make([]kgo.RecordHeader, 0, len(names)+2+len(m.Keys))
+	for _, k := range names {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+	}
+	// Numaflow's Kafka sink carries every key in headers, whatever setKey
+	// says: __key_len and __key_0 .. __key_<len-1>, in place of message
+	// headers of those names.
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: KeyLenHeader, Value: strconv.AppendInt(nil, int64(len(m.Keys)), 10)})
+	for i, k := range m.Keys {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: keyHeaderPrefix + strconv.Itoa(i), Value: []byte(k)})
+	}
+	if s.idHeader != "" {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: s.idHeader, Value: []byte(m.ID)})
+	}
 	return rec
+}
+
+// KeyLenHeader and the __key_<i> headers carry a message's keys, as
+// Numaflow's Kafka sink writes them.
+const (
+	KeyLenHeader    = "__key_len"
+	keyHeaderPrefix = "__key_"
+)
+
+// isKeyHeader reports whether a message header of name k is replaced by
+// one of the key headers of a message with n keys.
+func isKeyHeader(k string, n int) bool {
+	if k == KeyLenHeader {
+		return true
+	}
+	i, err := strconv.Atoi(strings.TrimPrefix(k, keyHeaderPrefix))
+	return strings.HasPrefix(k, keyHeaderPrefix) && err == nil && i >= 0 && i < n && keyHeaderPrefix+strconv.Itoa(i) == k
 }
 
 // permanent are the produce errors retrying cannot fix.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
@@ -19,7 +22,7 @@ import (
 )
 
 func testConfig(brokers, topic string) Config {
-	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id",
+	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id", Partitioner: "consistent_random",
 		MaxMessageBytes: 2 << 20, ProduceTimeout: 3 * time.Second}
 }
 
@@ -33,21 +36,35 @@ func newSink(t *testing.T, cfg Config, role runner.Role) *Sink {
 	return s
 }
 
-// received maps the topic's records back to messages, as the Kafka source
-// would, with the ID from Mv-Msg-Id.
+// received maps the topic's records back to messages, with the ID from
+// Mv-Msg-Id and the keys from Numaflow's __key_len and __key_<i> headers
+// (checked against the record key, their join).
 func received(t *testing.T, c *kafkatest.Cluster, topic string) []*runner.Message {
 	var out []*runner.Message
 	for _, r := range kafkatest.ReadAll(t, c, topic) {
 		m := &runner.Message{Value: r.Value, EventTime: r.Timestamp, Headers: map[string]string{}}
-		if r.Key != nil {
-			m.Keys = []string{string(r.Key)}
-		}
 		for _, h := range r.Headers {
 			if h.Key == "Mv-Msg-Id" {
 				m.ID = string(h.Value)
 				continue
 			}
 			m.Headers[h.Key] = string(h.Value)
+		}
+		n, err := strconv.Atoi(m.Headers[KeyLenHeader])
+		if err != nil {
+			t.Fatalf("record %s: %s header %q", m.ID, KeyLenHeader, m.Headers[KeyLenHeader])
+		}
+		delete(m.Headers, KeyLenHeader)
+		for i := 0; i < n; i++ {
+			k, ok := m.Headers[fmt.Sprintf("__key_%d", i)]
+			if !ok {
+				t.Fatalf("record %s: %d keys but no __key_%d header", m.ID, n, i)
+			}
+			m.Keys = append(m.Keys, k)
+			delete(m.Headers, fmt.Sprintf("__key_%d", i))
+		}
+		if want := strings.Join(m.Keys, ":"); n > 0 && string(r.Key) != want {
+			t.Fatalf("record %s: key %q, want the keys joined, %q", m.ID, r.Key, want)
 		}
 		out = append(out, m)
 	}
@@ -209,4 +226,96 @@ func TestValidate(t *testing.T) {
 		adaptertest.ValidateRow(t, tc.name, ok, tc.role, tc.mutate, tc.want)
 	}
 	adaptertest.WantConfigError(t, ok.Validate(runner.RoleSink), "")
+}
+
+// TestPartitionsAsNumaflowsClient: with the default consistent_random a
+// keyed record lands in partition CRC32(key) mod partitions, where
+// librdkafka, Numaflow's Kafka client, puts it; murmur2_random puts it
+// where the Java client would (franz-go's own hasher).
+func TestPartitionsAsNumaflowsClient(t *testing.T) {
+	const parts = 8
+	c := kafkatest.Start(t, 1, map[string]int{"crc": parts, "mm": parts})
+	java := kgo.StickyKeyPartitioner(nil).ForTopic("mm")
+	for topic, name := range map[string]string{"crc": "consistent_random", "mm": "murmur2_random"} {
+		cfg := testConfig(c.Brokers(), topic)
+		cfg.Partitioner = name
+		if err := cfg.Validate(runner.RoleSink); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*runner.Message
+		for i := 0; i < 200; i++ {
+			msgs = append(msgs, &runner.Message{ID: fmt.Sprint(i), Value: []byte(fmt.Sprint(i)), Keys: []string{"user", fmt.Sprint(i * 7919)}})
+		}
+		res, err := newSink(t, cfg, runner.RoleSink).Write(context.Background(), msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Status != runner.WriteOK {
+				t.Fatalf("message %d: %v", i, r)
+			}
+		}
+		recs := kafkatest.ReadAll(t, c, topic)
+		used := map[int32]bool{}
+		for _, r := range recs {
+			want := int32(crc32.ChecksumIEEE(r.Key) % parts)
+			if name == "murmur2_random" {
+				want = int32(java.Partition(&kgo.Record{Key: r.Key}, parts))
+			}
+			if r.Partition != want {
+				t.Fatalf("%s: key %q in partition %d, want %d", name, r.Key, r.Partition, want)
+			}
+			used[r.Partition] = true
+		}
+		if len(recs) != 200 || len(used) < parts/2 {
+			t.Fatalf("%s: %d records over %d partitions, want 200 spread over most of %d", name, len(recs), len(used), parts)
+		}
+	}
+	bad := testConfig(c.Brokers(), "crc")
+	bad.Partitioner = "fnv1a"
+	adaptertest.WantConfigError(t, bad.Validate(runner.RoleSink), "MV_KAFKA_PARTITIONER")
+}
+
+// TestMurmur2IsTheJavaClients: the runner's murmur2 agrees with the
+// Java client's values (Kafka's UtilsTest) and with franz-go's hasher.
+func TestMurmur2IsTheJavaClients(t *testing.T) {
+	for in, want := range map[string]int32{"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
+		"a-little-bit-longer-string": -1486304829, "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971, "abc": 479470107} {
+		if got := int32(murmur2([]byte(in))); got != want {
+			t.Errorf("murmur2(%q) = %d, want %d", in, got, want)
+		}
+	}
+	java := kgo.StickyKeyPartitioner(nil).ForTopic("t")
+	mine := kgo.KafkaHasher(murmur2)
+	for i := 0; i < 2000; i++ {
+		key := []byte(fmt.Sprintf("key-%d-%x", i, i*i))
+		for _, n := range []int{1, 3, 8, 100} {
+			if got, want := mine(key, n), java.Partition(&kgo.Record{Key: key}, n); got != want {
+				t.Fatalf("key %q over %d partitions: %d, franz-go %d", key, n, got, want)
+			}
+		}
+	}
+}
+
+// TestKeysTravelInNumaflowsHeaders: __key_len and __key_<i> carry the keys
+// whatever setKey says, in place of message headers of the same names; a
+// message header past the keys is kept.
+func TestKeysTravelInNumaflowsHeaders(t *testing.T) {
+	s := &Sink{topic: "t", setKey: false, idHeader: "Mv-Msg-Id"}
+	rec := s.record(&runner.Message{ID: "m1", Value: []byte("v"), Keys: []string{"a", "b"},
+		Headers: map[string]string{"__key_0": "x", "__key_len": "9", "__key_7": "y", "h": "1"}})
+	got := map[string]string{}
+	for _, h := range rec.Headers {
+		if _, dup := got[h.Key]; dup {
+			t.Fatalf("header %s twice in %v", h.Key, rec.Headers)
+		}
+		got[h.Key] = string(h.Value)
+	}
+	want := map[string]string{"__key_len": "2", "__key_0": "a", "__key_1": "b", "__key_7": "y", "h": "1", "Mv-Msg-Id": "m1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || rec.Key != nil {
+		t.Fatalf("headers %v key %q, want %v and no key (setKey false)", got, rec.Key, want)
+	}
+	if rec := s.record(&runner.Message{ID: "m2"}); len(rec.Headers) != 2 || string(rec.Headers[0].Value) != "0" {
+		t.Fatalf("a message without keys: headers %v, want __key_len 0 and the ID", rec.Headers)
+	}
 }

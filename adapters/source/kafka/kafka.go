@@ -704,7 +704,15 @@ func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	topics := s.cfg.topics()
-	ends, err := s.adm.ListEndOffsets(ctx, topics...)
+	// A read_committed consumer reads up to the last stable offset, not
+	// the high watermark: records of open transactions are not pending
+	// yet (librdkafka's watermarks, and so Numaflow's pending, follow the
+	// consumer's isolation level the same way).
+	listEnds := s.adm.ListCommittedOffsets
+	if s.cfg.Isolation == "read_uncommitted" {
+		listEnds = s.adm.ListEndOffsets
+	}
+	ends, err := listEnds(ctx, topics...)
 	if err != nil {
 		return lagInfo{}, fmt.Errorf("kafka source: end offsets of %s: %w", s.cfg.Topic, err)
 	}

@@ -484,7 +484,8 @@ func TestReadsSeveralTopicsAsNumaflowDoes(t *testing.T) {
 // only committed records, as librdkafka (Numaflow's Kafka client) does:
 // the records of an aborted transaction are never handed out, those of a
 // committed one and plain records are, each once. With read_uncommitted
-// the aborted ones are read too.
+// the aborted ones are read too. Pending follows the isolation level: an
+// open transaction's records are not pending for read_committed.
 func TestSkipsAbortedTransactionsAsNumaflowDoes(t *testing.T) {
 	c := kafkatest.Start(t, 1, map[string]int{"tx": 1})
 	ctx := context.Background()
@@ -503,6 +504,28 @@ func TestSkipsAbortedTransactionsAsNumaflowDoes(t *testing.T) {
 		if err := txp.EndTransaction(ctx, commit); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// An open transaction is not pending for a read_committed consumer: it
+	// cannot read those records until the transaction ends.
+	if err := txp.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		if err := txp.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte(fmt.Sprintf("open-%d", i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for isolation, want := range map[string]int64{"read_committed": 0, "read_uncommitted": 4} {
+		cfg := testConfig(c.Brokers(), "tx")
+		cfg.Group, cfg.Isolation = "pending-"+isolation, isolation
+		s := newSource(t, cfg)
+		if p, err := s.Pending(ctx); err != nil || p != want {
+			t.Fatalf("%s: pending %d (%v) with only an open transaction of 4 records, want %d", isolation, p, err, want)
+		}
+		_ = s.Close(ctx)
+	}
+	if err := txp.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
 	}
 	produceTx("aborted", 5, kgo.TryAbort)
 	if err := plain.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte("plain-0")}).FirstErr(); err != nil {
@@ -526,7 +549,7 @@ func TestSkipsAbortedTransactionsAsNumaflowDoes(t *testing.T) {
 		aborted   int
 	}{
 		{"read_committed", 7, 0},
-		{"read_uncommitted", 15, 8},
+		{"read_uncommitted", 19, 12},
 	} {
 		t.Run(tc.isolation, func(t *testing.T) {
 			cfg := testConfig(c.Brokers(), "tx")
@@ -543,7 +566,7 @@ func TestSkipsAbortedTransactionsAsNumaflowDoes(t *testing.T) {
 				if n != 1 {
 					t.Fatalf("%s read %d times", k, n)
 				}
-				if strings.HasPrefix(k, "aborted") {
+				if strings.HasPrefix(k, "aborted") || strings.HasPrefix(k, "open") {
 					aborted++
 				}
 			}
