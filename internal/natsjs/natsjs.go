@@ -157,12 +157,16 @@ func (a *Auth) Validate(urlVar, urls string) error {
 		return &runner.ConfigError{Var: p + "_TOKEN", Value: "(hidden)", Reason: "cannot be used with " + p + "_USER: set a user and password or a token, not both"}
 	case a.NKeyFile != "" && (user != "" || token != ""):
 		return &runner.ConfigError{Var: p + "_NKEY_FILE", Value: a.NKeyFile, Reason: "cannot be used with " + p + "_USER or _TOKEN: set one identity"}
-	case (user != "" || token != "") && URLsCarryUser(urls):
+	case (user != "" || token != "" || a.NKeyFile != "") && URLsCarryUser(urls):
+		// nats.go would send the URL's and never the NKey.
 		v, val := p+"_USER", user
-		if token != "" {
+		switch {
+		case token != "":
 			v, val = p+"_TOKEN", "(hidden)"
+		case user == "":
+			v, val = p+"_NKEY_FILE", a.NKeyFile
 		}
-		return &runner.ConfigError{Var: v, Value: val, Reason: "cannot be used with a user or token in " + urlVar + ": set it in one place"}
+		return &runner.ConfigError{Var: v, Value: val, Reason: "cannot be used with a user or token in " + urlVar + ": set one identity"}
 	}
 	if a.NKeyFile == "" {
 		return nil
@@ -173,6 +177,13 @@ func (a *Auth) Validate(urlVar, urls string) error {
 	}
 	kp.Wipe()
 	return nil
+}
+
+// HasIdentity reports whether a user, token or NKey is set (after
+// trimming), for the callers' checks against a credentials file.
+func (a *Auth) HasIdentity() bool {
+	user, _, token := a.secrets()
+	return user != "" || token != "" || a.NKeyFile != ""
 }
 
 // secrets returns the user, password and token without the white space

@@ -77,12 +77,14 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_PUBLISH_MAX_PENDING", Value: strconv.Itoa(c.MaxPending), Reason: "must be a positive whole number"}
 	case c.ReconnectWait <= 0:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
-	case c.NKeyFile != "" && c.creds(role) != "":
-		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: c.NKeyFile, Reason: "cannot be used with a credentials file (MV_JETSTREAM_CREDS or the sink's), which carries its own NKey"}
-	case (c.User != "" || c.Token != "") && c.creds(role) != "":
-		return &runner.ConfigError{Var: "MV_JETSTREAM_USER", Value: c.User, Reason: "and MV_JETSTREAM_TOKEN cannot be used with a credentials file (MV_JETSTREAM_CREDS or the sink's): set one identity"}
 	}
-	return c.Auth.Validate(c.urlVar(role), url)
+	if err := c.Auth.Validate(c.urlVar(role), url); err != nil {
+		return err
+	}
+	if creds := c.creds(role); creds != "" && (c.HasIdentity() || natsjs.URLsCarryUser(url)) {
+		return &runner.ConfigError{Var: c.credsVar(role), Value: creds, Reason: "cannot be used with MV_JETSTREAM_USER, _TOKEN, _NKEY_FILE or a user in " + c.urlVar(role) + ": the credentials file is an identity of its own; set one (to give a sink another identity than the source's, put each in its own URL, user:pass@, instead of MV_JETSTREAM_USER or _TOKEN)"}
+	}
+	return nil
 }
 
 // target returns the URL and subject for role: the fallback's own, else the
@@ -120,6 +122,19 @@ func (c *Config) creds(role runner.Role) string {
 		return firstSet(c.OnSuccessCreds, creds)
 	}
 	return creds
+}
+
+// credsVar names the variable creds(role) comes from.
+func (c *Config) credsVar(role runner.Role) string {
+	switch {
+	case role == runner.RoleFallbackSink && c.FallbackCreds != "":
+		return "MV_FALLBACK_JETSTREAM_CREDS"
+	case role == runner.RoleOnSuccessSink && c.OnSuccessCreds != "":
+		return "MV_ON_SUCCESS_JETSTREAM_CREDS"
+	case c.SinkCreds != "":
+		return "MV_JETSTREAM_SINK_CREDS"
+	}
+	return "MV_JETSTREAM_CREDS"
 }
 
 func firstSet(values ...string) string {

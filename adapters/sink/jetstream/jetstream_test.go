@@ -296,7 +296,10 @@ func TestValidate(t *testing.T) {
 		{"a token here and in the fallback's url", runner.RoleFallbackSink, func(c *jssink.Config) {
 			c.FallbackSubject, c.FallbackURL, c.Token = "dlq", "nats://t@h:4222", "t"
 		}, "MV_JETSTREAM_TOKEN"},
-		{"a user and the sink's creds", runner.RoleSink, func(c *jssink.Config) { c.User, c.Password, c.SinkCreds = "u", "p", "/x.creds" }, "MV_JETSTREAM_USER"},
+		{"a user and the sink's creds", runner.RoleSink, func(c *jssink.Config) { c.User, c.Password, c.SinkCreds = "u", "p", "/x.creds" }, "MV_JETSTREAM_SINK_CREDS"},
+		{"the fallback's creds and a user in its url", runner.RoleFallbackSink, func(c *jssink.Config) {
+			c.FallbackSubject, c.FallbackURL, c.FallbackCreds = "dlq", "nats://u:p@h:4222", "/x.creds"
+		}, "MV_FALLBACK_JETSTREAM_CREDS"},
 	} {
 		adaptertest.ValidateRow(t, tc.name, good, tc.role, tc.change, tc.bad)
 	}

@@ -87,12 +87,14 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
 	case c.APITimeout <= 0:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_API_TIMEOUT", Value: c.APITimeout.String(), Reason: "must be a positive duration such as 5s"}
-	case c.NKeyFile != "" && c.Creds != "":
-		return &runner.ConfigError{Var: "MV_JETSTREAM_NKEY_FILE", Value: c.NKeyFile, Reason: "cannot be used with MV_JETSTREAM_CREDS, whose credentials file carries its own NKey"}
-	case (c.User != "" || c.Token != "") && c.Creds != "":
-		return &runner.ConfigError{Var: "MV_JETSTREAM_CREDS", Value: c.Creds, Reason: "cannot be used with MV_JETSTREAM_USER or _TOKEN: set one identity"}
 	}
-	return c.Auth.Validate("MV_JETSTREAM_URL", c.URL)
+	if err := c.Auth.Validate("MV_JETSTREAM_URL", c.URL); err != nil {
+		return err
+	}
+	if c.Creds != "" && (c.HasIdentity() || natsjs.URLsCarryUser(c.URL)) {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CREDS", Value: c.Creds, Reason: "cannot be used with MV_JETSTREAM_USER, _TOKEN, _NKEY_FILE or a user in MV_JETSTREAM_URL: the credentials file is an identity of its own; set one"}
+	}
+	return nil
 }
 
 // validName reports whether s can name a stream or consumer: the server
