@@ -8,10 +8,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/monovertex/monovertex/internal/kafkatest"
@@ -584,14 +587,6 @@ func checkRateLimiter(t *testing.T, d *deployed, store string, min, max, n int) 
 	}
 }
 
-// TestCorpusRunsJetStreamHPAWithRateLimit: the "orders" MonoVertex of
-// jetstream-hpa.yaml against a NATS server that requires the user and
-// password of its nats-auth Secret, written with the line break a Secret
-// made from files has (Numaflow trims it; so must the runner). Its consumer delivers only new messages of
-// orders.eu: every one published after the runner is up is acked and
-// printed once, none of orders.us is, the consumer ends with nothing
-// pending, and the manifest's rate limiter (memory store, 100..2000/s)
-// granted the reads.
 // TestCorpusRunsJetStreamOverTLSWithAnNKey: jetstream-tls-nkey.yaml as
 // written against a server that speaks only TLS, wants a client
 // certificate signed by the test CA and the NKey user's signature; the
@@ -687,6 +682,15 @@ func TestCorpusRunsNATSToLog(t *testing.T) {
 	}
 }
 
+// TestCorpusRunsJetStreamHPAWithRateLimit: the "orders" MonoVertex of
+// jetstream-hpa.yaml against a NATS server that requires the user and
+// password of its nats-auth Secret, written with the line break a Secret
+// made from files has (Numaflow trims it; so must the runner). Its
+// consumer delivers only new messages of orders.eu: every one published
+// after the runner is up is acked and
+// printed once, none of orders.us is, the consumer ends with nothing
+// pending, and the manifest's rate limiter (memory store, 100..2000/s)
+// granted the reads.
 func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
 	skipShort(t)
 	const user, password = "orders-runner", "pw-0rders"
@@ -876,5 +880,61 @@ func TestCorpusRunsKafkaToKafka(t *testing.T) {
 	if all := n + nEU; len(out) != all || len(seen) != all || missing != 0 || wrongKey != 0 || len(audit) != 0 || tot.Acked != int64(all) || tot.Written != int64(all) || tot.FallbackWritten != 0 {
 		t.Fatalf("events-out %d records, %d distinct, %d missing, %d wrong keys; events-audit %d; acked %d written %d fallback %d: want %d, %d, 0, 0; 0; %d, %d, 0",
 			len(out), len(seen), missing, wrongKey, len(audit), tot.Acked, tot.Written, tot.FallbackWritten, all, all, all, all)
+	}
+}
+
+// TestCorpusRunsKafkaOAuth: kafka-oauth.yaml as written, against a kfake
+// broker that accepts only SASL OAUTHBEARER with the token a loopback
+// token endpoint grants to the kafka-oauth Secret's client (its values end
+// in the line break a Secret made from files has). Every record is copied
+// to orders-out once, keyed as it came, and the endpoint was asked.
+func TestCorpusRunsKafkaOAuth(t *testing.T) {
+	skipShort(t)
+	const id, secret, token = "orders-runner", "s3cret-0f-the-client", "granted-token"
+	var grants atomic.Int64
+	idp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if r.URL.Path != "/realms/kafka/protocol/openid-connect/token" || !ok || u != id || p != secret {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":"invalid_client"}`)
+			return
+		}
+		grants.Add(1)
+		fmt.Fprintf(w, `{"access_token":%q,"expires_in":300}`, token)
+	}))
+	t.Cleanup(idp.Close)
+	k := kafkatest.StartSecure(t, 1, map[string]int{"orders": 3, "orders-out": 3}, kafkatest.Security{
+		OAuthTokens: []string{token},
+		ClientOpts:  []kgo.Opt{kgo.SASL(oauth.Auth{Token: token}.AsMechanism())},
+	})
+	const n = 300
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = []byte(fmt.Sprintf("order-%d", i))
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("k%d", i%7)) }
+	kafkatest.Produce(t, k.Client(), "orders", values, key)
+	d := deployWith(t, local{
+		file:    "testdata/corpus/kafka-oauth.yaml",
+		secrets: map[string]map[string]string{"kafka-oauth": {"client-id": id + "\n", "client-secret": secret + "\n"}},
+		hosts:   map[string]string{"kafka.events.svc:9092": k.Brokers(), "idp.auth.svc:8080": strings.TrimPrefix(idp.URL, "http://")},
+	})
+	if d.env["MV_KAFKA_SASL_MECHANISM"] != "OAUTHBEARER" {
+		t.Fatalf("emitted env %v", d.env)
+	}
+	d.waitAcked(n, 60*time.Second)
+	tot := d.stop()
+	out := kafkatest.ReadAll(t, k, "orders-out")
+	seen, wrongKey := map[string]int{}, 0
+	for _, r := range out {
+		seen[string(r.Value)]++
+		var i int
+		if _, err := fmt.Sscanf(string(r.Value), "order-%d", &i); err != nil || string(r.Key) != string(key(i)) {
+			wrongKey++
+		}
+	}
+	t.Logf("produced %d; acked %d written %d; orders-out holds %d (%d distinct, %d with a wrong key); %d token grants", n, tot.Acked, tot.Written, len(out), len(seen), wrongKey, grants.Load())
+	if len(out) != n || len(seen) != n || wrongKey != 0 || tot.Acked != n || grants.Load() < 1 {
+		t.Fatalf("orders-out %d records, %d distinct, %d wrong keys; acked %d; %d grants: want %d, %d, 0, %d, at least 1", len(out), len(seen), wrongKey, tot.Acked, grants.Load(), n, n, n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/zap"
@@ -26,9 +28,12 @@ import (
 // spec.source.kafka.sasl and .tls, with files in place of Secret selectors
 // (mount the Secret and name the files).
 type Auth struct {
-	SASLMechanism string `envconfig:"MV_KAFKA_SASL_MECHANISM" desc:"SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty for none"`
+	SASLMechanism string `envconfig:"MV_KAFKA_SASL_MECHANISM" desc:"SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; empty for none"`
 	SASLUser      string `envconfig:"MV_KAFKA_SASL_USER" desc:"SASL user name; white space around it is trimmed, as Numaflow trims a Secret's value"`
 	SASLPassword  string `envconfig:"MV_KAFKA_SASL_PASSWORD" desc:"SASL password (trimmed)"`
+	OAuthClientID string `envconfig:"MV_KAFKA_SASL_OAUTH_CLIENT_ID" desc:"OAUTHBEARER: OAuth 2 client ID, for the client credentials grant at MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT (trimmed)"`
+	OAuthSecret   string `envconfig:"MV_KAFKA_SASL_OAUTH_CLIENT_SECRET" desc:"OAUTHBEARER: the client's secret (trimmed)"`
+	OAuthEndpoint string `envconfig:"MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT" desc:"OAUTHBEARER: the http or https URL tokens are asked from, as Numaflow's sasl.oauth.tokenEndpoint (librdkafka's OIDC method)"`
 	TLS           bool   `envconfig:"MV_KAFKA_TLS" default:"false" desc:"connect with TLS (implied by any other MV_KAFKA_TLS_* setting)"`
 	TLSCAFile     string `envconfig:"MV_KAFKA_TLS_CA_FILE" desc:"PEM file of the CA that signed the brokers' certificates; empty uses the system roots"`
 	TLSCertFile   string `envconfig:"MV_KAFKA_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_KAFKA_TLS_KEY_FILE)"`
@@ -48,8 +53,19 @@ func (a *Auth) Validate() error {
 		if user == "" {
 			return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASLUser, Reason: "is required with MV_KAFKA_SASL_MECHANISM=" + a.SASLMechanism}
 		}
+	case "OAUTHBEARER":
+		id, secret := a.oauthClient()
+		switch {
+		case id == "":
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_OAUTH_CLIENT_ID", Value: a.OAuthClientID, Reason: "is required with MV_KAFKA_SASL_MECHANISM=OAUTHBEARER"}
+		case secret == "":
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_OAUTH_CLIENT_SECRET", Value: "", Reason: "is required with MV_KAFKA_SASL_MECHANISM=OAUTHBEARER"}
+		}
+		if err := CheckTokenEndpoint(a.OAuthEndpoint); err != nil {
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT", Value: a.OAuthEndpoint, Reason: err.Error()}
+		}
 	default:
-		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported)"}
+		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)"}
 	}
 	return a.tlsFiles().Validate()
 }
@@ -77,6 +93,10 @@ func (a *Auth) Opts(brokers []string) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha256Mechanism()))
 	case "SCRAM-SHA-512":
 		opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism()))
+	case "OAUTHBEARER":
+		id, secret := a.oauthClient()
+		ts := &tokenSource{endpoint: a.OAuthEndpoint, id: id, secret: secret, client: &http.Client{Timeout: 30 * time.Second}}
+		opts = append(opts, kgo.SASL(oauth.Oauth(ts.auth)))
 	}
 	tc, err := a.tlsFiles().Config()
 	if err != nil {

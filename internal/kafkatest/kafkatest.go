@@ -47,6 +47,9 @@ type Security struct {
 	ClientCAFile string
 	// SASL is MECHANISM:USER:PASSWORD of the one user the brokers accept.
 	SASL string
+	// OAuthTokens, set, make the brokers require SASL OAUTHBEARER with one
+	// of these tokens (not with TLS or SASL).
+	OAuthTokens []string
 	// ClientOpts are what the test's own clients (Client, ReadAll) need to
 	// connect: kgo.DialTLSConfig, kgo.SASL.
 	ClientOpts []kgo.Opt
@@ -91,6 +94,9 @@ func (c *Cluster) start() {
 	}
 	if c.sec.SASL != "" {
 		args = append(args, "-sasl", c.sec.SASL)
+	}
+	if len(c.sec.OAuthTokens) > 0 {
+		args = append(args, "-oauthbearer", strings.Join(c.sec.OAuthTokens, ","))
 	}
 	c.proc = testutil.Start(c.t, "kfake", c.bin, nil, args...)
 	testutil.WaitFor(c.t, 30*time.Second, "kfake ready", func() bool {

@@ -21,6 +21,7 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/monovertex/monovertex/adapters/source/generator"
+	"github.com/monovertex/monovertex/internal/kafkaconn"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	nf "github.com/monovertex/monovertex/internal/numaflowapi"
 )
@@ -593,18 +594,37 @@ func (c *converter) kafkaAuth(p string, tls *nf.TLS, sasl *nf.SASL) {
 	}
 	if sasl != nil {
 		sp := p + ".sasl"
-		if sasl.GSSAPI != nil {
-			c.fail(sp+".gssapi", "the runner's Kafka client supports SASL PLAIN and SCRAM, not Kerberos (GSSAPI)")
-		}
-		if sasl.OAuth != nil {
-			c.fail(sp+".oauth", "the runner's Kafka client supports SASL PLAIN and SCRAM, not OAUTHBEARER")
-		}
 		if sasl.Mechanism == nil {
-			c.fail(sp+".mechanism", "required: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+			c.fail(sp+".mechanism", "required: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
+		}
+		// numaflow-core reads only the part its mechanism names.
+		mech := string(*sasl.Mechanism)
+		if sasl.GSSAPI != nil && mech != "GSSAPI" {
+			c.warn(sp+".gssapi", "ignored with mechanism %s, as Numaflow ignores it", mech)
+		}
+		if sasl.OAuth != nil && mech != "OAUTHBEARER" && mech != "OAUTH" {
+			c.warn(sp+".oauth", "ignored with mechanism %s, as Numaflow ignores it", mech)
 		}
 		var creds *nf.SASLPlain
 		field := ""
-		switch *sasl.Mechanism {
+		switch mech {
+		case "GSSAPI":
+			c.fail(sp+".gssapi", "mechanism GSSAPI (Kerberos): the runner's Kafka client supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER")
+		case "OAUTHBEARER", "OAUTH":
+			o := sasl.OAuth
+			if o == nil {
+				c.fail(sp+".oauth", "required for mechanism %s: clientID, clientSecret and tokenEndpoint (Numaflow refuses it without)", mech)
+			}
+			c.setEnv("MV_KAFKA_SASL_MECHANISM", "OAUTHBEARER", sp+".mechanism")
+			c.setSecretEnv("MV_KAFKA_SASL_OAUTH_CLIENT_ID", o.ClientID, sp+".oauth.clientID")
+			c.setSecretEnv("MV_KAFKA_SASL_OAUTH_CLIENT_SECRET", o.ClientSecret, sp+".oauth.clientSecret")
+			if err := kafkaconn.CheckTokenEndpoint(o.TokenEndpoint); err != nil {
+				c.fail(sp+".oauth.tokenEndpoint", "%q %v", o.TokenEndpoint, err)
+			}
+			c.setEnv("MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT", o.TokenEndpoint, sp+".oauth.tokenEndpoint")
+			return
+		}
+		switch mech {
 		case "PLAIN":
 			creds, field = sasl.Plain, "plain"
 		case "SCRAM-SHA-256":
@@ -612,7 +632,7 @@ func (c *converter) kafkaAuth(p string, tls *nf.TLS, sasl *nf.SASL) {
 		case "SCRAM-SHA-512":
 			creds, field = sasl.SCRAMSHA512, "scramsha512"
 		default:
-			c.fail(sp+".mechanism", "%q: the runner's Kafka client supports PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", *sasl.Mechanism)
+			c.fail(sp+".mechanism", "%q: the runner's Kafka client supports PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER", *sasl.Mechanism)
 		}
 		if creds == nil {
 			c.fail(sp+"."+field, "required for mechanism %s: userSecret and passwordSecret", *sasl.Mechanism)

@@ -9,7 +9,9 @@
 // With -tls-cert/-tls-key the brokers speak only TLS (and with
 // -tls-client-ca they require a client certificate signed by it); with
 // -sasl MECHANISM:USER:PASSWORD they require SASL as that one user, so a
-// manifest's TLS and SCRAM settings can be run against it as written.
+// manifest's TLS and SCRAM settings can be run against it as written; with
+// -oauthbearer TOKEN,... they require SASL OAUTHBEARER with one of the
+// tokens (a gate in front of kfake answers the SASL exchange).
 //
 // It prints one "addr host:port" line per broker, then "ready". SIGTERM or
 // SIGINT closes the cluster, which writes its state to -data-dir.
@@ -20,6 +22,7 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -41,6 +44,7 @@ func main() {
 	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
 	tlsClientCA := flag.String("tls-client-ca", "", "PEM CA: require a client certificate signed by it")
 	saslUser := flag.String("sasl", "", "MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512): require SASL as this user")
+	oauthTokens := flag.String("oauthbearer", "", "comma-separated tokens: require SASL OAUTHBEARER with one of them (not with -tls-cert or -sasl)")
 	flag.Parse()
 
 	var portList []int
@@ -72,6 +76,23 @@ func main() {
 			os.Exit(2)
 		}
 		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(parts[0], parts[1], parts[2]))
+	}
+	if *oauthTokens != "" {
+		if *tlsCert != "" || *saslUser != "" {
+			fmt.Fprintln(os.Stderr, "kfake: -oauthbearer cannot be combined with -tls-cert or -sasl")
+			os.Exit(2)
+		}
+		tokens := map[string]bool{}
+		for _, t := range strings.Split(*oauthTokens, ",") {
+			tokens[t] = true
+		}
+		opts = append(opts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			ln, err := net.Listen(network, address)
+			if err != nil {
+				return nil, err
+			}
+			return &oauthListener{Listener: ln, tokens: tokens}, nil
+		}))
 	}
 	if *dataDir != "" {
 		opts = append(opts, kfake.DataDir(*dataDir))
