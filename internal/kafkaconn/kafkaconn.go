@@ -44,6 +44,13 @@ type Auth struct {
 // Validate checks the authentication settings.
 func (a *Auth) Validate() error {
 	user, _ := a.sasl()
+	oauthSet := a.OAuthClientID != "" || a.OAuthSecret != "" || a.OAuthEndpoint != ""
+	switch {
+	case a.SASLMechanism == "OAUTHBEARER" && user != "":
+		return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASLUser, Reason: "is not used with MV_KAFKA_SASL_MECHANISM=OAUTHBEARER, which takes MV_KAFKA_SASL_OAUTH_*: unset one"}
+	case a.SASLMechanism != "OAUTHBEARER" && oauthSet:
+		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be OAUTHBEARER when MV_KAFKA_SASL_OAUTH_* are set"}
+	}
 	switch a.SASLMechanism {
 	case "":
 		if user != "" {
@@ -62,7 +69,7 @@ func (a *Auth) Validate() error {
 			return &runner.ConfigError{Var: "MV_KAFKA_SASL_OAUTH_CLIENT_SECRET", Value: "", Reason: "is required with MV_KAFKA_SASL_MECHANISM=OAUTHBEARER"}
 		}
 		if err := CheckTokenEndpoint(a.OAuthEndpoint); err != nil {
-			return &runner.ConfigError{Var: "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT", Value: a.OAuthEndpoint, Reason: err.Error()}
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT", Value: redactURL(a.OAuthEndpoint), Reason: err.Error()}
 		}
 	default:
 		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)"}

@@ -42,9 +42,14 @@ func CheckTokenEndpoint(raw string) error {
 // grant, as librdkafka's OIDC method (Numaflow's sasl.oauth) asks for
 // them: a form POST of grant_type=client_credentials with the client ID
 // and secret in Basic authentication. A token is kept until 80 % of its
-// lifetime has passed (librdkafka refreshes at 80 % too), taken from the
-// answer's expires_in or else the JWT's exp; one without either is asked
-// for again at every authentication.
+// lifetime has passed (librdkafka refreshes at 80 % too): the JWT's exp,
+// or the answer's expires_in if shorter or the token is not a JWT. Unlike
+// librdkafka, which takes only JWTs, an opaque token is used, and one
+// without a lifetime is asked for again at every authentication.
+//
+// Connections that authenticate while a grant is under way wait for it
+// (or their context) and share its answer, token or error, rather than
+// asking one after another.
 type tokenSource struct {
 	endpoint, id, secret string
 	client               *http.Client
@@ -52,22 +57,56 @@ type tokenSource struct {
 	mu      sync.Mutex
 	token   string
 	renewAt time.Time
+	flight  *tokenFlight // the grant under way, nil for none
+}
+
+// tokenFlight is one grant request and its answer, for every caller that
+// waits on it.
+type tokenFlight struct {
+	done  chan struct{}
+	token string
+	err   error
 }
 
 // auth is franz-go's OAUTHBEARER callback, called for every connection and
 // reauthentication.
 func (s *tokenSource) auth(ctx context.Context) (oauth.Auth, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.token != "" && time.Now().Before(s.renewAt) {
-		return oauth.Auth{Token: s.token}, nil
+		tok := s.token
+		s.mu.Unlock()
+		return oauth.Auth{Token: tok}, nil
 	}
-	tok, lifetime, err := s.fetch(ctx)
-	if err != nil {
-		return oauth.Auth{}, err
+	f := s.flight
+	if f == nil {
+		f = &tokenFlight{done: make(chan struct{})}
+		s.flight = f
+		go s.grant(f)
 	}
-	s.token, s.renewAt = tok, time.Now().Add(lifetime*8/10)
-	return oauth.Auth{Token: tok}, nil
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return oauth.Auth{}, f.err
+		}
+		return oauth.Auth{Token: f.token}, nil
+	case <-ctx.Done():
+		return oauth.Auth{}, fmt.Errorf("kafka: waiting for an OAuth token from %s: %w", redactURL(s.endpoint), ctx.Err())
+	}
+}
+
+// grant runs one flight's request (bounded by the client's timeout, not by
+// any one caller's context) and publishes its answer.
+func (s *tokenSource) grant(f *tokenFlight) {
+	tok, lifetime, err := s.fetch(context.Background())
+	s.mu.Lock()
+	f.token, f.err = tok, err
+	if err == nil {
+		s.token, s.renewAt = tok, time.Now().Add(lifetime*8/10)
+	}
+	s.flight = nil
+	s.mu.Unlock()
+	close(f.done)
 }
 
 // fetch asks the endpoint for a token and returns it with its lifetime (0
@@ -75,19 +114,22 @@ func (s *tokenSource) auth(ctx context.Context) (oauth.Auth, error) {
 func (s *tokenSource) fetch(ctx context.Context) (string, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSpace(s.endpoint), strings.NewReader("grant_type=client_credentials"))
 	if err != nil {
-		return "", 0, fmt.Errorf("kafka: OAuth token request to %s: %w", s.endpoint, err)
+		return "", 0, fmt.Errorf("kafka: OAuth token request to %s: %w", redactURL(s.endpoint), err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(s.id+":"+s.secret)))
 	resp, err := s.client.Do(req)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // without the URL, whose query may hold a secret
+	}
 	if err != nil {
-		return "", 0, fmt.Errorf("kafka: OAuth token request to %s (check MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT): %w", s.endpoint, err)
+		return "", 0, fmt.Errorf("kafka: OAuth token request to %s (check MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT): %w", redactURL(s.endpoint), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return "", 0, fmt.Errorf("kafka: OAuth token answer from %s: %w", s.endpoint, err)
+		return "", 0, fmt.Errorf("kafka: OAuth token answer from %s: %w", redactURL(s.endpoint), err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		// The error field of RFC 6749 5.2 says why; the body can hold no
@@ -101,14 +143,14 @@ func (s *tokenSource) fetch(ctx context.Context) (string, time.Duration, error) 
 		if why != "" {
 			why = ": " + why
 		}
-		return "", 0, fmt.Errorf("kafka: OAuth token endpoint %s answered %s%s (check MV_KAFKA_SASL_OAUTH_CLIENT_ID and _CLIENT_SECRET)", s.endpoint, resp.Status, why)
+		return "", 0, fmt.Errorf("kafka: OAuth token endpoint %s answered %s%s (check MV_KAFKA_SASL_OAUTH_CLIENT_ID and _CLIENT_SECRET)", redactURL(s.endpoint), resp.Status, why)
 	}
 	var t struct {
 		AccessToken string          `json:"access_token"`
 		ExpiresIn   json.RawMessage `json:"expires_in"`
 	}
 	if err := json.Unmarshal(body, &t); err != nil || t.AccessToken == "" {
-		return "", 0, fmt.Errorf("kafka: OAuth token endpoint %s answered without an access_token", s.endpoint)
+		return "", 0, fmt.Errorf("kafka: OAuth token endpoint %s answered without an access_token", redactURL(s.endpoint))
 	}
 	var secs float64
 	if json.Unmarshal(t.ExpiresIn, &secs) != nil {
@@ -118,10 +160,24 @@ func (s *tokenSource) fetch(ctx context.Context) (string, time.Duration, error) 
 		}
 	}
 	lifetime := time.Duration(secs * float64(time.Second))
-	if lifetime <= 0 {
-		lifetime = jwtLifetime(t.AccessToken, time.Now())
+	if exp := jwtLifetime(t.AccessToken, time.Now()); exp > 0 && (lifetime <= 0 || exp < lifetime) {
+		lifetime = exp
 	}
 	return t.AccessToken, lifetime, nil
+}
+
+// redactURL is raw without a password or query, which may hold secrets,
+// for errors and logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	u.RawQuery, u.Fragment = "", ""
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	return u.String()
 }
 
 // jwtLifetime is how long a JWT has until its exp claim, 0 if it is not a

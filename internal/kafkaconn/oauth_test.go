@@ -129,6 +129,10 @@ func TestValidateOAuth(t *testing.T) {
 		{"not http", func(a *Auth) { a.OAuthEndpoint = "ftp://idp/token" }, "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"},
 		{"no host", func(a *Auth) { a.OAuthEndpoint = "https:///token" }, "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"},
 		{"GSSAPI", func(a *Auth) { a.SASLMechanism = "GSSAPI" }, "MV_KAFKA_SASL_MECHANISM"},
+		{"OAuth settings without the mechanism", func(a *Auth) { a.SASLMechanism = "" }, "MV_KAFKA_SASL_MECHANISM"},
+		{"OAuth settings under PLAIN", func(a *Auth) { a.SASLMechanism, a.SASLUser = "PLAIN", "u" }, "MV_KAFKA_SASL_MECHANISM"},
+		{"a SASL user under OAUTHBEARER", func(a *Auth) { a.SASLUser = "u" }, "MV_KAFKA_SASL_USER"},
+		{"an endpoint with a secret in it", func(a *Auth) { a.OAuthEndpoint = "ftp://u:pw@idp/token?pw" }, "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"},
 	} {
 		a := good
 		c.change(&a)
@@ -136,5 +140,69 @@ func TestValidateOAuth(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
 			t.Errorf("%s: %v, want an error naming %s (and no secret)", c.name, err, c.want)
 		}
+	}
+}
+
+// TestConnectionsShareOneGrant: connections that authenticate while a
+// grant is under way wait for it and share its token; one whose context
+// ends stops waiting at once.
+func TestConnectionsShareOneGrant(t *testing.T) {
+	release := make(chan struct{})
+	var grants atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		grants.Add(1)
+		<-release
+		fmt.Fprint(w, `{"access_token":"shared","expires_in":60}`)
+	}))
+	t.Cleanup(srv.Close)
+	ts := &tokenSource{endpoint: srv.URL + "?secret=q", id: "id", secret: "pw", client: srv.Client()}
+	const n = 5
+	got := make(chan string, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			a, err := ts.auth(context.Background())
+			if err != nil {
+				got <- "error: " + err.Error()
+				return
+			}
+			got <- a.Token
+		}()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ts.auth(ctx); err == nil || !strings.Contains(err.Error(), "canceled") || strings.Contains(err.Error(), "secret=q") {
+		t.Fatalf("a cancelled caller: %v, want its context's error at once and no query", err)
+	}
+	close(release)
+	for i := 0; i < n; i++ {
+		select {
+		case tok := <-got:
+			if tok != "shared" {
+				t.Fatalf("caller %d got %q", i, tok)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a caller still waits for the grant")
+		}
+	}
+	if grants.Load() != 1 {
+		t.Fatalf("%d grants for %d waiting connections, want 1", grants.Load(), n)
+	}
+}
+
+// TestTheShorterLifetimeCounts: expires_in longer than the JWT's exp does
+// not keep an expired token.
+func TestTheShorterLifetimeCounts(t *testing.T) {
+	exp := time.Now().Add(10 * time.Minute).Unix()
+	tok := "eyJhbGciOiJub25lIn0." + base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"exp":%d}`, exp)) + ".sig"
+	srv, _ := tokenServer(t, "id", "pw", func(int64) string { return fmt.Sprintf(`{"access_token":%q,"expires_in":86400}`, tok) })
+	ts := &tokenSource{endpoint: srv.URL, id: "id", secret: "pw", client: srv.Client()}
+	if _, err := ts.auth(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Until(ts.renewAt); d > 8*time.Minute+time.Second || d < 7*time.Minute {
+		t.Fatalf("renews in %v, want at 80%% of the JWT's 10 minutes, not of expires_in's day", d)
+	}
+	if r := redactURL("https://u:p4ss@idp/token?client_secret=x#f"); r != "https://u@idp/token" {
+		t.Fatalf("redactURL: %q", r)
 	}
 }

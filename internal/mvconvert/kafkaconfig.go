@@ -155,7 +155,7 @@ func (c *converter) kafkaProperty(fp, key, val string, conf *kafkaSinkConf, tls 
 		case "consistent_random", "murmur2_random", "random":
 			conf.env["MV_KAFKA_PARTITIONER"] = lower
 		case "consistent", "murmur2":
-			c.warn(at, "%s_random instead: records with an empty key are spread, not sent to one partition", lower)
+			c.warn(at, "%s_random instead: records without a key (Numaflow's default setKey: false) or with an empty one are spread over the partitions, where librdkafka's %s sends them all to one", lower, lower)
 			conf.env["MV_KAFKA_PARTITIONER"] = lower + "_random"
 		default:
 			c.fail(at, "%q: the runner offers consistent_random (librdkafka's default), murmur2_random and random", val)

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,60 +120,52 @@ func (c *Config) Validate(role runner.Role) error {
 
 // partitioner is the kgo partitioner librdkafka's partitioner setting
 // names, nil for one the runner does not offer. Numaflow's Kafka sink uses
-// librdkafka's default, consistent_random: a key goes to partition
-// CRC32(key) mod partitions (librdkafka's rd_crc32 is the IEEE CRC-32),
-// so a migrated pipeline keeps each key in the partition it had.
+// librdkafka's default, consistent_random: a non-empty key goes to
+// partition CRC32(key) mod partitions (librdkafka's rd_crc32 is the IEEE
+// CRC-32), so a migrated pipeline keeps each key in the partition it had;
+// records without a key or with an empty one go to a sticky partition.
+// murmur2_random hashes an empty key too and spreads only records without
+// one, as librdkafka's does (and kgo's default sticky key partitioner).
 func partitioner(name string) kgo.Partitioner {
 	switch name {
 	case "consistent_random":
-		return kgo.StickyKeyPartitioner(func(key []byte, n int) int {
-			if len(key) == 0 {
-				return rand.IntN(n) // librdkafka spreads empty keys
-			}
-			return int(crc32.ChecksumIEEE(key) % uint32(n))
-		})
+		return crcPartitioner{}
 	case "murmur2_random":
-		hash := kgo.KafkaHasher(murmur2)
-		return kgo.StickyKeyPartitioner(func(key []byte, n int) int {
-			if len(key) == 0 {
-				return rand.IntN(n) // librdkafka spreads empty keys
-			}
-			return hash(key, n)
-		})
+		return kgo.StickyKeyPartitioner(nil) // kgo's default hasher is the Java client's murmur2
 	case "random":
 		return kgo.StickyPartitioner()
 	}
 	return nil
 }
 
-// murmur2 is the Java client's (and librdkafka's murmur2) hash of a key:
-// MurmurHash2 with seed 0x9747b28c.
-func murmur2(b []byte) uint32 {
-	const seed, m, r = uint32(0x9747b28c), uint32(0x5bd1e995), 24
-	h := seed ^ uint32(len(b))
-	for ; len(b) >= 4; b = b[4:] {
-		k := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-		k *= m
-		k ^= k >> r
-		k *= m
-		h *= m
-		h ^= k
+// crcPartitioner is librdkafka's consistent_random.
+type crcPartitioner struct{}
+
+func (crcPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	return &crcTopicPartitioner{sticky: kgo.StickyPartitioner().ForTopic(t)}
+}
+
+type crcTopicPartitioner struct {
+	sticky kgo.TopicPartitioner
+}
+
+// RequiresConsistency: only a keyed record must go to its key's partition;
+// the others may move to a partition whose leader is up.
+func (*crcTopicPartitioner) RequiresConsistency(r *kgo.Record) bool { return len(r.Key) > 0 }
+
+func (p *crcTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if len(r.Key) == 0 {
+		return p.sticky.Partition(r, n)
 	}
-	switch len(b) {
-	case 3:
-		h ^= uint32(b[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint32(b[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint32(b[0])
-		h *= m
+	return int(crc32.ChecksumIEEE(r.Key) % uint32(n))
+}
+
+// OnNewBatch moves the sticky partition on, as kgo's sticky partitioner
+// does between batches.
+func (p *crcTopicPartitioner) OnNewBatch() {
+	if nb, ok := p.sticky.(kgo.TopicPartitionerOnNewBatch); ok {
+		nb.OnNewBatch()
 	}
-	h ^= h >> 13
-	h *= m
-	h ^= h >> 15
-	return h
 }
 
 func init() {

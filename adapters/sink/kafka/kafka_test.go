@@ -230,8 +230,9 @@ func TestValidate(t *testing.T) {
 
 // TestPartitionsAsNumaflowsClient: with the default consistent_random a
 // keyed record lands in partition CRC32(key) mod partitions, where
-// librdkafka, Numaflow's Kafka client, puts it; murmur2_random puts it
-// where the Java client would (franz-go's own hasher).
+// librdkafka, Numaflow's Kafka client, puts it (the hash itself is pinned
+// by TestEmptyAndMissingKeysAsLibrdkafka); murmur2_random puts it where
+// the Java client would (franz-go's own hasher).
 func TestPartitionsAsNumaflowsClient(t *testing.T) {
 	const parts = 8
 	c := kafkatest.Start(t, 1, map[string]int{"crc": parts, "mm": parts})
@@ -276,24 +277,43 @@ func TestPartitionsAsNumaflowsClient(t *testing.T) {
 	adaptertest.WantConfigError(t, bad.Validate(runner.RoleSink), "MV_KAFKA_PARTITIONER")
 }
 
-// TestMurmur2IsTheJavaClients: the runner's murmur2 agrees with the
-// Java client's values (Kafka's UtilsTest) and with franz-go's hasher.
-func TestMurmur2IsTheJavaClients(t *testing.T) {
-	for in, want := range map[string]int32{"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
-		"a-little-bit-longer-string": -1486304829, "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971, "abc": 479470107} {
-		if got := int32(murmur2([]byte(in))); got != want {
-			t.Errorf("murmur2(%q) = %d, want %d", in, got, want)
+// TestEmptyAndMissingKeysAsLibrdkafka: under consistent_random a record
+// without a key or with an empty one goes to a sticky partition, any of
+// them; under murmur2_random an empty key is hashed like any other (one
+// partition, kgo's and librdkafka's), and only a missing one is spread.
+// The standard CRC-32 check value pins the hash: CRC32("123456789") is
+// 0xCBF43926, so that key is partition 6 of 8 (0xCBF43926 mod 8).
+func TestEmptyAndMissingKeysAsLibrdkafka(t *testing.T) {
+	if crc32.ChecksumIEEE([]byte("123456789")) != 0xCBF43926 {
+		t.Fatal("not the IEEE CRC-32 librdkafka's rd_crc32 computes")
+	}
+	crc := partitioner("consistent_random").ForTopic("t")
+	if p := crc.Partition(&kgo.Record{Key: []byte("123456789")}, 8); p != 6 || !crc.RequiresConsistency(&kgo.Record{Key: []byte("k")}) {
+		t.Fatalf("key 123456789 over 8 partitions: %d, want 6 (and consistency for keys)", p)
+	}
+	for _, key := range [][]byte{nil, {}} {
+		if crc.RequiresConsistency(&kgo.Record{Key: key}) {
+			t.Fatalf("consistent_random requires consistency for key %q (nil %v): it may go anywhere", key, key == nil)
+		}
+		seen := map[int]bool{}
+		for i := 0; i < 200; i++ {
+			seen[crc.Partition(&kgo.Record{Key: key}, 8)] = true
+			crc.(kgo.TopicPartitionerOnNewBatch).OnNewBatch()
+		}
+		if len(seen) < 2 {
+			t.Fatalf("consistent_random put every record with key %q (nil %v) in %v across 200 batches, want them spread", key, key == nil, seen)
 		}
 	}
-	java := kgo.StickyKeyPartitioner(nil).ForTopic("t")
-	mine := kgo.KafkaHasher(murmur2)
-	for i := 0; i < 2000; i++ {
-		key := []byte(fmt.Sprintf("key-%d-%x", i, i*i))
-		for _, n := range []int{1, 3, 8, 100} {
-			if got, want := mine(key, n), java.Partition(&kgo.Record{Key: key}, n); got != want {
-				t.Fatalf("key %q over %d partitions: %d, franz-go %d", key, n, got, want)
-			}
+	mm := partitioner("murmur2_random").ForTopic("t")
+	first := mm.Partition(&kgo.Record{Key: []byte{}}, 8)
+	for i := 0; i < 50; i++ {
+		if p := mm.Partition(&kgo.Record{Key: []byte{}}, 8); p != first || !mm.RequiresConsistency(&kgo.Record{Key: []byte{}}) {
+			t.Fatalf("murmur2_random put an empty key in %d and %d: librdkafka hashes it to one partition", first, p)
 		}
+	}
+	s := &Sink{setKey: true}
+	if rec := s.record(&runner.Message{Keys: []string{""}}); rec.Key == nil || len(rec.Key) != 0 {
+		t.Fatalf("keys [\"\"]: record key %q (nil %v), want empty and present, as Numaflow's Some(\"\")", rec.Key, rec.Key == nil)
 	}
 }
 

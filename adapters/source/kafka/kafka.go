@@ -757,9 +757,10 @@ func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 	return li, nil
 }
 
-// Pending is the whole group's lag: high watermark minus committed offset,
-// summed over the partitions of every topic read, the same number on every replica
-// (as Numaflow's Kafka source counts it). Records read but not yet
+// Pending is the whole group's lag: the end of each partition (its last
+// stable offset under read_committed, else its high watermark) minus its
+// committed offset, summed over the partitions of every topic read, the
+// same number on every replica (as Numaflow's Kafka source counts it). Records read but not yet
 // committed count as pending, as a JetStream consumer counts its unacked.
 func (s *Source) Pending(ctx context.Context) (int64, error) {
 	li, err := s.lagNow(ctx)

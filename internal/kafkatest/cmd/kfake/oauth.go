@@ -18,7 +18,9 @@ import (
 // but ApiVersions. kfake itself speaks only PLAIN and SCRAM; the gate
 // answers the SASLHandshake and SASLAuthenticate requests itself, as a
 // broker with an OAuth validator would, and then passes the connection's
-// bytes through untouched.
+// bytes through untouched. A client must wait for the ApiVersions answer
+// before it starts SASL (franz-go and librdkafka do): the gate does not
+// order its answers after kfake's.
 type oauthListener struct {
 	net.Listener
 	tokens map[string]bool
