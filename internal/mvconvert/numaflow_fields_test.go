@@ -84,36 +84,42 @@ func TestJetStreamTLSAndAuthAsNumaflowReadsThem(t *testing.T) {
 		{"auth and a user in the URL", strings.Replace(jsHead, "nats://n:4222", "nats://a:b@n:4222", 1) + "      auth:\n        token: {name: tk, key: t}\n", nil, nil, nil, "spec.source.jetstream.url"},
 		{"empty auth", jsHead + "      auth: {}\n", nil, nil, nil, "spec.source.jetstream.auth"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			env, vols, warnings, err := convertOne(t, c.yaml)
-			if c.fail != "" {
-				if err == nil || !strings.Contains(err.Error(), c.fail+":") {
-					t.Fatalf("error %v, want one at %s", err, c.fail)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k, want := range c.env {
-				if got, ok := env[k]; want == "" && ok || want != "" && got != want {
-					t.Errorf("%s = %q (set %v), want %q", k, got, ok, want)
-				}
-			}
-			for _, v := range c.vols {
-				if _, ok := vols[v]; !ok {
-					t.Errorf("no volume %s in %v", v, vols)
-				}
-			}
-			if len(vols) != len(c.vols) {
-				t.Errorf("volumes %v, want exactly %v", vols, c.vols)
-			}
-			for _, w := range c.warn {
-				if !hasWarning(warnings, w) {
-					t.Errorf("no warning at %s in %q", w, warnings)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkConversion(t, c.yaml, c.env, c.vols, c.warn, c.fail) })
+	}
+}
+
+// checkConversion converts yaml and checks that it fails at the path fail,
+// or else that the runner's environment has env ("" = not set), the Secret
+// volumes are exactly vols, and a warning names each path of warn.
+func checkConversion(t *testing.T, yaml string, env map[string]string, vols, warn []string, fail string) {
+	t.Helper()
+	gotEnv, gotVols, warnings, err := convertOne(t, yaml)
+	if fail != "" {
+		if err == nil || !strings.Contains(err.Error(), fail+":") {
+			t.Fatalf("error %v, want one at %s", err, fail)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range env {
+		if got, ok := gotEnv[k]; want == "" && ok || want != "" && got != want {
+			t.Errorf("%s = %q (set %v), want %q", k, got, ok, want)
+		}
+	}
+	for _, v := range vols {
+		if _, ok := gotVols[v]; !ok {
+			t.Errorf("no volume %s in %v", v, gotVols)
+		}
+	}
+	if len(gotVols) != len(vols) {
+		t.Errorf("volumes %v, want exactly %v", gotVols, vols)
+	}
+	for _, w := range warn {
+		if !hasWarning(warnings, w) {
+			t.Errorf("no warning at %s in %q", w, warnings)
+		}
 	}
 }
 
@@ -244,28 +250,7 @@ func TestKafkaConfigAsNumaflowReadsIt(t *testing.T) {
 			"    fallback:\n      kafka:\n        brokers: [k:9092]\n        topic: f\n        setKey: true\n    retryStrategy:\n      onFailure: fallback\n",
 			map[string]string{"MV_KAFKA_SINK_SET_KEY": "false", "MV_FALLBACK_KAFKA_SET_KEY": "true"}, nil, ""},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			env, _, warnings, err := convertOne(t, c.yaml)
-			if c.fail != "" {
-				if err == nil || !strings.Contains(err.Error(), c.fail+":") {
-					t.Fatalf("error %v, want one at %s", err, c.fail)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k, want := range c.env {
-				if got, ok := env[k]; want == "" && ok || want != "" && got != want {
-					t.Errorf("%s = %q (set %v), want %q", k, got, ok, want)
-				}
-			}
-			for _, w := range c.warn {
-				if !hasWarning(warnings, w) {
-					t.Errorf("no warning at %s in %q", w, warnings)
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkConversion(t, c.yaml, c.env, nil, c.warn, c.fail) })
 	}
 }
 

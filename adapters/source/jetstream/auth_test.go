@@ -90,13 +90,7 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 		if err := cfg.Validate(runner.RoleSource); err != nil {
 			t.Fatal(err)
 		}
-		src := newSource(t, cfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		got := adaptertest.ReadN(t, ctx, src, len(want), false)
-		if err := src.Ack(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		readAllOnce(t, newSource(t, cfg), want)
 	})
 
 	t.Run("skip verify without a CA, against a server that wants no client certificate", func(t *testing.T) {
@@ -106,19 +100,25 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 		want := publish(t, js, "T.in", 20, "skip")
 		cfg := testConfig(srv.URL(), "T")
 		cfg.Auth = natsjs.Auth{TLSSkipVerify: true}
-		src := newSource(t, cfg)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		got := adaptertest.ReadN(t, ctx, src, len(want), false)
-		if err := src.Ack(ctx, got); err != nil {
-			t.Fatal(err)
-		}
-		for i, m := range got {
-			if string(m.Value) != string(want[i]) {
-				t.Fatalf("message %d: %q, want %q", i, m.Value, want[i])
-			}
-		}
+		readAllOnce(t, newSource(t, cfg), want)
 	})
+}
+
+// readAllOnce reads len(want) messages from src within 30 s, acks them,
+// and checks they are want in order.
+func readAllOnce(t *testing.T, src *jssource.Source, want [][]byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got := adaptertest.ReadN(t, ctx, src, len(want), false)
+	if err := src.Ack(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range got {
+		if string(m.Value) != string(want[i]) {
+			t.Fatalf("message %d: %q, want %q", i, m.Value, want[i])
+		}
+	}
 }
 
 func TestValidateAuth(t *testing.T) {
@@ -207,18 +207,7 @@ func TestUserPasswordAndTokenAsNumaflowReadsThem(t *testing.T) {
 			if err := cfg.Validate(runner.RoleSource); err != nil {
 				t.Fatal(err)
 			}
-			src := newSource(t, cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			got := adaptertest.ReadN(t, ctx, src, len(want), false)
-			if err := src.Ack(ctx, got); err != nil {
-				t.Fatal(err)
-			}
-			for i, m := range got {
-				if string(m.Value) != string(want[i]) {
-					t.Fatalf("message %d: %q, want %q", i, m.Value, want[i])
-				}
-			}
+			readAllOnce(t, newSource(t, cfg), want)
 
 			bad := testConfig(srv.URL(), "S")
 			c.wrong(&bad.Auth)
