@@ -858,9 +858,6 @@ func (c *converter) retry() {
 		if b.Interval != nil {
 			c.setEnv("MV_RETRY_INTERVAL", dur(b.Interval), bp+".interval")
 		}
-		if b.Steps != nil {
-			c.setEnv("MV_RETRY_STEPS", strconv.FormatUint(uint64(*b.Steps), 10), bp+".steps")
-		}
 		if b.Factor != nil {
 			c.setEnv("MV_RETRY_FACTOR", strconv.FormatFloat(*b.Factor, 'g', -1, 64), bp+".factor")
 		}
@@ -877,6 +874,36 @@ func (c *converter) retry() {
 		}
 		c.setEnv("MV_ON_FAILURE", string(*r.OnFailure), p+".onFailure")
 	}
+	c.retrySteps(p, r)
+}
+
+// retrySteps sets MV_RETRY_STEPS as numaflow-core counts a sink's retries:
+// with onFailure retry it ignores steps and retries on; with fallback or
+// drop it takes steps in 16 bits (steps as u16), 65535 when unset, so a
+// sink that keeps failing reaches the fallback or the drop.
+func (c *converter) retrySteps(p string, r nf.RetryStrategy) {
+	var steps *uint32
+	if r.BackOff != nil {
+		steps = r.BackOff.Steps
+	}
+	sp := p + ".backoff.steps"
+	if r.OnFailure == nil || *r.OnFailure == nf.OnFailureRetry {
+		if steps != nil {
+			c.warn(sp, "ignored with onFailure retry, as Numaflow ignores it: the write is retried until it succeeds")
+		}
+		return
+	}
+	n := uint32(65535) // numaflow-core's DEFAULT_MAX_SINK_RETRY_ATTEMPTS
+	if steps != nil {
+		n = *steps & 0xffff
+		switch {
+		case n == 0:
+			c.fail(sp, "%d is 0 retries in Numaflow, which keeps steps in 16 bits; use 1 to 65535", *steps)
+		case n != *steps:
+			c.warn(sp, "%d is %d retries, as Numaflow keeps steps in 16 bits", *steps, n)
+		}
+	}
+	c.setEnv("MV_RETRY_STEPS", strconv.FormatUint(uint64(n), 10), sp)
 }
 
 func (c *converter) limits() {

@@ -275,3 +275,28 @@ func TestKafkaConfigWarningsHideTheLine(t *testing.T) {
 		t.Fatalf("warnings %q: want lines 2 and 3 named and neither secret shown", warnings)
 	}
 }
+
+// TestRetryStepsAsNumaflowCountsThem: with onFailure fallback or drop a
+// sink that keeps failing gets steps retries, 65535 when unset, steps kept
+// in 16 bits; with onFailure retry steps is ignored and the write retried
+// until it succeeds.
+func TestRetryStepsAsNumaflowCountsThem(t *testing.T) {
+	mv := func(retry string) string {
+		return "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  source:\n    generator: {}\n  sink:\n    log: {}\n    fallback:\n      blackhole: {}\n    retryStrategy:\n" + retry
+	}
+	for _, c := range []struct {
+		name, yaml string
+		env        map[string]string
+		warn       []string
+		fail       string
+	}{
+		{"fallback without steps", mv("      onFailure: fallback\n"), map[string]string{"MV_RETRY_STEPS": "65535", "MV_ON_FAILURE": "fallback"}, nil, ""},
+		{"drop with steps", mv("      onFailure: drop\n      backoff: {steps: 7}\n"), map[string]string{"MV_RETRY_STEPS": "7"}, nil, ""},
+		{"steps past 16 bits", mv("      onFailure: drop\n      backoff: {steps: 70000}\n"), map[string]string{"MV_RETRY_STEPS": "4464"}, []string{"spec.sink.retryStrategy.backoff.steps"}, ""},
+		{"steps that are 0 in 16 bits", mv("      onFailure: fallback\n      backoff: {steps: 65536}\n"), nil, nil, "spec.sink.retryStrategy.backoff.steps"},
+		{"retry ignores steps", mv("      onFailure: retry\n      backoff: {steps: 5}\n"), map[string]string{"MV_RETRY_STEPS": ""}, []string{"spec.sink.retryStrategy.backoff.steps"}, ""},
+		{"the default is retry", mv("      backoff: {steps: 5, interval: 10ms}\n"), map[string]string{"MV_RETRY_STEPS": "", "MV_RETRY_INTERVAL": "10ms"}, []string{"spec.sink.retryStrategy.backoff.steps"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkConversion(t, c.yaml, c.env, nil, c.warn, c.fail) })
+	}
+}
