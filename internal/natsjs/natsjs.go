@@ -73,17 +73,15 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // DecodeHeaders fills m's keys, event time and headers from a stored
-// message: keys from Mv-Keys, or the subject when the header is absent (so
-// messages from any producer are keyed by what they were published on);
-// event time from Mv-Event-Time, or stored (the time the stream stored the
-// message); every other header, Nats-* included, as a user header with its
-// first value.
-func DecodeHeaders(m *runner.Message, subject string, h nats.Header, stored time.Time) {
+// message: keys from Mv-Keys (the runner's JetStream sink writes them),
+// else none, as Numaflow's JetStream source gives none; event time from
+// Mv-Event-Time, or stored (the time the stream stored the message, as
+// Numaflow takes it); every other header, Nats-* included, as a user
+// header with its first value.
+func DecodeHeaders(m *runner.Message, h nats.Header, stored time.Time) {
 	m.EventTime = stored
 	if keys, ok := h[HeaderKeys]; ok {
 		m.Keys = append([]string(nil), keys...)
-	} else {
-		m.Keys = []string{subject}
 	}
 	if v := h.Get(HeaderEventTime); v != "" {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {

@@ -76,7 +76,7 @@ func received(t *testing.T, js jetstream.JetStream, stream string) []*runner.Mes
 		if err != nil {
 			t.Fatalf("metadata: %v", err)
 		}
-		natsjs.DecodeHeaders(m, jm.Subject(), jm.Headers(), meta.Timestamp)
+		natsjs.DecodeHeaders(m, jm.Headers(), meta.Timestamp)
 		out = append(out, m)
 	}
 	return out

@@ -620,7 +620,7 @@ func (s *Source) convert(jm jetstream.Msg) *runner.Message {
 		// reply subject is still unique per message.
 		m.ID = jm.Reply()
 	}
-	natsjs.DecodeHeaders(m, jm.Subject(), jm.Headers(), stored)
+	natsjs.DecodeHeaders(m, jm.Headers(), stored)
 	return m
 }
 
