@@ -462,7 +462,7 @@ func TestEnvironmentContract(t *testing.T) {
 	check("orders-audit secrets", secrets, map[string]string{"MV_JETSTREAM_TOKEN": "nats-auth/token"})
 	_, env, secrets = envOf("testdata/corpus/kafka-keda.yaml", 0)
 	check("kafka-relay", env, map[string]string{
-		"MV_SOURCE": "kafka", "MV_KAFKA_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_TOPIC": "events, events-eu",
+		"MV_SOURCE": "kafka", "MV_KAFKA_BROKERS": "kafka-0.kafka:9093,kafka-1.kafka:9093", "MV_KAFKA_TOPIC": "events, events-eu", "MV_KAFKA_SINK_TIMESTAMP": "write",
 		"MV_KAFKA_GROUP": "relay", "MV_KAFKA_START_OFFSET": "earliest", "MV_KAFKA_TLS": "true",
 		"MV_KAFKA_TLS_CA_FILE": "/etc/monovertex/kafka/ca/ca.pem", "MV_KAFKA_TLS_CERT_FILE": "/etc/monovertex/kafka/cert/cert.pem",
 		"MV_KAFKA_TLS_KEY_FILE": "/etc/monovertex/kafka/key/key.pem", "MV_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",

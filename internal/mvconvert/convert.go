@@ -792,6 +792,11 @@ func (c *converter) sink() {
 			// setKey; the runner's default is to key it.
 			setKeyEnv := map[string]string{"MV_SINK": "MV_KAFKA_SINK_SET_KEY", "MV_FALLBACK_SINK": "MV_FALLBACK_KAFKA_SET_KEY", "MV_ON_SUCCESS_SINK": "MV_ON_SUCCESS_KAFKA_SET_KEY"}[t.envKind]
 			c.setEnv(setKeyEnv, strconv.FormatBool(k.SetKey), p+".setKey")
+			if _, done := c.envFrom["MV_KAFKA_SINK_TIMESTAMP"]; !done {
+				// Numaflow's Kafka sink leaves the record timestamp to
+				// the producer: the time of the write.
+				c.setEnv("MV_KAFKA_SINK_TIMESTAMP", "write", p)
+			}
 			c.kafkaConfig(p, k.Config, true, k.TLS, k.SASL)
 			c.kafkaAuth(p, k.TLS, k.SASL)
 		}

@@ -80,7 +80,7 @@ var Table = []Row{
 	{[]string{"<container>.readinessProbe", "<container>.livenessProbe"}, Warns, "dropped: no probes on Knative sidecars; the runner's `/healthz` answers 503 while a container is away"},
 	{[]string{"<container>.ports"}, Warns, "dropped: Knative allows one port per pod"},
 	{[]string{"spec.sink"}, Mapped, "exactly one sink kind per tier, else exit 2"},
-	{[]string{"<sink>.log", "<sink>.blackhole", "<sink>.udsink", "<sink>.kafka"}, Mapped, "`MV_SINK`, `MV_FALLBACK_SINK`, `MV_ON_SUCCESS_SINK` = `log`, `blackhole`, `udsink` (sidecars `udsink`, `fb-udsink`, `ons-udsink`) or `kafka`"},
+	{[]string{"<sink>.log", "<sink>.blackhole", "<sink>.udsink", "<sink>.kafka"}, Mapped, "`MV_SINK`, `MV_FALLBACK_SINK`, `MV_ON_SUCCESS_SINK` = `log`, `blackhole`, `udsink` (sidecars `udsink`, `fb-udsink`, `ons-udsink`) or `kafka` (with `MV_KAFKA_SINK_TIMESTAMP=write`: records are stamped when written, as Numaflow's Kafka sink leaves it to the producer; the runner's `Mv-Msg-Id` header is added)"},
 	{[]string{"<sink>.kafka.brokers", "<sink>.kafka.topic"}, Mapped, "`MV_KAFKA_SINK_BROKERS` (one cluster for every Kafka sink); `MV_KAFKA_SINK_TOPIC`, `MV_FALLBACK_KAFKA_TOPIC`, `MV_ON_SUCCESS_KAFKA_TOPIC`"},
 	{[]string{"<sink>.kafka.setKey"}, Mapped, "`MV_KAFKA_SINK_SET_KEY`, `MV_FALLBACK_KAFKA_SET_KEY`, `MV_ON_SUCCESS_KAFKA_SET_KEY` (Numaflow's default `false`: no record key)"},
 	{[]string{"<sink>.serve", "<sink>.sqs", "<sink>.pulsar"}, Refused, "no such sink in the runner: use a user-defined sink (serve belongs to a ServingPipeline)"},

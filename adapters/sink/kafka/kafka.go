@@ -47,6 +47,7 @@ type Config struct {
 	OnSuccessSetKey  string        `envconfig:"MV_ON_SUCCESS_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the onSuccess sink; defaults to the sink's"`
 	Partitioner      string        `envconfig:"MV_KAFKA_PARTITIONER" default:"consistent_random" desc:"how a keyed record's partition is chosen: consistent_random (CRC32 of the key, as librdkafka and so Numaflow's Kafka sink choose it), murmur2_random (the Java client's), or random; records without a key are spread in every case"`
 	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
+	Timestamp        string        `envconfig:"MV_KAFKA_SINK_TIMESTAMP" default:"event" desc:"the record timestamp: event (the message's event time) or write (the time the producer writes it, as Numaflow's Kafka sink leaves it)"`
 	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
 	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
 	kafkaconn.Auth
@@ -109,6 +110,8 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_KAFKA_MAX_MESSAGE_BYTES", Value: strconv.Itoa(c.MaxMessageBytes), Reason: "must be between 1024 and 1073741824"}
 	case c.ProduceTimeout < time.Second:
 		return &runner.ConfigError{Var: "MV_KAFKA_PRODUCE_TIMEOUT", Value: c.ProduceTimeout.String(), Reason: "must be at least 1s"}
+	case c.Timestamp != "event" && c.Timestamp != "write":
+		return &runner.ConfigError{Var: "MV_KAFKA_SINK_TIMESTAMP", Value: c.Timestamp, Reason: "must be event or write"}
 	case partitioner(c.Partitioner) == nil:
 		return &runner.ConfigError{Var: "MV_KAFKA_PARTITIONER", Value: c.Partitioner, Reason: "must be consistent_random, murmur2_random or random"}
 	}
@@ -178,6 +181,7 @@ func init() {
 type Sink struct {
 	topic     string
 	setKey    bool
+	eventTime bool // the record timestamp is the event time, not the write's
 	idHeader  string
 	timeout   time.Duration
 	cl        *kgo.Client
@@ -222,7 +226,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		cl.Close()
 		return nil, err
 	}
-	return &Sink{topic: topic, setKey: setKey, idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
+	return &Sink{topic: topic, setKey: setKey, eventTime: cfg.Timestamp != "write", idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
 }
 
 // Write produces every message and waits for each record's ack. A record
@@ -285,7 +289,7 @@ func (s *Sink) record(m *runner.Message) *kgo.Record {
 		value = []byte{} // a null value is a tombstone on compacted topics
 	}
 	rec := &kgo.Record{Topic: s.topic, Value: value}
-	if !m.EventTime.IsZero() && m.EventTime.UnixMilli() > 0 {
+	if s.eventTime && !m.EventTime.IsZero() && m.EventTime.UnixMilli() > 0 {
 		rec.Timestamp = m.EventTime
 	}
 	if s.setKey && len(m.Keys) > 0 {

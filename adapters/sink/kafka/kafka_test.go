@@ -22,7 +22,7 @@ import (
 )
 
 func testConfig(brokers, topic string) Config {
-	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id", Partitioner: "consistent_random",
+	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id", Partitioner: "consistent_random", Timestamp: "event",
 		MaxMessageBytes: 2 << 20, ProduceTimeout: 3 * time.Second}
 }
 
@@ -338,4 +338,35 @@ func TestKeysTravelInNumaflowsHeaders(t *testing.T) {
 	if rec := s.record(&runner.Message{ID: "m2"}); len(rec.Headers) != 2 || string(rec.Headers[0].Value) != "0" {
 		t.Fatalf("a message without keys: headers %v, want __key_len 0 and the ID", rec.Headers)
 	}
+}
+
+// TestRecordTimestampAsConfigured: event stamps a record with the message's
+// event time; write leaves it to the producer, the time of the write, as
+// Numaflow's Kafka sink does (mvctl's choice).
+func TestRecordTimestampAsConfigured(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"ts-event": 1, "ts-write": 1})
+	old := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+	for topic, mode := range map[string]string{"ts-event": "event", "ts-write": "write"} {
+		cfg := testConfig(c.Brokers(), topic)
+		cfg.Timestamp = mode
+		if err := cfg.Validate(runner.RoleSink); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().Add(-time.Second)
+		res, err := newSink(t, cfg, runner.RoleSink).Write(context.Background(), []*runner.Message{{ID: "m", Value: []byte("v"), EventTime: old}})
+		if err != nil || res[0].Status != runner.WriteOK {
+			t.Fatalf("%s: %v %v", mode, res, err)
+		}
+		recs := kafkatest.ReadAll(t, c, topic)
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d records", mode, len(recs))
+		}
+		ts := recs[0].Timestamp
+		if mode == "event" && !ts.Equal(old) || mode == "write" && (ts.Before(before) || ts.After(time.Now().Add(time.Second))) {
+			t.Fatalf("%s: record timestamp %v (event time %v)", mode, ts, old)
+		}
+	}
+	bad := testConfig(c.Brokers(), "ts-event")
+	bad.Timestamp = "now"
+	adaptertest.WantConfigError(t, bad.Validate(runner.RoleSink), "MV_KAFKA_SINK_TIMESTAMP")
 }
