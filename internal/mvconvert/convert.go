@@ -372,6 +372,8 @@ func (c *converter) generator(p string, g *nf.GeneratorSource) {
 
 func (c *converter) httpSource(p string, h *nf.HTTPSource) {
 	c.setEnv("MV_SOURCE", "http", p)
+	// Numaflow's HTTP source takes every body as it is.
+	c.setEnv("MV_HTTP_CLOUDEVENTS", "false", p)
 	if h.Auth != nil {
 		if h.Auth.Token == nil {
 			c.fail(p+".auth.token", "required when auth is set: the secret holding the bearer token")

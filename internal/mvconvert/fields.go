@@ -46,7 +46,7 @@ var Table = []Row{
 	{[]string{"spec.source.generator.rpu", "spec.source.generator.duration", "spec.source.generator.msgSize", "spec.source.generator.keyCount", "spec.source.generator.value"}, Mapped, "`MV_GENERATOR_RPU`, `_DURATION`, `_MSG_SIZE`, `_KEY_COUNT` (at most 255, as Numaflow keeps it in a byte), `_VALUE`"},
 	{[]string{"spec.source.generator.jitter"}, Mapped, "`MV_GENERATOR_JITTER`: event times lag by a random whole number of seconds below it, as in Numaflow"},
 	{[]string{"spec.source.generator.valueBlob"}, Mapped, "`MV_GENERATOR_VALUE_BLOB`: every message carries the decoded bytes (then `msgSize` and `value` are dropped with a warning: they do not apply, as in Numaflow)"},
-	{[]string{"spec.source.http"}, Mapped, "`MV_SOURCE=http`: POST to the Service's cluster-local URL (`/` or `/vertices/<name>`)"},
+	{[]string{"spec.source.http"}, Mapped, "`MV_SOURCE=http`, `MV_HTTP_CLOUDEVENTS=false` (every body as it is, as in Numaflow): POST to the Service's cluster-local URL (`/` or `/vertices/<name>`), `GET /health`"},
 	{[]string{"spec.source.http.auth.token"}, Mapped, "`MV_HTTP_AUTH_TOKEN` from the secret (`secretKeyRef`)"},
 	{[]string{"spec.source.http.service"}, Mapped, "the Knative Service is always reachable in the cluster (label `networking.knative.dev/visibility: cluster-local`)"},
 	{[]string{"spec.source.http.ports"}, Warns, "dropped: Knative routes to the runner's `$PORT` (8080) and terminates TLS at its ingress"},

@@ -97,6 +97,7 @@ type Config struct {
 	MaxBody     int64         `envconfig:"MV_HTTP_MAX_BODY" default:"67108864" desc:"largest request body in bytes, at most 1 GiB (else 413)"`
 	MaxInflight int64         `envconfig:"MV_HTTP_MAX_INFLIGHT_BYTES" default:"268435456" desc:"request body bytes held at once across all connections, from the first byte until the answer; beyond it requests get 503 with Retry-After"`
 	BufferSize  int           `envconfig:"MV_HTTP_BUFFER_SIZE" default:"1000" desc:"messages accepted but not yet read by the runner; beyond it requests get 429"`
+	CloudEvents bool          `envconfig:"MV_HTTP_CLOUDEVENTS" default:"true" desc:"decode a request that is a CloudEvent (Ce-Specversion, or a cloudevents content type) into its events; false takes every body as it is, as Numaflow's HTTP source does"`
 	BodyTimeout time.Duration `envconfig:"MV_HTTP_BODY_TIMEOUT" default:"60s" desc:"longest time to receive a request body; a stalled client gets 408 and is disconnected"`
 }
 
@@ -224,14 +225,24 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 	}
 	env.Mux.Handle("POST /{$}", s)
 	env.Mux.Handle("POST /vertices/{vertex}", s)
+	// Numaflow's HTTP source answers GET /health with 200, behind the same
+	// token as the data (its auth layer covers both routes).
+	env.Mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r) {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	return s, nil
 }
 
 // reply is the JSON body of every answer.
 type reply struct {
-	ID    string   `json:"id,omitempty"`
-	IDs   []string `json:"ids,omitempty"`
-	Error string   `json:"error,omitempty"`
+	// Message is Numaflow's HTTP source's word on a 200.
+	Message string   `json:"message,omitempty"`
+	ID      string   `json:"id,omitempty"`
+	IDs     []string `json:"ids,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 func writeReply(w http.ResponseWriter, status int, r reply) {
@@ -256,6 +267,16 @@ func refuse(w http.ResponseWriter, status int, format string, args ...any) {
 const retryAfter = "1"
 
 // ServeHTTP takes one request and answers once its messages are final.
+// authorized checks the bearer token, and answers 401 without it.
+func (s *Source) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.auth != nil && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), s.auth) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="monovertex"`)
+		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		return false
+	}
+	return true
+}
+
 func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.PathValue("vertex"); v != "" && v != s.name {
 		refuse(w, http.StatusNotFound, "no vertex %q here; post to / or /vertices/%s", v, s.name)
@@ -263,9 +284,7 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Before any body byte is read: an unauthenticated caller costs no
 	// buffer at all.
-	if s.auth != nil && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), s.auth) != 1 {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="monovertex"`)
-		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
+	if !s.authorized(w, r) {
 		return
 	}
 	if r.ContentLength > s.cfg.MaxBody {
@@ -320,7 +339,7 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeReply(w, http.StatusInternalServerError, reply{Error: req.reason + "; retry the request", ID: single(ids), IDs: many(ids)})
 		return
 	}
-	writeReply(w, http.StatusOK, reply{ID: single(ids), IDs: many(ids)})
+	writeReply(w, http.StatusOK, reply{Message: "Data received successfully", ID: single(ids), IDs: many(ids)})
 }
 
 func single(ids []string) string {
@@ -497,13 +516,13 @@ var dropped = map[string]bool{
 	"Authorization": true, "Proxy-Authorization": true, "Cookie": true,
 	"Connection": true, "Keep-Alive": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Expect": true,
-	HeaderEventTime: true, HeaderKeys: true,
+	HeaderEventTime: true,
 }
 
 // messages turns a request into messages: its CloudEvents, or its body.
 func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, error) {
 	now := time.Now()
-	if cewire.IsCloudEvent(r.Header) {
+	if s.cfg.CloudEvents && cewire.IsCloudEvent(r.Header) {
 		// BufferSize bounds the batch before the events past it are
 		// decoded: more could never be queued anyway.
 		msgs, err := cewire.ReadMessagesLimited(r.Context(), r.Header, body, s.cfg.BufferSize, nil)
@@ -532,7 +551,7 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 		}
 		return msgs, nil
 	}
-	if h := binaryAttribute(r.Header); h != "" {
+	if h := binaryAttribute(r.Header); h != "" && s.cfg.CloudEvents {
 		return nil, fmt.Errorf("the request has a %s header but no Ce-Specversion: send Ce-Specversion: 1.0 with a binary CloudEvent", h)
 	}
 	m := &runner.Message{Value: body, EventTime: now, Headers: map[string]string{}}
@@ -550,8 +569,11 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 		m.EventTime = time.UnixMilli(ms)
 	}
 	if v, ok := r.Header[HeaderKeys]; ok && len(v) > 0 {
+		// Trimmed, empty ones left out, as Numaflow parses them.
 		for _, k := range strings.Split(v[0], ",") {
-			m.Keys = append(m.Keys, strings.TrimSpace(k))
+			if k = strings.TrimSpace(k); k != "" {
+				m.Keys = append(m.Keys, k)
+			}
 		}
 	}
 	for name, values := range r.Header {
@@ -560,6 +582,9 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 		}
 		m.Headers[strings.ToLower(name)] = values[0]
 	}
+	// Numaflow puts the ID, given or made, in this header, spelt so,
+	// beside the request's own headers (lower case).
+	m.Headers[HeaderID] = m.ID
 	return []*runner.Message{m}, nil
 }
 

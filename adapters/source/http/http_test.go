@@ -25,7 +25,7 @@ import (
 )
 
 func testConfig() Config {
-	return Config{MaxBody: 1 << 20, MaxInflight: 64 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second}
+	return Config{MaxBody: 1 << 20, MaxInflight: 64 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second, CloudEvents: true}
 }
 
 // start mounts a source on a fresh mux served on 127.0.0.1.
@@ -362,21 +362,71 @@ func TestAuth(t *testing.T) {
 	ackOK(t, src, msgs, ch, "authorized request")
 }
 
+// TestPlainBodyMapping: a body becomes a message as Numaflow's HTTP source
+// makes it: keys trimmed with empty ones left out, the ID also in an
+// X-Numaflow-Id header (spelt so), X-Numaflow-Keys kept, the event time
+// header and credentials dropped; the answer says what Numaflow's says.
 func TestPlainBodyMapping(t *testing.T) {
 	src, url := start(t, testConfig())
-	ch := post(url+"/vertices/in", hdr(HeaderID, "n-1", HeaderEventTime, "1663006726000", HeaderKeys, "key1, key2,key3",
+	ch := post(url+"/vertices/in", hdr(HeaderID, "n-1", HeaderEventTime, "1663006726000", HeaderKeys, "key1, key2,,key3, ",
 		"Content-Type", "application/json", "Cookie", "c=1"), `{"a":1}`)
 	m := readN(t, src, 1)[0]
 	if m.ID != "n-1" || !m.EventTime.Equal(time.UnixMilli(1663006726000)) || !reflect.DeepEqual(m.Keys, []string{"key1", "key2", "key3"}) || string(m.Value) != `{"a":1}` {
 		t.Fatalf("message %+v", m)
 	}
-	if m.Headers["content-type"] != "application/json" || m.Headers["x-numaflow-id"] != "n-1" {
+	if m.Headers["content-type"] != "application/json" || m.Headers["x-numaflow-id"] != "n-1" || m.Headers["X-Numaflow-Id"] != "n-1" || m.Headers["x-numaflow-keys"] != "key1, key2,,key3," {
 		t.Fatalf("headers %v", m.Headers)
 	}
-	for _, h := range []string{"cookie", "x-numaflow-event-time", "x-numaflow-keys", "content-length"} {
+	for _, h := range []string{"cookie", "x-numaflow-event-time", "content-length", "authorization"} {
 		if _, ok := m.Headers[h]; ok {
 			t.Fatalf("header %q forwarded: %v", h, m.Headers)
 		}
+	}
+	_ = src.Ack(context.Background(), []*runner.Message{m})
+	if r := await(t, ch); r.status != http.StatusOK || r.body.Message != "Data received successfully" || r.body.ID != "n-1" {
+		t.Fatalf("answer %d %+v, want Numaflow's 200 body", r.status, r.body)
+	}
+}
+
+// TestHealthAsNumaflow: GET /health answers 200, behind the token when one
+// is set, as Numaflow's HTTP source's auth layer covers it.
+func TestHealthAsNumaflow(t *testing.T) {
+	for _, token := range []string{"", "t0k"} {
+		cfg := testConfig()
+		cfg.AuthToken = token
+		_, url := start(t, cfg)
+		for _, auth := range []string{"", "Bearer t0k"} {
+			req, _ := http.NewRequest(http.MethodGet, url+"/health", nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			want := http.StatusOK
+			if token != "" && auth == "" {
+				want = http.StatusUnauthorized
+			}
+			if resp.StatusCode != want {
+				t.Fatalf("token %q, Authorization %q: GET /health %d, want %d", token, auth, resp.StatusCode, want)
+			}
+		}
+	}
+}
+
+// TestCloudEventsOff: with MV_HTTP_CLOUDEVENTS=false (mvctl's choice) a
+// CloudEvent is a body like any other, as Numaflow's HTTP source takes it.
+func TestCloudEventsOff(t *testing.T) {
+	cfg := testConfig()
+	cfg.CloudEvents = false
+	src, url := start(t, cfg)
+	const event = `{"specversion":"1.0","id":"e1","source":"/s","type":"t","data":{"a":1}}`
+	ch := post(url+"/", hdr("Content-Type", "application/cloudevents+json", "Ce-Id", "x"), event)
+	m := readN(t, src, 1)[0]
+	if string(m.Value) != event || m.ID == "e1" || m.Headers["ce-id"] != "x" {
+		t.Fatalf("message %q id %q headers %v: want the whole body, a made ID, the ce- headers kept", m.Value, m.ID, m.Headers)
 	}
 	_ = src.Ack(context.Background(), []*runner.Message{m})
 	await(t, ch)
