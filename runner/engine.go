@@ -226,10 +226,12 @@ type Engine struct {
 	rate          *rateCounter
 	groupProgress progressSamples
 	pending       atomic.Int64
-	lastErr       atomic.Pointer[errorRecord]
-	state         atomic.Value // string
-	started       time.Time
-	hist          history
+	// pendingAvg is monovtx_pending{period}; only the pending loop uses it.
+	pendingAvg *pendingWindow
+	lastErr    atomic.Pointer[errorRecord]
+	state      atomic.Value // string
+	started    time.Time
+	hist       history
 	// cerrs are the containers' runtime errors (/status errors), recent
 	// the engine's own, both bounded.
 	cerrs, recent *ContainerErrors
@@ -314,6 +316,13 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	if err := opts.Registerer.Register(newCriticalCollector(e.cerrs, labels)); err != nil {
 		return nil, fmt.Errorf("runner: register critical error metric: %w", err)
+	}
+	e.pendingAvg = newPendingWindow(opts.Lookback, labels)
+	if err := opts.Registerer.Register(e.pendingAvg.gauge); err != nil {
+		return nil, fmt.Errorf("runner: register monovtx_pending: %w", err)
+	}
+	if err := opts.Registerer.Register(lookbackGauge(opts.Lookback, labels)); err != nil {
+		return nil, fmt.Errorf("runner: register monovtx_lookback_window_seconds: %w", err)
 	}
 	e.pending.Store(-1)
 	m.PendingRaw.Set(-1)
@@ -677,6 +686,7 @@ func (e *Engine) pollPending(ctx context.Context) {
 		}
 		e.pending.Store(n)
 		e.m.PendingRaw.Set(float64(n))
+		e.pendingAvg.add(time.Now(), n)
 		select {
 		case <-t.C:
 		case <-ctx.Done():

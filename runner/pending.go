@@ -1,0 +1,92 @@
+package runner
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// pendingPeriods are the windows Numaflow's MonoVertex daemon averages the
+// pending count over for monovtx_pending{period}: its fixed 1m, 5m and 15m,
+// and "default", the lookback.
+var pendingPeriods = []struct {
+	label string
+	secs  int64
+}{{"1m", 60}, {"5m", 300}, {"15m", 900}}
+
+// pendingSample is one pending count and when it was taken.
+type pendingSample struct {
+	at int64 // Unix seconds, as the daemon stamps its samples
+	n  int64
+}
+
+// pendingWindow keeps the pending counts of the last 15 minutes (or the
+// lookback, if longer) and publishes their averages as Numaflow's daemon
+// does (rater.CalculatePending): over the samples taken within the window,
+// the integer mean, and nothing while fewer than two samples are kept or
+// none is within the window.
+type pendingWindow struct {
+	samples  []pendingSample
+	lookback int64
+	gauge    *prometheus.GaugeVec
+}
+
+func newPendingWindow(lookback time.Duration, labels prometheus.Labels) *pendingWindow {
+	return &pendingWindow{
+		lookback: max(int64(lookback/time.Second), 1),
+		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name:        "monovtx_pending",
+			Help:        "Messages pending at the source, averaged over the period (1m, 5m, 15m, default = MV_LOOKBACK_SECONDS), as Numaflow's MonoVertex daemon exports it.",
+			ConstLabels: labels,
+		}, []string{"period"}),
+	}
+}
+
+// add records a pending count taken at now (an unknown count, -1, is not
+// kept, as the daemon skips a pod whose count is unavailable) and updates
+// the gauges.
+func (w *pendingWindow) add(now time.Time, n int64) {
+	if n >= 0 {
+		w.samples = append(w.samples, pendingSample{now.Unix(), n})
+	}
+	keep := now.Unix() - max(900, w.lookback)
+	i := 0
+	for i < len(w.samples) && w.samples[i].at < keep {
+		i++
+	}
+	w.samples = append(w.samples[:0], w.samples[i:]...)
+	for _, p := range pendingPeriods {
+		w.publish(p.label, p.secs, now)
+	}
+	w.publish("default", w.lookback, now)
+}
+
+func (w *pendingWindow) publish(label string, secs int64, now time.Time) {
+	if len(w.samples) <= 1 {
+		return
+	}
+	from := now.Unix() - secs
+	sum, num := int64(0), int64(0)
+	for _, s := range w.samples {
+		if s.at >= from {
+			sum += s.n
+			num++
+		}
+	}
+	if num == 0 {
+		return
+	}
+	w.gauge.WithLabelValues(label).Set(float64(sum / num))
+}
+
+// lookbackGauge is Numaflow's monovtx_lookback_window_seconds: the window
+// the rate and the "default" pending are taken over.
+func lookbackGauge(lookback time.Duration, labels prometheus.Labels) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "monovtx_lookback_window_seconds",
+		Help:        "The lookback window of the processing rate and the default pending, in seconds (MV_LOOKBACK_SECONDS).",
+		ConstLabels: labels,
+	})
+	g.Set(float64(int64(lookback / time.Second)))
+	return g
+}
