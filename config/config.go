@@ -74,9 +74,11 @@ type Core struct {
 type Retry struct {
 	Interval time.Duration `envconfig:"MV_RETRY_INTERVAL" default:"1ms" desc:"wait before the first retry"`
 	Steps    string        `envconfig:"MV_RETRY_STEPS" default:"unlimited" desc:"retries before MV_ON_FAILURE decides: a positive number or unlimited"`
-	Factor   float64       `envconfig:"MV_RETRY_FACTOR" default:"1.0" desc:"backoff multiplier per retry (1 keeps the interval)"`
-	Cap      time.Duration `envconfig:"MV_RETRY_CAP" default:"0" desc:"longest wait between retries, 0 for no cap"`
-	Jitter   float64       `envconfig:"MV_RETRY_JITTER" default:"0" desc:"random extra fraction of each wait, 0 to 1"`
+	// StageSteps: see Config.StageSteps.
+	StageSteps string        `envconfig:"MV_STAGE_RETRY_STEPS" desc:"retries of a failing transformer or map UDF before MV_ON_FAILURE decides: a positive number or unlimited; empty takes MV_RETRY_STEPS"`
+	Factor     float64       `envconfig:"MV_RETRY_FACTOR" default:"1.0" desc:"backoff multiplier per retry (1 keeps the interval)"`
+	Cap        time.Duration `envconfig:"MV_RETRY_CAP" default:"0" desc:"longest wait between retries, 0 for no cap"`
+	Jitter     float64       `envconfig:"MV_RETRY_JITTER" default:"0" desc:"random extra fraction of each wait, 0 to 1"`
 }
 
 // RateLimit holds Numaflow's limits.rateLimit: the read rate limit.
@@ -106,6 +108,8 @@ type Config struct {
 	Bypass runner.Bypass
 	// Steps is Retry.Steps parsed; 0 means unlimited.
 	Steps int
+	// StageSteps is Retry.StageSteps parsed: 0 takes Steps, -1 unlimited.
+	StageSteps int
 }
 
 // None is the value of an optional place (MV_TRANSFORMER, MV_UDF,
@@ -341,6 +345,18 @@ func (c *Config) validateCore() error {
 		}
 		c.Steps = n
 	}
+	switch s := strings.TrimSpace(c.Retry.StageSteps); s {
+	case "":
+		c.StageSteps = 0
+	case "unlimited":
+		c.StageSteps = -1
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return &runner.ConfigError{Var: "MV_STAGE_RETRY_STEPS", Value: c.Retry.StageSteps, Reason: "must be a positive whole number or unlimited (empty: MV_RETRY_STEPS)"}
+		}
+		c.StageSteps = n
+	}
 	return nil
 }
 
@@ -365,7 +381,7 @@ func (c *Config) RunnerOptions() runner.Options {
 		Streaming:       c.Streaming,
 		Concurrency:     c.Concurrency,
 		Retry: runner.RetryPolicy{
-			Interval: c.Retry.Interval, Steps: c.Steps, Factor: c.Retry.Factor,
+			Interval: c.Retry.Interval, Steps: c.Steps, StageSteps: c.StageSteps, Factor: c.Retry.Factor,
 			Cap: c.Retry.Cap, Jitter: c.Retry.Jitter,
 		},
 		OnFailure:       runner.OnFailure(c.OnFailure),

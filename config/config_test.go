@@ -70,9 +70,9 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 func TestValuesReachTheEngineOptions(t *testing.T) {
 	o := load(t, map[string]string{
 		"MV_RETRY_STEPS": "7", "MV_RETRY_FACTOR": "2.5", "MV_RETRY_CAP": "3s", "MV_ON_FAILURE": "drop",
-		"MV_SCALE_TARGET_SECONDS": "45", "MV_MAX_SCALE": "9",
+		"MV_SCALE_TARGET_SECONDS": "45", "MV_MAX_SCALE": "9", "MV_STAGE_RETRY_STEPS": "unlimited",
 	}).RunnerOptions()
-	if o.Retry.Steps != 7 || o.Retry.Factor != 2.5 || o.Retry.Cap != 3*time.Second || o.OnFailure != runner.OnFailureDrop ||
+	if o.Retry.Steps != 7 || o.Retry.StageSteps != -1 || o.Retry.Factor != 2.5 || o.Retry.Cap != 3*time.Second || o.OnFailure != runner.OnFailureDrop ||
 		o.Scaling.TargetSeconds != 45 || o.Scaling.Max != 9 || o.Scaling.Min != 1 {
 		t.Fatalf("options %+v", o)
 	}
@@ -85,6 +85,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"MV_SINK", "kafka2", "must be one of blackhole, log"},
 		{"MV_MAX_SCALE", "-2", "0 (no bound)"},
 		{"MV_GENERATOR_RPU", "-1", "positive"},
+		{"MV_STAGE_RETRY_STEPS", "0", "positive whole number or unlimited"},
 	})
 }
 

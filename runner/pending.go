@@ -22,9 +22,12 @@ type pendingSample struct {
 
 // pendingWindow keeps the pending counts of the last 15 minutes (or the
 // lookback, if longer) and publishes their averages as Numaflow's daemon
-// does (rater.CalculatePending): over the samples taken within the window,
-// the integer mean, and nothing while fewer than two samples are kept or
-// none is within the window.
+// does (rater.CalculatePending with findStartIndex): nothing while fewer
+// than two samples are kept or the second-to-last is older than the
+// window; else the integer mean of the samples from the first one within
+// the window (at most the second-to-last) to the last, unknown counts (-1)
+// included as the daemon reads them from monovtx_pending_raw, and nothing
+// when that mean is -1, the daemon's "not available".
 type pendingWindow struct {
 	samples  []pendingSample
 	lookback int64
@@ -42,13 +45,9 @@ func newPendingWindow(lookback time.Duration, labels prometheus.Labels) *pending
 	}
 }
 
-// add records a pending count taken at now (an unknown count, -1, is not
-// kept, as the daemon skips a pod whose count is unavailable) and updates
-// the gauges.
+// add records a pending count taken at now and updates the gauges.
 func (w *pendingWindow) add(now time.Time, n int64) {
-	if n >= 0 {
-		w.samples = append(w.samples, pendingSample{now.Unix(), n})
-	}
+	w.samples = append(w.samples, pendingSample{now.Unix(), n})
 	keep := now.Unix() - max(900, w.lookback)
 	i := 0
 	for i < len(w.samples) && w.samples[i].at < keep {
@@ -62,21 +61,25 @@ func (w *pendingWindow) add(now time.Time, n int64) {
 }
 
 func (w *pendingWindow) publish(label string, secs int64, now time.Time) {
-	if len(w.samples) <= 1 {
+	n := len(w.samples)
+	from := now.Unix() - secs
+	if n < 2 || w.samples[n-2].at < from {
 		return
 	}
-	from := now.Unix() - secs
-	sum, num := int64(0), int64(0)
-	for _, s := range w.samples {
-		if s.at >= from {
-			sum += s.n
-			num++
+	start := n - 2
+	for i := 0; i < n-2; i++ {
+		if w.samples[i].at >= from {
+			start = i
+			break
 		}
 	}
-	if num == 0 {
-		return
+	sum := int64(0)
+	for _, s := range w.samples[start:] {
+		sum += s.n
 	}
-	w.gauge.WithLabelValues(label).Set(float64(sum / num))
+	if mean := sum / int64(n-start); mean != -1 {
+		w.gauge.WithLabelValues(label).Set(float64(mean))
+	}
 }
 
 // lookbackGauge is Numaflow's monovtx_lookback_window_seconds: the window

@@ -30,8 +30,10 @@ func gaugeValue(t *testing.T, w *pendingWindow, period string) (float64, bool) {
 
 // TestPendingAveragedAsNumaflowsDaemon: monovtx_pending{period} is the
 // integer mean of the samples within each window, as Numaflow's MonoVertex
-// daemon computes it; nothing is published from one sample, an unknown
-// count (-1) is skipped, and samples older than 15 minutes are forgotten.
+// daemon computes it: nothing from one sample or once the second-to-last
+// sample is older than the window, unknown counts (-1) averaged in as the
+// daemon reads them, a mean of -1 not published, and samples older than
+// 15 minutes forgotten.
 func TestPendingAveragedAsNumaflowsDaemon(t *testing.T) {
 	w := newPendingWindow(120*time.Second, prometheus.Labels{LabelName: "mv"})
 	t0 := time.Unix(1_700_000_000, 0)
@@ -40,7 +42,7 @@ func TestPendingAveragedAsNumaflowsDaemon(t *testing.T) {
 		t.Fatal("published from a single sample; Numaflow's daemon waits for two")
 	}
 	// One sample a minute for 20 minutes: 100, 110, ..., 300, and an
-	// unknown count in the middle.
+	// unknown count a second after the tenth.
 	for i := 1; i <= 20; i++ {
 		w.add(t0.Add(time.Duration(i)*time.Minute), int64(100+10*i))
 		if i == 10 {
@@ -48,14 +50,15 @@ func TestPendingAveragedAsNumaflowsDaemon(t *testing.T) {
 		}
 	}
 	// At t0+20m: 1m holds 290 and 300 (t0+19m is exactly 60 s back), 5m
-	// 250..300, 15m 150..300, default (120 s) 280..300.
-	for period, want := range map[string]float64{"1m": 295, "5m": 275, "15m": 225, "default": 290} {
+	// 250..300, default (120 s) 280..300, 15m 150..300 and the -1:
+	// (3600 - 1) / 17 = 211.
+	for period, want := range map[string]float64{"1m": 295, "5m": 275, "15m": 211, "default": 290} {
 		if got, ok := gaugeValue(t, w, period); !ok || got != want {
 			t.Errorf("period %s: %v (set %v), want %v", period, got, ok, want)
 		}
 	}
-	if len(w.samples) != 16 {
-		t.Errorf("%d samples kept, want the 16 of the last 15 minutes", len(w.samples))
+	if len(w.samples) != 17 {
+		t.Errorf("%d samples kept, want the 17 of the last 15 minutes", len(w.samples))
 	}
 	// Integer mean, as the daemon's int64 division.
 	w2 := newPendingWindow(60*time.Second, nil)
@@ -63,5 +66,21 @@ func TestPendingAveragedAsNumaflowsDaemon(t *testing.T) {
 	w2.add(t0.Add(time.Second), 2)
 	if got, _ := gaugeValue(t, w2, "1m"); got != 1 {
 		t.Errorf("mean of 1 and 2: %v, want 1 (integer division)", got)
+	}
+	// A source without a pending count: every sample -1, nothing published.
+	w3 := newPendingWindow(60*time.Second, nil)
+	for i := 0; i < 5; i++ {
+		w3.add(t0.Add(time.Duration(i)*time.Second), -1)
+	}
+	if v, ok := gaugeValue(t, w3, "1m"); ok {
+		t.Errorf("published %v for a source without a pending count", v)
+	}
+	// The second-to-last sample older than the window: not available,
+	// even with the last one inside it.
+	w4 := newPendingWindow(60*time.Second, nil)
+	w4.add(t0, 10)
+	w4.add(t0.Add(100*time.Second), 50)
+	if v, ok := gaugeValue(t, w4, "1m"); ok {
+		t.Errorf("published %v with the second-to-last sample 100 s old; the daemon waits", v)
 	}
 }

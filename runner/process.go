@@ -390,7 +390,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					again = append(again, o)
 					continue
 				}
-				if !b.exhausted(round, r.Err) {
+				if !IsPermanent(r.Err) && !e.opts.Retry.StageExhausted(round) {
 					again = append(again, o)
 					continue
 				}

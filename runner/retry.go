@@ -14,6 +14,10 @@ type RetryPolicy struct {
 	// Steps is how many retries a message gets before MV_ON_FAILURE decides;
 	// zero means unlimited.
 	Steps int
+	// StageSteps is the same for a failing transformer or map UDF: zero
+	// takes Steps, a negative value means unlimited (Numaflow retries a
+	// stage without its own retry strategy for ever, whatever the sink's).
+	StageSteps int
 	// Factor multiplies the wait after each retry (1 keeps it constant).
 	Factor float64
 	// Cap bounds the wait; zero means no bound.
@@ -27,6 +31,17 @@ type RetryPolicy struct {
 // has used up its steps.
 func (p RetryPolicy) Exhausted(retries int) bool {
 	return p.Steps > 0 && retries >= p.Steps
+}
+
+// StageExhausted is Exhausted for a transformer or map UDF.
+func (p RetryPolicy) StageExhausted(retries int) bool {
+	switch {
+	case p.StageSteps < 0:
+		return false
+	case p.StageSteps == 0:
+		return p.Exhausted(retries)
+	}
+	return retries >= p.StageSteps
 }
 
 // Delay is the wait before retry number retry (counting from 0).

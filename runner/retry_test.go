@@ -70,3 +70,24 @@ func TestCallDelayBacksOffOnItsOwnSchedule(t *testing.T) {
 		t.Fatalf("a slower per-message policy wins: got %v, want 500ms", got)
 	}
 }
+
+// TestStageStepsTakeStepsUnlessSet: a stage's retries follow Steps unless
+// StageSteps says otherwise; negative is unlimited.
+func TestStageStepsTakeStepsUnlessSet(t *testing.T) {
+	for _, c := range []struct {
+		p       RetryPolicy
+		retries int
+		want    bool
+	}{
+		{RetryPolicy{Steps: 3}, 2, false},
+		{RetryPolicy{Steps: 3}, 3, true},
+		{RetryPolicy{Steps: 3, StageSteps: -1}, 1 << 20, false},
+		{RetryPolicy{Steps: 3, StageSteps: 5}, 4, false},
+		{RetryPolicy{Steps: 3, StageSteps: 5}, 5, true},
+		{RetryPolicy{}, 1 << 20, false},
+	} {
+		if got := c.p.StageExhausted(c.retries); got != c.want {
+			t.Errorf("%+v after %d retries: exhausted %v, want %v", c.p, c.retries, got, c.want)
+		}
+	}
+}

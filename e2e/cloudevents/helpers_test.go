@@ -68,6 +68,9 @@ func startPipeline(t *testing.T, spec pipelineSpec) *pipeline {
 	if srcCfg.MaxInflight == 0 {
 		srcCfg.MaxInflight = 64 << 20
 	}
+	// These pipelines carry CloudEvents end to end (MV_HTTP_CLOUDEVENTS'
+	// default).
+	srcCfg.CloudEvents = true
 	src, err := httpsrc.New(srcCfg, runner.Env{Name: "in", Mux: mux, Logger: log})
 	if err != nil {
 		t.Fatal(err)

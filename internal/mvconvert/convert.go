@@ -896,7 +896,7 @@ func (c *converter) retrySteps(p string, r nf.RetryStrategy) {
 	sp := p + ".backoff.steps"
 	if r.OnFailure == nil || *r.OnFailure == nf.OnFailureRetry {
 		if steps != nil {
-			c.warn(sp, "ignored with onFailure retry, as Numaflow ignores it: the write is retried until it succeeds")
+			c.warn(sp, "ignored with onFailure retry, as Numaflow ignores it (it retries 65535 times, the runner for ever)")
 		}
 		return
 	}
@@ -911,6 +911,12 @@ func (c *converter) retrySteps(p string, r nf.RetryStrategy) {
 		}
 	}
 	c.setEnv("MV_RETRY_STEPS", strconv.FormatUint(uint64(n), 10), sp)
+	// A transformer or UDF without its own retry strategy is retried for
+	// ever in Numaflow, whatever the sink's steps.
+	src := c.mv.Spec.Source
+	if t := src.UDTransformer; t != nil && t.RetryStrategy == nil || c.mv.Spec.UDF != nil && c.mv.Spec.UDF.RetryStrategy == nil {
+		c.setEnv("MV_STAGE_RETRY_STEPS", "unlimited", sp)
+	}
 }
 
 func (c *converter) limits() {
@@ -1528,7 +1534,11 @@ func (c *converter) runnerContainer() corev1.Container {
 		}
 		for i, e := range t.Env {
 			ep := fmt.Sprintf("%s.env[%d]", p, i)
-			if from, ok := c.envFrom[e.Name]; ok {
+			if from, ok := c.envFrom[e.Name]; ok && numaflowChoices[e.Name] {
+				// No Numaflow field says these: the template may choose.
+				c.warn(ep, "%s replaces mvctl's %s, which does as Numaflow does", e.Name, envValue(env, e.Name))
+				env = slices.DeleteFunc(slices.Clone(env), func(v corev1.EnvVar) bool { return v.Name == e.Name })
+			} else if ok {
 				if from == "" {
 					from = "mvctl"
 				}
@@ -1543,6 +1553,25 @@ func (c *converter) runnerContainer() corev1.Container {
 	}
 	ctr.Env = env
 	return ctr
+}
+
+// numaflowChoices are the variables mvctl sets to do as Numaflow does
+// where no Numaflow field says anything; containerTemplate.env may set
+// them otherwise.
+var numaflowChoices = map[string]bool{
+	"MV_HTTP_CLOUDEVENTS":     true,
+	"MV_KAFKA_SINK_TIMESTAMP": true,
+	"MV_STAGE_RETRY_STEPS":    true,
+}
+
+// envValue is the value of name in env.
+func envValue(env []corev1.EnvVar, name string) string {
+	for _, e := range env {
+		if e.Name == name {
+			return name + "=" + e.Value
+		}
+	}
+	return name
 }
 
 func applyProbe(dst *corev1.Probe, p *nf.Probe) {

@@ -300,3 +300,30 @@ func TestRetryStepsAsNumaflowCountsThem(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { checkConversion(t, c.yaml, c.env, nil, c.warn, c.fail) })
 	}
 }
+
+// TestStagesKeepNumaflowsEndlessRetries: with the sink's onFailure
+// fallback or drop, a transformer or UDF without its own retry strategy is
+// still retried for ever, as Numaflow retries it.
+func TestStagesKeepNumaflowsEndlessRetries(t *testing.T) {
+	const head = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n    retryStrategy:\n      onFailure: drop\n"
+	const ctr = "          container: {image: i}\n"
+	for _, c := range []struct {
+		name, yaml string
+		env        map[string]string
+	}{
+		{"a transformer", head + "  source:\n    generator: {}\n    transformer:\n" + strings.Replace(ctr, "          ", "      ", 1), map[string]string{"MV_STAGE_RETRY_STEPS": "unlimited", "MV_RETRY_STEPS": "65535"}},
+		{"a UDF", head + "  source:\n    generator: {}\n  udf:\n" + strings.Replace(ctr, "          ", "    ", 1), map[string]string{"MV_STAGE_RETRY_STEPS": "unlimited"}},
+		{"no stage", head + "  source:\n    generator: {}\n", map[string]string{"MV_STAGE_RETRY_STEPS": "", "MV_RETRY_STEPS": "65535"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { checkConversion(t, c.yaml, c.env, nil, nil, "") })
+	}
+}
+
+// TestTemplateMayChooseWhatNoNumaflowFieldSays: containerTemplate.env may
+// set the variables mvctl sets only to do as Numaflow does (with a
+// warning), and still not one a Numaflow field sets.
+func TestTemplateMayChooseWhatNoNumaflowFieldSays(t *testing.T) {
+	const head = "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: MonoVertex\nmetadata:\n  name: x\nspec:\n  sink:\n    log: {}\n  source:\n    http: {}\n  containerTemplate:\n    env:\n"
+	checkConversion(t, head+"      - {name: MV_HTTP_CLOUDEVENTS, value: \"true\"}\n", map[string]string{"MV_HTTP_CLOUDEVENTS": "true"}, nil, []string{"spec.containerTemplate.env[0]"}, "")
+	checkConversion(t, head+"      - {name: MV_SOURCE, value: generator}\n", nil, nil, nil, "spec.containerTemplate.env[0].name")
+}

@@ -266,7 +266,6 @@ func refuse(w http.ResponseWriter, status int, format string, args ...any) {
 // retryAfter is the Retry-After of a 429 or 503, in seconds.
 const retryAfter = "1"
 
-// ServeHTTP takes one request and answers once its messages are final.
 // authorized checks the bearer token, and answers 401 without it.
 func (s *Source) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if s.auth != nil && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), s.auth) != 1 {
@@ -277,6 +276,7 @@ func (s *Source) authorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// ServeHTTP takes one request and answers once its messages are final.
 func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.PathValue("vertex"); v != "" && v != s.name {
 		refuse(w, http.StatusNotFound, "no vertex %q here; post to / or /vertices/%s", v, s.name)

@@ -10,8 +10,8 @@
 // the stream and the same on every redelivery; a producer's Nats-Msg-Id is
 // kept as a header but not used as the ID, because it is only unique within
 // the stream's Duplicates window and often absent. Keys, event time and
-// headers are mapped as described in internal/natsjs (Mv-Keys, else the
-// subject; Mv-Event-Time, else the time the stream stored the message).
+// headers are mapped as described in internal/natsjs (Mv-Keys, else no
+// keys; Mv-Event-Time, else the time the stream stored the message).
 package jetstream
 
 import (
