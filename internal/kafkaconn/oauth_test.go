@@ -206,3 +206,14 @@ func TestTheShorterLifetimeCounts(t *testing.T) {
 		t.Fatalf("redactURL: %q", r)
 	}
 }
+
+// TestTokenAnswerWithoutAToken: a 200 without access_token is an error
+// naming the endpoint (without its query), not an empty token.
+func TestTokenAnswerWithoutAToken(t *testing.T) {
+	srv, _ := tokenServer(t, "id", "pw", func(int64) string { return `{"token_type":"Bearer"}` })
+	ts := &tokenSource{endpoint: srv.URL + "?k=secret", id: "id", secret: "pw", client: srv.Client()}
+	_, err := ts.auth(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "without an access_token") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("error %v, want one saying the answer held no access_token, without the query", err)
+	}
+}
