@@ -67,6 +67,7 @@ type Core struct {
 	PProf             bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
 	ConfigDir         string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
 	ConfigPoll        time.Duration `envconfig:"MV_CONFIG_POLL" default:"1s" desc:"how often MV_CONFIG_DIR is read"`
+	MessageIDs        string        `envconfig:"MV_MESSAGE_IDS" default:"source" desc:"message IDs sinks see: source (the source's own, -k for each of several outputs) or numaflow (Numaflow's <MV_NAME>-<offset>-<index>)"`
 	Strict            bool          `envconfig:"MV_STRICT" default:"true" desc:"an MV_ variable the runner does not know (a typo) exits 2; false only warns"`
 }
 
@@ -245,6 +246,8 @@ func (c *Config) validateCore() error {
 		// It labels every metric; Prometheus refuses label values that are
 		// not UTF-8.
 		return &runner.ConfigError{Var: "MV_NAME", Value: c.Name, Reason: "must be printable UTF-8 text of at most 253 bytes"}
+	case c.MessageIDs != string(runner.SourceIDs) && c.MessageIDs != string(runner.NumaflowIDs):
+		return &runner.ConfigError{Var: "MV_MESSAGE_IDS", Value: c.MessageIDs, Reason: "must be source or numaflow"}
 	case c.Replica < 0:
 		return &runner.ConfigError{Var: "MV_REPLICA", Value: itoa(c.Replica), Reason: "must be 0 or more"}
 	case c.ReadBatchSize <= 0 || c.ReadBatchSize > maxBatchSize:
@@ -380,6 +383,7 @@ func (c *Config) RunnerOptions() runner.Options {
 		InflightBatches: c.InflightBatches,
 		Streaming:       c.Streaming,
 		Concurrency:     c.Concurrency,
+		MessageIDs:      runner.MessageIDs(c.MessageIDs),
 		Retry: runner.RetryPolicy{
 			Interval: c.Retry.Interval, Steps: c.Steps, StageSteps: c.StageSteps, Factor: c.Retry.Factor,
 			Cap: c.Retry.Cap, Jitter: c.Retry.Jitter,

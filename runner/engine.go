@@ -80,6 +80,9 @@ type Options struct {
 	// (MV_CONCURRENCY, Numaflow's spec.limits.concurrency); it defaults to
 	// BatchSize, as Numaflow's does.
 	Concurrency int
+	// MessageIDs is how message IDs are formed (MV_MESSAGE_IDS); empty
+	// is SourceIDs.
+	MessageIDs MessageIDs
 	// Retry is the backoff for failed transformer and sink messages.
 	Retry RetryPolicy
 	// OnFailure decides for messages whose retries are spent.
@@ -203,6 +206,9 @@ type stage struct {
 	time            prometheus.Observer
 	errors, dropped prometheus.Counter
 	nErr, nDropped  *atomic.Int64
+	// streams: a map UDF whose container streams its outputs (see
+	// OutputStreamer).
+	streams bool
 }
 
 // Engine moves messages from a source through a chain of stages to the
@@ -295,6 +301,9 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 			return nil, fmt.Errorf("runner: stage %d (%s) has no transformer", i, st.Kind)
 		}
 		s := &stage{Stage: st, t: st.Transformer, name: adapterName(string(st.Role), st.Kind)}
+		if ost, ok := st.Transformer.(OutputStreamer); ok {
+			s.streams = ost.StreamsOutputs()
+		}
 		switch st.Role {
 		case StageTransformer:
 			s.time, s.errors, s.dropped = m.TransformerTime, m.TransformerErrors, m.TransformerDropped
@@ -600,6 +609,7 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 			e.release(want - len(msgs))
 		}
 		if len(msgs) > 0 {
+			e.nameRead(msgs)
 			e.countRead(msgs)
 			wg.Add(1)
 			go func() {
@@ -710,14 +720,4 @@ func (e *Engine) Ready(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// outputID derives the ID of output k of n from its input's ID: one output
-// keeps the input's ID, several get "-k" suffixes, so the IDs are the same
-// on every redelivery and sinks can de-duplicate on them.
-func outputID(parent string, k, n int) string {
-	if n == 1 {
-		return parent
-	}
-	return parent + "-" + strconv.Itoa(k)
 }

@@ -425,7 +425,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 						cp := *out
 						out = &cp
 					}
-					out.ID = outputID(o.msg.ID, k, len(r.Outputs))
+					out.ID = e.outputID(st, o.msg.ID, k, len(r.Outputs))
 					if out.EventTime.IsZero() {
 						out.EventTime = o.msg.EventTime
 					}

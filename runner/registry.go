@@ -54,6 +54,12 @@ type Env struct {
 	// Connection takes the adapter's reports of its connection to its
 	// peer (monovtx_connection_*); never nil.
 	Connection Connection
+	// MessageIDs is how the engine forms message IDs (MV_MESSAGE_IDS).
+	// Under NumaflowIDs a source gives each message Numaflow's offset
+	// string for it as its ID (see NumaflowIDs), and the engine makes that
+	// <Name>-<offset>-<index> once Read returned: a source must not read
+	// a message's ID after Read, and keeps its own copy where it needs one.
+	MessageIDs MessageIDs
 }
 
 // Plugin describes one adapter kind that configuration can select, the way

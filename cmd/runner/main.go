@@ -112,7 +112,8 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger, memL
 	}
 	env := func(role runner.Role) runner.Env {
 		return runner.Env{Name: cfg.Name, Replica: cfg.Replica, Role: role, Logger: log.Named(string(role)), Mux: portMux, Metrics: reg,
-			Concurrency: cfg.StageConcurrency(), Errors: containerErrors, Connection: conns.For(role)}
+			Concurrency: cfg.StageConcurrency(), Errors: containerErrors, Connection: conns.For(role),
+			MessageIDs: runner.MessageIDs(cfg.MessageIDs)}
 	}
 	adapters, err := build(ctx, cfg, env)
 	if err != nil {

@@ -86,7 +86,12 @@ type Transformer struct {
 var (
 	_ runner.EachTransformer = (*Transformer)(nil)
 	_ runner.Readier         = (*Transformer)(nil)
+	_ runner.OutputStreamer  = (*Transformer)(nil)
 )
+
+// StreamsOutputs reports whether the container is a stream map, whose
+// outputs Numaflow numbers on from their input's index.
+func (t *Transformer) StreamsOutputs() bool { return t.mode == udconn.StreamMap }
 
 // New waits for the map container's server-info file to learn its mode,
 // then for the container to be up and compatible, and connects to the

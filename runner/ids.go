@@ -1,0 +1,87 @@
+package runner
+
+import (
+	"strconv"
+	"strings"
+)
+
+// MessageIDs is how the engine forms the IDs sinks and transformers see
+// (MV_MESSAGE_IDS).
+type MessageIDs string
+
+// The ways of forming message IDs.
+const (
+	// SourceIDs keeps the source's own IDs; one output of a stage keeps
+	// its input's, several get "-k" suffixes.
+	SourceIDs MessageIDs = "source"
+	// NumaflowIDs forms them as numaflow-core's MessageID prints:
+	// <vertex>-<offset>-<index>, the vertex being MV_NAME and the offset
+	// the source's offset string (what the source gives as the ID). A
+	// transformer's output k keeps the offset and takes index k
+	// (transformer/user_defined.rs); a map UDF's output k appends its
+	// input's index to the offset, unary and batch taking index k
+	// (mapper/map.rs), stream mode numbering its outputs on from its
+	// input's index (mapper/map/stream.rs). So a sink that de-duplicates
+	// on IDs sees, for the same source offset, the IDs Numaflow gave it.
+	NumaflowIDs MessageIDs = "numaflow"
+)
+
+// OutputStreamer is implemented by a map UDF stage that reports whether
+// its container streams its outputs (Numaflow's map stream mode), which
+// numbers them differently under NumaflowIDs.
+type OutputStreamer interface {
+	StreamsOutputs() bool
+}
+
+// nameRead gives messages just read their engine IDs: under NumaflowIDs
+// <vertex>-<offset>-0; otherwise the source's IDs stand.
+func (e *Engine) nameRead(msgs []*Message) {
+	if e.opts.MessageIDs != NumaflowIDs {
+		return
+	}
+	for _, m := range msgs {
+		m.ID = e.opts.Name + "-" + m.ID + "-0"
+	}
+}
+
+// outputID derives the ID of output k of n of stage st from its input's
+// ID. Under SourceIDs one output keeps the input's ID and several get
+// "-k" suffixes; under NumaflowIDs see NumaflowIDs. Either way the IDs are
+// the same on every redelivery, so sinks can de-duplicate on them.
+func (e *Engine) outputID(st *stage, parent string, k, n int) string {
+	if e.opts.MessageIDs != NumaflowIDs {
+		if n == 1 {
+			return parent
+		}
+		return parent + "-" + strconv.Itoa(k)
+	}
+	switch {
+	case st.Role == StageTransformer:
+		// <vertex>-<offset>-<index>: the offset is the source's, so the
+		// index is replaced.
+		return idBase(parent) + "-" + strconv.Itoa(k)
+	case st.streams:
+		// numaflow-core's stream map: offset <offset>-<i> and index i,
+		// where i counts on from the input's index.
+		i := strconv.Itoa(idIndex(parent) + k)
+		return idBase(parent) + "-" + i + "-" + i
+	default:
+		// Unary and batch map: offset <offset>-<input index>, index k.
+		return parent + "-" + strconv.Itoa(k)
+	}
+}
+
+// idBase is a Numaflow-style ID without its index: <vertex>-<offset>.
+func idBase(id string) string {
+	if i := strings.LastIndexByte(id, '-'); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// idIndex is the index a Numaflow-style ID ends with; the engine made it,
+// so it is a number.
+func idIndex(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
+	return n
+}
