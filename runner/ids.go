@@ -22,7 +22,8 @@ const (
 	// input's index to the offset, unary and batch taking index k
 	// (mapper/map.rs), stream mode numbering its outputs on from its
 	// input's index (mapper/map/stream.rs). So a sink that de-duplicates
-	// on IDs sees, for the same source offset, the IDs Numaflow gave it.
+	// on IDs sees, for the same source offset, the IDs Numaflow gave it,
+	// except where Numaflow's would collide (see outputID).
 	NumaflowIDs MessageIDs = "numaflow"
 )
 
@@ -40,7 +41,10 @@ func (e *Engine) nameRead(msgs []*Message) {
 		return
 	}
 	for _, m := range msgs {
-		m.ID = e.opts.Name + "-" + m.ID + "-0"
+		if m.srcID == "" {
+			m.srcID = m.ID
+		}
+		m.ID = e.opts.Name + "-" + m.srcID + "-0"
 	}
 }
 
@@ -62,9 +66,18 @@ func (e *Engine) outputID(st *stage, parent string, k, n int) string {
 		return idBase(parent) + "-" + strconv.Itoa(k)
 	case st.streams:
 		// numaflow-core's stream map: offset <offset>-<i> and index i,
-		// where i counts on from the input's index.
-		i := strconv.Itoa(idIndex(parent) + k)
-		return idBase(parent) + "-" + i + "-" + i
+		// where i counts on from the input's index p.
+		p := idIndex(parent)
+		i := strconv.Itoa(p + k)
+		if p == 0 {
+			return idBase(parent) + "-" + i + "-" + i
+		}
+		// After a transformer's fan-out Numaflow's IDs collide (output 1
+		// of input 0 and output 0 of input 1 are both <offset>-1-1), and a
+		// sink matching answers to requests by ID could not tell them
+		// apart. Here p stays in front, so they cannot: three numbers
+		// after the offset where input 0's outputs have two.
+		return idBase(parent) + "-" + strconv.Itoa(p) + "-" + i + "-" + i
 	default:
 		// Unary and batch map: offset <offset>-<input index>, index k.
 		return parent + "-" + strconv.Itoa(k)

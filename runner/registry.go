@@ -57,8 +57,8 @@ type Env struct {
 	// MessageIDs is how the engine forms message IDs (MV_MESSAGE_IDS).
 	// Under NumaflowIDs a source gives each message Numaflow's offset
 	// string for it as its ID (see NumaflowIDs), and the engine makes that
-	// <Name>-<offset>-<index> once Read returned: a source must not read
-	// a message's ID after Read, and keeps its own copy where it needs one.
+	// <Name>-<offset>-<index> once Read returned: after Read a source
+	// reads Message.SourceID, not ID.
 	MessageIDs MessageIDs
 }
 

@@ -44,6 +44,22 @@ type Message struct {
 	// reads as the batch starts, so a copy of the message (out := *m in a
 	// transformer) does not carry it.
 	Release func()
+
+	// srcID is the ID the source gave, kept when the engine replaces ID
+	// with a Numaflow-style one (NumaflowIDs), so that a message read
+	// again (a source that re-queues the same Message) is named from it
+	// once more instead of from the name it already has.
+	srcID string
+}
+
+// SourceID is the ID the source gave the message: ID itself, unless the
+// engine formed a Numaflow-style ID from it (MV_MESSAGE_IDS=numaflow).
+// A source that needs a message's ID after Read uses this.
+func (m *Message) SourceID() string {
+	if m.srcID != "" {
+		return m.srcID
+	}
+	return m.ID
 }
 
 // Metadata is the metadata Numaflow carries with a message from the source

@@ -96,6 +96,7 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_READ_BATCH_SIZE": "1e7"}, `MV_READ_BATCH_SIZE="1e7"`},
 		{map[string]string{"MV_INFLIGHT_BATCHES": "100000"}, `MV_INFLIGHT_BATCHES="100000"`},
 		{map[string]string{"MV_CONCURRENCY": "-1"}, `MV_CONCURRENCY="-1"`},
+		{map[string]string{"MV_MESSAGE_IDS": "Numaflow"}, `MV_MESSAGE_IDS="Numaflow": must be source or numaflow`},
 		{map[string]string{"PORT": "010000"}, `PORT="010000"`},
 		{map[string]string{"PORT": "0x4e20"}, `PORT="0x4e20"`},
 		{map[string]string{"PORT": "1_8084"}, `PORT="1_8084"`},

@@ -93,7 +93,7 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 			out := append([]*runner.Message(nil), s.queue[:n]...)
 			s.queue = s.queue[n:]
 			for _, m := range out {
-				s.inflight[m.ID] = m
+				s.inflight[m.SourceID()] = m
 			}
 			s.mu.Unlock()
 			return out, nil
@@ -126,11 +126,11 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		if _, ok := s.inflight[m.ID]; !ok {
-			s.errs = append(s.errs, fmt.Errorf("ack of %s, which is not in flight", m.ID))
+		if _, ok := s.inflight[m.SourceID()]; !ok {
+			s.errs = append(s.errs, fmt.Errorf("ack of %s, which is not in flight", m.SourceID()))
 		}
-		delete(s.inflight, m.ID)
-		s.acked[m.ID]++
+		delete(s.inflight, m.SourceID())
+		s.acked[m.SourceID()]++
 	}
 	s.signal()
 	return nil
@@ -141,13 +141,13 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		if _, ok := s.inflight[m.ID]; !ok {
-			s.errs = append(s.errs, fmt.Errorf("nack of %s, which is not in flight", m.ID))
+		if _, ok := s.inflight[m.SourceID()]; !ok {
+			s.errs = append(s.errs, fmt.Errorf("nack of %s, which is not in flight", m.SourceID()))
 			continue
 		}
-		delete(s.inflight, m.ID)
-		s.nacked[m.ID]++
-		s.delays[m.ID] = delay
+		delete(s.inflight, m.SourceID())
+		s.nacked[m.SourceID()]++
+		s.delays[m.SourceID()] = delay
 		s.queue = append(s.queue, m)
 	}
 	s.signal()
