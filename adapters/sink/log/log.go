@@ -1,5 +1,7 @@
-// Package log is a sink that prints one readable line per message to
-// standard output, like Numaflow's log sink.
+// Package log is a sink that prints one line per message to standard
+// output: the runner's readable line, or (MV_LOG_FORMAT=numaflow) the JSON
+// log record numaflow-core's log sink prints, so tools that read a Numaflow
+// log sink's output read the runner's.
 //
 // Its output can fail like any peer: a reader that went away (`runner |
 // head -1`) and a full disk. A write that fails is retried by the engine,
@@ -29,13 +31,23 @@ import (
 
 // Config holds the log sink's settings.
 type Config struct {
-	MaxValue int `envconfig:"MV_LOG_MAX_VALUE" default:"256" desc:"payload bytes printed per message; the rest is elided"`
+	MaxValue int    `envconfig:"MV_LOG_MAX_VALUE" default:"256" desc:"payload bytes printed per message in the runner format; the rest is elided (the numaflow format prints every byte, as Numaflow does)"`
+	Format   string `envconfig:"MV_LOG_FORMAT" default:"runner" desc:"line format: runner (role id= keys= event_time= bytes= value=) or numaflow (the JSON record numaflow-core's log sink prints: Payload - ... Keys - ... EventTime - <unix ms> Headers - k: v, ... ID - ..., with the whole payload; MV_LOG_MAX_VALUE does not apply)"`
 }
+
+// The values of MV_LOG_FORMAT.
+const (
+	formatRunner   = "runner"
+	formatNumaflow = "numaflow"
+)
 
 // Validate checks the values that parse but cannot be used.
 func (c *Config) Validate(runner.Role) error {
 	if c.MaxValue < 0 {
 		return &runner.ConfigError{Var: "MV_LOG_MAX_VALUE", Value: strconv.Itoa(c.MaxValue), Reason: "must be 0 or more"}
+	}
+	if c.Format != formatRunner && c.Format != formatNumaflow {
+		return &runner.ConfigError{Var: "MV_LOG_FORMAT", Value: c.Format, Reason: "must be runner or numaflow"}
 	}
 	return nil
 }
@@ -43,6 +55,9 @@ func (c *Config) Validate(runner.Role) error {
 func init() {
 	runner.RegisterSink("log", func(_ context.Context, env runner.Env, cfg *Config) (runner.Sink, error) {
 		catchSIGPIPE()
+		if cfg.Format == formatNumaflow {
+			return NewNumaflow(os.Stdout, time.Now), nil
+		}
 		return New(os.Stdout, cfg.MaxValue, string(env.Role)), nil
 	})
 }
@@ -74,6 +89,11 @@ type Sink struct {
 	out      io.Writer
 	maxValue int
 	role     string
+	// numaflow selects numaflow-core's line, stamped by now; hkeys is
+	// scratch for sorting a message's header names.
+	numaflow bool
+	now      func() time.Time
+	hkeys    []string
 
 	// buf holds the formatted lines of chunk, ends the offset in buf just
 	// past each one; sent are the messages of this call whose lines are
@@ -103,6 +123,15 @@ var (
 // New returns a log sink writing to w, printing at most maxValue payload bytes.
 func New(w io.Writer, maxValue int, role string) *Sink {
 	return &Sink{out: w, maxValue: maxValue, role: role, written: map[*runner.Message]struct{}{}}
+}
+
+// NewNumaflow returns a log sink writing to w the JSON record numaflow-core's
+// log sink prints for each message, timestamped by now (time.Now if nil).
+func NewNumaflow(w io.Writer, now func() time.Time) *Sink {
+	if now == nil {
+		now = time.Now
+	}
+	return &Sink{out: w, numaflow: true, now: now, written: map[*runner.Message]struct{}{}}
 }
 
 // Write prints each message, in writes of up to 64 KiB. When a write
@@ -220,6 +249,9 @@ func (s *Sink) Ready(context.Context) error {
 }
 
 func (s *Sink) format(b []byte, m *runner.Message) []byte {
+	if s.numaflow {
+		return s.formatNumaflow(b, m)
+	}
 	b = append(b, s.role...)
 	b = append(b, " id="...)
 	b = strconv.AppendQuote(b, m.ID)
