@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -281,6 +282,46 @@ func outputIDs(p *testutil.Process) map[string]bool {
 	return ids
 }
 
+// logRecord is one line of a log sink in Numaflow's format, the parts of
+// the message numaflow-core's log sink formats.
+type logRecord struct{ Payload, Keys, EventTime, Headers, ID string }
+
+// logRecords parses the log sink's lines in the runner's standard output:
+// mvctl writes MV_LOG_FORMAT=numaflow, so each is numaflow-core's JSON
+// record. A line that is not one fails the test.
+func logRecords(t *testing.T, stdout string) []logRecord {
+	t.Helper()
+	var out []logRecord
+	for l := range strings.Lines(stdout) {
+		var rec struct{ Timestamp, Level, Message, Target string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("a log sink line that is not numaflow-core's JSON record (%v): %s", err, l)
+		}
+		if _, err := time.Parse("2006-01-02T15:04:05.000000Z", rec.Timestamp); err != nil || rec.Level != "INFO" || rec.Target != "numaflow_core::sinker::sink::log" {
+			t.Fatalf("not numaflow-core's log sink record (%v): %s", err, l)
+		}
+		m, ok := strings.CutPrefix(rec.Message, "Payload - ")
+		// The payload comes first and may hold anything; the rest is cut
+		// from the end.
+		cut := func(sep string) string {
+			i := strings.LastIndex(m, sep)
+			if i < 0 {
+				ok = false
+				return ""
+			}
+			v := m[i+len(sep):]
+			m = m[:i]
+			return v
+		}
+		r := logRecord{ID: cut(" ID - "), Headers: cut(" Headers - "), EventTime: cut(" EventTime - "), Keys: cut(" Keys - "), Payload: m}
+		if _, err := strconv.ParseInt(r.EventTime, 10, 64); !ok || err != nil {
+			t.Fatalf("message %q is not Payload - ... Keys - ... EventTime - <ms> Headers - ... ID - ...", rec.Message)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
 func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the runner and the example containers")
@@ -299,20 +340,15 @@ func TestCorpusRunsGeneratorToLog(t *testing.T) {
 	d.waitAcked(300, 60*time.Second)
 	tot := d.stop()
 	lines, keys := 0, map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(d.runner.Stdout.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "sink ") {
-			continue
-		}
+	for _, r := range logRecords(t, d.runner.Stdout.String()) {
 		lines++
-		if !strings.Contains(l, `\"value\":7`) {
-			t.Fatalf("log line without the manifest's generator value 7: %s", l)
+		if !strings.Contains(r.Payload, `"value":7`) {
+			t.Fatalf("log line without the manifest's generator value 7: %+v", r)
 		}
-		if i := strings.Index(l, " keys="); i >= 0 {
-			keys[strings.Fields(l[i:])[0]] = true
+		if !strings.HasPrefix(r.ID, "generator-log-") || !strings.HasSuffix(r.ID, "-0-0") {
+			t.Fatalf("ID %q is not Numaflow's <vertex>-<offset>-<replica>-0", r.ID)
 		}
+		keys[r.Keys] = true
 	}
 	t.Logf("read %d acked %d written %d, %d log lines, %d distinct keys", tot.Read, tot.Acked, tot.Written, lines, len(keys))
 	if tot.Read < 300 || tot.Acked != tot.Read || tot.Written != tot.Read || int64(lines) != tot.Written {
@@ -330,15 +366,12 @@ func TestCorpusRunsGeneratorBlobToLog(t *testing.T) {
 	}
 	d.waitAcked(100, 60*time.Second)
 	tot := d.stop()
-	const want = ` bytes=36 value="{\"order\":42,\"note\":\"from valueBlob\"}"`
+	const want = `{"order":42,"note":"from valueBlob"}`
 	lines := 0
-	for l := range strings.Lines(d.runner.Stdout.String()) {
-		if !strings.HasPrefix(l, "sink ") {
-			continue
-		}
+	for _, r := range logRecords(t, d.runner.Stdout.String()) {
 		lines++
-		if !strings.HasSuffix(strings.TrimSuffix(l, "\n"), want) {
-			t.Fatalf("log line without the valueBlob payload: %s", l)
+		if r.Payload != want {
+			t.Fatalf("log line without the valueBlob payload: %+v", r)
 		}
 	}
 	t.Logf("read %d acked %d written %d, %d log lines", tot.Read, tot.Acked, tot.Written, lines)
@@ -392,7 +425,15 @@ func TestCorpusRunsUDSourceTransformerSinks(t *testing.T) {
 		return err == nil && st.Pending == 0
 	})
 	tot := d.stop()
-	id := func(n int) string { return base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0" }
+	// mvctl's MV_MESSAGE_IDS=numaflow: <vertex>-<offset>-<index>, the
+	// offset a user-defined source's <offset, base64>-<partition>, a
+	// transformer's output k index k (numaflow-core's MessageID).
+	if d.env["MV_MESSAGE_IDS"] != "numaflow" {
+		t.Fatalf("MV_MESSAGE_IDS=%q, want numaflow", d.env["MV_MESSAGE_IDS"])
+	}
+	id := func(n int) string {
+		return "udsource-pipeline-" + base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0"
+	}
 	wantSink, wantFallback := map[string]bool{}, map[string]bool{}
 	for n := 0; n < total; n++ {
 		if n%10 == 0 {
@@ -408,7 +449,7 @@ func TestCorpusRunsUDSourceTransformerSinks(t *testing.T) {
 			}
 			continue
 		}
-		target[id(n)] = true
+		target[id(n)+"-0"] = true
 	}
 	for _, c := range []struct {
 		name string
@@ -453,7 +494,11 @@ func TestCorpusRunsUDFWithBypass(t *testing.T) {
 	}
 	d.waitAcked(total, 120*time.Second)
 	tot := d.stop()
-	id := func(n int) string { return base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0" }
+	// Numaflow's IDs (MV_MESSAGE_IDS=numaflow): a unary map's output k of
+	// the source's message <vertex>-<offset>-0 is <vertex>-<offset>-0-k.
+	id := func(n int) string {
+		return "udf-onsuccess-" + base64.StdEncoding.EncodeToString([]byte(strconv.Itoa(n))) + "-0-0-0"
+	}
 	want := map[string]map[string]bool{"udsink": {}, "fb-udsink": {}, "ons-udsink": {}}
 	for n := 0; n < total; n++ {
 		if n%10 == 1 || n%10 == 2 { // dropped by the map; fan-outs carry no tag
@@ -521,12 +566,17 @@ func TestCorpusRunsJetStreamToLog(t *testing.T) {
 	}
 	d.waitAcked(n, 60*time.Second)
 	tot := d.stop()
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(d.runner.Stdout.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if i := strings.Index(sc.Text(), `value="order-`); i >= 0 {
-			seen[strings.Fields(sc.Text()[i:])[0]] = true
+	seen, ids := map[string]bool{}, map[string]bool{}
+	for _, r := range logRecords(t, d.runner.Stdout.String()) {
+		if strings.HasPrefix(r.Payload, "order-") {
+			seen[r.Payload] = true
+		}
+		ids[r.ID] = true
+	}
+	// Numaflow's IDs: <vertex>-<stream sequence>-<replica>-<index>.
+	for seq := 1; seq <= n; seq++ {
+		if id := fmt.Sprintf("%s-%d-0-0", d.env["MV_NAME"], seq); !ids[id] {
+			t.Fatalf("no log line with ID %s (IDs seen: %d)", id, len(ids))
 		}
 	}
 	pending, ackPending := natstest.ConsumerState(t, js, "orders", "orders-log")
@@ -617,9 +667,9 @@ func TestCorpusRunsJetStreamOverTLSWithAnNKey(t *testing.T) {
 	d.waitAcked(n, 60*time.Second)
 	tot := d.stop()
 	seen := map[string]bool{}
-	for l := range strings.Lines(d.runner.Stdout.String()) {
-		if i := strings.Index(l, `value="order-`); i >= 0 {
-			seen[strings.Fields(l[i:])[0]] = true
+	for _, r := range logRecords(t, d.runner.Stdout.String()) {
+		if strings.HasPrefix(r.Payload, "order-") {
+			seen[r.Payload] = true
 		}
 	}
 	pending, ackPending := natstest.ConsumerState(t, js, "orders", "numaflow-secure-orders-mvtx-orders")
@@ -669,9 +719,9 @@ func TestCorpusRunsNATSToLog(t *testing.T) {
 			d.waitAcked(n, 60*time.Second)
 			tot := d.stop()
 			seen := map[string]bool{}
-			for l := range strings.Lines(d.runner.Stdout.String()) {
-				if i := strings.Index(l, `value="event-`); i >= 0 {
-					seen[strings.Fields(l[i:])[0]] = true
+			for _, r := range logRecords(t, d.runner.Stdout.String()) {
+				if strings.HasPrefix(r.Payload, "event-") {
+					seen[r.Payload] = true
 				}
 			}
 			t.Logf("published %d; read %d acked %d written %d; %d distinct log lines", n, tot.Read, tot.Acked, tot.Written, len(seen))
@@ -737,15 +787,12 @@ func TestCorpusRunsJetStreamHPAWithRateLimit(t *testing.T) {
 	checkRateLimiter(t, d, "memory", 100, 2000, n)
 	tot := d.stop()
 	seen, lines, other := map[string]bool{}, 0, 0
-	sc := bufio.NewScanner(strings.NewReader(d.runner.Stdout.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		i := strings.Index(sc.Text(), `value="order-`)
-		if i < 0 {
+	for _, r := range logRecords(t, d.runner.Stdout.String()) {
+		v := r.Payload
+		if !strings.HasPrefix(v, "order-") {
 			continue
 		}
-		v := strings.Fields(sc.Text()[i:])[0]
-		if strings.HasPrefix(v, `value="order-us-`) || v == `value="order-old"` {
+		if strings.HasPrefix(v, "order-us-") || v == "order-old" {
 			other++
 			continue
 		}

@@ -209,6 +209,9 @@ func (c *converter) convert() {
 	c.metadata()
 	spec := &mv.Spec
 	c.setEnv("MV_NAME", mv.Name, "metadata.name")
+	// A sink sees <name>-<offset>-<index>, as Numaflow's do, so one that
+	// de-duplicates on IDs goes on doing so across the move.
+	c.setEnv("MV_MESSAGE_IDS", "numaflow", "metadata.name")
 	c.source()
 	c.udf()
 	c.sink()
@@ -773,6 +776,12 @@ func (c *converter) sink() {
 		p := t.path + "." + kind
 		c.setEnv(t.envKind, kind, p)
 		switch kind {
+		case "log":
+			if _, done := c.envFrom["MV_LOG_FORMAT"]; !done {
+				// numaflow-core's log-sink record, for what reads the
+				// pod's log as it read Numaflow's.
+				c.setEnv("MV_LOG_FORMAT", "numaflow", p)
+			}
 		case "udsink":
 			c.udContainer(p, t.ctr, t.ctype, t.sink.UDSink.Container)
 		case "kafka":
@@ -1559,6 +1568,8 @@ func (c *converter) runnerContainer() corev1.Container {
 // where no Numaflow field says anything; containerTemplate.env may set
 // them otherwise.
 var numaflowChoices = map[string]bool{
+	"MV_MESSAGE_IDS":          true,
+	"MV_LOG_FORMAT":           true,
 	"MV_HTTP_CLOUDEVENTS":     true,
 	"MV_KAFKA_SINK_TIMESTAMP": true,
 	"MV_STAGE_RETRY_STEPS":    true,

@@ -36,7 +36,7 @@ var Placeholders = []struct {
 // Numaflow" repeats.
 var Table = []Row{
 	{[]string{"apiVersion", "kind"}, Mapped, "`numaflow.numaproj.io/v1alpha1` `MonoVertex` is converted; other Numaflow kinds exit 2; other objects in the input are passed through unchanged (with a warning)"},
-	{[]string{"metadata.name"}, Mapped, "the Knative Service's name, `<name>-config` for the ConfigMap, `MV_NAME` (the `mvtx_name` metric label)"},
+	{[]string{"metadata.name"}, Mapped, "the Knative Service's name, `<name>-config` for the ConfigMap, `MV_NAME` (the `mvtx_name` metric label), and with `MV_MESSAGE_IDS=numaflow` the first part of every message ID, which sinks see as Numaflow's `<name>-<offset>-<index>`"},
 	{[]string{"metadata.namespace"}, Mapped, "the namespace of every object"},
 	{[]string{"metadata.labels", "metadata.annotations"}, Mapped, "the Service's and the ConfigMap's labels; the Service's annotations (kubectl's last-applied-configuration is dropped)"},
 	{[]string{"metadata.generateName", "metadata.uid", "metadata.resourceVersion", "metadata.generation", "metadata.creationTimestamp", "metadata.deletionTimestamp", "metadata.deletionGracePeriodSeconds", "metadata.managedFields", "metadata.selfLink", "metadata.ownerReferences", "metadata.finalizers", "status"}, Warns, "dropped: they belong to the MonoVertex object in the API server"},
@@ -80,7 +80,7 @@ var Table = []Row{
 	{[]string{"<container>.readinessProbe", "<container>.livenessProbe"}, Warns, "dropped: no probes on Knative sidecars; the runner's `/healthz` answers 503 while a container is away"},
 	{[]string{"<container>.ports"}, Warns, "dropped: Knative allows one port per pod"},
 	{[]string{"spec.sink"}, Mapped, "exactly one sink kind per tier, else exit 2"},
-	{[]string{"<sink>.log", "<sink>.blackhole", "<sink>.udsink", "<sink>.kafka"}, Mapped, "`MV_SINK`, `MV_FALLBACK_SINK`, `MV_ON_SUCCESS_SINK` = `log`, `blackhole`, `udsink` (sidecars `udsink`, `fb-udsink`, `ons-udsink`) or `kafka` (with `MV_KAFKA_SINK_TIMESTAMP=write`: records are stamped when written, as Numaflow's Kafka sink leaves it to the producer; the runner's `Mv-Msg-Id` header is added)"},
+	{[]string{"<sink>.log", "<sink>.blackhole", "<sink>.udsink", "<sink>.kafka"}, Mapped, "`MV_SINK`, `MV_FALLBACK_SINK`, `MV_ON_SUCCESS_SINK` = `log` (with `MV_LOG_FORMAT=numaflow`: numaflow-core's JSON log record), `blackhole`, `udsink` (sidecars `udsink`, `fb-udsink`, `ons-udsink`) or `kafka` (with `MV_KAFKA_SINK_TIMESTAMP=write`: records are stamped when written, as Numaflow's Kafka sink leaves it to the producer; the runner's `Mv-Msg-Id` header is added)"},
 	{[]string{"<sink>.kafka.brokers", "<sink>.kafka.topic"}, Mapped, "`MV_KAFKA_SINK_BROKERS` (one cluster for every Kafka sink); `MV_KAFKA_SINK_TOPIC`, `MV_FALLBACK_KAFKA_TOPIC`, `MV_ON_SUCCESS_KAFKA_TOPIC`"},
 	{[]string{"<sink>.kafka.setKey"}, Mapped, "`MV_KAFKA_SINK_SET_KEY`, `MV_FALLBACK_KAFKA_SET_KEY`, `MV_ON_SUCCESS_KAFKA_SET_KEY` (Numaflow's default `false`: no record key)"},
 	{[]string{"<sink>.serve", "<sink>.sqs", "<sink>.pulsar"}, Refused, "no such sink in the runner: use a user-defined sink (serve belongs to a ServingPipeline)"},
@@ -104,7 +104,7 @@ var Table = []Row{
 	{[]string{"spec.lifecycle.desiredPhase"}, Mapped, "`Paused` -> the ConfigMap's `paused: \"true\"` (the runner stays up and reads nothing), `Running` -> `\"false\"`"},
 	{[]string{"spec.bypass"}, Mapped, "`MV_BYPASS_SINK`, `MV_BYPASS_FALLBACK`, `MV_BYPASS_ON_SUCCESS` as `operator:tag,tag`"},
 	{[]string{"spec.streaming"}, Mapped, "`MV_STREAMING`"},
-	{[]string{"spec.containerTemplate"}, Mapped, "the runner container (Numaflow's main container): resources, imagePullPolicy, securityContext, env (an `MV_` variable mvctl sets from a field exits 2; `MV_HTTP_CLOUDEVENTS`, `MV_KAFKA_SINK_TIMESTAMP` and `MV_STAGE_RETRY_STEPS`, which mvctl sets to do as Numaflow does, may be replaced), envFrom, and the probes' timings"},
+	{[]string{"spec.containerTemplate"}, Mapped, "the runner container (Numaflow's main container): resources, imagePullPolicy, securityContext, env (an `MV_` variable mvctl sets from a field exits 2; `MV_MESSAGE_IDS`, `MV_LOG_FORMAT`, `MV_HTTP_CLOUDEVENTS`, `MV_KAFKA_SINK_TIMESTAMP` and `MV_STAGE_RETRY_STEPS`, which mvctl sets to do as Numaflow does, may be replaced), envFrom, and the probes' timings"},
 	{[]string{"spec.volumes", "spec.imagePullSecrets", "spec.serviceAccountName", "spec.metadata"}, Mapped, "the pod's; `spec.metadata` labels and annotations on the revision template; PVC, hostPath, CSI, ephemeral and image volumes add a flag warning"},
 	{[]string{"spec.initContainers"}, Flag, "the pod's init containers (`kubernetes.podspec-init-containers`)"},
 	{[]string{"spec.sidecars"}, Mapped, "extra containers; their ports and probes are dropped with a warning (one port per pod, no sidecar probes)"},

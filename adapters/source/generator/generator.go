@@ -31,6 +31,9 @@ type Config struct {
 	Jitter   time.Duration `envconfig:"MV_GENERATOR_JITTER" default:"0s" desc:"event times lag the read by a random whole number of seconds below this, as Numaflow's jitter (out-of-order event times for tests)"`
 	// ValueBlob is Numaflow's generator valueBlob.
 	ValueBlob string `envconfig:"MV_GENERATOR_VALUE_BLOB" desc:"the payload of every message, base64 (standard, padded), as Numaflow's valueBlob; MV_GENERATOR_MSG_SIZE and MV_GENERATOR_VALUE then do not apply"`
+	// MessageIDs is how the runner forms message IDs (set from
+	// runner.Env, not from the environment).
+	MessageIDs runner.MessageIDs `ignored:"true"`
 }
 
 // Upper bounds of the generator's settings: past them a typo would take
@@ -89,6 +92,7 @@ func clip(s string) string {
 
 func init() {
 	runner.RegisterSource("generator", func(_ context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		cfg.MessageIDs = env.MessageIDs
 		return New(*cfg, env.Replica), nil
 	})
 }
@@ -96,8 +100,9 @@ func init() {
 // Source generates messages. It keeps nothing to redeliver: like Numaflow's
 // generator, its acks and nacks have nothing to do.
 type Source struct {
-	cfg    Config
-	prefix string
+	cfg Config
+	// prefix and suffix surround a message's number in its ID (see idParts).
+	prefix, suffix string
 	// tail is the padding followed by the closing `"}`, so a payload is
 	// one short header and one append of tail's end (see payload).
 	tail []byte
@@ -114,17 +119,17 @@ type Source struct {
 
 // New returns a generator source for the given replica.
 func New(cfg Config, replica int) *Source {
-	r := strconv.Itoa(replica)
+	prefix, suffix := idParts(cfg.MessageIDs, replica)
 	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
 	if blob, err := DecodeValueBlob(cfg.ValueBlob); err == nil && len(blob) > 0 {
-		return &Source{cfg: cfg, prefix: r + "-", fixed: blob[:len(blob):len(blob)], last: time.Now()}
+		return &Source{cfg: cfg, prefix: prefix, suffix: suffix, fixed: blob[:len(blob):len(blob)], last: time.Now()}
 	}
 	tail := make([]byte, cfg.MsgSize+len(closing))
 	for i := range cfg.MsgSize {
 		tail[i] = 'x'
 	}
 	copy(tail[cfg.MsgSize:], closing)
-	s := &Source{cfg: cfg, prefix: r + "-", tail: tail, last: time.Now()}
+	s := &Source{cfg: cfg, prefix: prefix, suffix: suffix, tail: tail, last: time.Now()}
 	if cfg.Fixed {
 		var v int64
 		if cfg.Value != nil {
@@ -133,6 +138,23 @@ func New(cfg Config, replica int) *Source {
 		s.fixed = s.build(v, s.last)
 	}
 	return s
+}
+
+// idParts gives what goes before and after a message's number in its ID:
+// "<replica>-<n>", or under MV_MESSAGE_IDS=numaflow numaflow-core's offset
+// string, IntOffset(id, replica) printed "<id>-<replica>"
+// (source/generator.rs, message.rs). Numaflow's id is the nanosecond clock
+// at the message's making, different on every run, which nothing can
+// reproduce; the message's number stands in for it: unique per replica as
+// the clock is, and the same for the same message of a run, so a test or a
+// benchmark knows the IDs to expect. Both count from 0 again after a
+// restart.
+func idParts(mode runner.MessageIDs, replica int) (prefix, suffix string) {
+	r := strconv.Itoa(replica)
+	if mode == runner.NumaflowIDs {
+		return "", "-" + r
+	}
+	return r + "-", ""
 }
 
 // closing ends every payload's padding string and the JSON object.
@@ -190,7 +212,7 @@ func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 	for i := range msgs {
 		seq := first + int64(i)
 		m := &backing[i]
-		m.ID = s.prefix + strconv.FormatInt(seq, 10)
+		m.ID = s.prefix + strconv.FormatInt(seq, 10) + s.suffix
 		m.EventTime = now.Add(-s.lag())
 		m.Offset = seq
 		m.Value = s.payload(seq, now, prev)

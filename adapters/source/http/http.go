@@ -166,7 +166,11 @@ const (
 
 // entry is one message of a request; it is the message's Offset.
 type entry struct {
-	msg   *runner.Message
+	msg *runner.Message
+	// id is the message's ID as the request gave it. Once read, msg.ID is
+	// the engine's (under MV_MESSAGE_IDS=numaflow it renames every message
+	// after Read), so the source keys its bookkeeping and its reply on this.
+	id    string
 	req   *request
 	state entryState
 }
@@ -316,6 +320,12 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	giveBuffer(msgs, pooled)
+	// The reply names the request's own IDs, taken before the engine
+	// can rename the messages.
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
 	req, status, err := s.enqueue(msgs)
 	if err != nil {
 		pooled.Release() // not queued: nothing else holds it
@@ -330,10 +340,6 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		s.abandon(msgs)
 		return
-	}
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.ID
 	}
 	if req.failed {
 		writeReply(w, http.StatusInternalServerError, reply{Error: req.reason + "; retry the request", ID: single(ids), IDs: many(ids)})
@@ -642,9 +648,9 @@ func (s *Source) enqueue(msgs []*runner.Message) (*request, int, error) {
 		return nil, http.StatusTooManyRequests, fmt.Errorf("%d messages are waiting (MV_HTTP_BUFFER_SIZE=%d); retry later", len(s.queue), s.cfg.BufferSize)
 	}
 	for _, m := range msgs {
-		e := &entry{msg: m, req: req}
+		e := &entry{msg: m, id: m.ID, req: req}
 		m.Offset = e
-		s.inflight[m.ID] = e
+		s.inflight[e.id] = e
 		s.queue = append(s.queue, e)
 	}
 	select {
@@ -665,8 +671,8 @@ func (s *Source) abandon(msgs []*runner.Message) {
 		if e.state == queued {
 			e.state = finished
 			gone[e] = true
-			if s.inflight[m.ID] == e {
-				delete(s.inflight, m.ID)
+			if s.inflight[e.id] == e {
+				delete(s.inflight, e.id)
 			}
 		}
 	}
@@ -758,8 +764,8 @@ func (s *Source) finish(e *entry, failure string) {
 		return
 	}
 	e.state = finished
-	if s.inflight[e.msg.ID] == e {
-		delete(s.inflight, e.msg.ID)
+	if s.inflight[e.id] == e {
+		delete(s.inflight, e.id)
 	}
 	if failure != "" && !e.req.failed {
 		e.req.failed = true

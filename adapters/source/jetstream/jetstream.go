@@ -9,7 +9,9 @@
 // Each message's ID is "<stream>:<stream sequence>", which is unique within
 // the stream and the same on every redelivery; a producer's Nats-Msg-Id is
 // kept as a header but not used as the ID, because it is only unique within
-// the stream's Duplicates window and often absent. Keys, event time and
+// the stream's Duplicates window and often absent. Under
+// MV_MESSAGE_IDS=numaflow the ID is numaflow-core's offset string instead,
+// "<stream sequence>-<replica>" (see convert). Keys, event time and
 // headers are mapped as described in internal/natsjs (Mv-Keys, else no
 // keys; Mv-Event-Time, else the time the stream stored the message).
 package jetstream
@@ -56,6 +58,12 @@ type Config struct {
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
 	Connection runner.Connection `ignored:"true"`
+	// MessageIDs is how the runner forms message IDs (set from
+	// runner.Env, not from the environment).
+	MessageIDs runner.MessageIDs `ignored:"true"`
+	// Replica is this runner's MV_REPLICA (set from runner.Env), which
+	// numaflow-core's JetStream offsets carry.
+	Replica int `ignored:"true"`
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -184,6 +192,7 @@ func CheckURLs(list string) error {
 func init() {
 	runner.RegisterSource("jetstream", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
 		cfg.Connection = env.Connection
+		cfg.MessageIDs, cfg.Replica = env.MessageIDs, env.Replica
 		name := fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica)
 		return New(ctx, *cfg, name, env.Logger)
 	})
@@ -612,13 +621,22 @@ func (s *Source) nakLate(ch <-chan jetstream.Msg) {
 func (s *Source) convert(jm jetstream.Msg) *runner.Message {
 	m := &runner.Message{Value: jm.Data(), Offset: jm}
 	var stored time.Time
-	if meta, err := jm.Metadata(); err == nil {
+	meta, err := jm.Metadata()
+	switch {
+	case err == nil && s.cfg.MessageIDs == runner.NumaflowIDs:
+		// numaflow-core's IntOffset(stream sequence, replica), printed
+		// "<offset>-<partition_idx>" (source/jetstream.rs, message.rs).
+		m.ID = strconv.FormatUint(meta.Sequence.Stream, 10) + "-" + strconv.Itoa(s.cfg.Replica)
+	case err == nil:
 		m.ID = meta.Stream + ":" + strconv.FormatUint(meta.Sequence.Stream, 10)
-		stored = meta.Timestamp
-	} else {
+	default:
 		// Only a message not delivered by JetStream lacks metadata; its
-		// reply subject is still unique per message.
+		// reply subject is still unique per message (numaflow-nats
+		// refuses such a message, so Numaflow has no ID to match).
 		m.ID = jm.Reply()
+	}
+	if err == nil {
+		stored = meta.Timestamp
 	}
 	natsjs.DecodeHeaders(m, jm.Headers(), stored)
 	return m

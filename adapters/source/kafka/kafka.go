@@ -11,7 +11,9 @@
 // records after it that are in flight or acked are not handed out twice.
 //
 // Each message's ID is "<topic>:<partition>:<offset>", the same on every
-// redelivery; the record key becomes the one key, the record headers the
+// redelivery (under MV_MESSAGE_IDS=numaflow, numaflow-core's offset string
+// "<topic>:<partition>:<offset>-<global partition>", see partitionBases);
+// the record key becomes the one key, the record headers the
 // headers (plus X-NF-Kafka-TopicName, as Numaflow's Kafka source adds),
 // and the record timestamp the event time.
 package kafka
@@ -53,6 +55,9 @@ type Config struct {
 	MaxHeld        int           `envconfig:"MV_KAFKA_MAX_HELD" default:"100000" desc:"most records of one partition tracked while an unacked record holds its commit back; reading that partition pauses beyond it"`
 	CheckCommits   bool          `envconfig:"MV_KAFKA_CHECK_COMMITS" default:"false" desc:"test hook: check every commit against a separate account of unacked records and stop (exit 1) if one is beyond them"`
 	kafkaconn.Auth
+	// MessageIDs is how the runner forms message IDs (set from
+	// runner.Env, not from the environment).
+	MessageIDs runner.MessageIDs `ignored:"true"`
 }
 
 // Validate checks the values that parse but cannot be used.
@@ -106,6 +111,7 @@ func (c *Config) topics() []string {
 
 func init() {
 	runner.RegisterSource("kafka", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
+		cfg.MessageIDs = env.MessageIDs
 		return New(ctx, *cfg, fmt.Sprintf("monovertex-%s-%d", env.Name, env.Replica), env.Logger)
 	})
 }
@@ -177,6 +183,9 @@ type Source struct {
 	cl     *kgo.Client
 	adm    *kadm.Client
 	check  *commitCheck
+	// bases is each topic's first global partition number under
+	// MV_MESSAGE_IDS=numaflow (see partitionBases), nil otherwise.
+	bases map[string]int
 
 	readMu sync.Mutex // one poll at a time: AllowRebalance ends every poll
 
@@ -289,6 +298,14 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 			return nil, err
 		}
 	}
+	if cfg.MessageIDs == runner.NumaflowIDs {
+		counts, err := partitionCounts(ctx, s.adm, cfg.topics())
+		if err != nil {
+			cl.Close()
+			return nil, err
+		}
+		s.bases = partitionBases(counts)
+	}
 	go s.commitLoop()
 	return s, nil
 }
@@ -382,8 +399,14 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 }
 
 func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *runner.Message {
+	id := r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
+	if s.bases != nil {
+		// numaflow-core's StringOffset(id, global partition) prints
+		// "<id>-<global partition>" (source/kafka.rs, message.rs).
+		id += "-" + strconv.Itoa(s.bases[r.Topic]+int(r.Partition))
+	}
 	m := &runner.Message{
-		ID:        r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10),
+		ID:        id,
 		Value:     r.Value,
 		EventTime: r.Timestamp,
 		Offset:    &handle{pt: pt, k: k, off: r.Offset},

@@ -6,13 +6,16 @@
 // not yet written (both counted and logged). Acks and nacks
 // do nothing; there is no pending count. Messages carry their payload
 // only, with a unique ID and the time they were read as event time, as
-// numaflow-nats makes them.
+// numaflow-nats makes them (the ID: see newID).
 package nats
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +50,12 @@ type Config struct {
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
 	Connection runner.Connection `ignored:"true"`
+	// MessageIDs is how the runner forms message IDs (set from
+	// runner.Env, not from the environment).
+	MessageIDs runner.MessageIDs `ignored:"true"`
+	// Replica is this runner's MV_REPLICA (set from runner.Env), which
+	// numaflow-core's NATS offsets carry.
+	Replica int `ignored:"true"`
 }
 
 func (c *Config) auth() natsjs.Auth {
@@ -101,6 +110,7 @@ func validSubject(s string) bool {
 func init() {
 	runner.RegisterSource("nats", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
 		cfg.Connection = env.Connection
+		cfg.MessageIDs, cfg.Replica = env.MessageIDs, env.Replica
 		return New(ctx, *cfg, fmt.Sprintf("monovertex %s/%d source", env.Name, env.Replica), env.Logger)
 	})
 }
@@ -108,9 +118,12 @@ func init() {
 // Source reads a core NATS queue subscription.
 type Source struct {
 	cfg Config
-	log *zap.SugaredLogger
-	nc  *natsgo.Conn
-	sub *natsgo.Subscription
+	// replica is "-<MV_REPLICA>", the end of every ID under
+	// MV_MESSAGE_IDS=numaflow.
+	replica string
+	log     *zap.SugaredLogger
+	nc      *natsgo.Conn
+	sub     *natsgo.Subscription
 
 	// dropped is the client's count of messages it dropped, last logged.
 	dropped atomic.Int64
@@ -144,7 +157,7 @@ func New(_ context.Context, cfg Config, name string, log *zap.SugaredLogger) (*S
 		return nil, fmt.Errorf("subscribe to %q: %w", cfg.Subject, err)
 	}
 	log.Infow("subscribed to NATS (at most once: core NATS keeps nothing)", "subject", cfg.Subject, "queue", cfg.Queue)
-	return &Source{cfg: cfg, log: log, nc: nc, sub: sub}, nil
+	return &Source{cfg: cfg, replica: "-" + strconv.Itoa(cfg.Replica), log: log, nc: nc, sub: sub}, nil
 }
 
 // Read returns up to max messages, waiting until the batch is full or
@@ -171,7 +184,7 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 				// nats.go takes an empty message with a 503 status for a
 				// request's "no responders" and hands back only this error;
 				// Numaflow passes it on as an empty message.
-				out = append(out, &runner.Message{ID: nuid.Next(), Value: []byte{}, EventTime: time.Now()})
+				out = append(out, &runner.Message{ID: s.newID(), Value: []byte{}, EventTime: time.Now()})
 				continue
 			}
 			if len(out) > 0 {
@@ -179,9 +192,43 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 			}
 			return nil, fmt.Errorf("read from NATS subject %q: %w", s.cfg.Subject, err)
 		}
-		out = append(out, &runner.Message{ID: nuid.Next(), Value: m.Data, EventTime: time.Now()})
+		out = append(out, &runner.Message{ID: s.newID(), Value: m.Data, EventTime: time.Now()})
 	}
 	return out, nil
+}
+
+// newID is a message's ID: a NUID, or under MV_MESSAGE_IDS=numaflow
+// numaflow-core's offset string, StringOffset(message.id, replica) printed
+// "<id>-<replica>" (source/nats.rs, message.rs). numaflow-nats makes
+// message.id a random UUID v4 (Uuid::new_v4, nats.rs); so does this, in
+// the same lower-case hyphenated form. Core NATS redelivers nothing, so no
+// ID need be the same twice.
+func (s *Source) newID() string {
+	if s.cfg.MessageIDs != runner.NumaflowIDs {
+		return nuid.Next()
+	}
+	return uuidV4() + s.replica
+}
+
+// uuidV4 is a random UUID (RFC 9562 version 4), as the Rust uuid crate
+// prints one: xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx, lower-case hex, V one
+// of 8, 9, a, b.
+func uuidV4() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:]) // never fails (crypto/rand)
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], u[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], u[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], u[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], u[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], u[10:])
+	return string(out[:])
 }
 
 // noteDrops logs the messages the client dropped since the last call:
