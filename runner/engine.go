@@ -227,6 +227,9 @@ type Engine struct {
 	tracer    trace.Tracer
 	// tokens bound the messages in flight in streaming mode; nil in batch mode.
 	tokens chan struct{}
+	// inflight are the source IDs in flight, for a source that may
+	// deliver them again meanwhile (RedeliversInFlight); nil otherwise.
+	inflight *inflightIDs
 
 	totals        counters
 	rate          *rateCounter
@@ -256,7 +259,7 @@ type counters struct {
 	fallbackErrors, transformerErrors, ackErrors atomic.Int64
 	onSuccessWritten, onSuccessErrors            atomic.Int64
 	udfDropped, udfErrors, sinkNacked            atomic.Int64
-	bypassed, bypassDropped                      atomic.Int64
+	bypassed, bypassDropped, duplicates          atomic.Int64
 }
 
 type errorRecord struct {
@@ -318,6 +321,9 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	if opts.Streaming {
 		e.tokens = make(chan struct{}, opts.Concurrency)
+	}
+	if r, ok := p.Source.(RedeliversInFlight); ok && r.RedeliversInFlight() {
+		e.inflight = &inflightIDs{ids: map[string]struct{}{}}
 	}
 	labels := prometheus.Labels{LabelName: opts.Name, LabelReplica: strconv.Itoa(opts.Replica)}
 	if err := opts.Registerer.Register(newScalingCollector(e, labels)); err != nil {
@@ -611,6 +617,13 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		if len(msgs) > 0 {
 			e.nameRead(msgs)
 			e.countRead(msgs)
+			if e.inflight != nil {
+				n := len(msgs)
+				msgs = e.dropRedelivered(msgs)
+				e.release(n - len(msgs))
+			}
+		}
+		if len(msgs) > 0 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

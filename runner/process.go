@@ -192,6 +192,7 @@ func (b *batch) ackFinal(ctx context.Context) {
 	}
 	e := b.e
 	defer e.release(len(ready))
+	defer e.settled(ready)
 	// The payloads go back after the ack (whatever its outcome): the
 	// sinks are done with them, and a redelivery brings its own.
 	defer b.recycle(first, ready)
@@ -275,6 +276,11 @@ func (b *batch) handBack(ctx context.Context) {
 	e := b.e
 	defer e.release(n)
 	e.count(&e.totals.nacked, e.m.NackTotal, n)
+	// Out of the set before the nack, so a redelivery it brings at once
+	// is not taken for a duplicate.
+	for _, back := range byDelay {
+		e.settled(back)
+	}
 	nacker, ok := e.src.(Nacker)
 	if !ok {
 		return

@@ -116,6 +116,10 @@ type Totals struct {
 	// it has conditions and they matched none.
 	Bypassed      int64 `json:"bypassed"`
 	BypassDropped int64 `json:"bypass_dropped"`
+	// DuplicateDropped counts deliveries of a message already in flight,
+	// dropped as numaflow-core drops them (see RedeliversInFlight); they
+	// are in Read and Dropped too.
+	DuplicateDropped int64 `json:"duplicate_dropped"`
 	// Errors is the sum of the error counts above (transformer, map UDF,
 	// sink, fallback, onSuccess and ack errors).
 	Errors int64 `json:"errors"`
@@ -154,7 +158,7 @@ func (e *Engine) Status() Status {
 			TransformerErrors: t.transformerErrors.Load(), AckErrors: t.ackErrors.Load(),
 			OnSuccessWritten: t.onSuccessWritten.Load(), OnSuccessErrors: t.onSuccessErrors.Load(),
 			UDFDropped: t.udfDropped.Load(), UDFErrors: t.udfErrors.Load(), SinkNacked: t.sinkNacked.Load(),
-			Bypassed: t.bypassed.Load(), BypassDropped: t.bypassDropped.Load(),
+			Bypassed: t.bypassed.Load(), BypassDropped: t.bypassDropped.Load(), DuplicateDropped: t.duplicates.Load(),
 		},
 		Mode:   mode,
 		Chain:  e.Chain(),

@@ -22,6 +22,14 @@
 //	<id> TAB <nack time, unix ms> TAB <delay ms>
 //	<id> TAB <read time, unix ms> TAB redeliver
 //
+// EXAMPLE_REDELIVER_AFTER=duration (Go syntax; default 0, off) makes it a
+// queue with a visibility timeout, as SQS is: an id emitted and neither
+// acked nor nacked for that long is emitted again by the next Read,
+// whether or not its reader is still working on it. Numaflow drops such a
+// delivery while the first is in flight (numaflow-core's tracker); the
+// number of ids emitted again is written to EXAMPLE_REDELIVERED_FILE, when
+// set, each time it grows.
+//
 // EXAMPLE_STRICT_READS=true makes the source one that is not safe for
 // concurrent reads: Numaflow gives a source one read stream and one ack
 // stream, so two Read calls (or two Ack calls) never overlap; if they do,
@@ -58,6 +66,14 @@ func main() {
 		log.Fatal(err)
 	}
 	src.strict = os.Getenv("EXAMPLE_STRICT_READS") == "true"
+	if v := os.Getenv("EXAMPLE_REDELIVER_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			log.Fatalf("EXAMPLE_REDELIVER_AFTER=%q: want a duration such as 50ms", v)
+		}
+		src.redeliverAfter = d
+		src.redeliveredFile = os.Getenv("EXAMPLE_REDELIVERED_FILE")
+	}
 	if p := os.Getenv("EXAMPLE_NACK_LOG"); p != "" {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -79,14 +95,21 @@ type source struct {
 
 	reading, acking atomic.Int32 // Read and Ack calls running, for strict
 
-	mu         sync.Mutex
-	next       int      // lowest id never emitted by this process
-	queue      []nacked // nacked ids, emitted first once due
-	inflight   map[int]bool
-	acked      []bool
-	ackedCount int
-	state      *os.File
-	wake       chan struct{}
+	// redeliverAfter is EXAMPLE_REDELIVER_AFTER: ids in flight longer
+	// are emitted again; redeliveredFile gets the count of those.
+	redeliverAfter  time.Duration
+	redeliveredFile string
+
+	mu          sync.Mutex
+	next        int      // lowest id never emitted by this process
+	queue       []nacked // nacked ids, emitted first once due
+	inflight    map[int]bool
+	emitted     map[int]time.Time // with redeliverAfter: when each id in flight was last emitted
+	redelivered int
+	acked       []bool
+	ackedCount  int
+	state       *os.File
+	wake        chan struct{}
 }
 
 // nacked is an id handed back by a nack, due for redelivery at due.
@@ -96,7 +119,7 @@ type nacked struct {
 }
 
 func newSource(total, size int, stateFile string) (*source, error) {
-	s := &source{total: total, size: size, inflight: map[int]bool{}, acked: make([]bool, total), wake: make(chan struct{})}
+	s := &source{total: total, size: size, inflight: map[int]bool{}, emitted: map[int]time.Time{}, acked: make([]bool, total), wake: make(chan struct{})}
 	if stateFile == "" {
 		return s, nil
 	}
@@ -163,6 +186,23 @@ func (s *source) take(n int) ([]int, chan struct{}, time.Time) {
 	}
 	s.queue = waiting
 	s.logNacks(redelivered)
+	if s.redeliverAfter > 0 {
+		again := 0
+		for id, at := range s.emitted {
+			if len(ids) < n && s.inflight[id] && now.Sub(at) >= s.redeliverAfter {
+				ids = append(ids, id)
+				again++
+			}
+		}
+		if again > 0 {
+			s.redelivered += again
+			if s.redeliveredFile != "" {
+				if err := os.WriteFile(s.redeliveredFile, fmt.Appendf(nil, "%d\n", s.redelivered), 0o644); err != nil {
+					log.Fatalf("write EXAMPLE_REDELIVERED_FILE: %v", err)
+				}
+			}
+		}
+	}
 	for len(ids) < n && s.next < s.total {
 		id := s.next
 		s.next++
@@ -172,6 +212,9 @@ func (s *source) take(n int) ([]int, chan struct{}, time.Time) {
 	}
 	for _, id := range ids {
 		s.inflight[id] = true
+		if s.redeliverAfter > 0 {
+			s.emitted[id] = now
+		}
 	}
 	return ids, s.wake, next
 }
@@ -262,6 +305,7 @@ func (s *source) Ack(_ context.Context, req sourcer.AckRequest) {
 			continue
 		}
 		delete(s.inflight, id)
+		delete(s.emitted, id)
 		if !s.acked[id] {
 			s.acked[id] = true
 			s.ackedCount++
@@ -291,6 +335,7 @@ func (s *source) Nack(_ context.Context, req sourcer.NackRequest) {
 				delay = *o.NackOptions.Delay
 			}
 			delete(s.inflight, id)
+			delete(s.emitted, id)
 			s.queue = append(s.queue, nacked{id: id, due: now.Add(time.Duration(delay) * time.Millisecond)})
 			lines = fmt.Appendf(lines, "%d\t%d\t%d\n", id, now.UnixMilli(), delay)
 		}

@@ -78,10 +78,11 @@ type Source struct {
 }
 
 var (
-	_ runner.Source        = (*Source)(nil)
-	_ runner.Nacker        = (*Source)(nil)
-	_ runner.PendingReader = (*Source)(nil)
-	_ runner.Readier       = (*Source)(nil)
+	_ runner.Source             = (*Source)(nil)
+	_ runner.Nacker             = (*Source)(nil)
+	_ runner.RedeliversInFlight = (*Source)(nil)
+	_ runner.PendingReader      = (*Source)(nil)
+	_ runner.Readier            = (*Source)(nil)
 )
 
 // New waits for the source container to be up and compatible and connects to it.
@@ -250,6 +251,12 @@ func OffsetID(o *Offset) string {
 	b = strconv.AppendInt(b, int64(o.Partition), 10)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
 }
+
+// RedeliversInFlight says yes: a user-defined source may hand out an
+// offset again while it is in flight (one that reads whatever is not
+// acked, a queue whose visibility timeout ran out), and the engine then
+// drops that delivery, as numaflow-core's tracker does.
+func (s *Source) RedeliversInFlight() bool { return true }
 
 func (s *Source) readBroken(rs *readStream, what string, err error) error {
 	s.rd.Drop(rs)
