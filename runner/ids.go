@@ -44,52 +44,52 @@ func (e *Engine) nameRead(msgs []*Message) {
 		if m.srcID == "" {
 			m.srcID = m.ID
 		}
+		if m.offset == "" {
+			m.offset = m.srcID
+		}
 		m.ID = e.opts.Name + "-" + m.srcID + "-0"
 	}
 }
 
-// outputID derives the ID of output k of n of stage st from its input's
-// ID. Under SourceIDs one output keeps the input's ID and several get
-// "-k" suffixes; under NumaflowIDs see NumaflowIDs. Either way the IDs are
-// the same on every redelivery, so sinks can de-duplicate on them.
-func (e *Engine) outputID(st *stage, parent string, k, n int) string {
+// outputID derives the ID of output k of the n outputs of in at stage
+// st; place is the output's place among all the results the stage's
+// container returned (Numaflow numbers by it: TransformResult.Indexes).
+// Under SourceIDs one output keeps the input's ID and several get "-k"
+// suffixes; under NumaflowIDs see NumaflowIDs. Either way the IDs are the
+// same on every redelivery, so sinks can de-duplicate on them.
+func (e *Engine) outputID(st *stage, in *Message, k, place, n int) string {
 	if e.opts.MessageIDs != NumaflowIDs {
 		if n == 1 {
-			return parent
+			return in.ID
 		}
-		return parent + "-" + strconv.Itoa(k)
+		return in.ID + "-" + strconv.Itoa(k)
 	}
+	base := e.opts.Name + "-" + in.offset
 	switch {
 	case st.Role == StageTransformer:
-		// <vertex>-<offset>-<index>: the offset is the source's, so the
-		// index is replaced.
-		return idBase(parent) + "-" + strconv.Itoa(k)
+		// MessageID{offset: the source's offset, index: the place}
+		// (transformer/user_defined.rs).
+		return base + "-" + strconv.Itoa(place)
 	case st.streams:
 		// numaflow-core's stream map: offset <offset>-<i> and index i,
-		// where i counts on from the input's index p.
-		p := idIndex(parent)
-		i := strconv.Itoa(p + k)
+		// where i counts on from the input's index p (stream.rs).
+		p := idIndex(in.ID)
+		i := strconv.Itoa(p + place)
 		if p == 0 {
-			return idBase(parent) + "-" + i + "-" + i
+			return base + "-" + i + "-" + i
 		}
 		// After a transformer's fan-out Numaflow's IDs collide (output 1
 		// of input 0 and output 0 of input 1 are both <offset>-1-1), and a
-		// sink matching answers to requests by ID could not tell them
-		// apart. Here p stays in front, so they cannot: three numbers
-		// after the offset where input 0's outputs have two.
-		return idBase(parent) + "-" + strconv.Itoa(p) + "-" + i + "-" + i
+		// sink matching answers to requests by ID, or JetStream's
+		// de-duplication, could not tell them apart. Here p stays in
+		// front, so they cannot: three numbers after the offset where
+		// input 0's outputs have two.
+		return base + "-" + strconv.Itoa(p) + "-" + i + "-" + i
 	default:
-		// Unary and batch map: offset <offset>-<input index>, index k.
-		return parent + "-" + strconv.Itoa(k)
+		// Unary and batch map: offset <offset>-<input index>, index the
+		// place (mapper/map.rs).
+		return base + "-" + strconv.Itoa(idIndex(in.ID)) + "-" + strconv.Itoa(place)
 	}
-}
-
-// idBase is a Numaflow-style ID without its index: <vertex>-<offset>.
-func idBase(id string) string {
-	if i := strings.LastIndexByte(id, '-'); i >= 0 {
-		return id[:i]
-	}
-	return id
 }
 
 // idIndex is the index a Numaflow-style ID ends with; the engine made it,

@@ -143,3 +143,45 @@ func TestSourceIDsAreTheDefault(t *testing.T) {
 		t.Fatalf("sink IDs %q, want %q", got, want)
 	}
 }
+
+// TestNumaflowIDsCountTheContainersResults: Numaflow numbers a stage's
+// outputs by their place among all the results its container returned,
+// those it asked to drop included (TransformResult.Indexes), and derives
+// them from the offset the source set where it differs from the one in
+// the message's own ID (the HTTP source's <id>-<replica>).
+func TestNumaflowIDsCountTheContainersResults(t *testing.T) {
+	const n = 10
+	msgs := runnertest.Messages(n)
+	for i, m := range msgs {
+		if i%2 == 1 {
+			runner.SetNumaflowOffset(m, m.ID+"-7")
+		}
+	}
+	src := runnertest.NewSource(msgs)
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		// Results 0 and 2 of four were dropped by the container.
+		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "a"), runnertest.Copy(m, "b")}, Indexes: []int{1, 3}}
+	})
+	udf := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "x")}, Indexes: []int{2}}
+	})
+	sink := runnertest.NewSink(nil)
+	runAcked(t, runner.Options{Name: "mv", BatchSize: 4, MessageIDs: runner.NumaflowIDs}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
+		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+	}})
+	var want []string
+	for i := range n {
+		off := fmt.Sprintf("m-%d", i)
+		if i%2 == 1 {
+			off += "-7"
+		}
+		want = append(want, "mv-"+off+"-1-2", "mv-"+off+"-3-2")
+	}
+	got := sink.WrittenIDs()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("sink IDs %q, want %q", got, want)
+	}
+}

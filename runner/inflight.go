@@ -10,7 +10,8 @@ import (
 // RedeliversInFlight is implemented by sources that may deliver a message
 // again while an earlier delivery of it is still being processed: a
 // Numaflow user-defined source whose Read hands out every offset not yet
-// acked, or JetStream once a message's ack wait ran out. The engine then
+// acked, or JetStream once a message's ack wait ran out (a source that
+// keeps state per delivery also implements DropNotifier). The engine then
 // drops such a delivery, as numaflow-core's tracker does (source.rs: a
 // DuplicateInflight insert is logged, counted in monovtx_dropped_total and
 // not forwarded): the delivery in flight is acked or nacked for both, so
@@ -38,22 +39,37 @@ type inflightIDs struct {
 // warnEvery is how often dropped deliveries are logged at most.
 const warnEvery = time.Minute
 
+// DropNotifier is implemented by sources that keep state for each
+// delivery (JetStream's in-progress acks): the engine tells them of a
+// delivery it dropped as already in flight, which it never acks or nacks.
+type DropNotifier interface {
+	Dropped(msgs []*Message)
+}
+
 // dropRedelivered takes the messages whose source IDs are not in flight
 // into the set and returns them; the rest are deliveries of a message in
-// flight, which it drops, counts and gives back the payloads of.
+// flight, which it drops, counts, gives back the payloads of and tells the
+// source of. msgs is left as the source returned it.
 func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	f := e.inflight
-	kept := msgs[:0]
-	var dropped []*Message
+	var kept, dropped []*Message
 	f.mu.Lock()
-	for _, m := range msgs {
-		id := m.SourceID()
-		if _, dup := f.ids[id]; dup {
+	for i, m := range msgs {
+		// The key must stay what it is now whatever a stage does to ID.
+		if m.srcID == "" {
+			m.srcID = m.ID
+		}
+		if _, dup := f.ids[m.srcID]; dup {
+			if kept == nil {
+				kept = append(make([]*Message, 0, len(msgs)), msgs[:i]...)
+			}
 			dropped = append(dropped, m)
 			continue
 		}
-		f.ids[id] = struct{}{}
-		kept = append(kept, m)
+		f.ids[m.srcID] = struct{}{}
+		if kept != nil {
+			kept = append(kept, m)
+		}
 	}
 	var logNow bool
 	var logCount int
@@ -65,19 +81,22 @@ func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	}
 	f.mu.Unlock()
 	if len(dropped) == 0 {
-		return kept
+		return msgs
 	}
-	clear(msgs[len(kept):])
 	e.totals.duplicates.Add(int64(len(dropped)))
 	e.count(&e.totals.dropped, e.m.DroppedTotal, len(dropped))
 	for _, m := range dropped {
 		if m.Release != nil {
 			m.Release()
+			m.Release = nil
 		}
+	}
+	if n, ok := e.src.(DropNotifier); ok {
+		n.Dropped(dropped)
 	}
 	if logNow {
 		e.log.Warnw("the source delivered messages that are still in flight; dropped them, as numaflow-core does: the delivery in flight settles them (logged at most once a minute; /status duplicate_dropped counts them all)",
-			"count", logCount, "latest", dropped[0].SourceID(), zap.String("source", e.kinds.Source))
+			"count", logCount, "first", dropped[0].SourceID(), zap.String("source", e.kinds.Source))
 	}
 	return kept
 }

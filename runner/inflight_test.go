@@ -120,6 +120,9 @@ func TestADeliveryInFlightIsDropped(t *testing.T) {
 			if got := src.released.Load(); got != 30 {
 				t.Fatalf("%d payloads given back of 30 deliveries", got)
 			}
+			if n := runner.InflightCount(e); n != 0 {
+				t.Fatalf("%d source IDs left in flight after the run", n)
+			}
 		})
 	}
 }
@@ -153,6 +156,72 @@ func TestNackedMessagesAreReadAgain(t *testing.T) {
 	}
 	if st := e.Status().Totals; st.DuplicateDropped != 0 || st.Written != n || st.Acked != n || st.Nacked != n/3 || len(src.Acked()) != n {
 		t.Fatalf("totals %+v, %d acked by the source", st, len(src.Acked()))
+	}
+	if n := runner.InflightCount(e); n != 0 {
+		t.Fatalf("%d source IDs left in flight after the run", n)
+	}
+}
+
+// ackFailingSource delivers m-0, refuses the first acks, and after each
+// refused ack delivers m-0 again, as a source redelivers what it did not
+// take the ack of.
+type ackFailingSource struct {
+	mu                sync.Mutex
+	due, failAcks     int
+	deliveries, acked int
+}
+
+func (s *ackFailingSource) RedeliversInFlight() bool { return true }
+
+func (s *ackFailingSource) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.acked > 0:
+		return nil, io.EOF
+	case s.due > 0:
+		s.due--
+		s.deliveries++
+		return []*runner.Message{{ID: "m-0", Value: []byte("v")}}, nil
+	}
+	s.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	s.mu.Lock()
+	return nil, nil
+}
+
+func (s *ackFailingSource) Ack(_ context.Context, msgs []*runner.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failAcks > 0 {
+		s.failAcks--
+		if s.failAcks%5 == 0 {
+			s.due++ // the engine gives up after five tries
+		}
+		return fmt.Errorf("ack refused")
+	}
+	s.acked++
+	return nil
+}
+
+func (s *ackFailingSource) Close(context.Context) error { return nil }
+
+// TestAnAckGivenUpLeavesTheSet: an ack the engine gives up on (five
+// refusals) takes the message out of the set all the same, so the
+// source's redelivery is processed, not dropped as in flight.
+func TestAnAckGivenUpLeavesTheSet(t *testing.T) {
+	src := &ackFailingSource{due: 1, failAcks: 5}
+	sink := runnertest.NewSink(nil)
+	e, err := runPipeline(t, runner.Options{BatchSize: 8}, runner.Pipeline{Source: src, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.Status().Totals
+	if src.deliveries != 2 || src.acked != 1 || sink.Attempts("m-0") != 2 || st.DuplicateDropped != 0 || st.AckErrors != 5 {
+		t.Fatalf("%d deliveries, %d acks taken, %d writes, totals %+v: want 2, 1, 2, no drops, 5 ack errors", src.deliveries, src.acked, sink.Attempts("m-0"), st)
+	}
+	if n := runner.InflightCount(e); n != 0 {
+		t.Fatalf("%d source IDs left in flight after the run", n)
 	}
 }
 

@@ -192,7 +192,10 @@ func (b *batch) ackFinal(ctx context.Context) {
 	}
 	e := b.e
 	defer e.release(len(ready))
-	defer e.settled(ready)
+	// Out of the set before the ack, as numaflow-core takes an offset out
+	// of its tracker before it acks (source.rs): whatever the ack's
+	// outcome, the source may deliver it again from now on.
+	e.settled(ready)
 	// The payloads go back after the ack (whatever its outcome): the
 	// sinks are done with them, and a redelivery brings its own.
 	defer b.recycle(first, ready)
@@ -431,7 +434,12 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 						cp := *out
 						out = &cp
 					}
-					out.ID = e.outputID(st, o.msg.ID, k, len(r.Outputs))
+					place := k
+					if len(r.Indexes) == len(r.Outputs) {
+						place = r.Indexes[k]
+					}
+					out.ID = e.outputID(st, o.msg, k, place, len(r.Outputs))
+					out.offset = o.msg.offset
 					if out.EventTime.IsZero() {
 						out.EventTime = o.msg.EventTime
 					}

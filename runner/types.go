@@ -50,7 +50,19 @@ type Message struct {
 	// again (a source that re-queues the same Message) is named from it
 	// once more instead of from the name it already has.
 	srcID string
+	// offset is, under NumaflowIDs, the offset string numaflow-core
+	// derives the IDs of a stage's outputs from (its Message.offset): the
+	// source's ID, unless the source set another (SetNumaflowOffset).
+	// Outputs carry their input's.
+	offset string
 }
+
+// SetNumaflowOffset sets the offset string from which, under
+// MV_MESSAGE_IDS=numaflow, the IDs of m's outputs are derived, where
+// numaflow-core's differs from the one in the message's own ID: its HTTP
+// source names a message <vertex>-<id>-0 but derives outputs from
+// <id>-<replica> (source/http.rs). A source calls it in Read.
+func SetNumaflowOffset(m *Message, offset string) { m.offset = offset }
 
 // SourceID is the ID the source gave the message: ID itself, unless the
 // engine formed a Numaflow-style ID from it (MV_MESSAGE_IDS=numaflow).
@@ -174,6 +186,11 @@ type TransformResult struct {
 	// purpose. The engine sets their IDs and fills empty fields (event time,
 	// keys, headers) from the input.
 	Outputs []*Message
+	// Indexes, when not nil, is each output's place among all the results
+	// its container returned, those it asked to drop included: Outputs[k]
+	// was result Indexes[k]. Numaflow numbers outputs by that place
+	// (MV_MESSAGE_IDS=numaflow); nil means output k was result k.
+	Indexes []int
 	// Err is set when this message failed. It is retried with the retry
 	// strategy unless wrapped with Permanent, after which MV_ON_FAILURE decides.
 	Err error

@@ -81,9 +81,21 @@ func TransformResult[R TransformOutput](in *runner.Message, results []R, who, dr
 		}
 	}
 	var outs []*runner.Message
-	for _, r := range results {
+	// idx is each output's place among the results, once a dropped one
+	// made them differ: Numaflow numbers outputs by it.
+	var idx []int
+	for i, r := range results {
 		if slices.Contains(r.GetTags(), dropTag) {
+			if idx == nil {
+				idx = make([]int, len(outs), len(results))
+				for j := range idx {
+					idx[j] = j
+				}
+			}
 			continue
+		}
+		if idx != nil {
+			idx = append(idx, i)
 		}
 		keys := r.GetKeys()
 		if keys == nil {
@@ -104,7 +116,10 @@ func TransformResult[R TransformOutput](in *runner.Message, results []R, who, dr
 		}
 		outs = append(outs, o)
 	}
-	return runner.TransformResult{Outputs: outs}
+	if len(outs) == 0 {
+		idx = nil
+	}
+	return runner.TransformResult{Outputs: outs, Indexes: idx}
 }
 
 // GiveBuffers hands the pooled buffers that a result's output values

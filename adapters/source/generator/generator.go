@@ -101,8 +101,10 @@ func init() {
 // generator, its acks and nacks have nothing to do.
 type Source struct {
 	cfg Config
-	// prefix and suffix surround a message's number in its ID (see idParts).
+	// prefix and suffix surround a message's number plus idBase in its
+	// ID (see idParts).
 	prefix, suffix string
+	idBase         int64
 	// tail is the padding followed by the closing `"}`, so a payload is
 	// one short header and one append of tail's end (see payload).
 	tail []byte
@@ -119,17 +121,17 @@ type Source struct {
 
 // New returns a generator source for the given replica.
 func New(cfg Config, replica int) *Source {
-	prefix, suffix := idParts(cfg.MessageIDs, replica)
+	prefix, suffix, base := idParts(cfg.MessageIDs, replica)
 	// Numaflow sends a valueBlob as it is, and an empty one as no blob.
 	if blob, err := DecodeValueBlob(cfg.ValueBlob); err == nil && len(blob) > 0 {
-		return &Source{cfg: cfg, prefix: prefix, suffix: suffix, fixed: blob[:len(blob):len(blob)], last: time.Now()}
+		return &Source{cfg: cfg, prefix: prefix, suffix: suffix, idBase: base, fixed: blob[:len(blob):len(blob)], last: time.Now()}
 	}
 	tail := make([]byte, cfg.MsgSize+len(closing))
 	for i := range cfg.MsgSize {
 		tail[i] = 'x'
 	}
 	copy(tail[cfg.MsgSize:], closing)
-	s := &Source{cfg: cfg, prefix: prefix, suffix: suffix, tail: tail, last: time.Now()}
+	s := &Source{cfg: cfg, prefix: prefix, suffix: suffix, idBase: base, tail: tail, last: time.Now()}
 	if cfg.Fixed {
 		var v int64
 		if cfg.Value != nil {
@@ -140,21 +142,22 @@ func New(cfg Config, replica int) *Source {
 	return s
 }
 
-// idParts gives what goes before and after a message's number in its ID:
-// "<replica>-<n>", or under MV_MESSAGE_IDS=numaflow numaflow-core's offset
+// idParts gives what goes before and after a message's number in its ID,
+// and what is added to the number: "<replica>-<n>", counting from 0 again
+// after a restart, or under MV_MESSAGE_IDS=numaflow numaflow-core's offset
 // string, IntOffset(id, replica) printed "<id>-<replica>"
-// (source/generator.rs, message.rs). Numaflow's id is the nanosecond clock
-// at the message's making, different on every run, which nothing can
-// reproduce; the message's number stands in for it: unique per replica as
-// the clock is, and the same for the same message of a run, so a test or a
-// benchmark knows the IDs to expect. Both count from 0 again after a
-// restart.
-func idParts(mode runner.MessageIDs, replica int) (prefix, suffix string) {
+// (source/generator.rs, message.rs), where id is the nanosecond clock at
+// the message's making. Here it is the clock at the source's start plus
+// the message's number: a restart does not give an ID again (a sink that
+// de-duplicates on IDs would drop new messages), and the number grows far
+// slower than the clock (a billion messages a second would be needed to
+// catch up with it), while one call to the clock serves every message.
+func idParts(mode runner.MessageIDs, replica int) (prefix, suffix string, base int64) {
 	r := strconv.Itoa(replica)
 	if mode == runner.NumaflowIDs {
-		return "", "-" + r
+		return "", "-" + r, time.Now().UnixNano()
 	}
-	return r + "-", ""
+	return r + "-", "", 0
 }
 
 // closing ends every payload's padding string and the JSON object.
@@ -212,7 +215,7 @@ func (s *Source) make(first int64, n int, now time.Time) []*runner.Message {
 	for i := range msgs {
 		seq := first + int64(i)
 		m := &backing[i]
-		m.ID = s.prefix + strconv.FormatInt(seq, 10) + s.suffix
+		m.ID = s.prefix + strconv.FormatInt(s.idBase+seq, 10) + s.suffix
 		m.EventTime = now.Add(-s.lag())
 		m.Offset = seq
 		m.Value = s.payload(seq, now, prev)

@@ -188,6 +188,9 @@ type Source struct {
 	// admissionWait is admissionWait; a field so tests can lengthen it
 	// where a loaded machine would otherwise make them race the clock.
 	admissionWait time.Duration
+	// offsetSuffix is "-<replica>" under MV_MESSAGE_IDS=numaflow: a
+	// message's offset for Numaflow's IDs is its ID and this.
+	offsetSuffix string
 
 	mu       sync.Mutex
 	queue    []*entry          // accepted, not yet read
@@ -223,6 +226,12 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 		budget:   cewire.NewBudget(cfg.MaxInflight),
 
 		admissionWait: admissionWait,
+	}
+	if env.MessageIDs == runner.NumaflowIDs {
+		// numaflow-core's HTTP source names a message by its ID but gives
+		// it the offset <id>-<replica>, from which a transformer's or a
+		// map's outputs are named (source/http.rs).
+		s.offsetSuffix = "-" + strconv.Itoa(env.Replica)
 	}
 	if token := strings.TrimSpace(cfg.AuthToken); token != "" {
 		s.auth = []byte("Bearer " + token)
@@ -650,6 +659,9 @@ func (s *Source) enqueue(msgs []*runner.Message) (*request, int, error) {
 	for _, m := range msgs {
 		e := &entry{msg: m, id: m.ID, req: req}
 		m.Offset = e
+		if s.offsetSuffix != "" {
+			runner.SetNumaflowOffset(m, m.ID+s.offsetSuffix)
+		}
 		s.inflight[e.id] = e
 		s.queue = append(s.queue, e)
 	}

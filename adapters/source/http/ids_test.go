@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -111,42 +112,56 @@ func TestRequestsKeepTheirIDsWhenTheEngineRenamesTheMessages(t *testing.T) {
 
 // A real engine under MV_MESSAGE_IDS=numaflow gives the sink
 // "<MV_NAME>-<request id>-0", numaflow-core's MessageID of an HTTP source
-// message (source/http.rs: the offset is the request's id, without a
-// replica), while the caller's answer names the request's own id.
+// message (source/http.rs: the ID's offset is the request's id, without a
+// replica), while the caller's answer names the request's own id. A
+// transformer's output k is named from the message's offset, which has the
+// replica: "<MV_NAME>-<request id>-<replica>-k" (transformer/user_defined.rs).
 func TestTheEngineGivesTheSinkNumaflowIDs(t *testing.T) {
-	mux := http.NewServeMux()
-	src, err := New(testConfig(), runner.Env{Name: "mv", Mux: mux, MessageIDs: runner.NumaflowIDs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	sink := runnertest.NewSink(nil)
-	e, err := runner.NewPipeline(runner.Options{Name: "mv", MessageIDs: runner.NumaflowIDs, ReadTimeout: 50 * time.Millisecond},
-		runner.Pipeline{Source: src, Sink: sink})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- e.Run(ctx) }()
-	for range 2 { // the second time, the ID must be free again
-		if r := await(t, post(srv.URL, hdr(HeaderID, "x-1"), "hello")); r.status != http.StatusOK || r.body.ID != "x-1" {
-			t.Fatalf("answer %d %+v, want 200 with id x-1", r.status, r.body)
-		}
-	}
-	h, body := batch("y-1", "y-2")
-	if r := await(t, post(srv.URL+"/vertices/mv", h, body)); r.status != http.StatusOK || !slices.Equal(r.body.IDs, []string{"y-1", "y-2"}) {
-		t.Fatalf("answer %d %+v, want 200 with ids y-1, y-2", r.status, r.body)
-	}
-	cancel()
-	if err := <-ran; err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	if got, want := sink.WrittenIDs(), []string{"mv-x-1-0", "mv-y-1-0", "mv-y-2-0"}; !slices.Equal(got, want) {
-		t.Fatalf("the sink saw %v, want %v", got, want)
-	}
-	if n := inflight(src); n != 0 {
-		t.Fatalf("%d ids in flight after the engine stopped", n)
+	for _, withTransformer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("transformer=%v", withTransformer), func(t *testing.T) {
+			mux := http.NewServeMux()
+			src, err := New(testConfig(), runner.Env{Name: "mv", Replica: 3, Mux: mux, MessageIDs: runner.NumaflowIDs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			sink := runnertest.NewSink(nil)
+			p := runner.Pipeline{Source: src, Sink: sink}
+			want := []string{"mv-x-1-0", "mv-y-1-0", "mv-y-2-0"}
+			if withTransformer {
+				tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+					return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "t")}}
+				})
+				p.Stages = []runner.Stage{{Kind: "test", Role: runner.StageTransformer, Transformer: tr}}
+				want = []string{"mv-x-1-3-0", "mv-y-1-3-0", "mv-y-2-3-0"}
+			}
+			e, err := runner.NewPipeline(runner.Options{Name: "mv", MessageIDs: runner.NumaflowIDs, ReadTimeout: 50 * time.Millisecond}, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			go func() { ran <- e.Run(ctx) }()
+			for range 2 { // the second time, the ID must be free again
+				if r := await(t, post(srv.URL, hdr(HeaderID, "x-1"), "hello")); r.status != http.StatusOK || r.body.ID != "x-1" {
+					t.Fatalf("answer %d %+v, want 200 with id x-1", r.status, r.body)
+				}
+			}
+			h, body := batch("y-1", "y-2")
+			if r := await(t, post(srv.URL+"/vertices/mv", h, body)); r.status != http.StatusOK || !slices.Equal(r.body.IDs, []string{"y-1", "y-2"}) {
+				t.Fatalf("answer %d %+v, want 200 with ids y-1, y-2", r.status, r.body)
+			}
+			cancel()
+			if err := <-ran; err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if got := sink.WrittenIDs(); !slices.Equal(got, want) {
+				t.Fatalf("the sink saw %v, want %v", got, want)
+			}
+			if n := inflight(src); n != 0 {
+				t.Fatalf("%d ids in flight after the engine stopped", n)
+			}
+		})
 	}
 }

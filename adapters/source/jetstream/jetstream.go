@@ -257,10 +257,12 @@ func (s *Source) consumerInfo(ctx context.Context) (*jetstream.ConsumerInfo, err
 }
 
 var (
-	_ runner.Source        = (*Source)(nil)
-	_ runner.Nacker        = (*Source)(nil)
-	_ runner.PendingReader = (*Source)(nil)
-	_ runner.Readier       = (*Source)(nil)
+	_ runner.Source             = (*Source)(nil)
+	_ runner.Nacker             = (*Source)(nil)
+	_ runner.PendingReader      = (*Source)(nil)
+	_ runner.Readier            = (*Source)(nil)
+	_ runner.RedeliversInFlight = (*Source)(nil)
+	_ runner.DropNotifier       = (*Source)(nil)
 )
 
 // New connects, finds the durable consumer (creating it when missing) and
@@ -642,6 +644,18 @@ func (s *Source) convert(jm jetstream.Msg) *runner.Message {
 	return m
 }
 
+// RedeliversInFlight says yes: the server hands a message out again once
+// its ack wait ran out (with MV_JETSTREAM_IN_PROGRESS=false, or a runner
+// that could not say it was still working on it), and the engine then
+// drops that delivery while the first is in flight, as numaflow-core's
+// tracker does for every source.
+func (s *Source) RedeliversInFlight() bool { return true }
+
+// Dropped forgets deliveries the engine dropped as already in flight:
+// they get no ack of their own (the first delivery's settles the
+// message), so no in-progress either.
+func (s *Source) Dropped(msgs []*runner.Message) { s.release(msgs) }
+
 func (s *Source) release(msgs []*runner.Message) {
 	if !s.cfg.InProgress {
 		return
@@ -690,11 +704,11 @@ func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error
 	for i, m := range msgs {
 		jm, ok := m.Offset.(jetstream.Msg)
 		if !ok {
-			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
 		}
 		err := s.nc.PublishMsg(&nats.Msg{Subject: jm.Reply(), Reply: prefix + strconv.Itoa(i), Data: ackAck})
 		if err != nil {
-			return fmt.Errorf("jetstream source: send ack %s: %w", m.ID, err)
+			return fmt.Errorf("jetstream source: send ack %s: %w", m.SourceID(), err)
 		}
 	}
 	confirmed := make([]bool, len(msgs))
@@ -727,10 +741,10 @@ func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
 	for _, m := range msgs {
 		jm, ok := m.Offset.(jetstream.Msg)
 		if !ok {
-			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
 		}
 		if err := jm.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-			return fmt.Errorf("jetstream source: ack %s: %w", m.ID, err)
+			return fmt.Errorf("jetstream source: ack %s: %w", m.SourceID(), err)
 		}
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)

@@ -340,7 +340,7 @@ func offsets(msgs []*runner.Message) ([]*sourcepb.Offset, error) {
 	for i, m := range msgs {
 		o, ok := m.Offset.(*Offset)
 		if !ok {
-			return nil, fmt.Errorf("udsource: message %s has offset %T, not one this source produced", m.ID, m.Offset)
+			return nil, fmt.Errorf("udsource: message %s has offset %T, not one this source produced", m.SourceID(), m.Offset)
 		}
 		all[i].Offset, all[i].PartitionId = o.Value, o.Partition
 		out[i] = &all[i]

@@ -115,6 +115,13 @@ func TestResultsFollowTheContainer(t *testing.T) {
 	if n := len(res[0].Outputs); n != 1 || res[0].Nack {
 		t.Errorf("mixed: %d outputs (nack %v), want the one result without the drop tag", n, res[0].Nack)
 	}
+	// It was the second result: Numaflow numbers outputs among all results.
+	if fmt.Sprint(res[0].Indexes) != "[1]" {
+		t.Errorf("mixed: indexes %v, want [1]", res[0].Indexes)
+	}
+	if res[5].Indexes != nil {
+		t.Errorf("fanout: indexes %v, want nil (nothing dropped)", res[5].Indexes)
+	}
 	if !res[1].Nack || len(res[1].Outputs) != 0 {
 		t.Errorf("nack: %+v, want Nack", res[1])
 	}
