@@ -17,13 +17,16 @@ const (
 	// NumaflowIDs forms them as numaflow-core's MessageID prints:
 	// <vertex>-<offset>-<index>, the vertex being MV_NAME and the offset
 	// the source's offset string (what the source gives as the ID). A
-	// transformer's output k keeps the offset and takes index k
-	// (transformer/user_defined.rs); a map UDF's output k appends its
-	// input's index to the offset, unary and batch taking index k
-	// (mapper/map.rs), stream mode numbering its outputs on from its
-	// input's index (mapper/map/stream.rs). So a sink that de-duplicates
-	// on IDs sees, for the same source offset, the IDs Numaflow gave it,
-	// except where Numaflow's would collide (see outputID).
+	// stage's outputs derive from the message's offset (SetNumaflowOffset,
+	// where a source's differs from its ID's) and are numbered by their
+	// place k among all the results the container returned, dropped ones
+	// included (TransformResult.Indexes): a transformer's keeps the offset
+	// and takes index k (transformer/user_defined.rs); a map UDF's appends
+	// its input's index to the offset, unary and batch taking index k
+	// (mapper/map.rs), stream mode numbering on from the input's index
+	// (mapper/map/stream.rs). So a sink that de-duplicates on IDs sees,
+	// for the same source offset, the IDs Numaflow gave it, except where
+	// Numaflow's would collide (see outputID).
 	NumaflowIDs MessageIDs = "numaflow"
 )
 

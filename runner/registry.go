@@ -55,10 +55,11 @@ type Env struct {
 	// peer (monovtx_connection_*); never nil.
 	Connection Connection
 	// MessageIDs is how the engine forms message IDs (MV_MESSAGE_IDS).
-	// Under NumaflowIDs a source gives each message Numaflow's offset
-	// string for it as its ID (see NumaflowIDs), and the engine makes that
-	// <Name>-<offset>-<index> once Read returned: after Read a source
-	// reads Message.SourceID, not ID.
+	// Under NumaflowIDs a source gives each message as its ID the offset
+	// string numaflow-core puts in its MessageID (see NumaflowIDs), and,
+	// where numaflow-core derives the outputs from another, that one with
+	// SetNumaflowOffset; the engine makes the ID <Name>-<offset>-0 once
+	// Read returned: after Read a source reads Message.SourceID, not ID.
 	MessageIDs MessageIDs
 }
 

@@ -66,6 +66,8 @@ type TransformOutput interface {
 //     nacks it, so it comes back and they are written again; here none of
 //     them is written, which ends the same way with fewer duplicates;
 //   - dropTag results are left out; none left means dropped on purpose;
+//     when one was left out, Indexes gives each output's place among all
+//     the results, by which numaflow-core numbers outputs;
 //   - every other result is an output with the container's keys, value,
 //     tags and user metadata and the input's system metadata; then set
 //     adds what only its protocol carries (nil when nothing).
