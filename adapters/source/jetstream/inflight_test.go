@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/runnertest"
 )
@@ -70,5 +71,37 @@ func TestARedeliveryInFlightIsDropped(t *testing.T) {
 	}
 	if st.DuplicateDropped < n || st.Written != n || st.Acked != n || st.Read != st.Written+st.DuplicateDropped {
 		t.Fatalf("totals %+v: want at least %d deliveries dropped as in flight, %d written and acked, read = written + dropped", st, n, n)
+	}
+}
+
+// TestDroppedDeliveriesGetNoInProgress: a delivery the engine drops as in
+// flight is never acked or nacked, so the source must stop sending
+// in-progress acks for it when told; the ones it keeps stay held.
+func TestDroppedDeliveriesGetNoInProgress(t *testing.T) {
+	_, js, cfg := serverWithStream(t, "DIP")
+	src := newSource(t, cfg) // in-progress acks on
+	publish(t, js, "DIP.in", 4, "d")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []*runner.Message
+	for len(got) < 4 {
+		msgs, err := src.Read(ctx, 4-len(got), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, msgs...)
+	}
+	if n := jssource.HeldCount(src); n != 4 {
+		t.Fatalf("%d deliveries held after the read, want 4", n)
+	}
+	src.Dropped(got[:3])
+	if n := jssource.HeldCount(src); n != 1 {
+		t.Fatalf("%d deliveries held after three were dropped, want 1", n)
+	}
+	if err := src.Ack(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if n := jssource.HeldCount(src); n != 0 {
+		t.Fatalf("%d deliveries held after the ack, want 0", n)
 	}
 }

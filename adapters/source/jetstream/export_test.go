@@ -1,0 +1,8 @@
+package jetstream
+
+// HeldCount is how many deliveries s keeps sending in-progress acks for.
+func HeldCount(s *Source) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
