@@ -141,11 +141,13 @@ func (p *pipeline) verify(timeout time.Duration, exact bool) figures {
 	}
 	checks := []check{
 		{"acked", st.Acked, int64(total), false},
-		{"read (acked + nacked)", st.Read, st.Acked + st.Nacked, false},
+		{"read (acked + nacked + dropped as in flight)", st.Read, st.Acked + st.Nacked + st.DuplicateDropped, false},
+		// The example source hands an id out again only after its nack.
+		{"duplicate_dropped", st.DuplicateDropped, 0, false},
 		{"transformer_dropped", st.TransformerDropped, m.transformerDropped, false},
 		{"udf_dropped", st.UDFDropped, m.udfDropped, false},
 		{"bypass_dropped", st.BypassDropped, m.bypassDropped, false},
-		{"dropped (transformer + udf + bypass + sink)", st.Dropped, st.TransformerDropped + st.UDFDropped + st.BypassDropped + st.SinkDropped, false},
+		{"dropped (transformer + udf + bypass + sink + in flight)", st.Dropped, st.TransformerDropped + st.UDFDropped + st.BypassDropped + st.SinkDropped + st.DuplicateDropped, false},
 		{"sink_dropped", st.SinkDropped, 0, false},
 		{"nacked (nack log)", st.Nacked, int64(fig.nacks), false},
 		{"read (ids + redeliveries)", st.Read, int64(total + fig.redeliveries), false},
