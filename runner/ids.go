@@ -38,7 +38,10 @@ type OutputStreamer interface {
 }
 
 // nameRead gives messages just read their engine IDs: under NumaflowIDs
-// <vertex>-<offset>-0; otherwise the source's IDs stand.
+// <vertex>-<source ID>-0, the source ID being the offset numaflow-core
+// puts in the MessageID, and the offset outputs derive from the source's
+// own (SetNumaflowOffset) or else the source ID; otherwise the source's
+// IDs stand.
 func (e *Engine) nameRead(msgs []*Message) {
 	if e.opts.MessageIDs != NumaflowIDs {
 		return
