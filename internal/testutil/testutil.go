@@ -84,7 +84,8 @@ func Build(t testing.TB, pkg string) string {
 		return p
 	}
 	if buildDir == "" {
-		d, err := os.MkdirTemp("", "monovertex-bin-")
+		removeStaleBuildDirs(os.TempDir())
+		d, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", binDirPrefix, os.Getpid()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,6 +109,36 @@ func Build(t testing.TB, pkg string) string {
 	}
 	built[pkg] = out
 	return out
+}
+
+// binDirPrefix starts the name of Build's directory, followed by the test
+// binary's process ID, so that a later test binary can tell the directory
+// of one that has exited.
+const binDirPrefix = "monovertex-bin-pid"
+
+// removeStaleBuildDirs removes the build directories in tmp of test binaries
+// that have exited. A test binary cannot remove its own at exit without a
+// TestMain in every package that builds, and each directory holds about
+// 200 MB of binaries built with -race and -cover: left alone they filled
+// a developer's disk after a few hundred runs. A directory whose process
+// still runs, or whose name this cannot read, is kept.
+func removeStaleBuildDirs(tmp string) {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), binDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		digits, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(digits)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || processExists(pid) {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
+	}
 }
 
 // BuildRunner builds ./cmd/runner.
