@@ -47,13 +47,11 @@ func (e *Engine) nameRead(msgs []*Message) {
 		return
 	}
 	for _, m := range msgs {
-		if m.srcID == "" {
-			m.srcID = m.ID
-		}
+		src := m.pinSourceID()
 		if m.offset == "" {
-			m.offset = m.srcID
+			m.offset = src
 		}
-		m.ID = e.opts.Name + "-" + m.srcID + "-0"
+		m.ID = e.opts.Name + "-" + src + "-0"
 	}
 }
 

@@ -56,17 +56,15 @@ func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	f.mu.Lock()
 	for i, m := range msgs {
 		// The key must stay what it is now whatever a stage does to ID.
-		if m.srcID == "" {
-			m.srcID = m.ID
-		}
-		if _, dup := f.ids[m.srcID]; dup {
+		src := m.pinSourceID()
+		if _, dup := f.ids[src]; dup {
 			if kept == nil {
 				kept = append(make([]*Message, 0, len(msgs)), msgs[:i]...)
 			}
 			dropped = append(dropped, m)
 			continue
 		}
-		f.ids[m.srcID] = struct{}{}
+		f.ids[src] = struct{}{}
 		if kept != nil {
 			kept = append(kept, m)
 		}

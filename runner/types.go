@@ -74,6 +74,16 @@ func (m *Message) SourceID() string {
 	return m.ID
 }
 
+// pinSourceID keeps the ID the source gave as the message's source ID,
+// before the engine renames the message or a stage replaces its ID, and
+// returns it; a message read again keeps the one it had.
+func (m *Message) pinSourceID() string {
+	if m.srcID == "" {
+		m.srcID = m.ID
+	}
+	return m.srcID
+}
+
 // Metadata is the metadata Numaflow carries with a message from the source
 // through every stage to the sink (common.Metadata in Numaflow's protos):
 // user metadata, which sources, transformers and map UDFs may set and
