@@ -224,7 +224,9 @@ type Engine struct {
 	bypass    Bypass
 	kinds     struct{ Source, Sink, Fallback, OnSuccess string }
 	m         *Metrics
-	tracer    trace.Tracer
+	// readTotals caches monovtx_read_total by Message.partition.
+	readTotals map[int32]prometheus.Counter
+	tracer     trace.Tracer
 	// tokens bound the messages in flight in streaming mode; nil in batch mode.
 	tokens chan struct{}
 	// inflight are the source IDs in flight, for a source that may
@@ -290,7 +292,6 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: register metrics: %w", err)
 	}
-	m.ReadBatchSize.Set(float64(opts.BatchSize))
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
 		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()), tracer: opts.Tracer,
@@ -614,6 +615,9 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		if e.tokens != nil && len(msgs) < want {
 			e.release(want - len(msgs))
 		}
+		if err == nil {
+			e.m.ReadBatchSize.Set(float64(len(msgs)))
+		}
 		if len(msgs) > 0 {
 			e.nameRead(msgs)
 			e.countRead(msgs)
@@ -667,11 +671,38 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 
 func (e *Engine) countRead(msgs []*Message) {
 	var n int64
+	// A read is mostly of one partition: add runs of equal partitions.
+	run, part := 0, msgs[0].partition
 	for _, m := range msgs {
 		n += int64(len(m.Value))
+		if m.partition != part {
+			e.readCounter(part).Add(float64(run))
+			run, part = 0, m.partition
+		}
+		run++
 	}
-	e.count(&e.totals.read, e.m.ReadTotal, len(msgs))
+	e.readCounter(part).Add(float64(run))
+	e.totals.read.Add(int64(len(msgs)))
 	e.count(&e.totals.readBytes, e.m.ReadBytesTotal, int(n))
+}
+
+// readCounter is monovtx_read_total of a message's partition field
+// (partition + 1, or 0 for the replica), kept so that a read looks the
+// label up once. Only the read loop calls it.
+func (e *Engine) readCounter(part int32) prometheus.Counter {
+	if c, ok := e.readTotals[part]; ok {
+		return c
+	}
+	label := int(part) - 1
+	if part == 0 {
+		label = e.opts.Replica
+	}
+	c := e.m.ReadTotal.WithLabelValues(strconv.Itoa(label))
+	if e.readTotals == nil {
+		e.readTotals = map[int32]prometheus.Counter{}
+	}
+	e.readTotals[part] = c
+	return c
 }
 
 func (e *Engine) recordError(err error) {

@@ -12,11 +12,14 @@ import (
 const (
 	LabelName    = "mvtx_name"
 	LabelReplica = "mvtx_replica"
+	// LabelSourcePartition labels monovtx_read_total with the partition a
+	// message was read from (numaflow-core's SOURCE_PARTITION_NAME_LABEL).
+	LabelSourcePartition = "source_partition"
 )
 
 // Metrics are the engine's Prometheus collectors, named as Numaflow names them.
 type Metrics struct {
-	ReadTotal               prometheus.Counter
+	ReadTotal               *prometheus.CounterVec // by source_partition
 	ReadBytesTotal          prometheus.Counter
 	AckTotal                prometheus.Counter
 	NackTotal               prometheus.Counter
@@ -68,6 +71,11 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		collectors = append(collectors, c)
 		return c
 	}
+	counterVec := func(n, help string, label string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: n, Help: help, ConstLabels: labels}, []string{label})
+		collectors = append(collectors, c)
+		return c
+	}
 	gauge := func(n, help string) prometheus.Gauge {
 		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: n, Help: help, ConstLabels: labels})
 		collectors = append(collectors, g)
@@ -81,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		return h
 	}
 	m := &Metrics{
-		ReadTotal:               counter("monovtx_read_total", "Messages read from the source."),
+		ReadTotal:               counterVec("monovtx_read_total", "Messages read from the source, by the partition they were read from.", LabelSourcePartition),
 		ReadBytesTotal:          counter("monovtx_read_bytes_total", "Payload bytes read from the source."),
 		AckTotal:                counter("monovtx_ack_total", "Messages acknowledged to the source."),
 		NackTotal:               counter("monovtx_nack_total", "Messages handed back to the source unfinished."),
@@ -101,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		OnSuccessSinkTime:       histogram("monovtx_onsuccess_sink_time", "Time of one onSuccess sink write call, in microseconds."),
 		UDFTime:                 histogram("monovtx_udf_time", "Time of one map UDF call, in microseconds."),
 		PendingRaw:              gauge("monovtx_pending_raw", "Messages pending at the source, as it last reported; -1 when unknown."),
-		ReadBatchSize:           gauge("monovtx_read_batch_size", "The configured read batch size (MV_READ_BATCH_SIZE)."),
+		ReadBatchSize:           gauge("monovtx_read_batch_size", "Messages the last source read returned, as Numaflow sets it (at most MV_READ_BATCH_SIZE)."),
 		ProcessingTime:          histogram("monovtx_processing_time", "Time from read to ack of a batch, in microseconds."),
 		ReadTime:                histogram("monovtx_read_time", "Time of one source read, in microseconds."),
 		AckTime:                 histogram("monovtx_ack_time", "Time of one source ack call, in microseconds."),

@@ -55,6 +55,22 @@ type Message struct {
 	// source's ID, unless the source set another (SetNumaflowOffset).
 	// Outputs carry their input's.
 	offset string
+	// partition is the source partition plus one (0: the source set
+	// none), for monovtx_read_total's source_partition label.
+	partition int32
+}
+
+// SetSourcePartition sets the source partition m was read from, which
+// labels monovtx_read_total as numaflow-core labels it (source_partition,
+// its offset's partition index). A source that does not call it in Read
+// is labelled with the replica, as numaflow-core's built-in sources
+// without partitions are.
+func SetSourcePartition(m *Message, p uint16) { m.partition = int32(p) + 1 }
+
+// SourcePartition is the partition set with SetSourcePartition; ok is
+// false when the source set none.
+func (m *Message) SourcePartition() (p uint16, ok bool) {
+	return uint16(m.partition - 1), m.partition != 0
 }
 
 // SetNumaflowOffset sets the offset string from which, under

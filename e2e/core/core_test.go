@@ -242,13 +242,21 @@ func TestMetricsCarryNumaflowNamesLabelsAndTheRunsCounts(t *testing.T) {
 		{"monovtx_sink_write_errors_total", 0},
 		{"monovtx_sink_dropped_total", 0},
 		{"monovtx_fallback_sink_write_total", 0},
-		{"monovtx_read_batch_size", 50},
 		{"monovtx_pending_raw", -1}, // the generator does not know its pending
 		{"build_info", 1},
 	} {
 		if got := metricValue(t, m, c.name, "orders", "3"); got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, got, c.want)
 		}
+	}
+	// The generator names no partitions: numaflow-core labels its reads
+	// with the replica.
+	if !strings.Contains(m, `monovtx_read_total{mvtx_name="orders",mvtx_replica="3",source_partition="3"} `) {
+		t.Errorf("monovtx_read_total has no series of source_partition=\"3\" (the replica)")
+	}
+	// The last read's size, as Numaflow's: at most MV_READ_BATCH_SIZE.
+	if b := metricValue(t, m, "monovtx_read_batch_size", "orders", "3"); b < 0 || b > 50 {
+		t.Errorf("monovtx_read_batch_size = %v, want the last read's, 0 to 50", b)
 	}
 	if st.Totals.ReadBytes != int64(n)*100 {
 		t.Errorf("read bytes %d, want %d x 100", st.Totals.ReadBytes, int64(n))

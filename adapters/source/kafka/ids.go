@@ -15,8 +15,9 @@ import (
 // name, topic i starts at i times the most partitions any of them has. So
 // with "b" of 2 partitions and "a" of 3, a[0..2] are 0..2 and b[0..1] 3..4.
 // numaflow-core prints that number after a Kafka message's offset
-// (StringOffset's partition_idx, source/kafka.rs), so the IDs under
-// MV_MESSAGE_IDS=numaflow need it.
+// (StringOffset's partition_idx, source/kafka.rs) and labels
+// monovtx_read_total's source_partition with it, so the IDs under
+// MV_MESSAGE_IDS=numaflow and that label need it.
 //
 // A MonoVertex computes it once, at start: numaflow-kafka refreshes it only
 // in partitions_info, which numaflow-core calls only from the watermark
@@ -50,7 +51,7 @@ func partitionCounts(ctx context.Context, adm *kadm.Client, topics []string) (ma
 		err = details.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kafka source: metadata of topics %v, for Numaflow's message IDs (MV_MESSAGE_IDS=numaflow): %w", topics, err)
+		return nil, fmt.Errorf("kafka source: metadata of topics %v, for their global partition numbers (message IDs, source_partition): %w", topics, err)
 	}
 	counts := make(map[string]int, len(topics))
 	for _, t := range topics {

@@ -89,3 +89,29 @@ func TestNumaflowIDsAckAfterTheEngineRenamed(t *testing.T) {
 		return fmt.Sprint(kafkatest.Committed(t, cl, cfg.Group, "nid-ack")) == fmt.Sprint(map[int32]int64{0: 3, 1: 3})
 	})
 }
+
+// Whatever MV_MESSAGE_IDS says, each record carries its global partition
+// as its source partition, monovtx_read_total's source_partition label
+// as numaflow-core sets it (the partition index of its offset); the IDs
+// keep the source's form.
+func TestRecordsCarryTheirGlobalPartition(t *testing.T) {
+	c := kafkatest.Start(t, 1, map[string]int{"gp-b": 1, "gp-a": 2})
+	cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	producePerPartition(t, cl, "gp-b", 1, 2)
+	producePerPartition(t, cl, "gp-a", 2, 2)
+	s := newSource(t, testConfig(c.Brokers(), "gp-b,gp-a"))
+	var got []string
+	for _, m := range readAll(t, s, 6) {
+		p, ok := m.SourcePartition()
+		got = append(got, fmt.Sprintf("%s %d %v", m.ID, p, ok))
+	}
+	slices.Sort(got)
+	// Sorted by name: gp-a from 0, gp-b from 1*2.
+	want := []string{
+		"gp-a:0:0 0 true", "gp-a:0:1 0 true", "gp-a:1:0 1 true", "gp-a:1:1 1 true",
+		"gp-b:0:0 2 true", "gp-b:0:1 2 true",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ID, source partition:\n%v\nwant\n%v", got, want)
+	}
+}

@@ -183,9 +183,12 @@ type Source struct {
 	cl     *kgo.Client
 	adm    *kadm.Client
 	check  *commitCheck
-	// bases is each topic's first global partition number under
-	// MV_MESSAGE_IDS=numaflow (see partitionBases), nil otherwise.
-	bases map[string]int
+	// bases is each topic's first global partition number (see
+	// partitionBases): the partition index of numaflow-core's offsets,
+	// in the IDs under MV_MESSAGE_IDS=numaflow and in monovtx_read_total's
+	// source_partition label.
+	bases       map[string]int
+	numaflowIDs bool
 
 	readMu sync.Mutex // one poll at a time: AllowRebalance ends every poll
 
@@ -298,14 +301,12 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 			return nil, err
 		}
 	}
-	if cfg.MessageIDs == runner.NumaflowIDs {
-		counts, err := partitionCounts(ctx, s.adm, cfg.topics())
-		if err != nil {
-			cl.Close()
-			return nil, err
-		}
-		s.bases = partitionBases(counts)
+	counts, err := partitionCounts(ctx, s.adm, cfg.topics())
+	if err != nil {
+		cl.Close()
+		return nil, err
 	}
+	s.bases, s.numaflowIDs = partitionBases(counts), cfg.MessageIDs == runner.NumaflowIDs
 	go s.commitLoop()
 	return s, nil
 }
@@ -400,10 +401,11 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 
 func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *runner.Message {
 	id := r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
-	if s.bases != nil {
+	gpid := s.bases[r.Topic] + int(r.Partition)
+	if s.numaflowIDs {
 		// numaflow-core's StringOffset(id, global partition) prints
 		// "<id>-<global partition>" (source/kafka.rs, message.rs).
-		id += "-" + strconv.Itoa(s.bases[r.Topic]+int(r.Partition))
+		id += "-" + strconv.Itoa(gpid)
 	}
 	m := &runner.Message{
 		ID:        id,
@@ -422,6 +424,7 @@ func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *r
 		m.Headers[h.Key] = string(h.Value)
 	}
 	m.Headers[TopicHeader] = r.Topic
+	runner.SetSourcePartition(m, uint16(gpid))
 	return m
 }
 

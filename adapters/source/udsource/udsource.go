@@ -195,6 +195,13 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		}
 		st := resp.GetStatus()
 		if r := resp.GetResult(); r != nil && !st.GetEot() {
+			if len(r.GetOffset().GetOffset()) == 0 {
+				// numaflow-core fails the read, and with it the vertex
+				// (source/user_defined.rs): without an offset the message
+				// cannot be acked or told from another.
+				rcv.buf.Release()
+				return msgs, runner.Fatal(fmt.Errorf("udsource: the source container sent a message (keys %q) without an offset, which Numaflow refuses as an error in the source's code: give every message a non-empty offset (sourcer.NewOffset), by which it is acked; the messages of this read not yet written are redelivered by the source", r.GetKeys()))
+			}
 			m := message(r)
 			if rcv.buf != nil {
 				// The engine gives the buffer back once the payload is
@@ -235,6 +242,8 @@ func message(r *sourcepb.ReadResponse_Result) *runner.Message {
 		Headers: r.GetHeaders(),
 		Offset:  &rd.off,
 	}
+	// numaflow-core takes the partition as a u16 (source/user_defined.rs).
+	runner.SetSourcePartition(m, uint16(rd.off.Partition))
 	if et := r.GetEventTime(); et != nil {
 		m.EventTime = et.AsTime()
 	}
@@ -242,13 +251,14 @@ func message(r *sourcepb.ReadResponse_Result) *runner.Message {
 }
 
 // OffsetID is the message ID of an offset, as Numaflow forms it: the
-// offset in base64, a dash, the partition.
+// offset in base64, a dash, the partition as an unsigned 16-bit number.
 func OffsetID(o *Offset) string {
 	// One buffer for the three parts: it runs once per message read.
 	b := make([]byte, 0, base64.StdEncoding.EncodedLen(len(o.Value))+12)
 	b = base64.StdEncoding.AppendEncode(b, o.Value)
 	b = append(b, '-')
-	b = strconv.AppendInt(b, int64(o.Partition), 10)
+	// numaflow-core keeps the partition as a u16 (partition_id as u16).
+	b = strconv.AppendUint(b, uint64(uint16(o.Partition)), 10)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
 }
 

@@ -28,6 +28,9 @@ import (
 type store struct {
 	ackTimeout time.Duration
 	pending    int64 // when set, Pending answers it instead of the count
+	// partition, when set, gives each id's offset its partition (the
+	// SDK's default partition otherwise).
+	partition func(id int) int32
 
 	mu       sync.Mutex
 	produced int
@@ -84,7 +87,13 @@ func (s *store) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sou
 	for {
 		ids, wake := s.take(int(req.Count()))
 		if len(ids) > 0 {
-			examplesrv.Deliver(ctx, ch, ids, message)
+			msg := message
+			if s.partition != nil {
+				msg = func(id int) sourcer.Message {
+					return messageAt(id, sourcer.NewOffset([]byte(strconv.Itoa(id)), s.partition(id)))
+				}
+			}
+			examplesrv.Deliver(ctx, ch, ids, msg)
 			return
 		}
 		select {
@@ -100,7 +109,11 @@ func (s *store) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sou
 
 // message is the message of id, with the id as its offset.
 func message(id int) sourcer.Message {
-	return sourcer.NewMessage(value(id), sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))), time.UnixMilli(int64(1_700_000_000_000+id))).
+	return messageAt(id, sourcer.NewOffsetWithDefaultPartitionId([]byte(strconv.Itoa(id))))
+}
+
+func messageAt(id int, o sourcer.Offset) sourcer.Message {
+	return sourcer.NewMessage(value(id), o, time.UnixMilli(int64(1_700_000_000_000+id))).
 		WithKeys([]string{"k" + strconv.Itoa(id%3)}).WithHeaders(map[string]string{"n": strconv.Itoa(id)})
 }
 
@@ -225,6 +238,30 @@ func TestMessagesCarryTheSourcesFields(t *testing.T) {
 	}
 	if p, err := src.Pending(context.Background()); err != nil || p != 0 {
 		t.Fatalf("pending %d, %v", p, err)
+	}
+}
+
+// Each message carries its offset's partition as its source partition,
+// which labels monovtx_read_total as numaflow-core does, and ends its ID:
+// as a u16 (user_defined.rs: partition_id as u16), so -1 is 65535.
+func TestMessagesCarryTheirPartition(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := newStore(0)
+	parts := []int32{0, 7, 7, -1, 65536 + 3}
+	st.partition = func(id int) int32 { return parts[id] }
+	serve(t, dir, st)
+	src := newSource(t, udftest.Settings(dir))
+	t.Cleanup(func() { src.Close(context.Background()) })
+	st.produce(len(parts))
+	got := map[string]string{}
+	for _, m := range readAll(t, src, len(parts)) {
+		p, ok := m.SourcePartition()
+		got[m.Headers["n"]] = fmt.Sprintf("%s %d %v", m.ID, p, ok)
+	}
+	for id, want := range []string{"MA==-0 0 true", "MQ==-7 7 true", "Mg==-7 7 true", "Mw==-65535 65535 true", "NA==-3 3 true"} {
+		if g := got[strconv.Itoa(id)]; g != want {
+			t.Errorf("id %d: ID, source partition %q, want %q", id, g, want)
+		}
 	}
 }
 
@@ -420,5 +457,42 @@ func TestASourceSDKFromBeforeNackIsNotNacked(t *testing.T) {
 				t.Fatalf("read %d messages again, want 5", len(again))
 			}
 		})
+	}
+}
+
+// emptyOffsetStore answers a read with a good message and then one whose
+// offset is empty, a source with a bug in its code.
+type emptyOffsetStore struct{ *store }
+
+func (s emptyOffsetStore) Read(ctx context.Context, req sourcer.ReadRequest, ch chan<- sourcer.Message) {
+	ch <- message(0)
+	ch <- sourcer.NewMessage(value(1), sourcer.NewOffset(nil, 0), time.UnixMilli(1_700_000_000_001)).WithKeys([]string{"bad"})
+}
+
+// A message without an offset fails the read, as numaflow-core fails the
+// vertex (user_defined.rs: "Invalid offset found in response"): the
+// error is fatal and names the fix, the messages before it come back to
+// be written, and nothing is acked.
+func TestAMessageWithoutAnOffsetIsFatal(t *testing.T) {
+	dir := udftest.Dir(t)
+	st := emptyOffsetStore{newStore(0)}
+	udftest.Start(t, udconn.SourceEndpoint(dir), func(s *grpc.Server) {
+		sourcepb.RegisterSourceServer(s, &sourcer.Service{Source: st})
+	})
+	src := newSource(t, udftest.Settings(dir))
+	t.Cleanup(func() { src.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	msgs, err := src.Read(ctx, 10, 5*time.Second)
+	if !runner.IsFatal(err) || !strings.Contains(err.Error(), `(keys ["bad"]) without an offset`) || !strings.Contains(err.Error(), "sourcer.NewOffset") {
+		t.Fatalf("read error %v, want a fatal one naming the message and the fix", err)
+	}
+	if len(msgs) != 1 || string(msgs[0].Value) != "value-0" {
+		t.Fatalf("read %d messages, want value-0 alone", len(msgs))
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.acked) != 0 {
+		t.Fatalf("acked %v, want nothing", st.acked)
 	}
 }

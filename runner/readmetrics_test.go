@@ -1,0 +1,66 @@
+package runner_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/runnertest"
+)
+
+// TestReadMetricsAreNumaflows: monovtx_read_total is counted by the
+// partition each message was read from (numaflow-core's source_partition
+// label, the replica for a source that names none), and
+// monovtx_read_batch_size is what the last read returned.
+func TestReadMetricsAreNumaflows(t *testing.T) {
+	msgs := runnertest.Messages(7)
+	// Partitions in runs and out of order, one beyond 255, two unnamed.
+	for i, p := range []int{1, 1, 2, -1, 1, -1, 300} {
+		if p >= 0 {
+			runner.SetSourcePartition(msgs[i], uint16(p))
+		}
+	}
+	src := runnertest.NewSource(msgs)
+	reg := prometheus.NewRegistry()
+	opts := runner.Options{Name: "mv", Replica: 5, BatchSize: 4, ReadTimeout: time.Minute, Registerer: reg}
+	run(t, opts, src, nil, runnertest.NewSink(nil), nil)
+	if len(src.Acked()) != 7 {
+		t.Fatalf("acked %d of 7", len(src.Acked()))
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]float64{}
+	batch := -1.0
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "monovtx_read_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == runner.LabelSourcePartition {
+						reads[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			case "monovtx_read_batch_size":
+				batch = m.GetGauge().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{"1": 3, "2": 1, "5": 2, "300": 1}
+	if len(reads) != len(want) {
+		t.Errorf("monovtx_read_total by source_partition %v, want %v", reads, want)
+	}
+	for p, n := range want {
+		if reads[p] != n {
+			t.Errorf("monovtx_read_total{source_partition=%q} = %v, want %v (all: %v)", p, reads[p], n, reads)
+		}
+	}
+	// Reads of 4 and 3; the one after waits until everything is acked and
+	// ends the run (io.EOF), which does not set the gauge.
+	if batch != 3 {
+		t.Errorf("monovtx_read_batch_size = %v, want 3, the last read's", batch)
+	}
+}
