@@ -1,9 +1,6 @@
 package testutil
 
-import (
-	"errors"
-	"syscall"
-)
+import "syscall"
 
 // procAttr makes a started process die with the test binary: a binary
 // killed by its -timeout (or by anything else) leaves no runner or
@@ -13,11 +10,4 @@ import (
 // locked to one, which the tests do not do.
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
-
-// processExists reports whether a process with this ID runs (EPERM: it
-// does, as another user's).
-func processExists(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

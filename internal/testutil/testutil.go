@@ -85,8 +85,11 @@ func Build(t testing.TB, pkg string) string {
 	}
 	if buildDir == "" {
 		removeStaleBuildDirs(os.TempDir())
-		d, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", binDirPrefix, os.Getpid()))
+		d, err := os.MkdirTemp("", binDirPrefix)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if buildLock, err = lockDir(d); err != nil {
 			t.Fatal(err)
 		}
 		buildDir = d
@@ -111,33 +114,47 @@ func Build(t testing.TB, pkg string) string {
 	return out
 }
 
-// binDirPrefix starts the name of Build's directory, followed by the test
-// binary's process ID, so that a later test binary can tell the directory
-// of one that has exited.
-const binDirPrefix = "monovertex-bin-pid"
+// binDirPrefix starts the name of Build's directory.
+const binDirPrefix = "monovertex-bin-"
 
-// removeStaleBuildDirs removes the build directories in tmp of test binaries
-// that have exited. A test binary cannot remove its own at exit without a
-// TestMain in every package that builds, and each directory holds about
-// 200 MB of binaries built with -race and -cover: left alone they filled
-// a developer's disk after a few hundred runs. A directory whose process
-// still runs, or whose name this cannot read, is kept.
+// staleUnlocked is how old a build directory without a lock file must be
+// to be removed: one made before lock files, or whose binary died between
+// making it and locking it.
+const staleUnlocked = 24 * time.Hour
+
+// buildLock is this test binary's lock on its build directory, held
+// until the process exits (the kernel then releases it).
+var buildLock *os.File
+
+// removeStaleBuildDirs removes the build directories in tmp of test
+// binaries that have exited. A test binary cannot remove its own at exit
+// without a TestMain in every package that builds, and each directory
+// holds about 200 MB of binaries built with -race and -cover: left alone
+// they filled a developer's disk after a few hundred runs. A binary holds
+// an exclusive lock on its directory's lock file for its life, and the
+// lock, unlike a process ID, is seen from every PID namespace sharing the
+// directory, so a directory is removed only when its lock can be taken.
 func removeStaleBuildDirs(tmp string) {
 	ents, err := os.ReadDir(tmp)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), binDirPrefix)
-		if !ok || !e.IsDir() {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), binDirPrefix) {
 			continue
 		}
-		digits, _, ok := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(digits)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || processExists(pid) {
+		dir := filepath.Join(tmp, e.Name())
+		f, err := os.Open(filepath.Join(dir, lockName))
+		if err != nil {
+			if info, serr := e.Info(); os.IsNotExist(err) && serr == nil && time.Since(info.ModTime()) > staleUnlocked {
+				_ = os.RemoveAll(dir)
+			}
 			continue
 		}
-		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
+		if tryLock(f) {
+			_ = os.RemoveAll(dir)
+		}
+		f.Close()
 	}
 }
 
