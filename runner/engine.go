@@ -607,16 +607,19 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		}
 		start := time.Now()
 		msgs, err := e.src.Read(ctx, want, e.opts.ReadTimeout)
-		observeSince(e.m.ReadTime, start)
+		if err == nil || len(msgs) > 0 {
+			// As numaflow-core, only a read that returned (a
+			// source's partial answer before its stream broke included)
+			// is timed and sets the batch size; a failed one is not.
+			observeSince(e.m.ReadTime, start)
+			e.m.ReadBatchSize.Set(float64(len(msgs)))
+		}
 		var readEnd time.Time
 		if e.tracer != nil {
 			readEnd = time.Now()
 		}
 		if e.tokens != nil && len(msgs) < want {
 			e.release(want - len(msgs))
-		}
-		if err == nil {
-			e.m.ReadBatchSize.Set(float64(len(msgs)))
 		}
 		if len(msgs) > 0 {
 			e.nameRead(msgs)

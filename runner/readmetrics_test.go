@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 // TestReadMetricsAreNumaflows: monovtx_read_total is counted by the
 // partition each message was read from (numaflow-core's source_partition
 // label, the replica for a source that names none), and
-// monovtx_read_batch_size is what the last read returned.
+// monovtx_read_batch_size is what the last read returned; as there, a
+// read that failed is neither timed nor sets the batch size.
 func TestReadMetricsAreNumaflows(t *testing.T) {
 	msgs := runnertest.Messages(7)
 	// Partitions in runs and out of order, one beyond 255, two unnamed.
@@ -23,6 +25,12 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 		}
 	}
 	src := runnertest.NewSource(msgs)
+	src.ReadError = func(reads int) error { // the first read fails
+		if reads == 1 {
+			return errors.New("source not ready")
+		}
+		return nil
+	}
 	reg := prometheus.NewRegistry()
 	opts := runner.Options{Name: "mv", Replica: 5, BatchSize: 4, ReadTimeout: time.Minute, Registerer: reg}
 	run(t, opts, src, nil, runnertest.NewSink(nil), nil)
@@ -35,6 +43,7 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 	}
 	reads := map[string]float64{}
 	batch := -1.0
+	var timed uint64
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
@@ -46,6 +55,8 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 				}
 			case "monovtx_read_batch_size":
 				batch = m.GetGauge().GetValue()
+			case "monovtx_read_time":
+				timed = m.GetHistogram().GetSampleCount()
 			}
 		}
 	}
@@ -58,9 +69,13 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 			t.Errorf("monovtx_read_total{source_partition=%q} = %v, want %v (all: %v)", p, reads[p], n, reads)
 		}
 	}
-	// Reads of 4 and 3; the one after waits until everything is acked and
-	// ends the run (io.EOF), which does not set the gauge.
+	// A failed read, reads of 4 and 3, and one that waits until everything
+	// is acked and ends the run (io.EOF): only the two that returned are
+	// timed and set the gauge.
 	if batch != 3 {
 		t.Errorf("monovtx_read_batch_size = %v, want 3, the last read's", batch)
+	}
+	if timed != 2 {
+		t.Errorf("monovtx_read_time has %d observations, want 2, the reads that returned", timed)
 	}
 }

@@ -194,14 +194,20 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 			return msgs, s.readBroken(rs, "receive", err)
 		}
 		st := resp.GetStatus()
-		if r := resp.GetResult(); r != nil && !st.GetEot() {
-			if len(r.GetOffset().GetOffset()) == 0 {
-				// numaflow-core fails the read, and with it the vertex
-				// (source/user_defined.rs): without an offset the message
-				// cannot be acked or told from another.
-				rcv.buf.Release()
-				return msgs, runner.Fatal(fmt.Errorf("udsource: the source container sent a message (keys %q) without an offset, which Numaflow refuses as an error in the source's code: give every message a non-empty offset (sourcer.NewOffset), by which it is acked; the messages of this read not yet written are redelivered by the source", r.GetKeys()))
+		r := resp.GetResult()
+		if bad := badResult(r, st); bad != "" {
+			// numaflow-core fails the read, drops what it had read and
+			// stops the vertex (source/user_defined.rs): the source
+			// redelivers all of it after the restart.
+			rcv.buf.Release()
+			for _, m := range msgs {
+				if m.Release != nil {
+					m.Release()
+				}
 			}
+			return nil, runner.Fatal(fmt.Errorf("udsource: the source container sent %s, which Numaflow refuses as an error in the source's code; nothing of this read is written or acked", bad))
+		}
+		if r != nil && !st.GetEot() {
 			m := message(r)
 			if rcv.buf != nil {
 				// The engine gives the buffer back once the payload is
@@ -223,6 +229,22 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 			return msgs, nil
 		}
 	}
+}
+
+// badResult says what is wrong with a read answer numaflow-core refuses
+// (source/user_defined.rs), or "": one that is neither a message nor the
+// end of the read, or a message without an offset, which could be neither
+// acked nor told from another.
+func badResult(r *sourcepb.ReadResponse_Result, st *sourcepb.ReadResponse_Status) string {
+	switch {
+	case st.GetEot() || st.GetCode() == sourcepb.ReadResponse_Status_FAILURE:
+		return ""
+	case r == nil:
+		return "an answer with neither a message nor the end of the read (Numaflow: \"Empty message in response\")"
+	case len(r.GetOffset().GetOffset()) == 0:
+		return fmt.Sprintf("a message (keys %q) without an offset: give every message a non-empty offset (sourcer.NewOffset), by which it is acked", r.GetKeys())
+	}
+	return ""
 }
 
 // read is a message read and its offset, allocated together: this runs
