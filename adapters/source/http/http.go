@@ -9,7 +9,7 @@
 //     (application/cloudevents-batch+json): attributes map to the message as
 //     cewire documents (id -> ID, partitionkey -> Keys, extensions -> Headers);
 //   - any other body: the body is the value; X-Numaflow-Id sets the ID
-//     (default: a random one), X-Numaflow-Event-Time the event time in epoch
+//     (default: a UUID version 7, as Numaflow's), X-Numaflow-Event-Time the event time in epoch
 //     milliseconds (default: now), X-Numaflow-Keys comma-separated keys; the
 //     other request headers become message headers with lower-case names
 //     (except credentials and hop-by-hop headers).
@@ -61,7 +61,6 @@ package http
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -77,6 +76,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
@@ -572,7 +572,9 @@ func (s *Source) messages(r *http.Request, body []byte) ([]*runner.Message, erro
 	m := &runner.Message{Value: body, EventTime: now, Headers: map[string]string{}}
 	m.ID = strings.TrimSpace(r.Header.Get(HeaderID))
 	if m.ID == "" {
-		m.ID = rand.Text()
+		// numaflow-http's Uuid::now_v7(): time-ordered, so IDs sort by
+		// arrival, lower-case hyphenated as the uuid crate prints it.
+		m.ID = uuid.Must(uuid.NewV7()).String()
 	} else if !cewire.ValidID(m.ID) {
 		return nil, fmt.Errorf("%s must be printable UTF-8 text", HeaderID)
 	}

@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/internal/testutil"
@@ -442,6 +445,18 @@ func TestGeneratedIDsAndNowAsEventTime(t *testing.T) {
 	}
 	if msgs[0].EventTime.Before(before.Add(-time.Second)) {
 		t.Fatalf("event time %v", msgs[0].EventTime)
+	}
+	// numaflow-http's Uuid::now_v7(): version 7, its first 48 bits the
+	// milliseconds of now, printed lower-case and hyphenated.
+	for _, m := range msgs {
+		u, err := uuid.Parse(m.ID)
+		if err != nil || u.Version() != 7 || u.Variant() != uuid.RFC4122 || u.String() != m.ID {
+			t.Fatalf("id %q is not a UUID version 7 as the uuid crate prints it (%v)", m.ID, err)
+		}
+		ms := int64(binary.BigEndian.Uint64(append([]byte{0, 0}, u[:6]...)))
+		if at := time.UnixMilli(ms); at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+			t.Fatalf("id %q says %v, want about now", m.ID, at)
+		}
 	}
 	_ = src.Ack(context.Background(), msgs)
 	ids := map[string]bool{await(t, a).body.ID: true, await(t, b).body.ID: true}

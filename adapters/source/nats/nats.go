@@ -11,8 +11,6 @@ package nats
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
@@ -207,28 +206,7 @@ func (s *Source) newID() string {
 	if s.cfg.MessageIDs != runner.NumaflowIDs {
 		return nuid.Next()
 	}
-	return uuidV4() + s.replica
-}
-
-// uuidV4 is a random UUID (RFC 9562 version 4), as the Rust uuid crate
-// prints one: xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx, lower-case hex, V one
-// of 8, 9, a, b.
-func uuidV4() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:]) // never fails (crypto/rand)
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], u[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], u[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], u[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], u[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], u[10:])
-	return string(out[:])
+	return uuid.NewString() + s.replica
 }
 
 // noteDrops logs the messages the client dropped since the last call:
