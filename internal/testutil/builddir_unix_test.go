@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly || illumos
 
 package testutil
 
@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,10 +39,13 @@ func TestRemoveStaleBuildDirs(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := exec.Command("flock", "-x", filepath.Join(other, lockName), "sleep", "30")
+		// flock(1) runs sleep as its child, which inherits the lock: kill
+		// both, as a process group.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
 		waitLocked(t, filepath.Join(other, lockName))
 	} else {
 		t.Log("no flock(1): the other process's lock is not tested")

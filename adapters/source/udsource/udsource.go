@@ -237,8 +237,10 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 // acked nor told from another.
 func badResult(r *sourcepb.ReadResponse_Result, st *sourcepb.ReadResponse_Status) string {
 	switch {
-	case st.GetEot() || st.GetCode() == sourcepb.ReadResponse_Status_FAILURE:
+	case st.GetEot():
 		return ""
+	case r == nil && st.GetCode() == sourcepb.ReadResponse_Status_FAILURE:
+		return "" // a failed read, which Read reports as such
 	case r == nil:
 		return "an answer with neither a message nor the end of the read (Numaflow: \"Empty message in response\")"
 	case len(r.GetOffset().GetOffset()) == 0:

@@ -469,12 +469,14 @@ func (s emptyOffsetStore) Read(ctx context.Context, req sourcer.ReadRequest, ch 
 	ch <- sourcer.NewMessage(value(1), sourcer.NewOffset(nil, 0), time.UnixMilli(1_700_000_000_001)).WithKeys([]string{"bad"})
 }
 
-// emptyAnswerServer answers a read with a good message and then an answer
-// with neither a message nor the end of the read, which no numaflow-go
-// server sends but a hand-written one might.
-type emptyAnswerServer struct{ *sourcer.Service }
+// rawAnswerServer answers a read with a good message and then bad, which
+// no numaflow-go server sends but a hand-written one might.
+type rawAnswerServer struct {
+	*sourcer.Service
+	bad *sourcepb.ReadResponse
+}
 
-func (s emptyAnswerServer) ReadFn(stream sourcepb.Source_ReadFnServer) error {
+func (s rawAnswerServer) ReadFn(stream sourcepb.Source_ReadFnServer) error {
 	if _, err := stream.Recv(); err != nil {
 		return err
 	}
@@ -488,7 +490,7 @@ func (s emptyAnswerServer) ReadFn(stream sourcepb.Source_ReadFnServer) error {
 		Result: &sourcepb.ReadResponse_Result{Payload: value(0), Offset: &sourcepb.Offset{Offset: []byte("0")}},
 		Status: &sourcepb.ReadResponse_Status{},
 	}
-	for _, r := range []*sourcepb.ReadResponse{good, {Status: &sourcepb.ReadResponse_Status{}}} {
+	for _, r := range []*sourcepb.ReadResponse{good, s.bad} {
 		if err := stream.Send(r); err != nil {
 			return err
 		}
@@ -508,7 +510,12 @@ func TestABadAnswerFailsTheRead(t *testing.T) {
 		source     sourcepb.SourceServer
 	}{
 		{"message without an offset", `(keys ["bad"]) without an offset`, &sourcer.Service{Source: emptyOffsetStore{newStore(0)}}},
-		{"empty answer", "neither a message nor the end of the read", emptyAnswerServer{&sourcer.Service{Source: newStore(0)}}},
+		{"empty answer", "neither a message nor the end of the read", rawAnswerServer{&sourcer.Service{Source: newStore(0)}, &sourcepb.ReadResponse{Status: &sourcepb.ReadResponse_Status{}}}},
+		// numaflow-core looks at the message before the status's code.
+		{"failure with a message without an offset", `(keys ["f"]) without an offset`, rawAnswerServer{&sourcer.Service{Source: newStore(0)}, &sourcepb.ReadResponse{
+			Result: &sourcepb.ReadResponse_Result{Payload: value(1), Keys: []string{"f"}},
+			Status: &sourcepb.ReadResponse_Status{Code: sourcepb.ReadResponse_Status_FAILURE},
+		}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := udftest.Dir(t)
