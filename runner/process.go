@@ -116,8 +116,10 @@ func (b *batch) run(ctx context.Context) error {
 		// Numaflow: with conditions on the primary sink, what reaches it
 		// without matching them is dropped there.
 		for _, o := range outs {
+			// numaflow-core acks them and counts them in no metric
+			// (sinker/sink.rs, write_to_primary_sink's bypass check).
 			e.totals.bypassDropped.Add(1)
-			e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
+			e.totals.dropped.Add(1)
 			b.final(o.parent)
 		}
 		outs = nil
@@ -407,14 +409,18 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				case OnFailureFallback:
 					b.toFallback = append(b.toFallback, o)
 				case OnFailureDrop:
-					e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
+					// numaflow-core counts a stage's retry-exhausted drops
+					// in the stage's dropped counter (transformer.rs,
+					// mapper/map.rs), not in monovtx_dropped_total.
+					e.count(st.nDropped, st.dropped, 1)
+					e.totals.dropped.Add(1)
 					b.final(o.parent)
 				default:
 					again = append(again, o)
 				}
 			case len(r.Outputs) == 0:
 				e.count(st.nDropped, st.dropped, 1)
-				e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
+				e.totals.dropped.Add(1)
 				b.final(o.parent)
 			default:
 				in.remaining += len(r.Outputs) - 1
@@ -783,7 +789,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 func (b *batch) drop(o output) {
 	e := b.e
 	e.count(&e.totals.sinkDropped, e.m.SinkDropped, 1)
-	e.count(&e.totals.dropped, e.m.DroppedTotal, 1)
+	e.totals.dropped.Add(1)
 	b.final(o.parent)
 }
 

@@ -79,3 +79,58 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 		t.Errorf("monovtx_read_time has %d observations, want 2, the reads that returned", timed)
 	}
 }
+
+// TestDropMetricsAreNumaflows: numaflow-core adds to monovtx_dropped_total
+// only for a delivery of a message already in flight (source.rs); a
+// transformer's drops, tagged or after its retries, go to
+// monovtx_transformer_dropped_total (transformer.rs), a sink's to
+// monovtx_sink_dropped_total (sinker/sink.rs). /status still counts
+// every drop in its total.
+func TestDropMetricsAreNumaflows(t *testing.T) {
+	src := runnertest.NewSource(runnertest.Messages(6))
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		switch m.ID {
+		case "m-0":
+			return runner.TransformResult{} // dropped on purpose
+		case "m-1":
+			return runner.TransformResult{Err: runner.Permanent(errors.New("cannot transform"))}
+		}
+		out := *m
+		return runner.TransformResult{Outputs: []*runner.Message{&out}}
+	})
+	sink := runnertest.NewSink(func(m *runner.Message, _ int) runner.WriteResult {
+		if m.ID == "m-2" {
+			return runner.WriteResult{Status: runner.WriteFailed, Err: runner.Permanent(errors.New("refused"))}
+		}
+		return runner.WriteResult{}
+	})
+	reg := prometheus.NewRegistry()
+	opts := runner.Options{Name: "mv", BatchSize: 6, ReadTimeout: time.Minute, Registerer: reg,
+		OnFailure: runner.OnFailureDrop, Retry: runner.RetryPolicy{Interval: time.Millisecond, Steps: 1}}
+	e := run(t, opts, src, tr, sink, nil)
+	if len(src.Acked()) != 6 || len(sink.WrittenIDs()) != 3 {
+		t.Fatalf("acked %d, written %v; want 6 and m-3..m-5", len(src.Acked()), sink.WrittenIDs())
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()] += m.GetCounter().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{
+		"monovtx_dropped_total":             0,
+		"monovtx_transformer_dropped_total": 2,
+		"monovtx_sink_dropped_total":        1,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	if st := e.Status().Totals; st.Dropped != 3 || st.TransformerDropped != 2 || st.SinkDropped != 1 {
+		t.Errorf("/status dropped %d, transformer %d, sink %d; want 3, 2, 1", st.Dropped, st.TransformerDropped, st.SinkDropped)
+	}
+}
