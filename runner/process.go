@@ -117,7 +117,7 @@ func (b *batch) run(ctx context.Context) error {
 		// without matching them is dropped there.
 		for _, o := range outs {
 			// numaflow-core acks them and counts them in no metric
-			// (sinker/sink.rs, write_to_primary_sink's bypass check).
+			// (sinker/sink.rs, process_batch's bypass check).
 			e.totals.bypassDropped.Add(1)
 			e.totals.dropped.Add(1)
 			b.final(o.parent)
