@@ -21,7 +21,6 @@
 package udwire
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -114,7 +113,7 @@ type ClientConn struct {
 	nc  net.Conn
 	raw *rawSock // nc's raw system calls; nil for a connection that has none
 	opt Options
-	br  *bufio.Reader
+	br  *reader
 
 	// wmu serializes writes to the socket; bmu guards the batch of small
 	// frames (pend) waiting for the writer goroutine, and the order in
@@ -142,6 +141,9 @@ type ClientConn struct {
 	draining     chan struct{} // closed by a GOAWAY or the end
 
 	dec *hpack.Decoder // the reader goroutine's only
+	// dataGuess is the largest DATA frame seen (the reader goroutine's):
+	// the size a scattered read guesses the next frames have.
+	dataGuess int
 }
 
 var _ grpc.ClientConnInterface = (*ClientConn)(nil)
@@ -169,6 +171,7 @@ func New(nc net.Conn, opt Options) *ClientConn {
 		sendWin:      defaultWindow,
 		peerInitWin:  defaultWindow,
 		peerMaxFrame: defaultMaxFrame,
+		dataGuess:    defaultMaxFrame,
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
 	}
@@ -177,7 +180,7 @@ func New(nc net.Conn, opt Options) *ClientConn {
 	if raw, ok := newRawSock(nc); ok {
 		c.raw, rd = raw, raw
 	}
-	c.br = bufio.NewReaderSize(rd, opt.BufferSize)
+	c.br = newReader(rd, c.raw, opt.BufferSize)
 	// No dynamic table for the request headers: a container sees a
 	// handful of streams in its life, so there is nothing to save, and
 	// then no setting of the server's can make the tables disagree.
@@ -499,7 +502,7 @@ func (c *ClientConn) readLoop() {
 	var hdr [frameHeaderLen]byte
 	var small []byte
 	for {
-		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		if err := c.br.readFull(hdr[:]); err != nil {
 			c.fail(unavailable("udwire: reading from the container's socket: %v", readErr(err)))
 			return
 		}
@@ -518,7 +521,7 @@ func (c *ClientConn) readLoop() {
 				small = make([]byte, length)
 			}
 			small = small[:length]
-			if _, err = io.ReadFull(c.br, small); err == nil {
+			if err = c.br.readFull(small); err == nil {
 				err = c.onControl(typ, flags, sid, small)
 			}
 		}
@@ -580,7 +583,7 @@ func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
 		if length < 1 {
 			return perr(errCodeProtocol, "padded DATA without a pad length")
 		}
-		b, err := c.br.ReadByte()
+		b, err := c.br.readByte()
 		if err != nil {
 			return err
 		}
@@ -592,17 +595,19 @@ func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
 	}
 	data := length - pad
 	c.grantConn(length + boolInt(flags&flagPadded != 0))
+	c.sawData(length)
 	s := c.stream(sid)
 	if s == nil {
 		// A stream this side ended.
-		_, err := c.br.Discard(length)
-		return err
+		return c.br.discard(length)
 	}
-	if err := s.readData(c.br, data); err != nil {
+	// Only a frame without padding and the end of the stream can be
+	// followed by more of the stream's DATA frames.
+	if err := s.readData(c.br, data, flags&(flagPadded|flagEndStream) == 0); err != nil {
 		return err
 	}
 	if pad > 0 {
-		if _, err := c.br.Discard(pad); err != nil {
+		if err := c.br.discard(pad); err != nil {
 			return err
 		}
 	}
@@ -613,6 +618,13 @@ func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
 		s.finish(status.Error(codes.Internal, "udwire: the container ended the stream without trailers"))
 	}
 	return nil
+}
+
+// sawData notes a DATA frame's length for the scattered reads' guess.
+func (c *ClientConn) sawData(length int) {
+	if length > c.dataGuess {
+		c.dataGuess = min(length, maxReadFrame)
+	}
 }
 
 func boolInt(b bool) int {
@@ -772,7 +784,7 @@ func (c *ClientConn) onHeaders(flags byte, sid uint32, p []byte) error {
 	block := append([]byte(nil), p...)
 	for flags&flagEndHeaders == 0 {
 		var hdr [frameHeaderLen]byte
-		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
+		if err := c.br.readFull(hdr[:]); err != nil {
 			return err
 		}
 		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
@@ -782,7 +794,7 @@ func (c *ClientConn) onHeaders(flags byte, sid uint32, p []byte) error {
 		flags = flags&^flagEndHeaders | hdr[4]&flagEndHeaders
 		n := len(block)
 		block = append(block, make([]byte, length)...)
-		if _, err := io.ReadFull(c.br, block[n:]); err != nil {
+		if err := c.br.readFull(block[n:]); err != nil {
 			return err
 		}
 	}

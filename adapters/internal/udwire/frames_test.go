@@ -38,6 +38,12 @@ type peer struct {
 func newPeer(t *testing.T, extra ...http2.Setting) (*udwire.ClientConn, *peer) {
 	t.Helper()
 	a, b := net.Pipe()
+	return newPeerOn(t, a, b, extra...)
+}
+
+// newPeerOn is newPeer on the connection a (the client's end) and b.
+func newPeerOn(t *testing.T, a, b net.Conn, extra ...http2.Setting) (*udwire.ClientConn, *peer) {
+	t.Helper()
 	cc := udwire.New(a, udwire.Options{Codec: codec, MaxMessageSize: 4 << 20, Window: 1 << 20})
 	t.Cleanup(func() { cc.Close(); b.Close() })
 	p := &peer{t: t, nc: b}

@@ -1,7 +1,6 @@
 package udwire
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -347,14 +346,20 @@ func (s *clientStream) RecvMsg(v any) error {
 	return nil
 }
 
+// scatterMin is the part of a message left to read from which the reader
+// reads it in place (reader.scatter) rather than through its buffer.
+const scatterMin = 16 << 10
+
 // readData reads n bytes of a DATA frame into the stream's messages; the
-// reader goroutine calls it.
-func (s *clientStream) readData(br *bufio.Reader, n int) error {
+// reader goroutine calls it. more says whether the frame may be followed
+// at once by another frame header (it has no padding and does not end the
+// stream), so that a large message's next frames can be read in place.
+func (s *clientStream) readData(br *reader, n int, more bool) error {
 	s.received(n)
 	for n > 0 {
 		if s.msg == nil {
 			k := min(n, prefixLen-s.prefixN)
-			if _, err := io.ReadFull(br, s.prefix[s.prefixN:s.prefixN+k]); err != nil {
+			if err := br.readFull(s.prefix[s.prefixN : s.prefixN+k]); err != nil {
 				return err
 			}
 			n -= k
@@ -372,13 +377,21 @@ func (s *clientStream) readData(br *bufio.Reader, n int) error {
 			}
 			if bad != nil {
 				s.abort(bad, true)
-				_, err := br.Discard(n)
-				return err
+				return br.discard(n)
 			}
 			s.msg, s.got = payloadpool.Get(size), 0
+		} else if rest := len(s.msg.B) - s.got; br.raw != nil && rest >= scatterMin && br.buffered() < min(n, rest) {
+			// Take what the buffer holds, then read the rest in place.
+			k := copy(s.msg.B[s.got:], br.buf[br.r:br.w])
+			br.r += k
+			s.got += k
+			var err error
+			if n, err = s.scatter(br, n-k, more); err != nil {
+				return err
+			}
 		} else {
 			k := min(n, len(s.msg.B)-s.got)
-			if _, err := io.ReadFull(br, s.msg.B[s.got:s.got+k]); err != nil {
+			if err := br.readFull(s.msg.B[s.got : s.got+k]); err != nil {
 				return err
 			}
 			s.got += k

@@ -1,0 +1,5 @@
+package udwire
+
+// ScatterCounts returns how many scattered reads there were, and how many
+// put back what they read past a wrong guess.
+func ScatterCounts() (reads, putBack int64) { return scatters.Load(), putBacks.Load() }

@@ -1,0 +1,341 @@
+package udwire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	transformpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/monovertex/monovertex/adapters/internal/udwire"
+)
+
+// socketPair is a connected pair of Unix stream sockets: unlike net.Pipe,
+// the client's end has raw system calls, so it reads in place.
+func socketPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), fmt.Sprintf("socketpair-%d", i))
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	return conns[0], conns[1]
+}
+
+// frame appends an HTTP/2 frame.
+func frame(b []byte, typ, flags byte, stream uint32, payload []byte) []byte {
+	b = append(b, byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload)), typ, flags)
+	b = binary.BigEndian.AppendUint32(b, stream)
+	return append(b, payload...)
+}
+
+const (
+	typData, typPing, typWindowUpdate = 0x0, 0x6, 0x8
+	flagsPadded                       = 0x8
+)
+
+// framings split a stream's bytes into DATA frames (and frames around
+// them) the ways a server may: grpc-go's 16 KiB frames, sizes at random,
+// frames up to the 1 MiB the client allows, control frames between
+// them, padding.
+var framings = []struct {
+	name  string
+	split func(rng *rand.Rand, stream uint32, data []byte) [][]byte
+}{
+	{"16KiB", func(_ *rand.Rand, stream uint32, data []byte) [][]byte {
+		return dataFrames(stream, data, func() int { return 16 << 10 })
+	}},
+	{"random sizes", func(rng *rand.Rand, stream uint32, data []byte) [][]byte {
+		return dataFrames(stream, data, func() int { return 1 + rng.IntN(40_000) })
+	}},
+	{"large frames", func(rng *rand.Rand, stream uint32, data []byte) [][]byte {
+		return dataFrames(stream, data, func() int { return 100_000 + rng.IntN(1<<20-100_000+1) })
+	}},
+	{"control frames between", func(rng *rand.Rand, stream uint32, data []byte) [][]byte {
+		var out [][]byte
+		for _, f := range dataFrames(stream, data, func() int { return 16 << 10 }) {
+			switch rng.IntN(6) {
+			case 0:
+				out = append(out, frame(nil, typPing, 0, 0, []byte("8 bytes!")))
+			case 1:
+				out = append(out, frame(nil, typWindowUpdate, 0, 0, []byte{0, 0, 1, 0}))
+			case 2:
+				out = append(out, frame(nil, typData, 0, stream, nil))
+			}
+			out = append(out, f)
+		}
+		return out
+	}},
+	{"padded", func(rng *rand.Rand, stream uint32, data []byte) [][]byte {
+		var out [][]byte
+		for len(data) > 0 {
+			n := min(len(data), 1+rng.IntN(20_000))
+			if rng.IntN(3) == 0 {
+				out = append(out, frame(nil, typData, 0, stream, data[:n]))
+			} else {
+				pad := rng.IntN(256)
+				p := append([]byte{byte(pad)}, data[:n]...)
+				out = append(out, frame(nil, typData, flagsPadded, stream, append(p, make([]byte, pad)...)))
+			}
+			data = data[n:]
+		}
+		return out
+	}},
+}
+
+func dataFrames(stream uint32, data []byte, size func() int) [][]byte {
+	var out [][]byte
+	for len(data) > 0 {
+		n := min(len(data), size())
+		out = append(out, frame(nil, typData, 0, stream, data[:n]))
+		data = data[n:]
+	}
+	return out
+}
+
+// TestLargeMessagesReadInPlaceWhateverTheFraming sends two streams'
+// answers, from 16 KiB to 3 MiB, framed every way above, several answers
+// to a run of frames (so frames straddle messages), with the two streams'
+// frames interleaved at times, and writes the bytes in chunks of any size
+// (so reads end inside frame headers), over a Unix socket. Every answer
+// arrives whole and in order, on its stream, and the reads in place both
+// ran and had guesses to put back.
+func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			a, b := socketPair(t)
+			cc, p := newPeerOn(t, a, b)
+			var streams [2]struct {
+				st   interface{ RecvMsg(any) error }
+				id   uint32
+				want [][]byte
+			}
+			for i := range streams {
+				streams[i].st, streams[i].id = openStream(t, cc, p)
+			}
+			// From here the client's frames (window updates, PING acks)
+			// are only drained.
+			go io.Copy(io.Discard, b)
+
+			sizes := []int{16<<10 + 1, 50_000, 300_000, 1 << 20, 3<<20 - 100}
+			var wire []byte
+			scattered, putBack := udwire.ScatterCounts()
+			for round := range 30 {
+				f := framings[rng.IntN(len(framings))]
+				var runs [2][][]byte
+				for i := range streams {
+					if i == 1 && rng.IntN(2) == 0 {
+						continue // one stream this round
+					}
+					var run []byte
+					for k := range 1 + rng.IntN(2) {
+						v := payload(sizes[rng.IntN(len(sizes))], byte(round*4+i*2+k))
+						streams[i].want = append(streams[i].want, v)
+						run = append(run, grpcMessage(&transformpb.SourceTransformResponse{Results: []*transformpb.SourceTransformResponse_Result{{Value: v}}})...)
+					}
+					runs[i] = f.split(rng, streams[i].id, run)
+				}
+				// Interleave the two streams' frames, at random.
+				for len(runs[0])+len(runs[1]) > 0 {
+					i := rng.IntN(2)
+					if len(runs[i]) == 0 {
+						i = 1 - i
+					}
+					wire = append(wire, runs[i][0]...)
+					runs[i] = runs[i][1:]
+				}
+			}
+
+			// Stream 0 ends with a message whose last frame ends the
+			// stream: no guess may read past it.
+			last := payload(1<<20, 99)
+			streams[0].want = append(streams[0].want, last)
+			frames := dataFrames(streams[0].id, grpcMessage(&transformpb.SourceTransformResponse{Results: []*transformpb.SourceTransformResponse_Result{{Value: last}}}), func() int { return 16 << 10 })
+			frames[len(frames)-1][4] |= 0x1 // END_STREAM
+			for _, f := range frames {
+				wire = append(wire, f...)
+			}
+
+			type got struct {
+				values [][]byte
+				err    error
+				end    error // stream 0's next receive after its answers
+			}
+			results := make([]chan got, len(streams))
+			for i := range streams {
+				results[i] = make(chan got, 1)
+				go func() {
+					var g got
+					for range streams[i].want {
+						resp := new(transformpb.SourceTransformResponse)
+						if g.err = streams[i].st.RecvMsg(resp); g.err != nil {
+							break
+						}
+						g.values = append(g.values, resp.GetResults()[0].GetValue())
+					}
+					if i == 0 && g.err == nil {
+						g.end = streams[i].st.RecvMsg(new(transformpb.SourceTransformResponse))
+					}
+					results[i] <- g
+				}()
+			}
+			for len(wire) > 0 {
+				n := min(len(wire), 1+rng.IntN(256<<10))
+				if rng.IntN(4) == 0 {
+					n = min(len(wire), 1+rng.IntN(12)) // a header's worth, or less
+				}
+				if _, err := b.Write(wire[:n]); err != nil {
+					t.Fatal(err)
+				}
+				wire = wire[n:]
+				if rng.IntN(8) == 0 {
+					time.Sleep(200 * time.Microsecond) // let the client read what is there
+				}
+			}
+			for i := range streams {
+				var g got
+				select {
+				case g = <-results[i]:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("stream %d: answers did not arrive", i)
+				}
+				if g.err != nil {
+					t.Fatalf("stream %d: %v after %d of %d answers", i, g.err, len(g.values), len(streams[i].want))
+				}
+				if i == 0 && status.Code(g.end) != codes.Internal {
+					t.Fatalf("stream 0 after a DATA frame that ends it: %v, want Internal (no trailers)", g.end)
+				}
+				for k, v := range g.values {
+					if !bytes.Equal(v, streams[i].want[k]) {
+						t.Fatalf("stream %d answer %d: %d bytes differ from the %d sent", i, k, len(v), len(streams[i].want[k]))
+					}
+				}
+			}
+			s2, pb2 := udwire.ScatterCounts()
+			if s2 == scattered || pb2 == putBack {
+				t.Fatalf("reads in place %d, guesses put back %d: the test did not reach them", s2-scattered, pb2-putBack)
+			}
+			t.Logf("%d reads in place, %d guesses put back", s2-scattered, pb2-putBack)
+		})
+	}
+}
+
+// TestGuessedFramesAreCheckedBeforeTheyCount: a read in place guesses
+// where the next frame headers are; what lands in a guessed slot counts
+// only if it is a DATA header of the stream, without padding or the end
+// of the stream, and the frame before it ended where the guess said.
+// Each case sends the start of the first frame, waits for the client to
+// be reading in place, then sends the rest at once.
+func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
+	// fakeHeader is a DATA header of the stream with the guessed length.
+	fakeHeader := func(stream uint32) []byte { return frame(nil, typData, 0, stream, make([]byte, 16<<10))[:9] }
+	for _, tc := range []struct {
+		name string
+		// frames frames msg for stream (other is a second open stream);
+		// it may change msg's payload bytes.
+		frames func(msg []byte, stream, other uint32) [][]byte
+		ended  bool // the last frame ends the stream
+	}{
+		{"a frame longer than the guess, with a header's bytes where the guess ends", func(msg []byte, stream, _ uint32) [][]byte {
+			copy(msg[2*16<<10:], fakeHeader(stream))
+			return [][]byte{frame(nil, typData, 0, stream, msg[:16<<10]), frame(nil, typData, 0, stream, msg[16<<10:])}
+		}, false},
+		{"a frame shorter than the guess, with a header's bytes where the guess ends", func(msg []byte, stream, _ uint32) [][]byte {
+			// Frames of 16 KiB, 10,000 bytes, then the rest: the guess
+			// of the third header is 6,375 bytes into the third frame.
+			copy(msg[16<<10+16<<10-9:], fakeHeader(stream))
+			return [][]byte{frame(nil, typData, 0, stream, msg[:16<<10]), frame(nil, typData, 0, stream, msg[16<<10:16<<10+10_000]), frame(nil, typData, 0, stream, msg[16<<10+10_000:])}
+		}, false},
+		{"a WINDOW_UPDATE of the stream between its frames", func(msg []byte, stream, _ uint32) [][]byte {
+			fs := dataFrames(stream, msg, func() int { return 16 << 10 })
+			return append(fs[:2], append([][]byte{frame(nil, typWindowUpdate, 0, stream, []byte{0, 0, 1, 0})}, fs[2:]...)...)
+		}, false},
+		{"a frame that ends the stream", func(msg []byte, stream, _ uint32) [][]byte {
+			fs := dataFrames(stream, msg, func() int { return 16 << 10 })
+			fs[len(fs)-1][4] |= 0x1
+			return fs
+		}, true},
+		{"another stream's frame of the guessed length", func(msg []byte, stream, other uint32) [][]byte {
+			fs := dataFrames(stream, msg, func() int { return 16 << 10 })
+			// An empty answer's bytes, then padding to the guessed length.
+			empty := grpcMessage(&transformpb.SourceTransformResponse{})
+			foreign := frame(nil, typData, 0, other, append(empty, make([]byte, 16<<10-len(empty))...))
+			return append(fs[:2], append([][]byte{foreign}, fs[2:]...)...)
+		}, false},
+		{"a padded frame of the guessed length", func(msg []byte, stream, _ uint32) [][]byte {
+			fs := dataFrames(stream, msg, func() int { return 16<<10 - 11 })
+			fs[1] = frame(nil, typData, flagsPadded, stream, append(append([]byte{10}, fs[1][9:]...), make([]byte, 10)...))
+			return fs
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := socketPair(t)
+			cc, p := newPeerOn(t, a, b)
+			st, id := openStream(t, cc, p)
+			_, other := openStream(t, cc, p)
+			go io.Copy(io.Discard, b)
+			msg := grpcMessage(&transformpb.SourceTransformResponse{Results: []*transformpb.SourceTransformResponse_Result{{Value: payload(200_000, 3)}}})
+			var wire []byte
+			for _, f := range tc.frames(msg, id, other) {
+				wire = append(wire, f...)
+			}
+			// The value is the message's last 200,000 bytes, as the case
+			// left them.
+			want := msg[len(msg)-200_000:]
+			scattered, putBack := udwire.ScatterCounts()
+			done := make(chan error, 1)
+			var resp transformpb.SourceTransformResponse
+			go func() {
+				err := st.RecvMsg(&resp)
+				if err == nil && tc.ended {
+					if err = st.RecvMsg(new(transformpb.SourceTransformResponse)); status.Code(err) == codes.Internal {
+						err = nil
+					} else {
+						err = fmt.Errorf("after the frame that ended the stream: %v, want Internal (no trailers)", err)
+					}
+				}
+				done <- err
+			}()
+			if _, err := b.Write(wire[:9+100]); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond) // the client reads the prefix and waits in place
+			if _, err := b.Write(wire[9+100:]); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the answer did not arrive")
+			}
+			if !bytes.Equal(resp.GetResults()[0].GetValue(), want) {
+				t.Fatal("the answer's value differs from the one sent")
+			}
+			if s2, pb2 := udwire.ScatterCounts(); s2 == scattered || pb2 == putBack {
+				t.Fatalf("reads in place %d, guesses put back %d: the case did not reach them", s2-scattered, pb2-putBack)
+			}
+		})
+	}
+}
