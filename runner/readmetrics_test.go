@@ -1,7 +1,9 @@
 package runner_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,29 +39,7 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 	if len(src.Acked()) != 7 {
 		t.Fatalf("acked %d of 7", len(src.Acked()))
 	}
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reads := map[string]float64{}
-	batch := -1.0
-	var timed uint64
-	for _, f := range fams {
-		for _, m := range f.GetMetric() {
-			switch f.GetName() {
-			case "monovtx_read_total":
-				for _, l := range m.GetLabel() {
-					if l.GetName() == runner.LabelSourcePartition {
-						reads[l.GetValue()] += m.GetCounter().GetValue()
-					}
-				}
-			case "monovtx_read_batch_size":
-				batch = m.GetGauge().GetValue()
-			case "monovtx_read_time":
-				timed = m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
+	reads, batch, timed := readMetrics(t, reg)
 	want := map[string]float64{"1": 3, "2": 1, "5": 2, "300": 1}
 	if len(reads) != len(want) {
 		t.Errorf("monovtx_read_total by source_partition %v, want %v", reads, want)
@@ -77,6 +57,75 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 	}
 	if timed != 2 {
 		t.Errorf("monovtx_read_time has %d observations, want 2, the reads that returned", timed)
+	}
+}
+
+// readMetrics gathers monovtx_read_total by source partition, the last
+// monovtx_read_batch_size and the number of reads monovtx_read_time timed.
+func readMetrics(t *testing.T, reg *prometheus.Registry) (reads map[string]float64, batch float64, timed uint64) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads, batch = map[string]float64{}, -1
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "monovtx_read_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == runner.LabelSourcePartition {
+						reads[l.GetValue()] += m.GetCounter().GetValue()
+					}
+				}
+			case "monovtx_read_batch_size":
+				batch = m.GetGauge().GetValue()
+			case "monovtx_read_time":
+				timed = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return reads, batch, timed
+}
+
+// partialSource answers its first read with the messages it read and an
+// error, as a user-defined source's stream that broke after part of its
+// answer.
+type partialSource struct {
+	*runnertest.Source
+	reads int
+}
+
+func (s *partialSource) Read(ctx context.Context, max int, timeout time.Duration) ([]*runner.Message, error) {
+	msgs, err := s.Source.Read(ctx, max, timeout)
+	if s.reads++; s.reads == 1 && err == nil {
+		err = errors.New("the read stream broke")
+	}
+	return msgs, err
+}
+
+// TestAPartialReadIsProcessedAndTimed: the messages of a read that came
+// back with an error are processed and acked, and the read is timed and
+// sets the batch size, as numaflow-core records a read that returned; the
+// error is reported and the next read follows.
+func TestAPartialReadIsProcessedAndTimed(t *testing.T) {
+	src := &partialSource{Source: runnertest.NewSource(runnertest.Messages(7))}
+	sink := runnertest.NewSink(nil)
+	reg := prometheus.NewRegistry()
+	e := run(t, runner.Options{Name: "mv", BatchSize: 4, ReadTimeout: time.Minute, Registerer: reg}, src, nil, sink, nil)
+	if len(src.Acked()) != 7 || len(sink.WrittenIDs()) != 7 {
+		t.Fatalf("acked %d, written %d, want 7 each", len(src.Acked()), len(sink.WrittenIDs()))
+	}
+	reads, batch, timed := readMetrics(t, reg)
+	if reads["0"] != 7 {
+		t.Errorf("monovtx_read_total = %v, want 7 on partition 0", reads)
+	}
+	// The partial read of 4, a read of 3, and the one that ends the run.
+	if timed != 2 || batch != 3 {
+		t.Errorf("monovtx_read_time observed %d reads, monovtx_read_batch_size %v; want 2 and 3", timed, batch)
+	}
+	if st := e.Status(); st.LastError == nil || !strings.Contains(st.LastError.Error, "the read stream broke") {
+		t.Errorf("last error %+v, want the source's", st.LastError)
 	}
 }
 
