@@ -58,14 +58,15 @@ func newReader(rd io.Reader, raw *rawSock, size int) *reader {
 // buffered is how many bytes can be read without a system call.
 func (b *reader) buffered() int { return b.w - b.r }
 
-// fill reads into the empty buffer.
+// fill reads into the empty buffer. An error that comes with data is
+// left for the next read to return.
 func (b *reader) fill() error {
 	b.buf, b.r, b.w = b.own, 0, 0
 	into := b.buf
 	if b.small {
 		into, b.small = into[:min(len(into), scatterTail)], false
 	}
-	for {
+	for range 100 {
 		n, err := b.rd.Read(into)
 		if n > 0 {
 			b.w = n
@@ -75,6 +76,14 @@ func (b *reader) fill() error {
 			return err
 		}
 	}
+	return io.ErrNoProgress
+}
+
+// take copies buffered bytes into p and returns how many.
+func (b *reader) take(p []byte) int {
+	n := copy(p, b.buf[b.r:b.w])
+	b.r += n
+	return n
 }
 
 // readFull fills p, reading large parts straight into it.
@@ -93,9 +102,7 @@ func (b *reader) readFull(p []byte) error {
 				return err
 			}
 		}
-		n := copy(p, b.buf[b.r:b.w])
-		b.r += n
-		p = p[n:]
+		p = p[b.take(p):]
 	}
 	return nil
 }
@@ -161,21 +168,28 @@ func (b *reader) putBack(at, got int) {
 		b.buf, b.r, b.w = b.own, at-tailStart, tail
 		return
 	}
-	back := make([]byte, 0, got-at)
-	skip := at
-	for _, p := range b.parts {
-		if len(back) == got-at {
+	// Bytes before the tail, then the tail's: in the reader's own buffer
+	// when they fit (the tail moved up first, as it is the buffer's
+	// start), else in a buffer of their own until they are read.
+	tail = max(tail, 0)
+	before, back := got-at-tail, b.own
+	if got-at > len(b.own) {
+		back = make([]byte, got-at)
+	}
+	copy(back[before:], b.own[:tail])
+	n, skip := 0, at
+	for _, p := range b.parts[:len(b.parts)-1] {
+		if n == before {
 			break
 		}
 		if skip >= len(p) {
 			skip -= len(p)
 			continue
 		}
-		p = p[skip:min(len(p), skip+got-at-len(back))]
+		n += copy(back[n:before], p[skip:])
 		skip = 0
-		back = append(back, p...)
 	}
-	b.buf, b.r, b.w = back, 0, len(back)
+	b.buf, b.r, b.w = back, 0, got-at
 }
 
 // scatter reads the rest of the message s is reading, which the buffer
@@ -238,8 +252,12 @@ func (s *clientStream) scatter(b *reader, n int, guess bool) (int, error) {
 		at += frameHeaderLen
 		c.grantConn(length)
 		s.received(length)
-		c.sawData(length)
 		size := min(frame, len(dst)-off)
+		if length != size && length > 0 {
+			// This server's frames are of another size than guessed
+			// (the guess only grows otherwise): guess that from now on.
+			c.dataGuess = length
+		}
 		k := min(got-at, size, length)
 		s.got += k
 		n = length - k

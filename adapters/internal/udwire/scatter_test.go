@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	transformpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -111,13 +113,82 @@ func dataFrames(stream uint32, data []byte, size func() int) [][]byte {
 	return out
 }
 
+// dataBytes sums the lengths of the DATA frames in wire by stream, and
+// for the connection under stream 0: the bytes flow control counts.
+func dataBytes(wire []byte) map[uint32]int64 {
+	sum := map[uint32]int64{}
+	for len(wire) >= 9 {
+		length := int(wire[0])<<16 | int(wire[1])<<8 | int(wire[2])
+		if wire[3] == typData {
+			sid := binary.BigEndian.Uint32(wire[5:9]) & (1<<31 - 1)
+			sum[sid] += int64(length)
+			sum[0] += int64(length)
+		}
+		wire = wire[9+length:]
+	}
+	return sum
+}
+
+// grantLog sums the client's WINDOW_UPDATE increments by stream (0: the
+// connection's).
+type grantLog struct {
+	mu  sync.Mutex
+	inc map[uint32]int64
+}
+
+// countGrants reads the client's frames from here on and sums its window
+// updates.
+func countGrants(p *peer) *grantLog {
+	g := &grantLog{inc: map[uint32]int64{}}
+	go func() {
+		for {
+			f, err := p.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if w, ok := f.(*http2.WindowUpdateFrame); ok {
+				g.mu.Lock()
+				g.inc[w.StreamID] += int64(w.Increment)
+				g.mu.Unlock()
+			}
+		}
+	}()
+	return g
+}
+
+// checkGrants: once every answer was received, the client has granted
+// back what the connection and stream carried, short of less than the
+// quarter window it waits for before an update, and never more.
+func checkGrants(t *testing.T, g *grantLog, sent map[uint32]int64, stream uint32) {
+	t.Helper()
+	const quarter = (1 << 20) / 4 // newPeer's window
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		g.mu.Lock()
+		conn, st := g.inc[0], g.inc[stream]
+		g.mu.Unlock()
+		if conn > sent[0] || st > sent[stream] {
+			t.Fatalf("granted %d on the connection and %d on stream %d for %d and %d bytes received: more than received", conn, st, stream, sent[0], sent[stream])
+		}
+		if sent[0]-conn < quarter && sent[stream]-st < quarter {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("granted %d on the connection and %d on stream %d for %d and %d bytes received: short by a quarter window or more", conn, st, stream, sent[0], sent[stream])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestLargeMessagesReadInPlaceWhateverTheFraming sends two streams'
 // answers, from 16 KiB to 3 MiB, framed every way above, several answers
 // to a run of frames (so frames straddle messages), with the two streams'
 // frames interleaved at times, and writes the bytes in chunks of any size
 // (so reads end inside frame headers), over a Unix socket. Every answer
-// arrives whole and in order, on its stream, and the reads in place both
-// ran and had guesses to put back.
+// arrives whole and in order, on its stream; the window updates give
+// back what the connection and a stream carried, no more and short by
+// less than a quarter window; and the reads in place both ran and had
+// guesses to put back.
 func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
@@ -132,9 +203,9 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 			for i := range streams {
 				streams[i].st, streams[i].id = openStream(t, cc, p)
 			}
-			// From here the client's frames (window updates, PING acks)
-			// are only drained.
-			go io.Copy(io.Discard, b)
+			// From here the client's frames are only read for its window
+			// updates.
+			grants := countGrants(p)
 
 			sizes := []int{16<<10 + 1, 50_000, 300_000, 1 << 20, 3<<20 - 100}
 			var wire []byte
@@ -174,6 +245,8 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 			for _, f := range frames {
 				wire = append(wire, f...)
 			}
+
+			sent := dataBytes(wire)
 
 			type got struct {
 				values [][]byte
@@ -230,6 +303,7 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 					}
 				}
 			}
+			checkGrants(t, grants, sent, streams[1].id)
 			s2, pb2 := udwire.ScatterCounts()
 			if s2 == scattered || pb2 == putBack {
 				t.Fatalf("reads in place %d, guesses put back %d: the test did not reach them", s2-scattered, pb2-putBack)
@@ -254,38 +328,43 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 		// it may change msg's payload bytes.
 		frames func(msg []byte, stream, other uint32) [][]byte
 		ended  bool // the last frame ends the stream
+		// cut, if set, is a second place where the sending pauses.
+		cut func(frames [][]byte) int
 	}{
 		{"a frame longer than the guess, with a header's bytes where the guess ends", func(msg []byte, stream, _ uint32) [][]byte {
 			copy(msg[2*16<<10:], fakeHeader(stream))
 			return [][]byte{frame(nil, typData, 0, stream, msg[:16<<10]), frame(nil, typData, 0, stream, msg[16<<10:])}
-		}, false},
+		}, false, nil},
 		{"a frame shorter than the guess, with a header's bytes where the guess ends", func(msg []byte, stream, _ uint32) [][]byte {
 			// Frames of 16 KiB, 10,000 bytes, then the rest: the guess
 			// of the third header is 6,375 bytes into the third frame.
 			copy(msg[16<<10+16<<10-9:], fakeHeader(stream))
 			return [][]byte{frame(nil, typData, 0, stream, msg[:16<<10]), frame(nil, typData, 0, stream, msg[16<<10:16<<10+10_000]), frame(nil, typData, 0, stream, msg[16<<10+10_000:])}
-		}, false},
+		}, false, nil},
 		{"a WINDOW_UPDATE of the stream between its frames", func(msg []byte, stream, _ uint32) [][]byte {
 			fs := dataFrames(stream, msg, func() int { return 16 << 10 })
 			return append(fs[:2], append([][]byte{frame(nil, typWindowUpdate, 0, stream, []byte{0, 0, 1, 0})}, fs[2:]...)...)
-		}, false},
+		}, false, nil},
+		{"a read that ends inside a guessed header", func(msg []byte, stream, _ uint32) [][]byte {
+			return dataFrames(stream, msg, func() int { return 16 << 10 })
+		}, false, func(fs [][]byte) int { return len(fs[0]) + 4 }},
 		{"a frame that ends the stream", func(msg []byte, stream, _ uint32) [][]byte {
 			fs := dataFrames(stream, msg, func() int { return 16 << 10 })
 			fs[len(fs)-1][4] |= 0x1
 			return fs
-		}, true},
+		}, true, nil},
 		{"another stream's frame of the guessed length", func(msg []byte, stream, other uint32) [][]byte {
 			fs := dataFrames(stream, msg, func() int { return 16 << 10 })
 			// An empty answer's bytes, then padding to the guessed length.
 			empty := grpcMessage(&transformpb.SourceTransformResponse{})
 			foreign := frame(nil, typData, 0, other, append(empty, make([]byte, 16<<10-len(empty))...))
 			return append(fs[:2], append([][]byte{foreign}, fs[2:]...)...)
-		}, false},
+		}, false, nil},
 		{"a padded frame of the guessed length", func(msg []byte, stream, _ uint32) [][]byte {
 			fs := dataFrames(stream, msg, func() int { return 16<<10 - 11 })
 			fs[1] = frame(nil, typData, flagsPadded, stream, append(append([]byte{10}, fs[1][9:]...), make([]byte, 10)...))
 			return fs
-		}, false},
+		}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := socketPair(t)
@@ -295,8 +374,13 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 			go io.Copy(io.Discard, b)
 			msg := grpcMessage(&transformpb.SourceTransformResponse{Results: []*transformpb.SourceTransformResponse_Result{{Value: payload(200_000, 3)}}})
 			var wire []byte
-			for _, f := range tc.frames(msg, id, other) {
+			frames := tc.frames(msg, id, other)
+			for _, f := range frames {
 				wire = append(wire, f...)
+			}
+			cuts := []int{9 + 100}
+			if tc.cut != nil {
+				cuts = append(cuts, tc.cut(frames))
 			}
 			// The value is the message's last 200,000 bytes, as the case
 			// left them.
@@ -315,12 +399,15 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 				}
 				done <- err
 			}()
-			if _, err := b.Write(wire[:9+100]); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(50 * time.Millisecond) // the client reads the prefix and waits in place
-			if _, err := b.Write(wire[9+100:]); err != nil {
-				t.Fatal(err)
+			// The client reads the prefix and waits in place, then reads
+			// up to the next cut.
+			from := 0
+			for _, cut := range append(cuts, len(wire)) {
+				if _, err := b.Write(wire[from:cut]); err != nil {
+					t.Fatal(err)
+				}
+				from = cut
+				time.Sleep(50 * time.Millisecond)
 			}
 			select {
 			case err := <-done:
@@ -337,5 +424,42 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 				t.Fatalf("reads in place %d, guesses put back %d: the case did not reach them", s2-scattered, pb2-putBack)
 			}
 		})
+	}
+}
+
+// TestAConnectionLostWhileReadingInPlace: the container goes away in the
+// middle of a large message being read in place; the call fails with
+// Unavailable, and the message is not handed out.
+func TestAConnectionLostWhileReadingInPlace(t *testing.T) {
+	a, b := socketPair(t)
+	cc, p := newPeerOn(t, a, b)
+	st, id := openStream(t, cc, p)
+	msg := grpcMessage(&transformpb.SourceTransformResponse{Results: []*transformpb.SourceTransformResponse_Result{{Value: payload(200_000, 5)}}})
+	var wire []byte
+	for _, f := range dataFrames(id, msg, func() int { return 16 << 10 }) {
+		wire = append(wire, f...)
+	}
+	scattered, _ := udwire.ScatterCounts()
+	done := make(chan error, 1)
+	go func() { done <- st.RecvMsg(new(transformpb.SourceTransformResponse)) }()
+	if _, err := b.Write(wire[:9+100]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := b.Write(wire[9+100 : 50_000]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("receive after the connection was lost: %v, want Unavailable", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the receive did not end")
+	}
+	if s2, _ := udwire.ScatterCounts(); s2 == scattered {
+		t.Fatal("the message was not read in place")
 	}
 }

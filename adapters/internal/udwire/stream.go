@@ -382,8 +382,7 @@ func (s *clientStream) readData(br *reader, n int, more bool) error {
 			s.msg, s.got = payloadpool.Get(size), 0
 		} else if rest := len(s.msg.B) - s.got; br.raw != nil && rest >= scatterMin && br.buffered() < min(n, rest) {
 			// Take what the buffer holds, then read the rest in place.
-			k := copy(s.msg.B[s.got:], br.buf[br.r:br.w])
-			br.r += k
+			k := br.take(s.msg.B[s.got:])
 			s.got += k
 			var err error
 			if n, err = s.scatter(br, n-k, more); err != nil {
