@@ -46,11 +46,24 @@ func (r *rawSock) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	n, errno, err := call(r.rc.Read, syscall.SYS_READ, unsafe.Pointer(&p[0]), uintptr(len(p)))
+	return readResult("read", n, errno, err)
+}
+
+// readv reads into the buffers iov points to, in order, waiting for data
+// if there is none.
+func (r *rawSock) readv(iov []syscall.Iovec) (int, error) {
+	n, errno, err := call(r.rc.Read, syscall.SYS_READV, unsafe.Pointer(&iov[0]), uintptr(len(iov)))
+	return readResult("readv", n, errno, err)
+}
+
+// readResult makes a raw read's outcome an io.Reader's: an errno is an
+// error naming op, and nothing read the end of the stream.
+func readResult(op string, n int, errno syscall.Errno, err error) (int, error) {
 	switch {
 	case err != nil:
 		return 0, err
 	case errno != 0:
-		return 0, os.NewSyscallError("read", errno)
+		return 0, os.NewSyscallError(op, errno)
 	case n == 0:
 		return 0, io.EOF
 	}

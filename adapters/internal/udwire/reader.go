@@ -3,10 +3,8 @@ package udwire
 import (
 	"encoding/binary"
 	"io"
-	"os"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 )
 
 // reader is the connection's read buffer: what bufio.Reader does for the
@@ -141,17 +139,9 @@ func (b *reader) readv() (int, error) {
 		v.SetLen(len(p))
 		b.iov = append(b.iov, v)
 	}
-	n, errno, err := call(b.raw.rc.Read, syscall.SYS_READV, unsafe.Pointer(&b.iov[0]), uintptr(len(b.iov)))
+	n, err := b.raw.readv(b.iov)
 	clear(b.iov) // hold no message's buffer past the read
-	switch {
-	case err != nil:
-		return 0, err
-	case errno != 0:
-		return 0, os.NewSyscallError("readv", errno)
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
+	return n, err
 }
 
 // putBack makes the bytes from offset at of the parts, up to got, the
