@@ -8,9 +8,10 @@
 // runner's own gRPC transport"). grpc-go copies every received byte three
 // times in user space (socket buffer, frame buffer, message) and every
 // sent byte twice (into a frame, into its write buffer) and hands each
-// frame between goroutines. Here a received DATA frame is copied once,
-// from the socket buffer straight into the message's pooled buffer, which
-// the message's payload then aliases (udcodec.UnmarshalOwned), and a large
+// frame between goroutines. Here the kernel reads a large message's DATA
+// frames straight into the message's pooled buffer (reader.go), other
+// frames are copied once from the socket buffer, the message's payload
+// then aliases that buffer (udcodec.UnmarshalOwned), and a large
 // message is written by its sender with one writev whose vectors point
 // into the payload itself. Small messages and control frames are
 // batched into one buffer that a writer goroutine flushes, as grpc-go does,
@@ -141,8 +142,10 @@ type ClientConn struct {
 	draining     chan struct{} // closed by a GOAWAY or the end
 
 	dec *hpack.Decoder // the reader goroutine's only
-	// dataGuess is the largest DATA frame seen (the reader goroutine's):
-	// the size a scattered read guesses the next frames have.
+	// dataGuess is the size a scattered read guesses the next DATA frames
+	// have (the reader goroutine's): raised by every larger frame the
+	// parser reads, set to the size a scattered read found when it
+	// guessed wrong.
 	dataGuess int
 }
 

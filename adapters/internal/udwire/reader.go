@@ -56,8 +56,8 @@ func newReader(rd io.Reader, raw *rawSock, size int) *reader {
 // buffered is how many bytes can be read without a system call.
 func (b *reader) buffered() int { return b.w - b.r }
 
-// fill reads into the empty buffer. An error that comes with data is
-// left for the next read to return.
+// fill reads into the empty buffer. An error that comes with data is not
+// kept: a socket returns it again on the next read.
 func (b *reader) fill() error {
 	b.buf, b.r, b.w = b.own, 0, 0
 	into := b.buf
@@ -86,6 +86,7 @@ func (b *reader) take(p []byte) int {
 
 // readFull fills p, reading large parts straight into it.
 func (b *reader) readFull(p []byte) error {
+	empty := 0
 	for len(p) > 0 {
 		if b.r == b.w {
 			if len(p) >= len(b.own) {
@@ -93,6 +94,11 @@ func (b *reader) readFull(p []byte) error {
 				p = p[n:]
 				if err != nil && len(p) > 0 {
 					return err
+				}
+				if n > 0 {
+					empty = 0
+				} else if empty++; empty == 100 {
+					return io.ErrNoProgress
 				}
 				continue
 			}
@@ -187,7 +193,7 @@ func (b *reader) putBack(at, got int) {
 // the current DATA frame, all of it s's payload. When guess is true (the
 // frame has no padding and does not end the stream, so a frame header
 // follows it) it guesses that the message goes on in DATA frames of s of
-// the largest size seen so far, and reads their headers into slots
+// c.dataGuess bytes, and reads their headers into slots
 // between the message's parts. A slot counts only if the frame before it
 // ended where the guess said and it holds a DATA header of s without
 // padding or the end of the stream: then it is a real frame header, and

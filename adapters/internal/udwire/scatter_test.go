@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	transformpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"golang.org/x/net/http2"
@@ -40,6 +41,34 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 		conns[i] = c
 	}
 	return conns[0], conns[1]
+}
+
+// drained waits until the client has read everything written to its end
+// of the connection (SIOCINQ, what its socket holds unread), so that what
+// the peer writes next arrives only after the client's last read.
+func drained(t *testing.T, client net.Conn) {
+	t.Helper()
+	rc, err := client.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int32
+		var errno syscall.Errno
+		if err := rc.Control(func(fd uintptr) {
+			_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+		}); err != nil || errno != 0 {
+			t.Fatalf("SIOCINQ: %v %v", err, errno)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client left %d bytes unread for 10s", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // frame appends an HTTP/2 frame.
@@ -317,8 +346,9 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 // where the next frame headers are; what lands in a guessed slot counts
 // only if it is a DATA header of the stream, without padding or the end
 // of the stream, and the frame before it ended where the guess said.
-// Each case sends the start of the first frame, waits for the client to
-// be reading in place, then sends the rest at once.
+// Each case sends the start of the first frame, waits until the client
+// has read it (so it reads the rest in place), then sends the rest at
+// once.
 func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 	// fakeHeader is a DATA header of the stream with the guessed length.
 	fakeHeader := func(stream uint32) []byte { return frame(nil, typData, 0, stream, make([]byte, 16<<10))[:9] }
@@ -399,15 +429,16 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 				}
 				done <- err
 			}()
-			// The client reads the prefix and waits in place, then reads
-			// up to the next cut.
+			// The client reads up to the first cut (the message's prefix)
+			// before the rest is sent, so it reads the rest in place, and
+			// then each part up to the next cut on its own.
 			from := 0
 			for _, cut := range append(cuts, len(wire)) {
 				if _, err := b.Write(wire[from:cut]); err != nil {
 					t.Fatal(err)
 				}
 				from = cut
-				time.Sleep(50 * time.Millisecond)
+				drained(t, a)
 			}
 			select {
 			case err := <-done:
@@ -445,11 +476,11 @@ func TestAConnectionLostWhileReadingInPlace(t *testing.T) {
 	if _, err := b.Write(wire[:9+100]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	drained(t, a)
 	if _, err := b.Write(wire[9+100 : 50_000]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	drained(t, a)
 	b.Close()
 	select {
 	case err := <-done:
