@@ -56,25 +56,32 @@ func newReader(rd io.Reader, raw *rawSock, size int) *reader {
 // buffered is how many bytes can be read without a system call.
 func (b *reader) buffered() int { return b.w - b.r }
 
-// fill reads into the empty buffer. An error that comes with data is not
-// kept: a socket returns it again on the next read.
+// fill reads into the empty buffer.
 func (b *reader) fill() error {
 	b.buf, b.r, b.w = b.own, 0, 0
 	into := b.buf
 	if b.small {
 		into, b.small = into[:min(len(into), scatterTail)], false
 	}
+	n, err := b.read(into)
+	b.w = n
+	return err
+}
+
+// read reads at least one byte into p, or fails. An error that comes with
+// data is not kept: a socket returns it again on the next read. A reader
+// that keeps returning nothing fails with io.ErrNoProgress, as bufio's.
+func (b *reader) read(p []byte) (int, error) {
 	for range 100 {
-		n, err := b.rd.Read(into)
+		n, err := b.rd.Read(p)
 		if n > 0 {
-			b.w = n
-			return nil
+			return n, nil
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return io.ErrNoProgress
+	return 0, io.ErrNoProgress
 }
 
 // take copies buffered bytes into p and returns how many.
@@ -86,20 +93,14 @@ func (b *reader) take(p []byte) int {
 
 // readFull fills p, reading large parts straight into it.
 func (b *reader) readFull(p []byte) error {
-	empty := 0
 	for len(p) > 0 {
 		if b.r == b.w {
 			if len(p) >= len(b.own) {
-				n, err := b.rd.Read(p)
-				p = p[n:]
-				if err != nil && len(p) > 0 {
+				n, err := b.read(p)
+				if err != nil {
 					return err
 				}
-				if n > 0 {
-					empty = 0
-				} else if empty++; empty == 100 {
-					return io.ErrNoProgress
-				}
+				p = p[n:]
 				continue
 			}
 			if err := b.fill(); err != nil {
