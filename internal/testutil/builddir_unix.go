@@ -36,3 +36,6 @@ func lockDir(dir string) (*os.File, error) {
 func tryLock(f *os.File) bool {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
 }
+
+// lockPort takes a port's lock file if no other process holds it.
+func lockPort(f *os.File) bool { return tryLock(f) }

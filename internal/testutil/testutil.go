@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
+
 	"net/http"
 	"os"
 	"os/exec"
@@ -162,34 +162,6 @@ func removeStaleBuildDirs(tmp string) {
 
 // BuildRunner builds ./cmd/runner.
 func BuildRunner(t testing.TB) string { return Build(t, "./cmd/runner") }
-
-// FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	givenMu.Lock()
-	defer givenMu.Unlock()
-	// The kernel may hand a port just closed out again, so two calls in a
-	// row (PORT and MV_ADMIN_PORT) could collide; never give one twice.
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if !given[port] {
-			given[port] = true
-			return port
-		}
-	}
-	t.Fatal("no port not handed out before after 100 tries")
-	return 0
-}
-
-var (
-	givenMu sync.Mutex
-	given   = map[int]bool{} // ports FreePort handed out in this process
-)
 
 // Buffer is an io.Writer safe for a process and a test to share.
 type Buffer struct {
