@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	httpsrc "github.com/monovertex/monovertex/adapters/source/http"
 	cetransformer "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
 	"github.com/monovertex/monovertex/internal/cetest"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -350,12 +352,7 @@ func checkCommon(t *testing.T, ev event.Event, key string, at time.Time) {
 }
 
 func TestUnreachableFunctionHoldsMessagesUntilItIsUp(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)) // no one takes it meanwhile
 	sink := cetest.StartReceiver(t, nil)
 	// One retry step and MV_ON_FAILURE=drop: were connection failures
 	// counted per message, the message would be dropped at once.
@@ -367,9 +364,9 @@ func TestUnreachableFunctionHoldsMessagesUntilItIsUp(t *testing.T) {
 	ch := sendAsync(p.URL, "hello", httpsrc.HeaderID, "wait-1")
 	testWaitFor(t, "failed calls to the function", func() bool { return p.Engine.Status().Totals.TransformerErrors >= 2 })
 	notYet(t, ch, 50*time.Millisecond)
-	ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("port %s taken meanwhile: %v", addr, err)
+		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ev, err := cehttp.NewEventFromHTTPRequest(r)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // Server is a redis-server process owned by one test.
@@ -33,13 +35,9 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it): " + err.Error())
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	s := &Server{t: t, bin: bin, port: port}
+	// A port of FreePort's, which nothing else takes while redis-server is
+	// down between a Restart's stop and start.
+	s := &Server{t: t, bin: bin, port: testutil.FreePort(t)}
 	s.start()
 	t.Cleanup(s.Stop)
 	return s
