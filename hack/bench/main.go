@@ -47,6 +47,7 @@ type harness struct {
 
 	warmup, duration time.Duration
 	cpus             int   // GOMAXPROCS (and CPUs pinned) of this pass, 0: Go's default
+	runnerProcs      int   // --runner-gomaxprocs: the runner's alone, over cpus; 0: as the others
 	passes           []int // --cpus: one pass per value
 	taskset          string
 	concurrency      int
@@ -72,6 +73,7 @@ func main() {
 		binDir      = flag.String("bin", defaultBinDir(), "where the built programs go (kept between runs; go build reuses its cache); one per checkout, so two checkouts benchmarking at once never run each other's binaries")
 		list        = flag.Bool("list", false, "list the scenarios and exit")
 		keepLogs    = flag.Bool("keep", false, "keep the work directory (process logs, configs) after the run")
+		runnerProcs = flag.Int("runner-gomaxprocs", 0, "GOMAXPROCS for the runner alone (over --cpus), as a container CPU limit or a GOMAXPROCS variable would set it in a pod; the servers, baselines and peers keep theirs (0: as the others)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: go run -C hack/bench . [flags]\n\n"+
@@ -94,7 +96,7 @@ func main() {
 			fatalf("--only %q is not a regular expression: %v", *only, err)
 		}
 	}
-	h := &harness{passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir}
+	h := &harness{passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir, runnerProcs: *runnerProcs}
 	h.warmup, h.duration, h.rounds = 2*time.Second, 5*time.Second, 3
 	if *quick {
 		h.warmup, h.duration, h.rounds = 300*time.Millisecond, 700*time.Millisecond, 1
@@ -167,6 +169,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "== %s%s\n", sc.id(), pass)
 			rec := h.runScenario(ctx, sc)
 			rec.CPUs = n
+			rec.RunnerProcs = h.runnerProcs
 			records = append(records, rec)
 			for _, e := range rec.Errors {
 				fmt.Fprintf(os.Stderr, "   error: %s\n", e)
@@ -344,6 +347,9 @@ func machineHeader(h *harness) string {
 		if h.taskset != "" {
 			gomaxprocs += " (each process pinned to CPUs 0..N-1 with taskset)"
 		}
+	}
+	if h.runnerProcs > 0 {
+		gomaxprocs += fmt.Sprintf(", the runner's %d (--runner-gomaxprocs)", h.runnerProcs)
 	}
 	fmt.Fprintf(&b, "GOMAXPROCS: %s; load average at start: %s\n", gomaxprocs, loadavg())
 	if out, err := exec.Command("git", "-C", h.repo, "rev-parse", "--short", "HEAD").Output(); err == nil {

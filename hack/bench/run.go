@@ -77,6 +77,9 @@ func (h *harness) runnerEnv(batch int, extra map[string]string) (map[string]stri
 		"MV_READ_BATCH_SIZE":  strconv.Itoa(batch),
 		"MV_INFLIGHT_BATCHES": strconv.Itoa(inflight),
 	}
+	if h.runnerProcs > 0 {
+		env["GOMAXPROCS"] = strconv.Itoa(h.runnerProcs) // after --cpus' own in start
+	}
 	for k, v := range extra {
 		env[k] = v
 	}

@@ -232,6 +232,7 @@ type record struct {
 	// (--cpus 1,2 or --sweep) MBPerSecByCPUs holds the scenario's MiB/s at
 	// each, and CoreScaling the last over the first.
 	CPUs           int                  `json:"cpus,omitempty"`
+	RunnerProcs    int                  `json:"runner_gomaxprocs,omitempty"` // --runner-gomaxprocs (0: as the others)
 	MBPerSecByCPUs map[string]float64   `json:"mb_per_sec_by_cpus,omitempty"`
 	CoreScaling    *float64             `json:"core_scaling,omitempty"`
 	Targets        []target             `json:"targets,omitempty"`
