@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 const promText = `# HELP monovtx_processing_time Time from read to ack of a batch, in microseconds.
@@ -414,5 +416,40 @@ go_gc_duration_seconds_count 57
 	fillRecord(rec, map[string][]sideResult{"runner": {res(math.NaN())}})
 	if rec.RunnerGCsPerSec != nil {
 		t.Fatalf("runner_gcs_per_sec = %v without a measurement, want null", *rec.RunnerGCsPerSec)
+	}
+}
+
+// --runner-gomaxprocs gives the runner, and only the runner, its own
+// GOMAXPROCS, over the one --cpus gives every process.
+func TestRunnerGOMAXPROCS(t *testing.T) {
+	h := &harness{work: t.TempDir(), cpus: 2, runnerProcs: 1}
+	env, _, err := h.runnerEnv(8, map[string]string{"MV_SOURCE": "generator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["GOMAXPROCS"] != "1" || env["MV_SOURCE"] != "generator" {
+		t.Fatalf("runner env: GOMAXPROCS=%q MV_SOURCE=%q; want 1 and generator", env["GOMAXPROCS"], env["MV_SOURCE"])
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	p, err := h.start("env", sh, []string{"-c", `echo "GOMAXPROCS=$GOMAXPROCS"`}, env, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(p.stdout.String()); got != "GOMAXPROCS=1" {
+		t.Fatalf("the runner's process saw %q; want GOMAXPROCS=1 over --cpus 2", got)
+	}
+
+	h.runnerProcs = 0
+	if env, _, err = h.runnerEnv(8, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := env["GOMAXPROCS"]; ok {
+		t.Fatalf("without --runner-gomaxprocs the runner env has GOMAXPROCS=%q; want --cpus' alone", v)
 	}
 }
