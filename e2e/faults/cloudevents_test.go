@@ -37,7 +37,9 @@ type receiver struct {
 
 func startReceiver(t *testing.T) *receiver {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port of testutil.FreePort's, which nothing else takes while the
+	// receiver is down.
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(testutil.FreePort(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,11 @@ func StartSecure(t testing.TB, brokers int, topics map[string]int, sec Security)
 	}
 	sort.Strings(tl)
 	c := &Cluster{t: t, bin: testutil.Build(t, "./internal/kafkatest/cmd/kfake"), dataDir: t.TempDir(), topics: strings.Join(tl, ","), ports: make([]int, brokers), sec: sec}
+	// Ports of testutil.FreePort's, which nothing else takes while the
+	// cluster is down between a Stop and a Restart.
+	for i := range c.ports {
+		c.ports[i] = testutil.FreePort(t)
+	}
 	c.start()
 	return c
 }

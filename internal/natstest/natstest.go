@@ -170,7 +170,9 @@ func Token(token string) Option {
 // StartWith is Start with options.
 func StartWith(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{storeDir: t.TempDir(), port: -1}
+	// A port of testutil.FreePort's, which nothing else takes while the
+	// server is down between a Restart's shutdown and start.
+	s := &Server{storeDir: t.TempDir(), port: testutil.FreePort(t)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -39,8 +39,8 @@ var (
 	given   = map[int]*os.File{} // ports handed out (or held by others), with their lock
 )
 
-// portRange is where FreePort picks: from 10000 up to the kernel's
-// ephemeral range, or above it when there is more room there.
+// portRange is where FreePort picks, outside this machine's ephemeral
+// range.
 func portRange() (lo, hi int) {
 	elo, ehi := 32768, 60999 // Linux's default
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
@@ -52,6 +52,12 @@ func portRange() (lo, hi int) {
 			}
 		}
 	}
+	return portRangeOutside(elo, ehi)
+}
+
+// portRangeOutside is the larger of the ranges below (from 10000) and
+// above the ephemeral range [elo, ehi].
+func portRangeOutside(elo, ehi int) (lo, hi int) {
 	if below, above := elo-10000, 65535-ehi; below >= above && below > 0 {
 		return 10000, elo - 1
 	} else if above > 0 {
@@ -64,7 +70,9 @@ func portRange() (lo, hi int) {
 // first that no one here or in another test process holds and that binds
 // on every interface (as the runner's listeners do).
 func pickPort(lo, hi, tries int) (int, error) {
-	dir := filepath.Join(os.TempDir(), "monovertex-test-ports")
+	// One directory per user: another user's would not let this one
+	// create its lock files.
+	dir := filepath.Join(os.TempDir(), "monovertex-test-ports-"+strconv.Itoa(os.Getuid()))
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return 0, fmt.Errorf("free port: %w", err)
 	}
@@ -83,11 +91,14 @@ func pickPort(lo, hi, tries int) (int, error) {
 			given[port] = nil
 			continue
 		}
-		given[port] = f // held until the process exits
 		ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 		if err != nil {
-			continue // some other program listens there
+			// Some other program listens there; skip it from now on.
+			f.Close()
+			given[port] = nil
+			continue
 		}
+		given[port] = f // held until the process exits
 		ln.Close()
 		return port, nil
 	}

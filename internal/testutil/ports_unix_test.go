@@ -59,7 +59,7 @@ func TestPickPortSkipsHeldPorts(t *testing.T) {
 
 	// Another process's lock: a second open file description of the same
 	// lock file conflicts with flock as another process's would.
-	other, err := os.OpenFile(filepath.Join(os.TempDir(), "monovertex-test-ports", strconv.Itoa(p)), os.O_RDWR, 0)
+	other, err := os.OpenFile(filepath.Join(os.TempDir(), "monovertex-test-ports-"+strconv.Itoa(os.Getuid()), strconv.Itoa(p)), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,5 +84,21 @@ func TestPickPortSkipsHeldPorts(t *testing.T) {
 
 	if got, err := pickPort(p, p, 3); err != nil || got != p {
 		t.Fatalf("pickPort(%d, %d) = %d, %v; want %d", p, p, got, err, p)
+	}
+}
+
+// FreePort picks from the larger room outside the ephemeral range, and
+// from everywhere when there is none.
+func TestPortRangeOutside(t *testing.T) {
+	for _, c := range []struct{ elo, ehi, lo, hi int }{
+		{32768, 60999, 10000, 32767}, // Linux's default: below
+		{12000, 60999, 61000, 65535}, // more room above
+		{10000, 40000, 40001, 65535}, // none below
+		{1024, 65535, 1024, 65535},   // no room outside: everywhere
+		{49152, 65535, 10000, 49151}, // Windows' and macOS' range
+	} {
+		if lo, hi := portRangeOutside(c.elo, c.ehi); lo != c.lo || hi != c.hi {
+			t.Errorf("portRangeOutside(%d, %d) = %d-%d; want %d-%d", c.elo, c.ehi, lo, hi, c.lo, c.hi)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
 	"github.com/monovertex/monovertex/adapters/internal/cewire/cewiretest"
 	"github.com/monovertex/monovertex/internal/cetest"
+	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/conformance"
 	"github.com/monovertex/monovertex/runner/runnertest"
@@ -205,12 +207,7 @@ func TestOverridesAndAttributesArrive(t *testing.T) {
 }
 
 func TestUnreachableSinkFailsEachMessageAsUnavailableThenRecovers(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t)) // no one takes it meanwhile
 	s := newSink(t, runner.RoleSink, "http://"+addr, nil)
 	msgs := []*runner.Message{{ID: "u1", Value: []byte("x")}, {ID: "u2", Value: []byte("y")}}
 	res, err := s.Write(context.Background(), msgs)
@@ -223,9 +220,9 @@ func TestUnreachableSinkFailsEachMessageAsUnavailableThenRecovers(t *testing.T) 
 		}
 	}
 	// The sink comes up on the same address: the retried batch goes through.
-	ln, err = net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("port taken meanwhile: %v", err)
+		t.Fatal(err)
 	}
 	var got atomic.Int64
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
