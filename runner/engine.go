@@ -644,8 +644,9 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		}
 		// A source that never blocks (the generator, a deep backlog) and the
 		// batch goroutines can hand the CPU to each other for seconds with
-		// GOMAXPROCS=1 (a pod with a one-CPU limit), starving the admin and
-		// $PORT servers that probes hit. Yielding once per batch lets them in.
+		// GOMAXPROCS=1 (set on the container, or a one-core node), starving
+		// the admin and $PORT servers that probes hit. Yielding once per
+		// batch lets them in.
 		// With more Ps an idle one polls the network, and the yield only
 		// costs (generator->blackhole at 1 KiB, GOMAXPROCS=2, medians of 3
 		// runs: 1.69 CPU µs per message with it, 1.60 without).

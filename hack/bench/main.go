@@ -73,7 +73,7 @@ func main() {
 		binDir      = flag.String("bin", defaultBinDir(), "where the built programs go (kept between runs; go build reuses its cache); one per checkout, so two checkouts benchmarking at once never run each other's binaries")
 		list        = flag.Bool("list", false, "list the scenarios and exit")
 		keepLogs    = flag.Bool("keep", false, "keep the work directory (process logs, configs) after the run")
-		runnerProcs = flag.Int("runner-gomaxprocs", 0, "GOMAXPROCS for the runner alone (over --cpus), as a container CPU limit or a GOMAXPROCS variable would set it in a pod; the servers, baselines and peers keep theirs (0: as the others)")
+		runnerProcs = flag.Int("runner-gomaxprocs", 0, "GOMAXPROCS for the runner alone (over --cpus), as the GOMAXPROCS variable on its container would set it in a pod; the servers, baselines and peers keep theirs (0: as the others; not with a cores sweep)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: go run -C hack/bench . [flags]\n\n"+
@@ -87,6 +87,13 @@ func main() {
 	}
 	if len(cpus) == 0 {
 		cpus = cpusFlag{0}
+	}
+	if *runnerProcs < 0 {
+		fatalf("--runner-gomaxprocs %d: want 1 or more, or 0 for the runner to get what the others get", *runnerProcs)
+	}
+	if *runnerProcs > 0 && len(cpus) > 1 {
+		// The sweep's MiB/s per core count would then not be the runner's.
+		fatalf("--runner-gomaxprocs with a cores sweep (--sweep, --cpus %s) would keep the runner at GOMAXPROCS=%d in every pass; run one --cpus at a time", cpus.String(), *runnerProcs)
 	}
 
 	var filter *regexp.Regexp
