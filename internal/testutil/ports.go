@@ -36,7 +36,7 @@ func FreePort(t testing.TB) int {
 
 var (
 	portsMu sync.Mutex
-	given   = map[int]*os.File{} // ports handed out (or held by others), with their lock
+	given   = map[int]*os.File{} // ports handed out, with their lock; nil: another process holds or listens on it
 )
 
 // portRange is where FreePort picks, outside this machine's ephemeral
