@@ -59,14 +59,6 @@ func (b *Buffer) Release() {
 		return
 	}
 	b.out = false
-	if b.class >= 0 && parkIfPinned(b) {
-		return
-	}
-	b.recycle()
-}
-
-// recycle puts a released buffer back in its pool.
-func (b *Buffer) recycle() {
 	if b.class < 0 {
 		b.B = nil
 		return

@@ -30,7 +30,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/http2/hpack"
@@ -113,8 +112,7 @@ type Options struct {
 // methods are safe for concurrent use.
 type ClientConn struct {
 	nc  net.Conn
-	raw *rawSock  // nc's raw system calls; nil for a connection that has none
-	zc  *zeroCopy // splicing large payloads; nil where writes copy
+	raw *rawSock // nc's raw system calls; nil for a connection that has none
 	opt Options
 	br  *reader
 
@@ -184,7 +182,6 @@ func New(nc net.Conn, opt Options) *ClientConn {
 	var rd io.Reader = nc
 	if raw, ok := newRawSock(nc); ok {
 		c.raw, rd = raw, raw
-		c.zc = newZeroCopy(raw)
 	}
 	c.br = newReader(rd, c.raw, opt.BufferSize)
 	// No dynamic table for the request headers: a container sees a
@@ -274,9 +271,6 @@ func (c *ClientConn) end(err error, flush bool) {
 		c.wmu.Unlock()
 	}
 	c.nc.Close()
-	if c.zc != nil {
-		c.zc.close()
-	}
 	for _, s := range streams {
 		s.lost(err)
 	}
@@ -358,14 +352,10 @@ func (c *ClientConn) writeLoop() {
 // writeDirect writes the batched frames and then DATA frames of at most
 // maxFrame bytes carrying the size bytes at at, in one writev whose
 // vectors point into the message's buffers, and returns the position
-// after them. With h, the parts at marks to keep are spliced instead,
-// and h holds the bytes copied around them.
-func (c *ClientConn) writeDirect(s *clientStream, at cursor, size, maxFrame int, h *holding) (cursor, error) {
+// after them.
+func (c *ClientConn) writeDirect(s *clientStream, at cursor, size, maxFrame int) (cursor, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if h != nil && c.zc.usable() {
-		return c.spliceDirect(s, at, size, maxFrame, h)
-	}
 	frames := (size + maxFrame - 1) / maxFrame
 	vec := make(net.Buffers, 0, 1+2*frames+len(at.bufs))
 	if cap(c.scratch) < frames*frameHeaderLen {
@@ -409,91 +399,6 @@ func (c *ClientConn) writeDirect(s *clientStream, at cursor, size, maxFrame int,
 	return at, nil
 }
 
-// spliceDirect is writeDirect by way of the connection's pipe: the kept
-// parts by reference, everything else copied into one buffer that h
-// keeps; wmu is held.
-func (c *ClientConn) spliceDirect(s *clientStream, at cursor, size, maxFrame int, h *holding) (cursor, error) {
-	c.bmu.Lock()
-	pend := c.pend
-	c.pend = nil
-	reset := s.reset
-	c.bmu.Unlock()
-	if reset {
-		size = 0
-	}
-	// How much is copied, so that the buffer never moves under the
-	// vectors that point into it.
-	copied, frames := len(pend), 0
-	for p, left := at, size; left > 0; {
-		n := min(left, maxFrame)
-		left -= n
-		copied += frameHeaderLen
-		frames++
-		for n > 0 {
-			b, keep, next := p.cutKept(n)
-			if !keep {
-				copied += len(b)
-			}
-			p, n = next, n-len(b)
-		}
-	}
-	side := make([]byte, 0, copied)
-	iov := make([]syscall.Iovec, 0, 1+2*frames+len(at.bufs))
-	joined := -1 // where in side the last vector starts, if it points there
-	addSide := func(b []byte) {
-		start := len(side)
-		side = append(side, b...)
-		if joined >= 0 {
-			iov[len(iov)-1].SetLen(len(side) - joined)
-			return
-		}
-		v := syscall.Iovec{Base: &side[start]}
-		v.SetLen(len(b))
-		iov = append(iov, v)
-		joined = start
-	}
-	if len(pend) > 0 {
-		addSide(pend)
-	}
-	var hdr [frameHeaderLen]byte
-	for left := size; left > 0; {
-		n := min(left, maxFrame)
-		left -= n
-		addSide(appendFrameHeader(hdr[:0], n, frameData, 0, s.id))
-		for n > 0 {
-			var b []byte
-			var keep bool
-			b, keep, at = at.cutKept(n)
-			n -= len(b)
-			if !keep {
-				addSide(b)
-				continue
-			}
-			v := syscall.Iovec{Base: &b[0]}
-			v.SetLen(len(b))
-			iov = append(iov, v)
-			joined = -1
-		}
-	}
-	h.sides = append(h.sides, side)
-	if len(iov) > 0 {
-		if err := c.zc.write(c.raw, iov); err != nil {
-			err = unavailable("udwire: writing to the container's socket: %v", err)
-			c.fail(err)
-			return at, err
-		}
-	}
-	c.bmu.Lock()
-	if c.pend == nil {
-		c.pend = pend[:0]
-	}
-	c.bmu.Unlock()
-	if reset {
-		return at, errReset
-	}
-	return at, nil
-}
-
 // errReset is what a send on a stream this side reset gets.
 var errReset = errors.New("udwire: the stream was reset")
 
@@ -521,28 +426,18 @@ func (c *ClientConn) writev(vec net.Buffers) error {
 // message's buffers can stay on its sender's stack.
 type cursor struct {
 	bufs [][]byte
-	keep []bool // nil, or which of bufs may be spliced (sendable)
-	off  int    // into bufs[0]
+	off  int // into bufs[0]
 }
 
 // cut returns the next bytes, at most n, and the position after them.
 func (p cursor) cut(n int) ([]byte, cursor) {
-	b, _, p := p.cutKept(n)
-	return b, p
-}
-
-// cutKept is cut, and says whether the bytes may be spliced.
-func (p cursor) cutKept(n int) ([]byte, bool, cursor) {
 	for p.off == len(p.bufs[0]) {
 		p.bufs, p.off = p.bufs[1:], 0
-		if p.keep != nil {
-			p.keep = p.keep[1:]
-		}
 	}
 	k := min(n, len(p.bufs[0])-p.off)
 	out := p.bufs[0][p.off : p.off+k]
 	p.off += k
-	return out, p.keep != nil && p.keep[0], p
+	return out, p
 }
 
 // acquire takes up to want bytes of send window for s, waiting until the
@@ -610,11 +505,6 @@ func (c *ClientConn) readLoop() {
 	var hdr [frameHeaderLen]byte
 	var small []byte
 	for {
-		// What the container sends, it sends after reading: a good time
-		// to see whether it read everything spliced to it.
-		if c.zc != nil && c.zc.waiting.Load() > 0 {
-			c.zc.check()
-		}
 		if err := c.br.readFull(hdr[:]); err != nil {
 			c.fail(unavailable("udwire: reading from the container's socket: %v", readErr(err)))
 			return

@@ -3,6 +3,3 @@ package udwire
 // ScatterCounts returns how many scattered reads there were, and how many
 // put back what they read past a wrong guess.
 func ScatterCounts() (reads, putBack int64) { return scatters.Load(), putBacks.Load() }
-
-// SplicedBytes returns how many bytes zero-copy writes sent.
-func SplicedBytes() int64 { return spliced.Load() }

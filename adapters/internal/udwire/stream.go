@@ -210,8 +210,7 @@ func (s *clientStream) SendMsg(v any) error {
 	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
 	if prefixLen+size >= directWrite {
 		// The writev's vectors reach the system call: on the heap.
-		parts := heapParts(prefix, data)
-		return s.sendDirect(cursor{bufs: parts, keep: s.c.sendable(parts, data)}, prefixLen+size)
+		return s.sendDirect(cursor{bufs: heapParts(prefix, data)}, prefixLen+size)
 	}
 	// A small message's parts stay on this stack (no allocation per
 	// message) when they fit in room, as the codec's one buffer does.
@@ -239,53 +238,16 @@ func heapParts(prefix [prefixLen]byte, data mem.BufferSlice) [][]byte {
 	return parts
 }
 
-// sendable marks the parts of a direct write the kernel may take by
-// reference (zero-copy writes, zerocopy.go): large ones that the codec
-// did not take from a pool it reuses them from once the send returns
-// (mem.SliceBuffer: a payload, or bytes encoded for this message alone).
-// It is nil when there are none, or the connection does not splice.
-func (c *ClientConn) sendable(parts [][]byte, data mem.BufferSlice) []bool {
-	if c.zc == nil {
-		return nil
-	}
-	var keep []bool
-	for i, b := range data {
-		if _, ok := b.(mem.SliceBuffer); ok && b.Len() >= zcMinPart {
-			if keep == nil {
-				keep = make([]bool, len(parts))
-			}
-			keep[1+i] = true // parts[0] is the gRPC prefix
-		}
-	}
-	return keep
-}
-
 // sendDirect writes the size bytes at at as the window allows, each
-// part of it in one writev (or by splicing, zerocopy.go). Like SendMsg it
-// answers io.EOF once the stream ended (grpc-go's answer too: RecvMsg
-// says why).
+// part of it in one writev. Like SendMsg it answers io.EOF once the
+// stream ended (grpc-go's answer too: RecvMsg says why).
 func (s *clientStream) sendDirect(at cursor, size int) error {
-	var h *holding
-	if z := s.c.zc; z != nil && at.keep != nil {
-		if z.waiting.Load() > 0 {
-			z.check()
-		}
-		// Pinned before the kernel sees them, until it lets go of them.
-		z.begin()
-		h = &holding{}
-		for i, k := range at.keep {
-			if k {
-				h.pins = append(h.pins, payloadpool.PinBytes(at.bufs[i]))
-			}
-		}
-		defer z.finish(h)
-	}
 	for size > 0 {
 		n, maxFrame, err := s.c.acquire(s, size)
 		if err != nil {
 			return io.EOF
 		}
-		if at, err = s.c.writeDirect(s, at, n, maxFrame, h); err != nil {
+		if at, err = s.c.writeDirect(s, at, n, maxFrame); err != nil {
 			return io.EOF
 		}
 		size -= n
