@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/sockprobe"
 )
 
 const (
@@ -89,14 +91,6 @@ func write(path string) error {
 
 type result struct{ cpuPerMiB, mibPerSec, switchesPerMiB float64 }
 
-// usage is the process's CPU time and context switches (voluntary and
-// not) so far: how often a mode sleeps and wakes is part of its cost.
-func usage() (time.Duration, int64) {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw + ru.Nivcsw
-}
-
 func probe(mode string, mib, ringMiB int) (result, error) {
 	dir, err := os.MkdirTemp("", "readvprobe")
 	if err != nil {
@@ -131,7 +125,7 @@ func probe(mode string, mib, ringMiB int) (result, error) {
 		ring[i] = 1 // fault the ring in before measuring
 	}
 	frames := mib << 20 / payloadLen
-	start, switches := usage()
+	start, switches := sockprobe.Usage()
 	t0 := time.Now()
 	switch mode {
 	case "copy":
@@ -146,7 +140,7 @@ func probe(mode string, mib, ringMiB int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	end, switchesEnd := usage()
+	end, switchesEnd := sockprobe.Usage()
 	cpu, wall := end-start, time.Since(t0)
 	runtime.KeepAlive(f)
 	got := float64(frames*payloadLen) / (1 << 20)
@@ -243,7 +237,7 @@ func readScatter(fd int, ring []byte, frames, k int) error {
 				return fmt.Errorf("the writer hung up")
 			}
 			want -= int(n)
-			v = advance(v, int(n))
+			v = sockprobe.Advance(v, int(n))
 		}
 		for j := 0; j < k-1; j++ {
 			if err := checkHeader(hdrs[j][:]); err != nil {
@@ -253,21 +247,6 @@ func readScatter(fd int, ring []byte, frames, k int) error {
 	}
 	runtime.KeepAlive(ring)
 	return nil
-}
-
-// advance drops n bytes from the front of v.
-func advance(v []syscall.Iovec, n int) []syscall.Iovec {
-	for n > 0 && len(v) > 0 {
-		if int(v[0].Len) <= n {
-			n -= int(v[0].Len)
-			v = v[1:]
-			continue
-		}
-		v[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(v[0].Base), n))
-		v[0].SetLen(int(v[0].Len) - n)
-		n = 0
-	}
-	return v
 }
 
 // checkHeader confirms the reader is in step with the writer's frames.

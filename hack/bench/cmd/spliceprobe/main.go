@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/monovertex/monovertex/hack/bench/internal/sockprobe"
 )
 
 const (
@@ -113,13 +115,6 @@ func read(path string, frames int) error {
 	return nil
 }
 
-// usage is the process's CPU time and context switches so far.
-func usage() (time.Duration, int64) {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ru.Nvcsw + ru.Nivcsw
-}
-
 // probe sends mib messages in mode and returns the writer's and the
 // reader's CPU µs per MiB, the MiB/s, and the writer's switches per MiB.
 func probe(mode string, mib, ringMiB, rbuf int) (w, rd, rate, sw float64, err error) {
@@ -172,7 +167,7 @@ func probe(mode string, mib, ringMiB, rbuf int) (w, rd, rate, sw float64, err er
 			return
 		}
 	}
-	start, s0 := usage()
+	start, s0 := sockprobe.Usage()
 	t0 := time.Now()
 	off := 0
 	iov := make([]syscall.Iovec, 0, 2*msgFrames)
@@ -203,7 +198,7 @@ func probe(mode string, mib, ringMiB, rbuf int) (w, rd, rate, sw float64, err er
 			return
 		}
 	}
-	end, s1 := usage()
+	end, s1 := sockprobe.Usage()
 	if err = r.Wait(); err != nil {
 		return
 	}
@@ -212,21 +207,6 @@ func probe(mode string, mib, ringMiB, rbuf int) (w, rd, rate, sw float64, err er
 	rcpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	m := float64(mib)
 	return float64((end - start).Microseconds()) / m, float64(rcpu.Microseconds()) / m, m / wall.Seconds(), float64(s1-s0) / m, nil
-}
-
-// advance drops n bytes from the front of v.
-func advance(v []syscall.Iovec, n int) []syscall.Iovec {
-	for n > 0 && len(v) > 0 {
-		if int(v[0].Len) <= n {
-			n -= int(v[0].Len)
-			v = v[1:]
-			continue
-		}
-		v[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(v[0].Base), n))
-		v[0].SetLen(int(v[0].Len) - n)
-		n = 0
-	}
-	return v
 }
 
 // writevAll writes every byte iov points to.
@@ -239,7 +219,7 @@ func writevAll(fd int, iov []syscall.Iovec) error {
 		if e != 0 {
 			return fmt.Errorf("writev: %w", e)
 		}
-		iov = advance(iov, int(n))
+		iov = sockprobe.Advance(iov, int(n))
 	}
 	return nil
 }
@@ -255,7 +235,7 @@ func spliceAll(fd int, p [2]int, iov []syscall.Iovec) error {
 			}
 			if e == 0 {
 				inPipe += int(n)
-				iov = advance(iov, int(n))
+				iov = sockprobe.Advance(iov, int(n))
 			}
 		}
 		if inPipe > 0 {
