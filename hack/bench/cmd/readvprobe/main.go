@@ -25,8 +25,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -92,33 +90,12 @@ func write(path string) error {
 type result struct{ cpuPerMiB, mibPerSec, switchesPerMiB float64 }
 
 func probe(mode string, mib, ringMiB int) (result, error) {
-	dir, err := os.MkdirTemp("", "readvprobe")
+	peer, err := sockprobe.StartPeer(nil, "write")
 	if err != nil {
 		return result{}, err
 	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "s")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return result{}, err
-	}
-	defer l.Close()
-	w := exec.Command(os.Args[0], "write", path)
-	w.Stderr = os.Stderr
-	if err := w.Start(); err != nil {
-		return result{}, err
-	}
-	defer func() { _ = w.Process.Kill(); _ = w.Wait() }()
-	c, err := l.Accept()
-	if err != nil {
-		return result{}, err
-	}
-	defer c.Close()
-	f, err := c.(*net.UnixConn).File() // a blocking descriptor: plain read(2)s
-	if err != nil {
-		return result{}, err
-	}
-	defer f.Close()
+	defer peer.Close()
+	f := peer.File
 	fd := int(f.Fd())
 	ring := make([]byte, ringMiB<<20)
 	for i := range ring {

@@ -23,8 +23,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,8 +41,8 @@ const (
 
 func main() {
 	if len(os.Args) == 4 && os.Args[1] == "read" {
-		n, _ := strconv.Atoi(os.Args[3])
-		if err := read(os.Args[2], n); err != nil {
+		n, _ := strconv.Atoi(os.Args[2])
+		if err := read(os.Args[3], n); err != nil {
 			fmt.Fprintln(os.Stderr, "spliceprobe reader:", err)
 			os.Exit(1)
 		}
@@ -118,32 +116,14 @@ func read(path string, frames int) error {
 // probe sends mib messages in mode and returns the writer's and the
 // reader's CPU µs per MiB, the MiB/s, and the writer's switches per MiB.
 func probe(mode string, mib, ringMiB, rbuf int) (w, rd, rate, sw float64, err error) {
-	dir, _ := os.MkdirTemp("", "spliceprobe")
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "s")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return
-	}
-	defer l.Close()
 	msgs := mib
-	r := exec.Command(os.Args[0], "read", path, strconv.Itoa(msgs*msgFrames))
-	r.Env = append(os.Environ(), "RBUF="+strconv.Itoa(rbuf))
-	r.Stderr = os.Stderr
-	if err = r.Start(); err != nil {
-		return
-	}
-	c, err := l.Accept()
+	peer, err := sockprobe.StartPeer([]string{"RBUF=" + strconv.Itoa(rbuf)}, "read", strconv.Itoa(msgs*msgFrames))
 	if err != nil {
 		return
 	}
-	defer c.Close()
-	_ = c.(*net.UnixConn).SetWriteBuffer(1 << 20)
-	f, err := c.(*net.UnixConn).File()
-	if err != nil {
-		return
-	}
-	defer f.Close()
+	defer peer.Close()
+	_ = peer.Conn().SetWriteBuffer(1 << 20) // the runner's udconn.SendBufferSize
+	f := peer.File
 	fd := int(f.Fd())
 	ring := make([]byte, ringMiB<<20)
 	for i := range ring {
@@ -199,11 +179,12 @@ func probe(mode string, mib, ringMiB, rbuf int) (w, rd, rate, sw float64, err er
 		}
 	}
 	end, s1 := sockprobe.Usage()
-	if err = r.Wait(); err != nil {
+	cmd := peer.Cmd
+	if err = peer.Wait(); err != nil {
 		return
 	}
 	wall := time.Since(t0)
-	ru := r.ProcessState.SysUsage().(*syscall.Rusage)
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	rcpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	m := float64(mib)
 	return float64((end - start).Microseconds()) / m, float64(rcpu.Microseconds()) / m, m / wall.Seconds(), float64(s1-s0) / m, nil
