@@ -136,3 +136,23 @@ func (r *rawSock) writeBuffers(bufs [][]byte) error {
 	}
 	return nil
 }
+
+// tryWrite writes what of b the socket takes now, without waiting, and
+// returns how much; an error leaves it to the writer goroutine's next
+// write to find and report.
+func (r *rawSock) tryWrite(b []byte) int {
+	n := 0
+	_ = r.rc.Write(func(fd uintptr) bool {
+		for {
+			w, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			if e == syscall.EINTR {
+				continue
+			}
+			if e == 0 {
+				n = int(w)
+			}
+			return true
+		}
+	})
+	return n
+}
