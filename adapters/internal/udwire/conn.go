@@ -13,9 +13,11 @@
 // frames are copied once from the socket buffer, the message's payload
 // then aliases that buffer (udcodec.UnmarshalOwned), and a large
 // message is written by its sender with one writev whose vectors point
-// into the payload itself. Small messages and control frames are
-// batched into one buffer that a writer goroutine flushes, as grpc-go does,
-// so a batch of 1 KiB requests costs one system call, not one each.
+// into the payload itself. Small messages are batched into one buffer
+// that a writer goroutine flushes, as grpc-go does, so a batch of 1 KiB
+// requests costs one system call, not one each; control frames join the
+// batch too, but their sender writes it at once when the socket is free
+// (ClientConn.queue).
 //
 // ClientConn implements grpc.ClientConnInterface, so the generated
 // numaflow-go clients run on it unchanged.
@@ -311,12 +313,18 @@ func appendWindowUpdate(b []byte, stream uint32, inc uint32) []byte {
 // run of udsource->udsink at 1 MiB from 7,126 to 2,090 (a debug build's
 // count; hack/bench RESULTS.md, "Control frames written by their
 // sender").
-// Messages (sendQueued) still go through the writer: a batch of small
-// ones then costs one system call, not one each.
+// A message (sendQueued) only wakes the writer goroutine, so that the
+// messages of a batch gather into one system call; an inline write takes
+// whatever is batched, such messages included.
 func (c *ClientConn) queue(add func(pend []byte) []byte) {
 	c.bmu.Lock()
 	c.pend = add(c.pend)
 	c.bmu.Unlock()
+	select {
+	case <-c.done: // nothing writes any more: leave the batch be
+		return
+	default:
+	}
 	if c.raw != nil && c.wmu.TryLock() {
 		done := c.writeNow()
 		c.wmu.Unlock()
@@ -349,9 +357,8 @@ func (c *ClientConn) writeNow() bool {
 		return true
 	}
 	// What others queued meanwhile goes after what was not written.
-	rest := make([]byte, 0, len(out)-n+len(c.pend))
-	rest = append(append(rest, out[n:]...), c.pend...)
-	c.pend = rest
+	m := copy(out, out[n:])
+	c.pend = append(out[:m], c.pend...)
 	return false
 }
 

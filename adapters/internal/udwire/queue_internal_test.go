@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // socketPair returns the two ends of a connected Unix stream socket.
@@ -80,6 +82,46 @@ func TestSmallFramesWrittenAtOnceKeepTheirOrder(t *testing.T) {
 			if rest[i] != want[i] {
 				t.Fatalf("the frames differ from byte %d of %d on: the order queued was not kept", i, len(want))
 			}
+		}
+	}
+}
+
+// TestAControlFrameIsOnTheSocketWhenQueueReturns: with the socket free, the
+// goroutine that queues a window update writes it before queue returns.
+// With one P and no yield in between, the writer goroutine cannot have
+// run, so the frame is there only if queue wrote it itself.
+func TestAControlFrameIsOnTheSocketWhenQueueReturns(t *testing.T) {
+	mine, peer := socketPair(t)
+	defer peer.Close()
+	c := New(mine, Options{})
+	defer c.Close()
+	initial := make([]byte, len(preface)+frameHeaderLen+3*6)
+	peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(peer, initial); err != nil { // the writer goroutine is idle after this
+		t.Fatalf("reading the preface and settings: %v", err)
+	}
+	rc, err := peer.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := range 20 {
+		time.Sleep(time.Millisecond) // let the writer goroutine park again
+		c.queue(func(b []byte) []byte { return appendWindowUpdate(b, 0, uint32(i+1)) })
+		var got [frameHeaderLen + 4]byte
+		var n uintptr
+		var errno syscall.Errno
+		rc.Control(func(fd uintptr) {
+			n, _, errno = syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&got[0])), uintptr(len(got)), syscall.MSG_DONTWAIT, 0, 0)
+		})
+		if errno != 0 {
+			t.Fatalf("update %d: nothing on the socket when queue returned (%v): the writer goroutine was left to write it", i, errno)
+		}
+		if int(n) != len(got) {
+			t.Fatalf("update %d: %d bytes on the socket when queue returned, want %d", i, n, len(got))
+		}
+		if want := appendWindowUpdate(nil, 0, uint32(i+1)); !bytes.Equal(got[:], want) {
+			t.Fatalf("update %d: read % x, want % x", i, got, want)
 		}
 	}
 }

@@ -69,6 +69,8 @@ func StartPeer(env []string, args ...string) (*Peer, error) {
 		p.Close()
 		return nil, err
 	}
+	// A peer that fails before it connects must not leave Accept waiting.
+	_ = p.l.(*net.UnixListener).SetDeadline(time.Now().Add(30 * time.Second))
 	if p.c, err = p.l.Accept(); err != nil {
 		p.Close()
 		return nil, err
