@@ -356,10 +356,15 @@ func (c *ClientConn) writeNow() bool {
 		}
 		return true
 	}
-	// What others queued meanwhile goes after what was not written.
-	m := copy(out, out[n:])
-	c.pend = append(out[:m], c.pend...)
+	c.pend = unwritten(out, n, c.pend)
 	return false
+}
+
+// unwritten is the batch after a write took the first n bytes of out:
+// the rest of out, then what was queued meanwhile. It reuses out.
+func unwritten(out []byte, n int, queued []byte) []byte {
+	m := copy(out, out[n:])
+	return append(out[:m], queued...)
 }
 
 // flush wakes the writer goroutine.

@@ -3,6 +3,7 @@ package udwire
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,24 +15,46 @@ import (
 	"unsafe"
 )
 
-// socketPair returns the two ends of a connected Unix stream socket.
+// socketPair is a connected pair of Unix stream sockets: unlike net.Pipe,
+// the client's end has raw system calls, so it reads in place and writes
+// without waiting.
 func socketPair(t *testing.T) (net.Conn, net.Conn) {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ends [2]net.Conn
+	var conns [2]net.Conn
 	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "socketpair")
+		f := os.NewFile(uintptr(fd), fmt.Sprintf("socketpair-%d", i))
 		c, err := net.FileConn(f)
 		f.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ends[i] = c
+		conns[i] = c
 	}
-	return ends[0], ends[1]
+	return conns[0], conns[1]
+}
+
+// TestWhatAWriteLeftGoesFirst: after a partial write the batch is the
+// rest of what was written, then what others queued meanwhile.
+func TestWhatAWriteLeftGoesFirst(t *testing.T) {
+	for _, c := range []struct {
+		out    string
+		n      int
+		queued string
+		want   string
+	}{
+		{"abcdef", 2, "XY", "cdefXY"},
+		{"abcdef", 0, "", "abcdef"},
+		{"abcdef", 0, "XY", "abcdefXY"},
+		{"abcdef", 5, "XYZWV", "fXYZWV"},
+	} {
+		if got := string(unwritten([]byte(c.out), c.n, []byte(c.queued))); got != c.want {
+			t.Errorf("unwritten(%q, %d, %q) = %q, want %q", c.out, c.n, c.queued, got, c.want)
+		}
+	}
 }
 
 // TestSmallFramesWrittenAtOnceKeepTheirOrder: frames queued while the

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,27 +20,6 @@ import (
 
 	"github.com/monovertex/monovertex/adapters/internal/udwire"
 )
-
-// socketPair is a connected pair of Unix stream sockets: unlike net.Pipe,
-// the client's end has raw system calls, so it reads in place.
-func socketPair(t *testing.T) (net.Conn, net.Conn) {
-	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns [2]net.Conn
-	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), fmt.Sprintf("socketpair-%d", i))
-		c, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i] = c
-	}
-	return conns[0], conns[1]
-}
 
 // drained waits until the client has read everything written to its end
 // of the connection (SIOCINQ, what its socket holds unread), so that what
@@ -222,7 +200,7 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
-			a, b := socketPair(t)
+			a, b := udwire.SocketPair(t)
 			cc, p := newPeerOn(t, a, b)
 			var streams [2]struct {
 				st   interface{ RecvMsg(any) error }
@@ -397,7 +375,7 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 		}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := socketPair(t)
+			a, b := udwire.SocketPair(t)
 			cc, p := newPeerOn(t, a, b)
 			st, id := openStream(t, cc, p)
 			_, other := openStream(t, cc, p)
@@ -462,7 +440,7 @@ func TestGuessedFramesAreCheckedBeforeTheyCount(t *testing.T) {
 // middle of a large message being read in place; the call fails with
 // Unavailable, and the message is not handed out.
 func TestAConnectionLostWhileReadingInPlace(t *testing.T) {
-	a, b := socketPair(t)
+	a, b := udwire.SocketPair(t)
 	cc, p := newPeerOn(t, a, b)
 	st, id := openStream(t, cc, p)
 	msg := grpcMessage(&transformpb.SourceTransformResponse{Results: []*transformpb.SourceTransformResponse_Result{{Value: payload(200_000, 5)}}})
