@@ -37,6 +37,11 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 	return conns[0], conns[1]
 }
 
+// clientStart is how many bytes New writes first with Options{}: the
+// preface and a SETTINGS frame of three settings (no window update at the
+// default window).
+const clientStart = len(preface) + frameHeaderLen + 3*6
+
 // TestWhatAWriteLeftGoesFirst: after a partial write the batch is the
 // rest of what was written, then what others queued meanwhile.
 func TestWhatAWriteLeftGoesFirst(t *testing.T) {
@@ -90,8 +95,7 @@ func TestSmallFramesWrittenAtOnceKeepTheirOrder(t *testing.T) {
 	}
 	// The peer reads only after the socket filled up.
 	time.Sleep(100 * time.Millisecond)
-	initial := len(preface) + frameHeaderLen + 3*6
-	got := make([]byte, initial+callers*per*chunk)
+	got := make([]byte, clientStart+callers*per*chunk)
 	peer.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.ReadFull(peer, got); err != nil {
 		t.Fatalf("reading what was queued: %v", err)
@@ -100,7 +104,7 @@ func TestSmallFramesWrittenAtOnceKeepTheirOrder(t *testing.T) {
 	if string(got[:len(preface)]) != preface {
 		t.Fatalf("the stream does not start with the client preface: %q", got[:len(preface)])
 	}
-	if rest := got[initial:]; !bytes.Equal(rest, want) {
+	if rest := got[clientStart:]; !bytes.Equal(rest, want) {
 		for i := range rest {
 			if rest[i] != want[i] {
 				t.Fatalf("the frames differ from byte %d of %d on: the order queued was not kept", i, len(want))
@@ -118,7 +122,7 @@ func TestAControlFrameIsOnTheSocketWhenQueueReturns(t *testing.T) {
 	defer peer.Close()
 	c := New(mine, Options{})
 	defer c.Close()
-	initial := make([]byte, len(preface)+frameHeaderLen+3*6)
+	initial := make([]byte, clientStart)
 	peer.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.ReadFull(peer, initial); err != nil { // the writer goroutine is idle after this
 		t.Fatalf("reading the preface and settings: %v", err)
