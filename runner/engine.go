@@ -583,6 +583,18 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		inflight = e.opts.Concurrency
 	}
 	slots := make(chan struct{}, inflight)
+	// Batches run on long-lived workers, at most one per slot, not on a
+	// goroutine each: a new goroutine's stack starts small and is copied
+	// each time the write path grows it, and at a generator's rate of
+	// small batches that copying was a quarter of the runner's CPU
+	// (generator->blackhole at 1 MiB, hack/bench/RESULTS.md).
+	w := batchWorkers{slots: slots, wg: wg, jobs: make(chan batchJob), max: inflight,
+		do: func(j batchJob) {
+			if err := e.process(workCtx, j.msgs, j.start, j.readEnd); err != nil && IsFatal(err) {
+				onFatal(err)
+			}
+		}}
+	defer close(w.jobs)
 	failures := 0
 	for {
 		if !e.waitResumed(ctx) {
@@ -632,13 +644,7 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 		}
 		if len(msgs) > 0 {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				if err := e.process(workCtx, msgs, start, readEnd); err != nil && IsFatal(err) {
-					onFatal(err)
-				}
-			}()
+			w.run(batchJob{msgs: msgs, start: start, readEnd: readEnd})
 		} else {
 			<-slots
 		}
@@ -671,6 +677,55 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 			failures++
 		}
 	}
+}
+
+// batchJob is a batch read and waiting to be processed.
+type batchJob struct {
+	msgs           []*Message
+	start, readEnd time.Time
+}
+
+// batchWorkers runs batches on goroutines that live as long as the read
+// loop, started as they are needed, up to max (the loop's slots).
+type batchWorkers struct {
+	do      func(batchJob)
+	slots   chan struct{}
+	wg      *sync.WaitGroup
+	jobs    chan batchJob // closed when the read loop returns
+	started int
+	max     int
+}
+
+// run hands a batch, whose slot and wg count the caller holds, to an idle
+// worker, or to a new one while fewer than max run. With max running, one
+// is about to come back: it gave its slot up, which the caller then took.
+func (w *batchWorkers) run(j batchJob) {
+	select {
+	case w.jobs <- j:
+		return
+	default:
+	}
+	if w.started < w.max {
+		w.started++
+		go w.work(j)
+		return
+	}
+	w.jobs <- j
+}
+
+// work processes j, then every batch it is handed, until the read loop
+// ends.
+func (w *batchWorkers) work(j batchJob) {
+	for ok := true; ok; j, ok = <-w.jobs {
+		w.process(j)
+	}
+}
+
+// process runs one batch, then gives its slot and wg count back.
+func (w *batchWorkers) process(j batchJob) {
+	defer w.wg.Done()
+	defer func() { <-w.slots }()
+	w.do(j)
 }
 
 func (e *Engine) countRead(msgs []*Message) {
