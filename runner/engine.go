@@ -587,8 +587,10 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 	// goroutine each: a new goroutine's stack starts small and is copied
 	// each time the write path grows it, and at a generator's rate of
 	// small batches that copying was a quarter of the runner's CPU
-	// (generator->blackhole at 1 MiB, hack/bench/RESULTS.md).
-	w := batchWorkers{slots: slots, wg: wg, jobs: make(chan batchJob), max: inflight,
+	// (generator->blackhole at 1 MiB, hack/bench/RESULTS.md). Workers
+	// stay until the loop ends, idle ones too: no more than ran at once,
+	// which the slots bound (in streaming mode, MV_CONCURRENCY).
+	w := batchWorkers{slots: slots, wg: wg, jobs: make(chan batchJob), max: int32(inflight),
 		do: func(j batchJob) {
 			if err := e.process(workCtx, j.msgs, j.start, j.readEnd); err != nil && IsFatal(err) {
 				onFatal(err)
@@ -688,25 +690,30 @@ type batchJob struct {
 // batchWorkers runs batches on goroutines that live as long as the read
 // loop, started as they are needed, up to max (the loop's slots).
 type batchWorkers struct {
-	do      func(batchJob)
-	slots   chan struct{}
-	wg      *sync.WaitGroup
-	jobs    chan batchJob // closed when the read loop returns
-	started int
-	max     int
+	do    func(batchJob)
+	slots chan struct{}
+	wg    *sync.WaitGroup
+	jobs  chan batchJob // closed when the read loop returns
+	// live counts the workers: only run adds, and a worker takes itself
+	// off as it ends; one ended by runtime.Goexit in a batch does so
+	// before it gives its slot up, so that run, which then takes the
+	// slot, starts another rather than wait for it.
+	live atomic.Int32
+	max  int32
 }
 
 // run hands a batch, whose slot and wg count the caller holds, to an idle
-// worker, or to a new one while fewer than max run. With max running, one
-// is about to come back: it gave its slot up, which the caller then took.
+// worker, or to a new one while fewer than max live. With max live, the
+// caller's slot leaves at most max-1 of them in a batch, so one is idle or
+// about to be.
 func (w *batchWorkers) run(j batchJob) {
 	select {
 	case w.jobs <- j:
 		return
 	default:
 	}
-	if w.started < w.max {
-		w.started++
+	if w.live.Load() < w.max {
+		w.live.Add(1)
 		go w.work(j)
 		return
 	}
@@ -719,13 +726,21 @@ func (w *batchWorkers) work(j batchJob) {
 	for ok := true; ok; j, ok = <-w.jobs {
 		w.process(j)
 	}
+	w.live.Add(-1)
 }
 
 // process runs one batch, then gives its slot and wg count back.
 func (w *batchWorkers) process(j batchJob) {
+	done := false
 	defer w.wg.Done()
-	defer func() { <-w.slots }()
+	defer func() {
+		if !done { // runtime.Goexit: this worker ends here
+			w.live.Add(-1)
+		}
+		<-w.slots
+	}()
 	w.do(j)
+	done = true
 }
 
 func (e *Engine) countRead(msgs []*Message) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -417,6 +418,30 @@ func TestBatchesOverlapWithinTheInflightBound(t *testing.T) {
 	}
 	if len(inner.WrittenIDs()) != 2000 {
 		t.Fatalf("written %d, want 2000", len(inner.WrittenIDs()))
+	}
+}
+
+// TestRunLeavesNoGoroutines runs batches on every in-flight slot to the
+// source's end and checks that the goroutines the run started, its batch
+// workers among them, are gone once Run returns.
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	inner := runnertest.NewSink(nil)
+	inner.Latency = 5 * time.Millisecond
+	sink := &concurrencySink{Sink: inner}
+	run(t, runner.Options{BatchSize: 10, InflightBatches: 4}, runnertest.NewSource(runnertest.Messages(400)), nil, sink, nil)
+	if p := sink.peak.Load(); p < 2 {
+		t.Fatalf("peak concurrent sink writes %d: the batches did not overlap, so not every worker was started", p)
+	}
+	if n := len(inner.WrittenIDs()); n != 400 {
+		t.Fatalf("written %d, want 400", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after Run returned, %d before it", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
