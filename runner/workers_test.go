@@ -1,12 +1,12 @@
 package runner
 
 import (
-	"bytes"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/monovertex/monovertex/internal/testutil/goid"
 )
 
 // TestBatchWorkersAreReused runs 200 batches through three slots, as the
@@ -28,7 +28,7 @@ func TestBatchWorkersAreReused(t *testing.T) {
 		i := int(j.start.Unix())
 		mu.Lock()
 		ran[i]++
-		goroutines[goroutineID()] = true
+		goroutines[goid.ID()] = true
 		running++
 		peak = max(peak, running)
 		mu.Unlock()
@@ -128,13 +128,4 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out after 10 s waiting for %s", what)
 		}
 	}
-}
-
-// goroutineID is the calling goroutine's number, from its stack header.
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
-	return id
 }

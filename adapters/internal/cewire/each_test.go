@@ -1,16 +1,15 @@
 package cewire
 
 import (
-	"bytes"
 	"context"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/monovertex/monovertex/internal/testutil"
+	"github.com/monovertex/monovertex/internal/testutil/goid"
 )
 
 func TestEachBoundsConcurrencyAndCallsEveryIndexOnce(t *testing.T) {
@@ -74,7 +73,7 @@ func TestWorkersAreSharedReusedAndStopped(t *testing.T) {
 					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 					}
 					mu.Lock()
-					ids[goroutineID()] = true
+					ids[goid.ID()] = true
 					mu.Unlock()
 					time.Sleep(50 * time.Microsecond)
 					now.Add(-1)
@@ -96,13 +95,4 @@ func TestWorkersAreSharedReusedAndStopped(t *testing.T) {
 	if started := w.Each(context.Background(), 3, func(int) { t.Error("called after Stop") }); started != 0 {
 		t.Fatalf("started %d after Stop", started)
 	}
-}
-
-// goroutineID is the calling goroutine's number, from its stack header.
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
-	return id
 }
