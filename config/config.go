@@ -424,7 +424,7 @@ func Usage(w io.Writer) {
 		tw.Flush()
 	}
 	section("Runner:", &Core{})
-	section("Tracing (OpenTelemetry's standard variables; see README \"Tracing\"):", &Tracing{})
+	section("Tracing (OpenTelemetry's standard variables; see docs/operations.md, \"Tracing\"):", &Tracing{})
 	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
 	for _, slot := range runner.Slots {
 		names := slotKinds(slot)

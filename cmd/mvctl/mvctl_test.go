@@ -371,22 +371,22 @@ func TestKEDABehaviorCarriesTheScaleFields(t *testing.T) {
 	}
 }
 
-// TestREADMEHasTheExplainTable keeps README's "Coming from Numaflow" table
-// the same as `mvctl explain` prints.
-func TestREADMEHasTheExplainTable(t *testing.T) {
+// TestDocsHaveTheExplainTable keeps docs/from-numaflow.md's table the same
+// as `mvctl explain` prints.
+func TestDocsHaveTheExplainTable(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"explain"}, nil, &out, &out); code != 0 {
 		t.Fatal(out.String())
 	}
-	readme, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "README.md"))
+	page, err := os.ReadFile(filepath.Join(testutil.ModuleRoot(t), "docs", "from-numaflow.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(readme, out.Bytes()) {
-		t.Fatalf("README.md does not contain `mvctl explain`'s table; paste it under \"Coming from Numaflow\":\n%s", out.String())
+	if !bytes.Contains(page, out.Bytes()) {
+		t.Fatalf("docs/from-numaflow.md does not contain `mvctl explain`'s table; paste it there:\n%s", out.String())
 	}
-	if !regexp.MustCompile(`(?m)^## Coming from Numaflow$`).Match(readme) {
-		t.Fatal(`README.md has no "## Coming from Numaflow" section`)
+	if !regexp.MustCompile(`(?m)^# Coming from Numaflow$`).Match(page) {
+		t.Fatal(`docs/from-numaflow.md does not start with "# Coming from Numaflow"`)
 	}
 }
 

@@ -1414,7 +1414,7 @@ func (c *converter) scalerAnnotations(st scaleSettings) map[string]string {
 }
 
 // kedaQuery is P / R for the mono vertex: the backlog in seconds at the
-// current total rate (see README "Scaling on Knative").
+// current total rate (see docs/knative.md, "Scaling on Knative").
 func kedaQuery(name, target string) string {
 	sel := fmt.Sprintf("{mvtx_name=%q}", name)
 	return fmt.Sprintf("(max(monovtx_pending_raw%s >= 0) / (sum(monovtx_processing_rate%s) > 0)) or max(monovtx_pending_raw%s == 0) or vector(%s)", sel, sel, sel, target)

@@ -32,7 +32,7 @@ var Placeholders = []struct {
 	{"<sink>", []string{"spec.sink", "spec.sink.fallback", "spec.sink.onSuccess"}},
 }
 
-// Table is the field table mvctl explain prints and README's "Coming from
+// Table is the field table mvctl explain prints and docs/from-numaflow.md's "Coming from
 // Numaflow" repeats.
 var Table = []Row{
 	{[]string{"apiVersion", "kind"}, Mapped, "`numaflow.numaproj.io/v1alpha1` `MonoVertex` is converted; other Numaflow kinds exit 2; other objects in the input are passed through unchanged (with a warning)"},
