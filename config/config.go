@@ -416,23 +416,50 @@ func slotKinds(slot runner.Slot) []string {
 // printer, which names the variables exactly as envconfig reads them.
 func Usage(w io.Writer) {
 	prog := filepath.Base(os.Args[0])
-	fmt.Fprintf(w, "Usage: %s [--help] [--version]\n\nA stream runner: source -> transformer -> sink, acking the source only after each message reached a final state.\nAll settings come from the environment.\n", prog)
-	section := func(title string, spec any) {
+	fmt.Fprintf(w, "Usage: %s [--help [--markdown]] [--version]\n\nA stream runner: source -> transformer -> sink, acking the source only after each message reached a final state.\nAll settings come from the environment.\n", prog)
+	usage(w, func(title string, spec any) {
 		fmt.Fprintf(w, "\n%s\n", title)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		envconfig.Usagef("", spec, tw, usageFormat)
 		tw.Flush()
-	}
+	}, func(kinds string) { fmt.Fprint(w, kinds) })
+}
+
+// UsageMarkdown writes what Usage writes as Markdown tables, one per
+// section: docs/configuration.md carries it, so the page cannot drift from
+// the structs that read the variables (a test compares them).
+func UsageMarkdown(w io.Writer) {
+	usage(w, func(title string, spec any) {
+		fmt.Fprintf(w, "\n## %s\n\n| variable | default | meaning |\n|---|---|---|\n", strings.TrimSuffix(title, ":"))
+		var b strings.Builder
+		envconfig.Usagef("", spec, &b, "{{range .}}{{usage_key .}}\x1f{{usage_default .}}\x1f{{usage_description .}}\n{{end}}")
+		cell := strings.NewReplacer("|", `\|`, "\n", " ").Replace
+		for line := range strings.Lines(b.String()) {
+			f := strings.SplitN(strings.TrimSuffix(line, "\n"), "\x1f", 3)
+			def := "(none)"
+			if f[1] != "" {
+				def = "`" + cell(f[1]) + "`"
+			}
+			fmt.Fprintf(w, "| `%s` | %s | %s |\n", f[0], def, cell(f[2]))
+		}
+	}, func(kinds string) { fmt.Fprintf(w, "\n## Kinds\n\n```\n%s```\n", strings.TrimPrefix(kinds, "\n")) })
+}
+
+// usage walks the sections Usage and UsageMarkdown print: the runner's
+// settings, tracing, the kinds each slot takes, then each kind's settings.
+func usage(w io.Writer, section func(title string, spec any), kinds func(string)) {
 	section("Runner:", &Core{})
 	section("Tracing (OpenTelemetry's standard variables; see docs/operations.md, \"Tracing\"):", &Tracing{})
-	fmt.Fprintf(w, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
+	var k strings.Builder
+	fmt.Fprintf(&k, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
 	for _, slot := range runner.Slots {
 		names := slotKinds(slot)
 		if slot.Optional {
 			names = append([]string{None}, names...)
 		}
-		fmt.Fprintf(w, "  %s: %s\n", slot.Var, strings.Join(names, ", "))
+		fmt.Fprintf(&k, "  %s: %s\n", slot.Var, strings.Join(names, ", "))
 	}
+	kinds(k.String())
 	seen := map[reflect.Type]bool{}
 	for _, k := range runner.AllKinds() {
 		if k.Config == nil {

@@ -32,6 +32,10 @@ const (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "--help" && os.Args[2] == "--markdown" {
+		config.UsageMarkdown(os.Stdout)
+		return
+	}
 	for _, a := range os.Args[1:] {
 		switch a {
 		case "-h", "--help", "-help", "help":
