@@ -42,6 +42,11 @@ func TestTopicDeletedAndRecreatedIsReadAgain(t *testing.T) {
 	})
 	code, body := testutil.Get(t, r.AdminURL+"/readyz")
 	t.Logf("topic deleted: /readyz %d %s", code, strings.TrimSpace(string(body)))
+	// Nothing to read is no lag to scale on: pending is unknown (-1).
+	testutil.WaitFor(t, 10*time.Second, "pending unknown while the topic is missing", func() bool {
+		st, err := r.Status()
+		return err == nil && st.Pending == -1
+	})
 
 	if resp, err := adm.CreateTopic(ctx, 3, 1, nil, "in"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic in again: %v %v", err, resp.Err)
