@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -70,7 +71,9 @@ func TestSinkFailuresRetriedAreLogged(t *testing.T) {
 		return lines >= 2
 	})
 	createOutStream(t, f)
+	captured := time.Now()
 	f.WaitSettled(n, 60*time.Second)
+	recovered := time.Since(captured)
 	tl := f.Count(n, true)
 	tl.MustBeComplete(t)
 	st, err := p.Status()
@@ -84,7 +87,11 @@ func TestSinkFailuresRetriedAreLogged(t *testing.T) {
 	if count != st.Totals.SinkErrors || count < n || lines > int(count/10) {
 		t.Fatalf("%d warn lines counting %d failed writes; the runner counted %d sink errors", lines, count, st.Totals.SinkErrors)
 	}
-	t.Logf("%d failed writes retried, logged in %d warn lines; then all %d written, %d lost", count, lines, n, tl.Lost)
+	report(t, result{
+		Scenario: "JetStream sink subject captured by no stream (writes fail, retried), then a stream created", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("%d stored twice", tl.StoredDups), Recovery: round(recovered),
+		Notes: fmt.Sprintf("%d failed writes in %d warn lines with counts; recovery: stream created to all written", count, lines),
+	})
 }
 
 // A CloudEvents function answering 500 to everything with
@@ -111,7 +118,11 @@ func TestTransformerDropsAreLogged(t *testing.T) {
 	if out := f.StreamMsgs(outStream); out != 0 {
 		t.Fatalf("%d messages in the output stream, want 0: every one was answered 500", out)
 	}
-	t.Logf("%d messages answered 500 and dropped, logged in %d error lines (%s)", count, lines, fn.stats())
+	report(t, result{
+		Scenario: "CloudEvents function answering 500 to everything, MV_ON_FAILURE=drop, 1 step", Messages: n, Lost: 0,
+		Duplicated: "0", Recovery: "-",
+		Notes: fmt.Sprintf("all %d dropped on purpose, in %d error lines with counts (%s)", count, lines, fn.stats()),
+	})
 }
 
 // Writes that fail with MV_ON_FAILURE=fallback go to the fallback sink
@@ -139,5 +150,9 @@ func TestSinkFallbacksAreLogged(t *testing.T) {
 	if len(tl.Fallback) != n || count != n || lines == 0 || lines > 10 {
 		t.Fatalf("%d error lines counting %d sent to the fallback sink; the fallback stream holds %d of %d", lines, count, len(tl.Fallback), n)
 	}
-	t.Logf("%d messages sent to the fallback sink, logged in %d error lines; %d lost", count, lines, tl.Lost)
+	report(t, result{
+		Scenario: "JetStream sink subject captured by no stream, MV_ON_FAILURE=fallback, 1 step", Messages: n, Lost: tl.Lost,
+		Duplicated: fmt.Sprintf("%d stored twice", tl.StoredDups), Recovery: "-",
+		Notes: fmt.Sprintf("all %d in the fallback stream, in %d error lines with counts", count, lines),
+	})
 }
