@@ -246,6 +246,9 @@ type Engine struct {
 	// cerrs are the containers' runtime errors (/status errors), recent
 	// the engine's own, both bounded.
 	cerrs, recent *ContainerErrors
+	// failures puts per-message failures in the log, a line per kind and
+	// period rather than per message.
+	failures *failureLog
 
 	pauseMu sync.Mutex
 	paused  bool
@@ -295,7 +298,7 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
 		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()), tracer: opts.Tracer,
-		started: time.Now(), cerrs: opts.ContainerErrors, recent: NewContainerErrors(),
+		started: time.Now(), cerrs: opts.ContainerErrors, recent: NewContainerErrors(), failures: newFailureLog(opts.Logger),
 	}
 	if e.cerrs == nil {
 		e.cerrs = NewContainerErrors()
@@ -422,6 +425,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	histDone := make(chan struct{})
 	go func() { defer close(histDone); e.sampleHistory(histCtx) }()
 	defer func() { stopHist(); <-histDone }()
+	stopFailures, failuresDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(failuresDone); e.failures.run(stopFailures) }()
+	defer func() { close(stopFailures); <-failuresDone }()
 
 	e.state.Store("running")
 	var wg sync.WaitGroup

@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/monovertex/monovertex/runner"
 	"github.com/monovertex/monovertex/runner/runnertest"
 )
@@ -674,4 +678,46 @@ func TestUnavailableSpendsNoRetrySteps(t *testing.T) {
 	if st := e.Status().Totals; st.FallbackWritten != 1 || st.Dropped != 0 {
 		t.Fatalf("fallback written %d, dropped %d; want 1 and 0", st.FallbackWritten, st.Dropped)
 	}
+}
+
+// Every message's first write fails, and with one retry step half of them
+// fail again and are dropped: the log has warn lines for the retried and
+// error lines for the dropped, whose counts add up to the failures, in a
+// handful of lines rather than one per message.
+func TestPerMessageFailuresAreLoggedWithCounts(t *testing.T) {
+	const n = 10_000
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if attempt == 1 || (attempt == 2 && hash(m.ID, "odd")%2 == 1) {
+			return runner.WriteResult{Status: runner.WriteFailed, Err: errors.New("broker said no")}
+		}
+		return runner.WriteResult{}
+	})
+	core, logs := observer.New(zapcore.InfoLevel)
+	src := runnertest.NewSource(runnertest.Messages(n))
+	start := time.Now()
+	e := run(t, runner.Options{BatchSize: 500, OnFailure: runner.OnFailureDrop, Logger: zap.New(core).Sugar(),
+		Retry: runner.RetryPolicy{Interval: time.Microsecond, Steps: 1}}, src, nil, sink, nil)
+	took := time.Since(start)
+	st := e.Status().Totals
+	sum := func(msg string, level zapcore.Level) (lines int, count int64) {
+		for _, l := range logs.FilterMessage(msg).All() {
+			if l.Level != level || l.ContextMap()["error"] != "broker said no" {
+				t.Fatalf("%q at %v with %v", msg, l.Level, l.ContextMap())
+			}
+			lines++
+			count += l.ContextMap()["count"].(int64)
+		}
+		return lines, count
+	}
+	retriedLines, retried := sum("sink write failed, retrying", zapcore.WarnLevel)
+	droppedLines, dropped := sum("sink write failed, message dropped", zapcore.ErrorLevel)
+	if st.Acked != n || dropped != st.SinkDropped || retried != n || dropped == 0 {
+		t.Fatalf("logged %d retried and %d dropped; totals %+v", retried, dropped, st)
+	}
+	// One line at once, then one per period at most, and one at the end.
+	maxLines := 2 + int(took/(5*time.Second))
+	if retriedLines > maxLines || droppedLines > maxLines {
+		t.Fatalf("%d and %d lines in %v, want at most %d each", retriedLines, droppedLines, took, maxLines)
+	}
+	t.Logf("%d failures retried in %d lines, %d dropped in %d lines", retried, retriedLines, dropped, droppedLines)
 }

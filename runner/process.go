@@ -397,18 +397,22 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				e.count(st.nErr, st.errors, 1)
 				e.recordError(fmt.Errorf("%s: message %s: %w", st.name, o.msg.ID, r.Err))
 				if IsUnavailable(r.Err) {
+					e.failures.warn(st.name+" unavailable, retrying", r.Err, o.msg.ID, 1)
 					away++
 					again = append(again, o)
 					continue
 				}
 				if !IsPermanent(r.Err) && !e.opts.Retry.StageExhausted(round) {
+					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
 					again = append(again, o)
 					continue
 				}
 				switch e.opts.OnFailure {
 				case OnFailureFallback:
+					e.failures.error(st.name+" failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
 					b.toFallback = append(b.toFallback, o)
 				case OnFailureDrop:
+					e.failures.error(st.name+" failed, message dropped", r.Err, o.msg.ID, 1)
 					// numaflow-core counts a stage's retry-exhausted drops
 					// in the stage's dropped counter (transformer.rs,
 					// mapper/map.rs), not in monovtx_dropped_total.
@@ -416,6 +420,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					e.totals.dropped.Add(1)
 					b.final(o.parent)
 				default:
+					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
 					again = append(again, o)
 				}
 			case len(r.Outputs) == 0:
@@ -604,7 +609,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 			}
 			e.count(c.nErr, c.errors, n)
 			e.recordError(fmt.Errorf("%s: %w", c.name, err))
-			e.log.Warnw(c.name+" "+c.failed+", retrying", "messages", len(msgs)-countTrue(got), zap.Error(err))
+			e.failures.warn(c.name+" "+c.failed+", retrying", err, "", len(msgs)-countTrue(got))
 			if got != nil {
 				// The results handed over before the failure stand (their
 				// inputs' payloads may be gone already); only the messages
@@ -646,9 +651,6 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		peerAway := len(again) == away && len(spent) == 0
 		pending, spent = append(again, spent...), nil
 		if len(pending) > 0 {
-			if peerAway {
-				e.log.Warnw(c.name+" unavailable, retrying", "messages", away)
-			}
 			if err := b.backoff(ctx, peerAway, &round, &calls); err != nil {
 				return attempts, err
 			}
@@ -752,6 +754,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				}
 				if IsUnavailable(r.Err) {
 					e.recordError(fmt.Errorf("%s: message %s: %w", t.name, o.msg.ID, r.Err))
+					e.failures.warn(t.name+" unavailable, retrying", r.Err, o.msg.ID, 1)
 					away++
 					again = append(again, o)
 					continue
@@ -796,20 +799,25 @@ func (b *batch) drop(o output) {
 // exhaustedFailure applies MV_ON_FAILURE to a message whose write failed in
 // round, and reports whether to offer it to the same tier again. next is
 // false on the last tier, which has no fallback after it.
-func (b *batch) exhaustedFailure(o output, r WriteResult, round int, next bool) bool {
+func (b *batch) exhaustedFailure(t tier, o output, r WriteResult, round int, next bool) bool {
+	f := b.e.failures
 	if !b.exhausted(round, r.Err) {
+		f.warn(t.name+" write failed, retrying", r.Err, o.msg.ID, 1)
 		return true
 	}
 	switch b.e.opts.OnFailure {
 	case OnFailureFallback:
 		if next {
+			f.error(t.name+" write failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
 			b.toFallback = append(b.toFallback, o)
 			return false
 		}
 	case OnFailureDrop:
+		f.error(t.name+" write failed, message dropped", r.Err, o.msg.ID, 1)
 		b.drop(o)
 		return false
 	}
+	f.warn(t.name+" write failed, retrying", r.Err, o.msg.ID, 1)
 	return true
 }
 
@@ -825,7 +833,8 @@ func missingTier(status, id, variable string) error {
 // the fallback or onSuccess sink, handed back or dropped.
 func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 	e := b.e
-	return b.write(ctx, e.primaryTier(), outs, func(o output, r WriteResult, round int) (bool, error) {
+	t := e.primaryTier()
+	return b.write(ctx, t, outs, func(o output, r WriteResult, round int) (bool, error) {
 		switch r.Status {
 		case WriteFallback:
 			if e.fallback == nil {
@@ -847,7 +856,7 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 			return false, nil
 		}
 		e.recordError(fmt.Errorf("sink: %w", r.Err))
-		return b.exhaustedFailure(o, r, round, e.fallback != nil), nil
+		return b.exhaustedFailure(t, o, r, round, e.fallback != nil), nil
 	}, b.writeSecondary)
 }
 
@@ -888,6 +897,7 @@ func (b *batch) lastTierResult(t tier) func(o output, r WriteResult, round int) 
 		case WriteFallback:
 			e.count(t.nErr, t.errors, 1)
 			e.recordError(fmt.Errorf("%s answered \"fallback\" for message %s: it must write or fail; the message goes back to the source", t.name, o.msg.ID))
+			e.failures.error(t.name+" answered \"fallback\", which it may not: message handed back to the source", nil, "", 1)
 			b.inputs[o.parent].failed = true
 			return false, nil
 		case WriteOnSuccess:
@@ -896,6 +906,6 @@ func (b *batch) lastTierResult(t tier) func(o output, r WriteResult, round int) 
 			return false, nil
 		}
 		e.recordError(fmt.Errorf("%s: %w", t.name, r.Err))
-		return b.exhaustedFailure(o, r, round, false), nil
+		return b.exhaustedFailure(t, o, r, round, false), nil
 	}
 }

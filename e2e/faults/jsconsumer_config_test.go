@@ -30,6 +30,9 @@ func TestJetStreamSettingsThatCannotWorkExitTwo(t *testing.T) {
 		{"consumer with AckAll", "MV_JETSTREAM_CONSUMER", "ackall", 2},
 		{"consumer name with a slash", "MV_JETSTREAM_CONSUMER", "a/b", 2},
 		{"filter subject with an empty token", "MV_JETSTREAM_FILTER_SUBJECT", "in..x", 2},
+		// The server creates a consumer filtering outside its stream
+		// (on in.>), which would then read nothing, silently.
+		{"filter subject outside the stream", "MV_JETSTREAM_FILTER_SUBJECT", "other.x", 2},
 		{"malformed URL", "MV_JETSTREAM_URL", "nats://[::1", 2},
 		{"port out of range", "MV_JETSTREAM_URL", "nats://127.0.0.1:99999", 2},
 		{"server down", "MV_JETSTREAM_URL", "nats://127.0.0.1:1", 1},
@@ -37,6 +40,10 @@ func TestJetStreamSettingsThatCannotWorkExitTwo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := f.Env("faults")
 			env[tc.variable] = tc.value
+			if tc.variable == "MV_JETSTREAM_FILTER_SUBJECT" {
+				// A filter is only used for a consumer the runner creates.
+				env["MV_JETSTREAM_CONSUMER"] = "filtered"
+			}
 			p := testutil.StartRunner(t, env)
 			code := p.Wait(30 * time.Second)
 			stderr := strings.TrimSpace(p.Stderr.String())

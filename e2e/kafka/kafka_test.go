@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,6 +232,9 @@ func TestBrokerRestart(t *testing.T) {
 	waitCommittedToEnd(t, cl, 150*time.Second)
 	stop(t, r)
 	noFailedCheck(t, r)
+	if strings.Contains(r.Stderr.String(), "kafka topic was deleted") {
+		t.Fatal("a broker restart was taken for a deleted topic")
+	}
 	commits := checkCommits(t, r)
 	dups := countOutput(t, c, n)
 	t.Logf("%d records across a broker restart: 0 lost, %d duplicates; %d commits checked", n, dups, commits)

@@ -6,3 +6,6 @@ func HeldCount(s *Source) int {
 	defer s.mu.Unlock()
 	return len(s.held)
 }
+
+// OverlapsAny is overlapsAny, for the table of subject matching.
+var OverlapsAny = overlapsAny

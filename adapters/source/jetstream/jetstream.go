@@ -129,6 +129,39 @@ func validFilter(s string) bool {
 	return true
 }
 
+// overlapsAny reports whether filter matches some subject one of subjects
+// can hold. A stream without subjects of its own (a mirror, or one that
+// only sources others) can hold any subject.
+func overlapsAny(filter string, subjects []string) bool {
+	if len(subjects) == 0 {
+		return true
+	}
+	f := strings.Split(filter, ".")
+	for _, s := range subjects {
+		if subjectsOverlap(f, strings.Split(s, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
+// subjectsOverlap reports whether some subject matches both a and b, given
+// as tokens: NATS matching, where '*' is any one token and '>' one or more
+// trailing tokens.
+func subjectsOverlap(a, b []string) bool {
+	for i := 0; ; i++ {
+		if i == len(a) || i == len(b) {
+			return len(a) == len(b)
+		}
+		if a[i] == ">" || b[i] == ">" {
+			return true
+		}
+		if a[i] != b[i] && a[i] != "*" && b[i] != "*" {
+			return false
+		}
+	}
+}
+
 // printable reports whether s has no white space and no control or other
 // unprintable characters, which names and subjects may not hold.
 func printable(s string) bool {
@@ -317,6 +350,12 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log
 			return nil, &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: cfg.Stream, Reason: "the stream does not exist on the server: create it (nats stream add) or name an existing one"}
 		}
 		return nil, fmt.Errorf("look up stream %q: %w", cfg.Stream, err)
+	}
+	if subjects := stream.CachedInfo().Config.Subjects; cfg.FilterSubject != "" && !overlapsAny(cfg.FilterSubject, subjects) {
+		// The server (2.10 on) creates such a consumer, which then reads
+		// nothing, ever, without a word.
+		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_FILTER_SUBJECT", Value: cfg.FilterSubject,
+			Reason: fmt.Sprintf("matches none of stream %s's subjects (%s), so the consumer would never get a message: name a subject inside them", cfg.Stream, strings.Join(subjects, ", "))}
 	}
 	cons, err := stream.Consumer(actx, cfg.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {

@@ -463,6 +463,47 @@ func TestCreatesTheConsumerWithTheConfiguredSettings(t *testing.T) {
 	}
 }
 
+func TestFilterMustOverlapTheStreamsSubjects(t *testing.T) {
+	for _, tc := range []struct {
+		filter   string
+		subjects []string
+		want     bool
+	}{
+		{"in.x", []string{"in.>"}, true},
+		{"in.*", []string{"in.>"}, true},
+		{">", []string{"in.>"}, true},
+		{"*.x", []string{"in.>"}, true},
+		{"in.>", []string{"in.a.b"}, true},
+		{"in.a", []string{"in.*"}, true},
+		{"in.a", []string{"other.>", "in.a"}, true},
+		{"any.thing", nil, true}, // a mirror holds any subject
+		{"other.x", []string{"in.>"}, false},
+		{"in", []string{"in.>"}, false}, // '>' is one or more tokens
+		{"in.a.b", []string{"in.*"}, false},
+		{"*", []string{"in.a"}, false},
+		{"in.a", []string{"in.b", "out.>"}, false},
+	} {
+		if got := jssource.OverlapsAny(tc.filter, tc.subjects); got != tc.want {
+			t.Errorf("filter %q on %v: overlaps %v, want %v", tc.filter, tc.subjects, got, tc.want)
+		}
+	}
+}
+
+func TestRefusesAFilterOutsideTheStream(t *testing.T) {
+	_, js, cfg := serverWithStream(t, "FILT")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg.FilterSubject = "other.x"
+	_, err := jssource.New(ctx, cfg, t.Name(), nil)
+	var ce *runner.ConfigError
+	if !errors.As(err, &ce) || ce.Var != "MV_JETSTREAM_FILTER_SUBJECT" {
+		t.Fatalf("filter outside the stream: %v, want a config error naming MV_JETSTREAM_FILTER_SUBJECT", err)
+	}
+	if _, err := js.Consumer(ctx, "FILT", cfg.Consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the refused consumer was created: %v", err)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	good := testConfig("nats://127.0.0.1:4222", "S")
 	for _, tc := range []struct {

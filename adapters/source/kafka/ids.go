@@ -42,8 +42,9 @@ func partitionBases(counts map[string]int) map[string]int {
 }
 
 // partitionCounts asks the brokers how many partitions each topic has, as
-// numaflow-kafka's fetch_metadata at start.
-func partitionCounts(ctx context.Context, adm *kadm.Client, topics []string) (map[string]int, error) {
+// numaflow-kafka's fetch_metadata at start, and returns each topic's ID,
+// by which watchTopics tells a recreated topic.
+func partitionCounts(ctx context.Context, adm *kadm.Client, topics []string) (map[string]int, map[string]kadm.TopicID, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	details, err := adm.ListTopics(ctx, topics...)
@@ -51,11 +52,11 @@ func partitionCounts(ctx context.Context, adm *kadm.Client, topics []string) (ma
 		err = details.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kafka source: metadata of topics %v, for their global partition numbers (message IDs, source_partition): %w", topics, err)
+		return nil, nil, fmt.Errorf("kafka source: metadata of topics %v, for their global partition numbers (message IDs, source_partition): %w", topics, err)
 	}
-	counts := make(map[string]int, len(topics))
+	counts, ids := make(map[string]int, len(topics)), make(map[string]kadm.TopicID, len(topics))
 	for _, t := range topics {
-		counts[t] = len(details[t].Partitions)
+		counts[t], ids[t] = len(details[t].Partitions), details[t].ID
 	}
-	return counts, nil
+	return counts, ids, nil
 }

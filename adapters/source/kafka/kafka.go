@@ -208,6 +208,13 @@ type Source struct {
 	closeOnce  sync.Once
 	closeErr   error
 
+	// topicMu guards ids, the ID each topic is read under, and gone, the
+	// topics deleted (or deleted and created again) and not yet read
+	// again, with why; see watchTopics.
+	topicMu sync.Mutex
+	ids     map[string]kadm.TopicID
+	gone    map[string]string
+
 	lagMu sync.Mutex
 	lag   lagInfo
 	// lagErr is the last lag query's failure, nil after a success: the
@@ -301,12 +308,13 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 			return nil, err
 		}
 	}
-	counts, err := partitionCounts(ctx, s.adm, cfg.topics())
+	counts, ids, err := partitionCounts(ctx, s.adm, cfg.topics())
 	if err != nil {
 		cl.Close()
 		return nil, err
 	}
 	s.bases, s.numaflowIDs = partitionBases(counts), cfg.MessageIDs == runner.NumaflowIDs
+	s.ids, s.gone = ids, map[string]string{}
 	go s.commitLoop()
 	return s, nil
 }
@@ -729,6 +737,9 @@ var _ runner.Readier = (*Source)(nil)
 func (s *Source) queryLag(ctx context.Context) (lagInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if err := s.watchTopics(ctx); err != nil {
+		return lagInfo{}, err
+	}
 	topics := s.cfg.topics()
 	// A read_committed consumer reads up to the last stable offset, not
 	// the high watermark: records of open transactions are not pending
