@@ -122,9 +122,11 @@ func raiseOpenFiles(t *testing.T, want uint64) {
 // 1,000 KiB of a request head that never ends (below the 1 MiB
 // MV_HTTP_MAX_HEADER_BYTES, and before any token is checked). The heads
 // share a budget of 16 MiB; as it fills, the largest unfinished one is
-// answered 431 and closed, so the runner's RSS stays within 128 MiB of its
-// idle figure (it reached 1,063 MB before), and an ordinary request sent
-// meanwhile is answered 200 at once, and is the one message written.
+// answered 431 and closed (or 503 if those told to leave took over 2s to
+// go), so the runner's RSS stays within 128 MiB of its idle figure (it
+// reached 1,063 MB before; checked without -race, whose shadow memory
+// multiplies it), and an ordinary request sent meanwhile is answered 200
+// at once, and is the one message written.
 func TestHTTPHeaderFloodKeepsMemoryBounded(t *testing.T) {
 	const conns, headKiB, bound = 1000, 1000, 128 << 20
 	raiseOpenFiles(t, 3*conns)
@@ -186,15 +188,26 @@ func TestHTTPHeaderFloodKeepsMemoryBounded(t *testing.T) {
 	reqStart := time.Now()
 	code, body := testutil.Post(t, p.PortURL+"/", []byte("ordinary"), map[string]string{"Authorization": "Bearer " + token, "X-Numaflow-Id": "ordinary"})
 	answeredIn := time.Since(reqStart)
-	refused, waiting := 0, 0
+	// A refused connection whose caller was still sending may be reset
+	// before its 431 is read: closed either way, never answered otherwise.
+	refused, busy, reset, waiting := 0, 0, 0, 0
+	var otherwise []string
 	for _, c := range open {
 		_ = c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 		status, err := bufio.NewReader(c).ReadString('\n')
 		switch {
 		case err == nil && strings.Contains(status, "431"):
 			refused++
-		case err != nil && isTimeout(err):
+		case err == nil && strings.Contains(status, "503"):
+			// Waited for the heads told to leave longer than 2s: the
+			// machine is busy; retry later.
+			busy++
+		case err == nil:
+			otherwise = append(otherwise, status)
+		case isTimeout(err):
 			waiting++
+		default:
+			reset++
 		}
 	}
 	top := peak(sampler.finish())
@@ -210,8 +223,8 @@ func TestHTTPHeaderFloodKeepsMemoryBounded(t *testing.T) {
 	}
 	ids := sinkIDs(t, p.Stdout.String())
 	warned := strings.Count(p.Stderr.String(), "refused a request before reading it")
-	t.Logf("%d connections each sending %d KiB of an unfinished head in %v (%d sent whole, %d cut off while sending): %d answered 431, %d still open and waiting; an ordinary request answered %d in %v; RSS idle %s, %s with the heads held (+%s), peak %s (+%s; bound +%s); %d refusal warnings logged; sink: %v",
-		conns, headKiB, sentIn.Round(time.Millisecond), fullySent, cut, refused, waiting, code, answeredIn.Round(time.Millisecond),
+	t.Logf("%d connections each sending %d KiB of an unfinished head in %v (%d sent whole, %d cut off while sending): %d answered 431, %d answered 503, %d closed before their answer was read, %d still open and waiting; an ordinary request answered %d in %v; RSS idle %s, %s with the heads held (+%s), peak %s (+%s; bound +%s); %d refusal warnings logged; sink: %v",
+		conns, headKiB, sentIn.Round(time.Millisecond), fullySent, cut, refused, busy, reset, waiting, code, answeredIn.Round(time.Millisecond),
 		mib(idle), mib(attacked), mib(attacked-idle), mib(top), mib(top-idle), mib(bound), warned, ids)
 	if code != http.StatusOK {
 		t.Fatalf("an ordinary request during the flood: %d %s, want 200", code, body)
@@ -219,21 +232,23 @@ func TestHTTPHeaderFloodKeepsMemoryBounded(t *testing.T) {
 	if len(ids) != 1 || ids["ordinary"] != 1 {
 		t.Fatalf("the sink wrote %v, want the ordinary message once", ids)
 	}
-	if refused+waiting != conns {
-		t.Fatalf("%d answered 431 and %d waiting of %d connections: others were answered otherwise", refused, waiting, conns)
+	if len(otherwise) > 0 {
+		t.Fatalf("%d head-holding connections were answered otherwise than 431 or 503: %q", len(otherwise), otherwise[:min(len(otherwise), 5)])
 	}
 	if warned == 0 {
 		t.Fatalf("no refusal was logged")
 	}
-	if top-idle > bound {
+	// The race detector's shadow memory multiplies what the churn of
+	// refused heads maps, so the bound holds for the real binary only.
+	if !raceBuild && top-idle > bound {
 		t.Fatalf("peak RSS %s is %s above idle %s; bound %s", mib(top), mib(top-idle), mib(idle), mib(bound))
 	}
 	noRaces(t, p)
 	report(t, result{
 		Scenario: "HTTP source: 1,000 connections each send 1,000 KiB of a request head that never ends (no token needed), while an ordinary request arrives",
 		Messages: 1, Lost: 0, Duplicated: "0", Recovery: "-",
-		Notes: fmt.Sprintf("RSS idle %s, peak +%s (bound +128 MiB; 1,063 MB before); %d heads answered 431 as the 16 MiB head budget filled, %d held; the ordinary request 200 in %s",
-			mib(idle), mib(top-idle), refused, waiting, round(answeredIn)),
+		Notes: fmt.Sprintf("RSS idle %s, peak +%s (bound +128 MiB; 1,063 MB before); %d heads answered 431, %d answered 503 and %d closed (reset while sending) as the 16 MiB head budget filled, %d held at the end; the ordinary request 200 in %s",
+			mib(idle), mib(top-idle), refused, busy, reset, waiting, round(answeredIn)),
 	})
 }
 

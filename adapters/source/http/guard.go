@@ -52,7 +52,10 @@ type guard struct {
 	conns int
 	used  int64                   // head bytes held across connections
 	heads map[*guardConn]struct{} // connections reading an unfinished head
-	warns map[string]*warnState
+	// released is closed (and replaced) when head bytes are given back
+	// or a connection is told to leave.
+	released chan struct{}
+	warns    map[string]*warnState
 }
 
 // headBudgetFactor sets the budget of head bytes shared by all connections
@@ -77,6 +80,7 @@ func newGuard(maxConns, maxHead int, log *zap.SugaredLogger) *guard {
 		headBudget: max(int64(headBudgetFactor)*int64(maxHead), headBudgetFloor),
 		log:        log,
 		heads:      map[*guardConn]struct{}{},
+		released:   make(chan struct{}),
 		warns:      map[string]*warnState{},
 	}
 }
@@ -218,6 +222,7 @@ type guardConn struct {
 	handed, answered int
 	rawAt            int  // the request whose chunked body passes, by count: close after its answer
 	gone             bool // closed, its count given back
+	leaving          bool // told to give its head budget to others
 
 	kicked atomic.Bool // evicted: its blocked read is being woken
 }
@@ -235,6 +240,7 @@ func (c *guardConn) Close() error {
 		g.used -= c.held
 		c.held = 0
 		delete(g.heads, c)
+		g.notify()
 	}
 	g.mu.Unlock()
 	return c.Conn.Close()
@@ -285,11 +291,8 @@ func (c *guardConn) Read(p []byte) (int, error) {
 
 // drop frees the buffer once everything in it was handed on.
 func (c *guardConn) drop() {
-	c.g.mu.Lock()
-	c.g.used -= c.held
-	c.held = 0
-	c.g.mu.Unlock()
 	c.buf, c.pos, c.ready, c.scanned = nil, 0, 0, 0
+	c.release()
 }
 
 // readHead reads until buf holds a whole head, then checks its framing
@@ -340,44 +343,86 @@ func (c *guardConn) readHead(scratch []byte) error {
 	}
 }
 
-// grow makes buf's capacity size, charging the head budget; when the
-// budget is spent it takes it from the connection holding the largest
-// unfinished head, or refuses this one if it holds the most.
+// grow makes buf's capacity size, charging the head budget. When the
+// budget is spent, the connections holding the largest unfinished heads
+// are told to leave, and this one waits until they gave their bytes back
+// (their buffers gone, not only their share); it is refused itself if it
+// holds the most, or if they are not gone within evictWait.
 func (c *guardConn) grow(size int) error {
 	g := c.g
 	n := int64(size - cap(c.buf))
-	var victims []*guardConn
+	timer := time.NewTimer(evictWait)
+	defer timer.Stop()
 	g.mu.Lock()
 	for g.used+n > g.headBudget {
+		if c.leaving {
+			g.mu.Unlock()
+			return c.evicted()
+		}
+		var freeing int64
 		var top *guardConn
 		for h := range g.heads {
-			if h != c && (top == nil || h.held > top.held) {
+			switch {
+			case h.leaving:
+				freeing += h.held
+			case h != c && (top == nil || h.held > top.held):
 				top = h
 			}
 		}
-		if top == nil || top.held < c.held+n {
-			g.mu.Unlock()
-			return c.refuse(http.StatusRequestHeaderFieldsTooLarge, "head budget",
-				fmt.Sprintf("request heads of all connections hold %d bytes, the most they may; this one is the largest", g.used))
+		if g.used-freeing+n > g.headBudget {
+			if top == nil || top.held < c.held+n {
+				used := g.used
+				g.mu.Unlock()
+				return c.refuse(http.StatusRequestHeaderFieldsTooLarge, "head budget",
+					fmt.Sprintf("request heads of all connections hold %d bytes, the most they may; this one is the largest", used))
+			}
+			top.leaving = true
+			top.kicked.Store(true)
+			// Wakes its blocked read, which then answers and gives its
+			// bytes back on its own goroutine.
+			_ = top.Conn.SetReadDeadline(time.Now())
+			g.notify() // a leaving one may be waiting here itself
+			continue
 		}
-		delete(g.heads, top)
-		g.used -= top.held
-		top.held = 0
-		victims = append(victims, top)
+		wait := g.released
+		g.mu.Unlock()
+		select {
+		case <-wait:
+		case <-timer.C:
+			return c.refuse(http.StatusServiceUnavailable, "head budget",
+				"request heads of all connections hold the most they may; retry later")
+		}
+		g.mu.Lock()
 	}
 	g.used += n
 	c.held += n
 	g.heads[c] = struct{}{}
 	g.mu.Unlock()
-	for _, v := range victims {
-		v.kicked.Store(true)
-		// Wakes its blocked read, which then answers on its own goroutine.
-		_ = v.Conn.SetReadDeadline(time.Now())
-	}
 	grown := make([]byte, len(c.buf), size)
 	copy(grown, c.buf)
 	c.buf = grown
 	return nil
+}
+
+// evictWait is the longest a head waits for the connections told to leave
+// to give their bytes back.
+const evictWait = 2 * time.Second
+
+// notify wakes the heads waiting for budget. g.mu is held.
+func (g *guard) notify() {
+	close(g.released)
+	g.released = make(chan struct{})
+}
+
+// release gives back the head budget of c's buffer, which is gone.
+func (c *guardConn) release() {
+	g := c.g
+	g.mu.Lock()
+	g.used -= c.held
+	c.held = 0
+	delete(g.heads, c)
+	g.notify()
+	g.mu.Unlock()
 }
 
 // evicted answers a connection whose head budget another one took.
@@ -470,6 +515,11 @@ func (c *guardConn) frame(end int) error {
 	}
 	g := c.g
 	g.mu.Lock()
+	if c.leaving {
+		// Told to give its bytes to others while its head completed.
+		g.mu.Unlock()
+		return c.evicted()
+	}
 	delete(g.heads, c)
 	c.handed++
 	if body == rawBody {
@@ -491,6 +541,10 @@ func (c *guardConn) refuse(status int, kind, text string) error {
 	busy := c.handed > c.answered
 	g.mu.Unlock()
 	g.warn(kind, "http source: refused a request before reading it", "status", status, "reason", text, "remote", c.RemoteAddr().String())
+	// Free the head before lingering: under a flood, many refused
+	// connections linger at once, and their heads must not add up.
+	c.buf = nil
+	c.release()
 	if !busy {
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 		if _, err := io.WriteString(c.Conn, answer(status, "", text)); err == nil {
@@ -501,7 +555,6 @@ func (c *guardConn) refuse(status int, kind, text string) error {
 			_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 1<<20))
 		}
 	}
-	c.buf = nil
 	_ = c.Close()
 	return c.err
 }
