@@ -455,10 +455,9 @@ func headEnd(b []byte, from int) int {
 	return 0
 }
 
-// frame checks the framing of the head buf[:end] and sets how much body
-// follows it, or refuses the request.
-func (c *guardConn) frame(end int) error {
-	head := c.buf[:end]
+// framing reads the body framing of a whole request head: the body's
+// length, rawBody for chunked, or why the framing is ambiguous.
+func framing(head []byte) (int64, string) {
 	var lengths, codings [][]byte
 	var version []byte
 	first := true
@@ -468,7 +467,7 @@ func (c *guardConn) frame(end int) error {
 			continue
 		}
 		if bytes.IndexByte(line, '\r') >= 0 {
-			return c.refuse(http.StatusBadRequest, "framing", "a carriage return inside a header line")
+			return 0, "a carriage return inside a header line"
 		}
 		if first {
 			first = false
@@ -478,7 +477,7 @@ func (c *guardConn) frame(end int) error {
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			return c.refuse(http.StatusBadRequest, "framing", "a folded header line (RFC 9112 section 5.2)")
+			return 0, "a folded header line (RFC 9112 section 5.2)"
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
 		if !ok {
@@ -495,23 +494,33 @@ func (c *guardConn) frame(end int) error {
 	body := int64(0)
 	switch {
 	case len(codings) > 0 && len(lengths) > 0:
-		return c.refuse(http.StatusBadRequest, "framing", "the request has both Content-Length and Transfer-Encoding (RFC 9112 section 6.3)")
+		return 0, "the request has both Content-Length and Transfer-Encoding (RFC 9112 section 6.3)"
 	case len(codings) > 1 || len(codings) == 1 && !bytes.EqualFold(codings[0], []byte("chunked")):
-		return c.refuse(http.StatusBadRequest, "framing", "Transfer-Encoding must be chunked alone")
+		return 0, "Transfer-Encoding must be chunked alone"
 	case len(codings) == 1 && string(version) != "HTTP/1.1":
 		// net/http ignores Transfer-Encoding before HTTP/1.1 and would
 		// read the chunks as the next request.
-		return c.refuse(http.StatusBadRequest, "framing", "Transfer-Encoding needs HTTP/1.1")
+		return 0, "Transfer-Encoding needs HTTP/1.1"
 	case len(codings) == 1:
 		body = rawBody
 	case len(lengths) > 1:
-		return c.refuse(http.StatusBadRequest, "framing", "the request has more than one Content-Length")
+		return 0, "the request has more than one Content-Length"
 	case len(lengths) == 1:
 		n, err := strconv.ParseInt(string(lengths[0]), 10, 64)
 		if err != nil || n < 0 || lengths[0][0] < '0' || lengths[0][0] > '9' {
-			return c.refuse(http.StatusBadRequest, "framing", "Content-Length must be a number of bytes")
+			return 0, "Content-Length must be a number of bytes"
 		}
 		body = n
+	}
+	return body, ""
+}
+
+// frame checks the framing of the head buf[:end] and sets how much body
+// follows it, or refuses the request.
+func (c *guardConn) frame(end int) error {
+	body, refusal := framing(c.buf[:end])
+	if refusal != "" {
+		return c.refuse(http.StatusBadRequest, "framing", refusal)
 	}
 	g := c.g
 	g.mu.Lock()
