@@ -64,15 +64,7 @@ func TestHTTPPinningConnectionsCannotSpendTheBudget(t *testing.T) {
 		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 	}
 	ids := sinkIDs(t, p.Stdout.String())
-	lost, dups := 0, 0
-	for i := 0; i < n; i++ {
-		switch c := ids["legit-"+strconv.Itoa(i)]; {
-		case c == 0:
-			lost++
-		case c > 1:
-			dups += c - 1
-		}
-	}
+	lost, dups := tally(ids, "legit-", n)
 	extra := len(ids) - (n - lost)
 	t.Logf("%d connections declaring 64 MiB with %d bytes sent each (%d still waiting for their bodies): %d/%d POSTs answered 200 in %v (other answers: %v); sink: %d lost, %d duplicates, %d foreign",
 		pins, sent, open, ok, n, served.Round(time.Millisecond), other, lost, dups, extra)
@@ -89,7 +81,7 @@ func TestHTTPPinningConnectionsCannotSpendTheBudget(t *testing.T) {
 	report(t, result{
 		Scenario: "HTTP source, no token: 4 connections declare Content-Length 64 MiB and send 65,537 bytes each, then idle (default 256 MiB in-flight budget)",
 		Messages: n, Lost: lost, Duplicated: strconv.Itoa(dups), Recovery: "-",
-		Notes:    fmt.Sprintf("all %d POSTs 200 in %s beside them (before: 503 until MV_HTTP_BODY_TIMEOUT); the 4 still waiting for their bodies", n, round(served)),
+		Notes: fmt.Sprintf("all %d POSTs 200 in %s beside them (before: 503 until MV_HTTP_BODY_TIMEOUT); the 4 still waiting for their bodies", n, round(served)),
 	})
 }
 
@@ -316,6 +308,6 @@ func TestHTTPSmugglingIs400AndClosed(t *testing.T) {
 	report(t, result{
 		Scenario: "HTTP source: request smuggling (Content-Length with Transfer-Encoding hiding a second authorized request; two Content-Length; Transfer-Encoding identity)",
 		Messages: 1, Lost: 0, Duplicated: "0", Recovery: "-",
-		Notes:    "each answered 400 and its connection closed (next read EOF); nothing of them written, the ordinary request after them written once",
+		Notes: "each answered 400 and its connection closed (next read EOF); nothing of them written, the ordinary request after them written once",
 	})
 }
