@@ -23,7 +23,15 @@
 //	429               MV_HTTP_BUFFER_SIZE messages are already waiting: retry
 //	                  after the Retry-After seconds (1)
 //	409               a message with this id is already in flight
-//	400               malformed CloudEvent, batch or header
+//	400               malformed CloudEvent, batch or header; or framing two
+//	                  servers could read two ways (Content-Length with
+//	                  Transfer-Encoding, a repeated or malformed
+//	                  Content-Length, a coding other than chunked), and
+//	                  the connection is closed (guard.go)
+//	431               request head above MV_HTTP_MAX_HEADER_BYTES, or the
+//	                  largest unfinished head when the heads of all
+//	                  connections hold their shared budget (guard.go)
+//	503 (connection)  MV_HTTP_MAX_CONNECTIONS connections are open
 //	413               body above MV_HTTP_MAX_BODY (or a batch above the buffer)
 //	408               the body did not arrive within MV_HTTP_BODY_TIMEOUT
 //	401               MV_HTTP_AUTH_TOKEN is set and the request lacks
