@@ -28,10 +28,12 @@ import (
 // head bytes shared by all connections, before net/http sees any of it:
 //
 //   - a head above MV_HTTP_MAX_HEADER_BYTES is answered 431 and closed;
-//   - when the shared budget is spent, the connection holding the largest
-//     unfinished head is answered 431 and closed (or the one asking, if it
-//     holds the most), so a few small heads always fit beside any number
-//     of huge unfinished ones;
+//   - when the shared budget is spent, the connections holding the largest
+//     unfinished heads are answered 431 and closed (or the one asking, if
+//     it holds the most), and the one asking waits until their buffers are
+//     gone (503 if that takes over evictWait), so the bytes counted are the
+//     bytes held, and a few small heads always fit beside any number of
+//     huge unfinished ones;
 //   - a head whose framing is ambiguous (RFC 9112 section 6.3: both
 //     Content-Length and Transfer-Encoding, a Transfer-Encoding other than
 //     a single chunked, a Content-Length that is repeated or not a number,
@@ -41,7 +43,8 @@ import (
 // Once a head is accepted, the guard passes its body through: exactly
 // Content-Length bytes, after which the next head is read again; a chunked
 // body's end is not tracked, so the connection is closed after its answer
-// (ConnState), and net/http never reads a head the guard has not seen.
+// (the answer says Connection: close, and ConnState closes it in any
+// case), and net/http never reads a head the guard has not seen.
 type guard struct {
 	maxConns   int
 	maxHead    int
