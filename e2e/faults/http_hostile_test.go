@@ -311,3 +311,67 @@ func TestHTTPSmugglingIs400AndClosed(t *testing.T) {
 		Notes: "each answered 400 and its connection closed (next read EOF); nothing of them written, the ordinary request after them written once",
 	})
 }
+
+// TestHTTPConnectionLimitAnswers503 holds MV_HTTP_MAX_CONNECTIONS=5 idle
+// connections open: the sixth is answered 503 with Retry-After: 1 and
+// closed, nothing of it written; once one of the five is gone, a request
+// is answered 200 and written.
+func TestHTTPConnectionLimitAnswers503(t *testing.T) {
+	const limit = 5
+	p := startRunner(t, httpSourceEnv(map[string]string{"MV_HTTP_MAX_CONNECTIONS": strconv.Itoa(limit)}))
+	addr := strings.TrimPrefix(p.PortURL, "http://")
+	held := make([]net.Conn, limit)
+	for i := range held {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held[i] = c
+	}
+	time.Sleep(300 * time.Millisecond) // all five accepted
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	fmt.Fprintf(extra, "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nX-Numaflow-Id: extra\r\nContent-Length: 5\r\n\r\nextra", token)
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
+	if err != nil {
+		t.Fatalf("connection %d: no answer: %v", limit+1, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("connection %d: %d Retry-After %q, want 503 with Retry-After: 1", limit+1, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	held[0].Close()
+	// The runner sees the close on its next read; retry as told until then.
+	var code int
+	var body []byte
+	tries := 0
+	for ; tries < 20; tries++ {
+		code, body = testutil.Post(t, p.PortURL+"/", []byte("after"), map[string]string{"Authorization": "Bearer " + token, "X-Numaflow-Id": "after"})
+		if code != http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusOK {
+		t.Fatalf("after one connection closed: %d %s", code, body)
+	}
+	if code, took := sigterm(t, p, 30*time.Second); code != 0 {
+		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
+	}
+	ids := sinkIDs(t, p.Stdout.String())
+	warned := strings.Contains(p.Stderr.String(), "MV_HTTP_MAX_CONNECTIONS")
+	t.Logf("%d connections held: the next answered %d (Retry-After %s); after one closed, a request answered %d after %d retries; sink %v; limit logged: %v",
+		limit, resp.StatusCode, resp.Header.Get("Retry-After"), code, tries, ids, warned)
+	if len(ids) != 1 || ids["after"] != 1 {
+		t.Fatalf("the sink wrote %v, want only the request after the close", ids)
+	}
+	if !warned {
+		t.Fatalf("the refused connection was not logged")
+	}
+	noRaces(t, p)
+}
