@@ -185,6 +185,9 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger, memL
 		IdleTimeout:       90 * time.Second,
 		MaxHeaderBytes:    1 << 20,
 	}
+	if g, ok := adapters.source().(portGuard); ok {
+		portLn = g.GuardPort(portSrv, portLn)
+	}
 	adminSrv := &http.Server{Handler: eng.AdminHandler(reg, cfg.PProf), ReadHeaderTimeout: 10 * time.Second}
 	go serve(log, portSrv, portLn, "PORT")
 	go serve(log, adminSrv, adminLn, "admin")
@@ -261,6 +264,13 @@ func serve(log *zap.SugaredLogger, srv *http.Server, ln net.Listener, name strin
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Errorw("http server stopped", "server", name, zap.Error(err))
 	}
+}
+
+// portGuard is a source that takes requests on $PORT and bounds what its
+// connections may cost below net/http (the http source): it may set the
+// server's limits and hooks and wrap the listener before serving starts.
+type portGuard interface {
+	GuardPort(srv *http.Server, ln net.Listener) net.Listener
 }
 
 // built holds the adapters by the place they fill; a place set to none has

@@ -68,6 +68,12 @@ func startPipeline(t *testing.T, spec pipelineSpec) *pipeline {
 	if srcCfg.MaxInflight == 0 {
 		srcCfg.MaxInflight = 64 << 20
 	}
+	if srcCfg.MaxHeader == 0 {
+		srcCfg.MaxHeader = 1 << 20
+	}
+	if srcCfg.MaxConns == 0 {
+		srcCfg.MaxConns = 1024
+	}
 	// These pipelines carry CloudEvents end to end (MV_HTTP_CLOUDEVENTS'
 	// default).
 	srcCfg.CloudEvents = true

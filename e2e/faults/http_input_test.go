@@ -101,6 +101,11 @@ func TestHTTPUnusableSettingsExitTwoWithOneLine(t *testing.T) {
 		{"MV_HTTP_MAX_INFLIGHT_BYTES", "0"},
 		{"MV_HTTP_MAX_INFLIGHT_BYTES", "1024"},
 		{"MV_HTTP_MAX_INFLIGHT_BYTES", "68719476737"},
+		{"MV_HTTP_MAX_CONNECTIONS", "0"},
+		{"MV_HTTP_MAX_CONNECTIONS", "many"},
+		{"MV_HTTP_MAX_CONNECTIONS", "1048577"},
+		{"MV_HTTP_MAX_HEADER_BYTES", "1024"},
+		{"MV_HTTP_MAX_HEADER_BYTES", "16777217"},
 		{"MV_HTTP_AUTH_TOKEN", "tok\x01en-secret"},
 		{"MV_HTTP_AUTH_TOKEN", "tok\x1b[31men-secret"},
 		{"MV_HTTP_AUTH_TOKEN", "tok\x7fen-secret"},
@@ -119,6 +124,6 @@ func TestHTTPUnusableSettingsExitTwoWithOneLine(t *testing.T) {
 			t.Fatalf("%s: the output shows the token: %q", c.name, stderr)
 		}
 	}
-	report(t, result{Scenario: "HTTP source settings: MV_HTTP_MAX_BODY above 1 GiB, MV_HTTP_MAX_INFLIGHT_BYTES 0 / below the body limit / above 64 GiB, MV_HTTP_AUTH_TOKEN with control bytes (" + strconv.Itoa(len(cases)) + " values)",
+	report(t, result{Scenario: "HTTP source settings: MV_HTTP_MAX_BODY above 1 GiB, MV_HTTP_MAX_INFLIGHT_BYTES 0 / below the body limit / above 64 GiB, MV_HTTP_MAX_CONNECTIONS 0 / not a number / above 1048576, MV_HTTP_MAX_HEADER_BYTES below 4 KiB / above 16 MiB, MV_HTTP_AUTH_TOKEN with control bytes (" + strconv.Itoa(len(cases)) + " values)",
 		Messages: 0, Lost: 0, Duplicated: "-", Recovery: "-", Notes: "exit 2, one stderr line naming the variable; the token never shown"})
 }

@@ -46,6 +46,20 @@ func sinkIDs(t *testing.T, stdout string) map[string]int {
 	return ids
 }
 
+// tally counts, of the ids prefix0..prefix<n-1>, those the sink never
+// wrote and the extra copies of those it wrote more than once.
+func tally(ids map[string]int, prefix string, n int) (lost, dups int) {
+	for i := 0; i < n; i++ {
+		switch c := ids[prefix+strconv.Itoa(i)]; {
+		case c == 0:
+			lost++
+		case c > 1:
+			dups += c - 1
+		}
+	}
+	return lost, dups
+}
+
 // claimHuge opens a connection that announces a body of claim bytes and
 // sends only the first byte of it, then idles.
 func claimHuge(t *testing.T, addr, auth string, claim int) net.Conn {
@@ -195,20 +209,9 @@ func TestHTTPHostileLengthsKeepMemoryBounded(t *testing.T) {
 				t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 			}
 			ids := sinkIDs(t, p.Stdout.String())
-			lost, dups := 0, 0
-			for _, batch := range []struct {
-				prefix string
-				n      int
-			}{{"small-", small}, {"large-", large}} {
-				for i := 0; i < batch.n; i++ {
-					switch c := ids[batch.prefix+strconv.Itoa(i)]; {
-					case c == 0:
-						lost++
-					case c > 1:
-						dups += c - 1
-					}
-				}
-			}
+			lost, dups := tally(ids, "small-", small)
+			lostLarge, dupsLarge := tally(ids, "large-", large)
+			lost, dups = lost+lostLarge, dups+dupsLarge
 			extra := len(ids) - (small + large - lost)
 			t.Logf("%s: %d connections claiming 64 MiB with 1 byte sent (%d answered 401, %d still waiting for their body); %d/%d small and %d/%d 1 MiB requests answered 200 in %v (other answers: %v %v); RSS idle %s, peak %s with only the hostile connections open (+%s), peak %s with the valid traffic too (+%s; bound +%s); sink: %d lost, %d duplicates, %d foreign",
 				name, hostile, unauthorized, stillOpen, okSmall, small, okLarge, large, served.Round(time.Millisecond), otherSmall, otherLarge,
@@ -322,15 +325,7 @@ func TestHTTPInflightBudgetAnswers503ThenTakesTheRetries(t *testing.T) {
 		t.Fatalf("runner exited %d after SIGTERM (%v)", code, took)
 	}
 	ids := sinkIDs(t, p.Stdout.String())
-	lost, dups := 0, 0
-	for i := 0; i < n; i++ {
-		switch c := ids["retried-"+strconv.Itoa(i)]; {
-		case c == 0:
-			lost++
-		case c > 1:
-			dups += c - 1
-		}
-	}
+	lost, dups := tally(ids, "retried-", n)
 	t.Logf("%d requests of 100 KiB against a 2 MiB budget held by two stalled 1 MiB bodies: answers %v in %v; stalled bodies answered %q; sink: %d lines, %d lost, %d duplicates",
 		n, answers, took.Round(time.Millisecond), stalledAnswers, len(ids), lost, dups)
 	if answers["503"] < n {

@@ -76,3 +76,53 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGuardFraming feeds arbitrary bytes to the guard's reading of a
+// request head and checks it against net/http's, which reads what the
+// guard hands on: wherever the guard finds a head and accepts its framing,
+// net/http must end that head at the same byte and frame the body the same
+// way (the same Content-Length, or chunked). A difference is what request
+// smuggling lives on.
+func FuzzGuardFraming(f *testing.F) {
+	for _, seed := range []string{
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+		"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\nHost: x\nContent-Length: 1\n\nx",
+		"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+		"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length: 007\r\n\r\n",
+		"POST / HTTP/1.1\r\nTransfer-Encoding: Chunked \r\n\r\n",
+		"POST / HTTP/1.1\r\nContent-Length:\r\n\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		end := headEnd(in, 0)
+		if end == 0 {
+			return
+		}
+		body, refusal := framing(in[:end])
+		if refusal != "" {
+			return
+		}
+		const sentinel = "\x00after"
+		br := bufio.NewReader(strings.NewReader(string(in[:end]) + sentinel))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return // net/http refuses it: the connection closes
+		}
+		if br.Buffered() != len(sentinel) {
+			t.Fatalf("the guard ends the head at byte %d, net/http %d bytes later", end, len(sentinel)-br.Buffered())
+		}
+		switch {
+		case body == rawBody:
+			if len(req.TransferEncoding) != 1 || req.TransferEncoding[0] != "chunked" || req.ContentLength != -1 {
+				t.Fatalf("guard: chunked; net/http: Transfer-Encoding %q, Content-Length %d", req.TransferEncoding, req.ContentLength)
+			}
+		case req.ContentLength != body || len(req.TransferEncoding) != 0:
+			t.Fatalf("guard: %d body bytes; net/http: Content-Length %d, Transfer-Encoding %q", body, req.ContentLength, req.TransferEncoding)
+		}
+	})
+}

@@ -23,7 +23,15 @@
 //	429               MV_HTTP_BUFFER_SIZE messages are already waiting: retry
 //	                  after the Retry-After seconds (1)
 //	409               a message with this id is already in flight
-//	400               malformed CloudEvent, batch or header
+//	400               malformed CloudEvent, batch or header; or framing two
+//	                  servers could read two ways (Content-Length with
+//	                  Transfer-Encoding, a repeated or malformed
+//	                  Content-Length, a coding other than chunked), and
+//	                  the connection is closed (guard.go)
+//	431               request head above MV_HTTP_MAX_HEADER_BYTES, or the
+//	                  largest unfinished head when the heads of all
+//	                  connections hold their shared budget (guard.go)
+//	503 (connection)  MV_HTTP_MAX_CONNECTIONS connections are open
 //	413               body above MV_HTTP_MAX_BODY (or a batch above the buffer)
 //	408               the body did not arrive within MV_HTTP_BODY_TIMEOUT
 //	401               MV_HTTP_AUTH_TOKEN is set and the request lacks
@@ -36,11 +44,12 @@
 // The token, the route and Content-Length are checked before any body byte
 // is read, and those answers close the connection instead of draining the
 // body. A body buffer starts at Content-Length or 64 KiB, whichever is
-// smaller (4 KiB without a length). Once those first bytes arrived, a body
-// with a Content-Length is read into one buffer of that length (so a caller
-// makes the runner hold its declared length, at most MV_HTTP_MAX_BODY, only
-// after sending 64 KiB of it); without a length the buffer doubles only as
-// it fills, so it never holds more than twice what arrived. Every buffer is charged to one
+// smaller (4 KiB without a length). From there the buffer doubles only as
+// it fills, up to the declared length (or MV_HTTP_MAX_BODY), so it never
+// holds more than twice what arrived: a caller that declares 64 MiB and
+// sends 64 KiB holds 128 KiB, and a few such callers cannot spend the
+// budget of everyone else (with a length, the steps are pooled buffers,
+// each given back as the next takes over). Every buffer is charged to one
 // budget shared by all connections, MV_HTTP_MAX_INFLIGHT_BYTES, from its
 // first byte until the request is answered; a request that finds the
 // budget spent waits up to a second for it, then gets 503 with
@@ -99,6 +108,8 @@ type Config struct {
 	BufferSize  int           `envconfig:"MV_HTTP_BUFFER_SIZE" default:"1000" desc:"messages accepted but not yet read by the runner; beyond it requests get 429"`
 	CloudEvents bool          `envconfig:"MV_HTTP_CLOUDEVENTS" default:"true" desc:"decode a request that is a CloudEvent (Ce-Specversion, or a cloudevents content type) into its events; false takes every body as it is, as Numaflow's HTTP source does"`
 	BodyTimeout time.Duration `envconfig:"MV_HTTP_BODY_TIMEOUT" default:"60s" desc:"longest time to receive a request body; a stalled client gets 408 and is disconnected"`
+	MaxHeader   int           `envconfig:"MV_HTTP_MAX_HEADER_BYTES" default:"1048576" desc:"largest request head (request line and headers) in bytes, 4 KiB to 16 MiB (else 431); the heads being received share a budget of 16 times this (at least 16 MiB), and when it is spent the largest unfinished one gets 431"`
+	MaxConns    int           `envconfig:"MV_HTTP_MAX_CONNECTIONS" default:"1024" desc:"open connections on $PORT, 1 to 1048576; one more is answered 503 with Retry-After and closed"`
 }
 
 // Bounds of the size settings: above them a single request, or the bodies
@@ -108,6 +119,10 @@ const (
 	MaxBodyLimit = 1 << 30
 	// MaxInflightLimit is the largest allowed MV_HTTP_MAX_INFLIGHT_BYTES (64 GiB).
 	MaxInflightLimit = 64 << 30
+	// MinHeaderLimit and MaxHeaderLimit bound MV_HTTP_MAX_HEADER_BYTES.
+	MinHeaderLimit, MaxHeaderLimit = 4 << 10, 16 << 20
+	// MaxConnsLimit is the largest allowed MV_HTTP_MAX_CONNECTIONS.
+	MaxConnsLimit = 1 << 20
 )
 
 // Validate checks the values that parse but cannot be used.
@@ -122,6 +137,10 @@ func (c *Config) Validate(runner.Role) error {
 			Reason: fmt.Sprintf("must be at least MV_HTTP_MAX_BODY=%d, or the largest body allowed could never be taken", c.MaxBody)}
 	case c.BufferSize <= 0:
 		return &runner.ConfigError{Var: "MV_HTTP_BUFFER_SIZE", Value: strconv.Itoa(c.BufferSize), Reason: "must be a positive whole number"}
+	case c.MaxHeader < MinHeaderLimit || c.MaxHeader > MaxHeaderLimit:
+		return &runner.ConfigError{Var: "MV_HTTP_MAX_HEADER_BYTES", Value: strconv.Itoa(c.MaxHeader), Reason: fmt.Sprintf("must be a number of bytes from %d (4 KiB) to %d (16 MiB)", MinHeaderLimit, MaxHeaderLimit)}
+	case c.MaxConns <= 0 || c.MaxConns > MaxConnsLimit:
+		return &runner.ConfigError{Var: "MV_HTTP_MAX_CONNECTIONS", Value: strconv.Itoa(c.MaxConns), Reason: fmt.Sprintf("must be a whole number from 1 to %d", MaxConnsLimit)}
 	case c.BodyTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_HTTP_BODY_TIMEOUT", Value: c.BodyTimeout.String(), Reason: "must be a positive duration such as 60s"}
 	case c.AuthToken != "" && strings.TrimSpace(c.AuthToken) == "":
@@ -185,6 +204,9 @@ type Source struct {
 	// budget bounds the body bytes held across all connections
 	// (MV_HTTP_MAX_INFLIGHT_BYTES).
 	budget *cewire.Budget
+	// guard bounds connections and request heads below net/http
+	// (GuardPort).
+	guard *guard
 	// admissionWait is admissionWait; a field so tests can lengthen it
 	// where a loaded machine would otherwise make them race the clock.
 	admissionWait time.Duration
@@ -224,6 +246,7 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 		inflight: map[string]*entry{},
 		wake:     make(chan struct{}, 1),
 		budget:   cewire.NewBudget(cfg.MaxInflight),
+		guard:    newGuard(cfg.MaxConns, cfg.MaxHeader, log),
 
 		admissionWait: admissionWait,
 	}
@@ -444,14 +467,12 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.
 	}
 	for {
 		if len(buf) == cap(buf) {
+			// Doubling, with or without a declared length: the budget
+			// follows the bytes that arrived (at most twice them), so a
+			// caller that declares 64 MiB and sends 64 KiB holds 128 KiB,
+			// not 64 MiB, and four such callers cannot spend the budget
+			// of everyone else. The last step is the declared length.
 			next := min(2*int64(cap(buf)), most)
-			if r.ContentLength >= 0 {
-				// The first buffer filled: the caller is sending its body,
-				// so take the length it declared (already checked against
-				// MV_HTTP_MAX_BODY) in one buffer, as a bare server does,
-				// instead of allocating and copying at every doubling.
-				next = most
-			}
 			if next <= int64(cap(buf)) {
 				// Full at the most the body may hold: only its end may
 				// follow. More than that is MaxBytesReader's error.
@@ -472,16 +493,20 @@ func (s *Source) readBody(w http.ResponseWriter, r *http.Request, lease *cewire.
 				return fail(budgetStatus(err), s.budgetError(err))
 			}
 			var grown []byte
-			if r.ContentLength >= 0 && pooled == nil {
-				// Its last size: a pooled buffer, not cleared (every byte
-				// is read into it before it is used), which the engine
-				// gives back once the message is acked.
-				pooled = payloadpool.Get(int(next))
-				grown = pooled.B[:len(buf):next]
+			if r.ContentLength >= 0 {
+				// Pooled at every step, the step before given back at
+				// once: the last one holds the value, which the engine
+				// gives back once the message is acked. Not cleared:
+				// every byte is read into it before it is used.
+				nb := payloadpool.Get(int(next))
+				grown = nb.B[:len(buf):len(nb.B)]
+				copy(grown, buf)
+				pooled.Release()
+				pooled = nb
 			} else {
 				grown = make([]byte, len(buf), next)
+				copy(grown, buf)
 			}
-			copy(grown, buf)
 			buf = grown
 		}
 		n, err := body.Read(buf[len(buf):cap(buf)])

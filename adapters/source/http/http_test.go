@@ -28,7 +28,7 @@ import (
 )
 
 func testConfig() Config {
-	return Config{MaxBody: 1 << 20, MaxInflight: 64 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second, CloudEvents: true}
+	return Config{MaxBody: 1 << 20, MaxInflight: 64 << 20, BufferSize: 100, BodyTimeout: 5 * time.Second, CloudEvents: true, MaxHeader: 1 << 20, MaxConns: 1024}
 }
 
 // start mounts a source on a fresh mux served on 127.0.0.1.
@@ -39,7 +39,9 @@ func start(t *testing.T, cfg Config) (*Source, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener = src.GuardPort(srv.Config, srv.Listener)
+	srv.Start()
 	t.Cleanup(func() {
 		_ = src.Close(context.Background())
 		srv.Close()

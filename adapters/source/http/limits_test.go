@@ -239,6 +239,11 @@ func TestSizeAndTokenSettingsAreBounded(t *testing.T) {
 		{Name: "no in-flight budget", Edit: func(c *Config) { c.MaxInflight = 0 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
 		{Name: "in-flight budget above 64 GiB", Edit: func(c *Config) { c.MaxInflight = MaxInflightLimit + 1 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
 		{Name: "in-flight budget below the largest body", Edit: func(c *Config) { c.MaxInflight = c.MaxBody - 1 }, Var: "MV_HTTP_MAX_INFLIGHT_BYTES"},
+		{Name: "head limit below 4 KiB", Edit: func(c *Config) { c.MaxHeader = MinHeaderLimit - 1 }, Var: "MV_HTTP_MAX_HEADER_BYTES"},
+		{Name: "head limit above 16 MiB", Edit: func(c *Config) { c.MaxHeader = MaxHeaderLimit + 1 }, Var: "MV_HTTP_MAX_HEADER_BYTES"},
+		{Name: "no connections", Edit: func(c *Config) { c.MaxConns = 0 }, Var: "MV_HTTP_MAX_CONNECTIONS"},
+		{Name: "negative connections", Edit: func(c *Config) { c.MaxConns = -1 }, Var: "MV_HTTP_MAX_CONNECTIONS"},
+		{Name: "connections above the limit", Edit: func(c *Config) { c.MaxConns = MaxConnsLimit + 1 }, Var: "MV_HTTP_MAX_CONNECTIONS"},
 		{Name: "token with NUL", Edit: func(c *Config) { c.AuthToken = "tok\x00en" }, Var: "MV_HTTP_AUTH_TOKEN"},
 		{Name: "token with escape", Edit: func(c *Config) { c.AuthToken = "tok\x1b[0m" }, Var: "MV_HTTP_AUTH_TOKEN"},
 		{Name: "token with DEL", Edit: func(c *Config) { c.AuthToken = "tok\x7f" }, Var: "MV_HTTP_AUTH_TOKEN"},
@@ -247,8 +252,8 @@ func TestSizeAndTokenSettingsAreBounded(t *testing.T) {
 		{Name: "token with a no-break space", Edit: func(c *Config) { c.AuthToken = "tok\u00a0en" }, Var: "MV_HTTP_AUTH_TOKEN"},
 	}, tokenHidden)
 	for _, ok := range []Config{
-		{MaxBody: MaxBodyLimit, MaxInflight: MaxInflightLimit, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "abc-DEF_123.~+/="},
-		{MaxBody: 1, MaxInflight: 1, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "ключ"},
+		{MaxBody: MaxBodyLimit, MaxInflight: MaxInflightLimit, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "abc-DEF_123.~+/=", MaxHeader: MaxHeaderLimit, MaxConns: MaxConnsLimit},
+		{MaxBody: 1, MaxInflight: 1, BufferSize: 1, BodyTimeout: time.Second, AuthToken: "ключ", MaxHeader: MinHeaderLimit, MaxConns: 1},
 	} {
 		if err := ok.Validate(runner.RoleSource); err != nil {
 			t.Errorf("%+v: %v", strconv.Quote(ok.AuthToken), err)
