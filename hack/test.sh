@@ -55,6 +55,7 @@ fuzz_targets=(
   ./adapters/internal/cewire:FuzzBinaryEventMatchesTheSDK:130000x
   ./adapters/internal/udconn:FuzzServerInfo:35000x
   ./adapters/source/http:FuzzRequest:100000x
+  ./adapters/source/http:FuzzGuardFraming:40000x
 )
 for ft in "${fuzz_targets[@]}"; do
   IFS=: read -r pkg target count <<<"$ft"
