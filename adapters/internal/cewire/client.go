@@ -296,6 +296,7 @@ func (b *watchedBody) Close() error {
 }
 
 func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodies *bodyWatch) (*Response, error) {
+	caller := ctx
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -337,7 +338,9 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 	}
 	if err != nil {
 		te := &TransportError{URL: c.url, Err: err, away: conn.reason(err)}
-		if reason := te.awayReason(); reason != "" {
+		// A call its caller gave up on (a shutdown) says nothing of the
+		// peer.
+		if reason := te.awayReason(); reason != "" && caller.Err() == nil {
 			c.markAway(reason)
 		}
 		return nil, te
