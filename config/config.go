@@ -4,7 +4,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -139,21 +138,28 @@ func Load() (*Config, error) {
 
 // LoadWarn is Load with the warnings (an unknown variable under
 // MV_STRICT=false) sent to warn.
-func LoadWarn(warn func(string)) (*Config, error) {
+func LoadWarn(warn func(string)) (*Config, error) { return load(osEnv(), warn) }
+
+// LoadEnv reads and validates vars as the runner would if they were its
+// whole environment, with the same code as Load: mvctl checks with it
+// that the runner takes every value it emits. Warnings are dropped.
+func LoadEnv(vars map[string]string) (*Config, error) { return load(mapEnv(vars), func(string) {}) }
+
+func load(e env, warn func(string)) (*Config, error) {
 	c := &Config{}
-	if err := process(&c.Core); err != nil {
+	if err := process(e, &c.Core); err != nil {
 		return nil, err
 	}
 	if err := c.validateCore(); err != nil {
 		return nil, err
 	}
-	if err := process(&c.Tracing); err != nil {
+	if err := process(e, &c.Tracing); err != nil {
 		return nil, err
 	}
 	if err := c.Tracing.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkUnknown(os.Environ(), c.Strict, warn); err != nil {
+	if err := checkUnknown(e, c.Strict, warn); err != nil {
 		return nil, err
 	}
 	c.Settings = map[runner.Role]any{}
@@ -166,7 +172,7 @@ func LoadWarn(warn func(string)) (*Config, error) {
 		if !ok {
 			return nil, unknownKind(slot.Var, kind, slotKinds(slot), slot.Optional)
 		}
-		cfg, err := loadPlugin(k.Config, slot.Role)
+		cfg, err := loadPlugin(e, k.Config, slot.Role)
 		if err != nil {
 			return nil, err
 		}
@@ -175,19 +181,11 @@ func LoadWarn(warn func(string)) (*Config, error) {
 	return c, nil
 }
 
-func process(spec any) error {
-	if err := checkSyntax(spec); err != nil {
+func process(e env, spec any) error {
+	if err := checkSyntax(e, spec); err != nil {
 		return err
 	}
-	err := envconfig.Process("", spec)
-	var pe *envconfig.ParseError
-	if errors.As(err, &pe) {
-		return &runner.ConfigError{Var: pe.KeyName, Value: pe.Value, Reason: "must be " + typeWord(pe.TypeName)}
-	}
-	if err != nil {
-		return &runner.ConfigError{Var: "environment", Value: "", Reason: err.Error()}
-	}
-	return nil
+	return decode(e, "", spec)
 }
 
 func typeWord(t string) string {
@@ -204,12 +202,12 @@ func typeWord(t string) string {
 	return "of type " + t
 }
 
-func loadPlugin(newConfig func() any, role runner.Role) (any, error) {
+func loadPlugin(e env, newConfig func() any, role runner.Role) (any, error) {
 	if newConfig == nil {
 		return nil, nil
 	}
 	cfg := newConfig()
-	if err := process(cfg); err != nil {
+	if err := process(e, cfg); err != nil {
 		return nil, err
 	}
 	if v, ok := cfg.(runner.Validator); ok {
@@ -503,9 +501,9 @@ var (
 // means: it parses whole numbers with base prefixes (PORT=010000 is octal
 // 4096, 0x4e20 and 1_8084 pass) and floats including NaN and Inf. A
 // leading zero is refused rather than guessed at.
-func checkSyntax(spec any) error {
+func checkSyntax(e env, spec any) error {
 	for _, v := range variables(spec) {
-		raw, ok := os.LookupEnv(v.name)
+		raw, ok := e.lookup(v.name)
 		if !ok {
 			continue
 		}
@@ -549,11 +547,10 @@ func knownNames() map[string]bool {
 // checkUnknown refuses (or, when not strict, warns about) MV_ variables the
 // runner does not read, as Caddy refuses unknown keys: MV_RETRY_STEP set
 // instead of MV_RETRY_STEPS would otherwise be ignored without a word.
-func checkUnknown(environ []string, strict bool, warn func(string)) error {
+func checkUnknown(e env, strict bool, warn func(string)) error {
 	known := knownNames()
 	var unknown []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
+	for _, name := range e.names {
 		if strings.HasPrefix(name, "MV_") && !known[name] {
 			unknown = append(unknown, name)
 		}
@@ -566,7 +563,7 @@ func checkUnknown(environ []string, strict bool, warn func(string)) error {
 		}
 		reason += " (see --help; MV_STRICT=false only warns)"
 		if strict {
-			value, _ := os.LookupEnv(name)
+			value, _ := e.lookup(name)
 			return &runner.ConfigError{Var: name, Value: value, Reason: reason}
 		}
 		warn(name + " " + reason)

@@ -241,6 +241,11 @@ var negativeCases = []struct {
 	{"reserved sidecar name", base + "  sidecars:\n    - name: runner\n      image: img\n", "spec.sidecars[0].name"},
 	{"an MV_ variable mvctl sets", base + "  containerTemplate:\n    env:\n      - name: MV_SOURCE\n        value: http\n", "spec.containerTemplate.env[0].name"},
 	{"a name Knative cannot take", strings.Replace(base, "name: neg", "name: Bad_Name", 1), "metadata.name"},
+	// Values the runner refuses at start (exit 2: a crash-looping Service)
+	// that once converted and validated with exit 0.
+	{"generator rpu past the runner's bound", strings.Replace(base, "    generator: {}\n", "    generator:\n      rpu: 4294967296\n", 1), "spec.source.generator.rpu"},
+	{"generator rpu in exponent form", strings.Replace(base, "    generator: {}\n", "    generator:\n      rpu: 1e10\n", 1), "spec.source.generator.rpu"},
+	{"generator msgSize past the runner's bound", strings.Replace(base, "    generator: {}\n", "    generator:\n      msgSize: 1e8\n", 1), "spec.source.generator.msgSize"},
 	{"a Numaflow Pipeline", "apiVersion: numaflow.numaproj.io/v1alpha1\nkind: Pipeline\nmetadata:\n  name: p\nspec: {}\n", "kind"},
 }
 

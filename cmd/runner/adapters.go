@@ -1,21 +1,5 @@
 package main
 
-// Every adapter kind registers itself in its package's init; importing it
-// here makes it selectable with MV_SOURCE, MV_TRANSFORMER and MV_SINK.
-import (
-	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
-	_ "github.com/monovertex/monovertex/adapters/sink/cloudevents"
-	_ "github.com/monovertex/monovertex/adapters/sink/jetstream"
-	_ "github.com/monovertex/monovertex/adapters/sink/kafka"
-	_ "github.com/monovertex/monovertex/adapters/sink/log"
-	_ "github.com/monovertex/monovertex/adapters/sink/udsink"
-	_ "github.com/monovertex/monovertex/adapters/source/generator"
-	_ "github.com/monovertex/monovertex/adapters/source/http"
-	_ "github.com/monovertex/monovertex/adapters/source/jetstream"
-	_ "github.com/monovertex/monovertex/adapters/source/kafka"
-	_ "github.com/monovertex/monovertex/adapters/source/nats"
-	_ "github.com/monovertex/monovertex/adapters/source/udsource"
-	_ "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
-	_ "github.com/monovertex/monovertex/adapters/transformer/udmap"
-	_ "github.com/monovertex/monovertex/adapters/transformer/udtransformer"
-)
+// Every adapter kind registers itself in its package's init; the one list
+// of them is adapters/all, which mvctl imports too.
+import _ "github.com/monovertex/monovertex/adapters/all"

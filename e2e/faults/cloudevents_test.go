@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -33,6 +34,8 @@ type receiver struct {
 	failed   map[string]int
 	// delay, when set, is how long the answer to an event takes.
 	delay func(id string) time.Duration
+	// tls, when set, makes the receiver serve HTTPS from its next start.
+	tls *tls.Config
 }
 
 func startReceiver(t *testing.T) *receiver {
@@ -133,6 +136,9 @@ func (r *receiver) setMode(mode string) {
 			return
 		}
 		r.mu.Lock()
+		if r.tls != nil {
+			ln = tls.NewListener(ln, r.tls)
+		}
 		r.serve(ln)
 		r.mu.Unlock()
 	}

@@ -1318,6 +1318,7 @@ func (c *converter) build() {
 	}
 
 	runner := c.runnerContainer()
+	c.checkRunnerEnv(runner)
 	pod := corev1.PodSpec{
 		Containers: append([]corev1.Container{runner}, c.sidecars...),
 		Volumes: append([]corev1.Volume{

@@ -82,11 +82,27 @@ type DocumentError struct {
 
 func (e *DocumentError) Error() string { return e.Doc.Describe() + ": " + e.Err.Error() }
 
+// MaxManifestBytes bounds one input (a file or stdin): Kubernetes keeps an
+// object of at most 1.5 MiB (etcd's request limit) and its API server
+// takes a request body of at most 3 MiB, so a larger manifest is no
+// MonoVertex anyone applies, and reading it whole would hold all of it
+// (and several times it, decoded) in memory.
+const MaxManifestBytes = 4 << 20
+
 // ReadDocuments splits a multi-document YAML (or JSON) stream and decodes
 // each MonoVertex strictly: an unknown field or a value of the wrong type is
-// a *DocumentError naming the field's path. Empty documents are skipped.
+// a *DocumentError naming the field's path. Empty, comment-only and null
+// documents are skipped, as kubectl skips them. A stream larger than
+// MaxManifestBytes is a *FieldError, read no further than the limit.
 func ReadDocuments(r io.Reader) ([]Document, error) {
-	yr := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	all, err := io.ReadAll(io.LimitReader(r, MaxManifestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(all) > MaxManifestBytes {
+		return nil, refuse("", "manifest larger than %d MiB (%d bytes): Kubernetes stores objects of at most 1.5 MiB and takes requests of at most 3 MiB; split the input", MaxManifestBytes>>20, MaxManifestBytes)
+	}
+	yr := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(all)))
 	var docs []Document
 	for index := 1; ; index++ {
 		chunk, err := yr.Read()
@@ -101,12 +117,20 @@ func ReadDocuments(r io.Reader) ([]Document, error) {
 			continue
 		}
 		doc, err := decodeDocument(index, chunk)
+		if errors.Is(err, errNullDocument) {
+			index--
+			continue
+		}
 		if err != nil {
 			return docs, err
 		}
 		docs = append(docs, doc)
 	}
 }
+
+// errNullDocument is a document that holds null (a bare ---, ~ or null),
+// which kubectl skips as empty.
+var errNullDocument = errors.New("null document")
 
 // stripComments drops full-line YAML comments, so a document of comments
 // only counts as empty.
@@ -132,6 +156,9 @@ func decodeDocument(index int, chunk []byte) (Document, error) {
 	dec.UseNumber()
 	if err := dec.Decode(&tree); err != nil {
 		return doc, &DocumentError{Doc: doc, Err: refuse("", "not valid YAML: %v", err)}
+	}
+	if tree == nil {
+		return doc, errNullDocument
 	}
 	obj, ok := tree.(map[string]any)
 	if !ok {

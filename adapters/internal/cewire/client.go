@@ -3,17 +3,20 @@ package cewire
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/internal/payloadpool"
 	"github.com/monovertex/monovertex/runner"
@@ -32,6 +35,17 @@ type Client struct {
 	// direct, when set, carries the posts instead of http's transport
 	// (see direct).
 	direct *direct
+	// variable names the setting the URL comes from, for the log and
+	// for Ready.
+	variable string
+	log      *zap.SugaredLogger
+	// https is set for an https:// URL: its calls trace whether they got
+	// a connection, so a handshake that fails or gets no answer is told
+	// from a call the peer took.
+	https bool
+	// away is why the last call that settled it never reached a peer that
+	// takes events (nil while the peer answers): see Ready.
+	away atomic.Pointer[string]
 }
 
 // ClientOptions configure a Client.
@@ -60,6 +74,11 @@ type ClientOptions struct {
 	// what a client can tell; a pooled connection's loss is not); nil
 	// reports nothing.
 	Connection runner.Connection
+	// Variable names the setting URL comes from (MV_TRANSFORMER_URL,
+	// K_SINK, ...), for the log line that says the peer is away.
+	Variable string
+	// Log takes that line; nil logs nothing.
+	Log *zap.SugaredLogger
 }
 
 // NewClient builds a Client with a transport tuned for many small calls to
@@ -104,8 +123,15 @@ func NewClient(o ClientOptions) *Client {
 	if !o.H2C {
 		d = newDirect(o.URL, dial, o.Concurrency)
 	}
+	if o.Log == nil {
+		o.Log = zap.NewNop().Sugar()
+	}
+	if o.Variable == "" {
+		o.Variable = "URL"
+	}
 	return &Client{
 		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, budget: o.Budget, header: o.Header, direct: d,
+		variable: o.Variable, log: o.Log, https: strings.HasPrefix(strings.ToLower(o.URL), "https://"),
 		http: &http.Client{
 			Transport: tr,
 			// A redirect is a 3xx answer, which Knative's rules do not retry;
@@ -270,10 +296,16 @@ func (b *watchedBody) Close() error {
 }
 
 func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodies *bodyWatch) (*Response, error) {
+	caller := ctx
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
+	}
+	var conn *connTrace
+	if c.https {
+		conn = &connTrace{}
+		ctx = httptrace.WithClientTrace(ctx, conn.trace())
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, nil)
 	if err != nil {
@@ -305,8 +337,15 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		resp, err = c.http.Do(req)
 	}
 	if err != nil {
-		return nil, &TransportError{URL: c.url, Err: err}
+		te := &TransportError{URL: c.url, Err: err, away: conn.reason(err)}
+		// A call its caller gave up on (a shutdown) says nothing of the
+		// peer.
+		if reason := te.awayReason(); reason != "" && caller.Err() == nil {
+			c.markAway(reason)
+		}
+		return nil, te
 	}
+	c.markBack()
 	defer resp.Body.Close()
 	out := &Response{Status: resp.StatusCode, Header: resp.Header}
 	if !readBody || resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -381,6 +420,10 @@ func (c *Client) CloseIdle() {
 type TransportError struct {
 	URL string
 	Err error
+	// away, when set, says why the call got no connection (a TLS
+	// handshake that failed or got no answer), which Err alone may not
+	// tell: a call's timeout during the handshake is a bare deadline.
+	away string
 }
 
 // Error says where the post failed and why.
@@ -389,11 +432,110 @@ func (e *TransportError) Error() string { return fmt.Sprintf("post to %s: %v", e
 // Unwrap returns the transport's error.
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// Unreachable reports whether the call never reached the peer (the dial
-// failed): the whole peer is away, not this message's fault.
-func (e *TransportError) Unreachable() bool {
+// Unreachable reports whether the call never reached a peer that takes
+// events (the dial failed, or what answered the TLS handshake is no TLS
+// server or not one the runner trusts): the whole peer is away or
+// misconfigured, not this message's fault.
+func (e *TransportError) Unreachable() bool { return e.awayReason() != "" }
+
+func (e *TransportError) awayReason() string {
+	if e.away != "" {
+		return e.away
+	}
+	return awayReason(e.Err)
+}
+
+// connTrace follows one call's connection: whether it got one, and how
+// its TLS handshake went. The transport may call it from its own
+// goroutines, also after the call returned (a dial outlives its call).
+type connTrace struct {
+	mu                     sync.Mutex
+	got, tlsStart, tlsDone bool
+	tlsErr                 error
+}
+
+func (t *connTrace) trace() *httptrace.ClientTrace {
+	set := func(f func()) { t.mu.Lock(); f(); t.mu.Unlock() }
+	return &httptrace.ClientTrace{
+		GotConn:           func(httptrace.GotConnInfo) { set(func() { t.got = true }) },
+		TLSHandshakeStart: func() { set(func() { t.tlsStart = true }) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			set(func() { t.tlsDone, t.tlsErr = true, err })
+		},
+	}
+}
+
+// reason says why a call that failed with err got no connection because
+// of its TLS handshake, or "" (no trace, a connection, or no handshake).
+func (t *connTrace) reason(err error) string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.got || !t.tlsStart:
+		return ""
+	case t.tlsDone && t.tlsErr != nil:
+		if r := awayReason(t.tlsErr); r != "" {
+			return r
+		}
+		return "the TLS handshake failed: " + t.tlsErr.Error()
+	case !t.tlsDone:
+		// A plain HTTP server reads the handshake as the start of a
+		// request line and may wait for its end instead of answering.
+		return fmt.Sprintf("the server did not answer the TLS handshake (%v): it may speak plain HTTP (use http://, or serve TLS there)", err)
+	}
+	return ""
+}
+
+// awayReason says why err means the call never reached a peer that takes
+// events, in words for the log, or "" when it does not mean that.
+func awayReason(err error) string {
 	var op *net.OpError
-	return errors.As(e.Err, &op) && op.Op == "dial"
+	var header tls.RecordHeaderError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &header):
+		// Go's TLS client reads the first five bytes of the answer as a
+		// record header; a plain HTTP server answers the handshake with
+		// its 400 status line.
+		if bytes.HasPrefix(header.RecordHeader[:], []byte("HTTP/")) {
+			return "the server answered plain HTTP to a TLS handshake (use http://, or serve TLS there)"
+		}
+		return fmt.Sprintf("the server's answer to a TLS handshake is not TLS (it began %q)", header.RecordHeader[:])
+	case errors.As(err, &verify):
+		return "its TLS certificate is not trusted: " + verify.Err.Error()
+	case errors.As(err, &op) && op.Op == "dial":
+		return "cannot connect: " + op.Err.Error()
+	}
+	return ""
+}
+
+// markAway records that calls do not reach the peer, and says so in the
+// log once until the peer answers again (the reason may differ from call
+// to call: a plain HTTP server answers some handshakes and waits on
+// others).
+func (c *Client) markAway(reason string) {
+	if old := c.away.Swap(&reason); old == nil {
+		c.log.Warnw(fmt.Sprintf("%s %s: %s; its messages are held and retried, and /readyz answers 503 until it answers", c.variable, c.url, reason))
+	}
+}
+
+// markBack records an HTTP answer from the peer.
+func (c *Client) markBack() {
+	if c.away.Load() != nil && c.away.Swap(nil) != nil {
+		c.log.Infow(fmt.Sprintf("%s %s answers again", c.variable, c.url))
+	}
+}
+
+// Ready is nil unless the last call that settled it never reached a peer
+// that takes events; then it says why, naming the setting.
+func (c *Client) Ready(context.Context) error {
+	if r := c.away.Load(); r != nil {
+		return fmt.Errorf("%s %s: %s", c.variable, c.url, *r)
+	}
+	return nil
 }
 
 // IsUnreachable reports whether err is a TransportError whose dial failed.
@@ -427,9 +569,10 @@ func NewStatusError(url string, r *Response) *StatusError {
 	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))}
 }
 
-// PostError marks an error of Post for the engine: a dial that failed is
-// runner.Unavailable (the peer is away, which says nothing about the
-// message: retried without spending MV_RETRY_* steps), another transport
+// PostError marks an error of Post for the engine: a call that never
+// reached a peer that takes events (Unreachable) is runner.Unavailable (the
+// peer is away or misconfigured, which says nothing about the message:
+// retried without spending MV_RETRY_* steps), another transport
 // error is retried as it is, and anything else (an event that cannot be
 // sent, a reply above its limits) is runner.Permanent.
 func PostError(err error) error {

@@ -7,9 +7,12 @@
 // event in it is ignored); 5xx, 404, 408, 409, 429, timeouts and connection
 // errors are retried with the retry strategy; other 4xx and 3xx are
 // permanent failures that MV_ON_FAILURE decides at once. A message that
-// could not even connect fails as runner.Unavailable: the engine retries it
-// without spending its retry steps, so a broker restart does not send
-// everything to the fallback sink.
+// could not even connect (or whose TLS handshake met a server answering
+// plain HTTP, or a certificate the runner does not trust) fails as
+// runner.Unavailable: the engine retries it without spending its retry
+// steps, so a broker restart or an https:// URL to a plain HTTP receiver
+// does not send everything to the fallback sink. The log says once what the
+// peer answered, and /readyz answers 503 until it answers HTTP again.
 //
 // A message answered permanently is not posted again within
 // cewire.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
@@ -140,7 +143,10 @@ type Sink struct {
 	calls *cewire.Calls
 }
 
-var _ runner.Sink = (*Sink)(nil)
+var (
+	_ runner.Sink    = (*Sink)(nil)
+	_ runner.Readier = (*Sink)(nil)
+)
 
 // New builds the sink for role (sink or fallback sink); name is MV_NAME.
 func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Sink, error) {
@@ -156,10 +162,11 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	}
 	ov, _ := parseOverrides(cfg.Overrides)
 	mode, _ := cewire.ParseMode(cfg.Mode)
-	target, _ := cfg.target(role)
+	target, variable := cfg.target(role)
 	return &Sink{
 		client: cewire.NewClient(cewire.ClientOptions{
 			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
+			Variable: variable, Log: log,
 		}),
 		mapper:    mapper,
 		overrides: ov,
@@ -211,6 +218,10 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 	}
 	return nil
 }
+
+// Ready is an error while the receiver cannot be reached (see
+// cewire.Client.Ready), so /readyz tells what holds the messages.
+func (s *Sink) Ready(ctx context.Context) error { return s.client.Ready(ctx) }
 
 // Close drops the kept-alive connections.
 func (s *Sink) Close(context.Context) error {

@@ -31,9 +31,12 @@
 // MV_ON_FAILURE=retry it is retried at most once a second, and with
 // fallback or drop it is posted once.
 //
-// A call that fails to connect fails its message as runner.Unavailable: the
-// engine retries it without spending its retry steps, so a function that is
-// down does not push everything to MV_ON_FAILURE.
+// A call that fails to connect, or whose TLS handshake meets a server that
+// answers plain HTTP or a certificate the runner does not trust, fails its
+// message as runner.Unavailable: the engine retries it without spending its
+// retry steps, so a function that is down or misconfigured does not push
+// everything to MV_ON_FAILURE. The log says once what the peer answered,
+// and /readyz answers 503 until a call gets an HTTP answer again.
 package cloudevents
 
 import (
@@ -151,7 +154,10 @@ type Transformer struct {
 	calls *cewire.Calls
 }
 
-var _ runner.Transformer = (*Transformer)(nil)
+var (
+	_ runner.Transformer = (*Transformer)(nil)
+	_ runner.Readier     = (*Transformer)(nil)
+)
 
 // New builds a transformer; name is MV_NAME (for the default event source).
 func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) {
@@ -173,6 +179,7 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 			URL: cfg.URL, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency,
 			H2C: cfg.H2C, MaxReply: cfg.MaxReply, Budget: budget,
 			Header: http.Header{"Prefer": {"reply"}}, Connection: cfg.Connection,
+			Variable: "MV_TRANSFORMER_URL", Log: log,
 		}),
 		mapper:    mapper,
 		budget:    budget,
@@ -254,6 +261,10 @@ func (t *Transformer) result(ctx context.Context, m *runner.Message, resp *cewir
 	}
 	return runner.TransformResult{Outputs: outs}
 }
+
+// Ready is an error while the function cannot be reached (see
+// cewire.Client.Ready), so /readyz tells what holds the messages.
+func (t *Transformer) Ready(ctx context.Context) error { return t.client.Ready(ctx) }
 
 // Close drops the kept-alive connections.
 func (t *Transformer) Close(context.Context) error {
