@@ -18,7 +18,8 @@ import (
 // on its SinkFn stream: DATA past the window granted, an HPACK bomb, a
 // message prefix claiming 64 MiB, DATA on a stream never opened. For each
 // the runner's peak RSS stays within 64 MiB of its figure before the
-// attack, it ends the connection (with the GOAWAY code RFC 9113 gives,
+// attack (and for the prefix its Go heap grows by less than half the size
+// claimed: it grew by 78 MiB before), it ends the connection (with the GOAWAY code RFC 9113 gives,
 // where it is the one to end it) and logs one line naming what broke;
 // then the numaflow-go SDK sink takes the socket over and every message
 // is written, and acked.
@@ -60,7 +61,23 @@ func TestHostileSinkContainerIsCutOff(t *testing.T) {
 				t.Fatal(err)
 			}
 			hwmIdle, _ := procstat.PeakRSS(pid)
+			heapIdle := goMetric(p.runner, "go_memstats_heap_inuse_bytes")
 			sampler := sampleRSS(pid, 5*time.Millisecond)
+			// The Go heap too: a buffer allocated for a claimed size is
+			// in use before a page of it is touched, which RSS misses.
+			heapTop, heapDone := make(chan float64, 1), make(chan struct{})
+			go func() {
+				top := heapIdle
+				for {
+					top = max(top, goMetric(p.runner, "go_memstats_heap_inuse_bytes"))
+					select {
+					case <-heapDone:
+						heapTop <- top
+						return
+					case <-time.After(100 * time.Millisecond): // each scrape makes garbage of its own
+					}
+				}
+			}()
 			attacked := time.Now()
 			srv.Attack()
 			var out hostilesink.Outcome
@@ -71,6 +88,8 @@ func TestHostileSinkContainerIsCutOff(t *testing.T) {
 				t.Fatalf("the runner kept the hostile connection open for 60s; RSS now %d MiB", rssNow(pid)>>20)
 			}
 			cutOff := time.Since(attacked)
+			close(heapDone)
+			heapGrew := int64(<-heapTop - heapIdle)
 			top := peak(sampler.finish())
 			if hwm, err := procstat.PeakRSS(pid); err == nil && hwm > hwmIdle {
 				top = max(top, hwm) // a peak between two samples
@@ -85,9 +104,11 @@ func TestHostileSinkContainerIsCutOff(t *testing.T) {
 				t.Errorf("the runner ended the connection with GOAWAY %v (sent: %v), want %v; reading ended with %v", out.Code, out.GoAway, tc.goAway, out.Err)
 			case top-idle > bound:
 				t.Errorf("peak RSS %s is %s above idle %s; bound %s", mib(top), mib(top-idle), mib(idle), mib(bound))
+			case tc.mode == hostilesink.HugePrefix && heapGrew > hostilesink.Claimed/2:
+				t.Errorf("the Go heap in use grew by %s for a prefix claiming %s with 1 KiB of it sent", mib(heapGrew), mib(hostilesink.Claimed))
 			}
-			t.Logf("%s: %s pushed; connection ended after %v (GOAWAY %v, %v); runner RSS idle %s, peak %s (+%s; bound +64 MiB); log: %s",
-				tc.mode, mib(out.Pushed), cutOff.Round(time.Millisecond), out.GoAway, out.Code, mib(idle), mib(top), mib(top-idle), line)
+			t.Logf("%s: %s pushed; connection ended after %v (GOAWAY %v, %v); runner RSS idle %s, peak %s (+%s; bound +64 MiB), Go heap in use +%s at most; log: %s",
+				tc.mode, mib(out.Pushed), cutOff.Round(time.Millisecond), out.GoAway, out.Code, mib(idle), mib(top), mib(top-idle), mib(heapGrew), line)
 
 			// The SDK's sink replaces the hostile one on the same socket.
 			srv.Stop()
