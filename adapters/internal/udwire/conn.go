@@ -970,12 +970,16 @@ func rstError(code uint32) error {
 }
 
 // maxContinuations bounds the CONTINUATION frames of one header block, so
-// that a flood of empty ones ends the connection: a list of the largest
-// size, encoded twice as long as it decodes, in frames of the default
-// size, stays well within it.
+// that a flood of empty ones ends the connection, and maxBlock its
+// encoded bytes, so that a block of what decodes to nothing (table size
+// updates) does too. A field takes fewer bytes encoded than it counts
+// for in the list (its 32 bytes of overhead), so a list of the largest
+// size stays well within both, in frames of the default size.
 func (c *ClientConn) maxContinuations() int {
 	return 16 + 2*c.opt.MaxHeaderListSize/defaultMaxFrame
 }
+
+func (c *ClientConn) maxBlock() int { return 2 * c.opt.MaxHeaderListSize }
 
 // onHeaders decodes a header block, fragment by fragment as its HEADERS
 // and CONTINUATION frames arrive (so that no block is held whole), and
@@ -1003,7 +1007,7 @@ func (c *ClientConn) onHeaders(flags byte, sid uint32, p []byte) error {
 	if err := c.decodeFragment(sid, p); err != nil {
 		return err
 	}
-	for frames := 0; flags&flagEndHeaders == 0; frames++ {
+	for frames, encoded := 0, len(p); flags&flagEndHeaders == 0; frames++ {
 		if frames == c.maxContinuations() {
 			return perr(errCodeProtocol, "the header block of stream %d goes on past %d CONTINUATION frames", sid, frames)
 		}
@@ -1020,7 +1024,10 @@ func (c *ClientConn) onHeaders(flags byte, sid uint32, p []byte) error {
 			return perr(errCodeProtocol, "CONTINUATION on stream %d inside the header block of stream %d", fsid, sid)
 		case length > maxReadFrame:
 			return perr(errCodeFrameSize, "a CONTINUATION frame of %d bytes, more than the %d this client allows (SETTINGS_MAX_FRAME_SIZE)", length, maxReadFrame)
+		case encoded+length > c.maxBlock():
+			return perr(errCodeProtocol, "the header block of stream %d goes on past %d bytes encoded", sid, c.maxBlock())
 		}
+		encoded += length
 		flags = flags&^flagEndHeaders | hdr[4]&flagEndHeaders
 		frag, err := c.readPayload(length)
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
@@ -113,9 +112,6 @@ func FuzzServerFrames(f *testing.F) {
 		case err := <-ended:
 			if _, isStatus := status.FromError(err); !isStatus && err != io.EOF {
 				t.Fatalf("the call ended with %v, not a status", err)
-			}
-			if status.Code(err) == codes.Unknown && err != io.EOF {
-				t.Fatalf("the call ended with %v", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("the call did not end with its connection")

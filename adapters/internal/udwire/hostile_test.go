@@ -271,3 +271,50 @@ func TestAHeaderListWithinTheLimitIsTaken(t *testing.T) {
 		t.Fatal(cc.Err())
 	}
 }
+
+// TestHeaderLimitsFollowTheSetting: with SETTINGS_MAX_HEADER_LIST_SIZE of
+// 4 KiB, a list over it ends the connection, and so does a block of more
+// than twice that many bytes that decodes to nothing at all (dynamic table
+// size updates), which no field count would stop.
+func TestHeaderLimitsFollowTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		frames func(p *peer) [][]byte
+		want   string
+	}{
+		{"a list over the limit", func(p *peer) [][]byte {
+			return [][]byte{p.block(":status", "200", "x-big", strings.Repeat("v", 4<<10))}
+		}, "the header list of stream 1 exceeds 4096 bytes (SETTINGS_MAX_HEADER_LIST_SIZE)"},
+		{"table size updates past twice the limit", func(*peer) [][]byte {
+			updates := bytes.Repeat([]byte{0x20}, 3<<10)
+			return [][]byte{updates, updates, updates}
+		}, "the header block of stream 1 goes on past 8192 bytes encoded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := udwire.SocketPair(t)
+			cc, p := newPeerOpts(t, a, b, udwire.Options{Codec: codec, MaxMessageSize: 1 << 20, Window: 1 << 20, MaxHeaderListSize: 4 << 10})
+			_, id := openStream(t, cc, p)
+			go func() {
+				frames := tc.frames(p)
+				for i, f := range frames {
+					var err error
+					if i == 0 {
+						err = p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: f, EndHeaders: len(frames) == 1, EndStream: true})
+					} else {
+						err = p.fr.WriteContinuation(id, i == len(frames)-1, f)
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+			if code := goAwayCode(t, p); code != http2.ErrCodeProtocol {
+				t.Errorf("GOAWAY code %v, want PROTOCOL_ERROR", code)
+			}
+			<-cc.Done()
+			if err := cc.Err(); !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Err() = %v, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
