@@ -1,6 +1,8 @@
 package faults_test
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -112,14 +114,22 @@ func TestHostileSinkContainerIsCutOff(t *testing.T) {
 
 			// The SDK's sink replaces the hostile one on the same socket.
 			srv.Stop()
+			replaced := time.Now()
 			p.startSink(0)
 			p.waitAcked(total, 120*time.Second)
+			recovered := time.Since(replaced)
 			c := p.count(func(int) string { return "sink.out" }, "sink.out")
 			acked := p.acked()
 			if c.lost > 0 || len(acked) != total {
 				t.Fatalf("after the SDK sink took over: %d of %d ids not written, %d acked", c.lost, total, len(acked))
 			}
-			t.Logf("%s: all %d ids written by the SDK sink and acked (%d duplicate lines)", tc.mode, total, c.dupLines)
+			noRaces(t, p.runner)
+			report(t, result{
+				Scenario: "hostile sink container (udwire): " + string(tc.mode) + ", then the SDK sink on the same socket",
+				Messages: total, Lost: c.lost, Duplicated: strconv.Itoa(c.dupLines), Recovery: recovered.Round(time.Millisecond).String() + " to all acked",
+				Notes: fmt.Sprintf("connection ended after %v (GOAWAY %v); RSS idle %s, peak %s (+%s; bound +64 MiB); Go heap +%s",
+					cutOff.Round(time.Millisecond), goAwayName(out), mib(idle), mib(top), mib(top-idle), mib(heapGrew)),
+			})
 		})
 	}
 }
@@ -137,4 +147,13 @@ func logLine(log, want string) string {
 func rssNow(pid int) int64 {
 	v, _ := procstat.RSS(pid)
 	return v
+}
+
+// goAwayName is the GOAWAY code the runner sent, or what ended the
+// connection without one.
+func goAwayName(o hostilesink.Outcome) string {
+	if o.GoAway {
+		return o.Code.String()
+	}
+	return "none: the container dropped it"
 }
