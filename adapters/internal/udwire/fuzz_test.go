@@ -33,17 +33,19 @@ func (rawCodec) UnmarshalOwned(buf *payloadpool.Buffer, _ any) error {
 // Limits of the fuzzed client, small so that each input runs fast.
 const (
 	fuzzWindow     = 1 << 16
-	fuzzMaxMessage = 1 << 20
+	fuzzMaxMessage = 16 << 20 // more than firstChunk: a claim past it is allowed
 	fuzzMaxHeaders = 16 << 10
 )
 
 // fuzzAllocBound is the most one input may make the client allocate: the
 // read buffer, a frame payload (1 MiB at most, allocated as its header
-// claims it), one message's first chunk, a window of queued messages, a
-// header list, with room for the goroutines and the codec; plus a
-// multiple of the input, since what arrives is kept up to the window.
+// claims it), a message's first chunk (never the size a prefix claims,
+// up to fuzzMaxMessage), a window of queued messages, a header list,
+// with room for the goroutines and the codec; plus a multiple of the
+// input, since what arrives is kept up to the window and a message's
+// buffer grows by doubling.
 func fuzzAllocBound(input int) uint64 {
-	return 2*maxReadFrame + 2*fuzzMaxMessage + 4*fuzzWindow + 8*fuzzMaxHeaders + 4<<20 + 16*uint64(input)
+	return 2*maxReadFrame + 2*firstChunk + 4*fuzzWindow + 8*fuzzMaxHeaders + 4<<20 + 16*uint64(input)
 }
 
 // frameBytes is one frame, for the seeds.
