@@ -54,6 +54,7 @@ fuzz_targets=(
   ./adapters/internal/cewire:FuzzAnswerMatchesNetHTTP:100000x
   ./adapters/internal/cewire:FuzzBinaryEventMatchesTheSDK:130000x
   ./adapters/internal/udconn:FuzzServerInfo:35000x
+  ./adapters/internal/udwire:FuzzServerFrames:10000x
   ./adapters/source/http:FuzzRequest:100000x
   ./adapters/source/http:FuzzGuardFraming:40000x
 )

@@ -49,6 +49,7 @@ const (
 	frameHeaders      = 0x1
 	frameRSTStream    = 0x3
 	frameSettings     = 0x4
+	framePriority     = 0x2
 	framePushPromise  = 0x5
 	framePing         = 0x6
 	frameGoAway       = 0x7
@@ -64,15 +65,18 @@ const (
 	settingEnablePush        = 0x2
 	settingInitialWindowSize = 0x4
 	settingMaxFrameSize      = 0x5
+	settingMaxHeaderListSize = 0x6
+	settingEnableConnect     = 0x8
 
-	errCodeNo        = 0x0
-	errCodeProtocol  = 0x1
-	errCodeFlow      = 0x3
-	errCodeRefused   = 0x7
-	errCodeCancel    = 0x8
-	errCodeCalm      = 0xb
-	errCodeSecurity  = 0xc
-	errCodeFrameSize = 0x6
+	errCodeNo          = 0x0
+	errCodeProtocol    = 0x1
+	errCodeFlow        = 0x3
+	errCodeRefused     = 0x7
+	errCodeCancel      = 0x8
+	errCodeCalm        = 0xb
+	errCodeSecurity    = 0xc
+	errCodeFrameSize   = 0x6
+	errCodeCompression = 0x9
 
 	frameHeaderLen  = 9
 	defaultWindow   = 65535
@@ -83,6 +87,15 @@ const (
 	maxReadFrame = 1 << 20
 	// maxWindow is HTTP/2's largest flow-control window.
 	maxWindow = 1<<31 - 1
+	// DefaultMaxHeaderListSize is the largest header list (HPACK-decoded,
+	// each field counted as its name, its value and 32 bytes, RFC 9113
+	// section 6.5.2) a response may carry: grpc-go's client default
+	// (defaultClientMaxHeaderListSize in its internal/transport, 16 MiB).
+	DefaultMaxHeaderListSize = 16 << 20
+	// hpackChunk is how much of a header block the decoder is given at a
+	// time, so that a block over the limit stops being decoded soon after
+	// the limit, not at its end.
+	hpackChunk = 4 << 10
 )
 
 const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -108,6 +121,11 @@ type Options struct {
 	// BufferSize is the socket read buffer's size, and the size up to
 	// which small frames are batched into one write.
 	BufferSize int
+	// MaxHeaderListSize is the largest header list a response's headers
+	// or trailers may decode to (DefaultMaxHeaderListSize when 0); this
+	// side says so in SETTINGS_MAX_HEADER_LIST_SIZE, and a larger list
+	// ends the connection.
+	MaxHeaderListSize int
 }
 
 // ClientConn is one HTTP/2 connection to a container's socket. All its
@@ -143,12 +161,21 @@ type ClientConn struct {
 	done         chan struct{}
 	draining     chan struct{} // closed by a GOAWAY or the end
 
-	dec *hpack.Decoder // the reader goroutine's only
+	// The reader goroutine's only: the header decoder, the fields of the
+	// block it decodes, their size as RFC 9113 counts it, and the payload
+	// buffer of frames other than DATA.
+	dec       *hpack.Decoder
+	fields    []hpack.HeaderField
+	fieldsLen int
+	frameBuf  []byte
 	// dataGuess is the size a scattered read guesses the next DATA frames
 	// have (the reader goroutine's): raised by every larger frame the
 	// parser reads, set to the size a scattered read found when it
 	// guessed wrong.
 	dataGuess int
+	// maxQueued bounds the messages a stream holds unread (see
+	// clientStream.deliver).
+	maxQueued int
 }
 
 var _ grpc.ClientConnInterface = (*ClientConn)(nil)
@@ -167,6 +194,9 @@ func New(nc net.Conn, opt Options) *ClientConn {
 	if opt.Window > maxWindow {
 		opt.Window = maxWindow
 	}
+	if opt.MaxHeaderListSize <= 0 {
+		opt.MaxHeaderListSize = DefaultMaxHeaderListSize
+	}
 	c := &ClientConn{
 		nc:           nc,
 		opt:          opt,
@@ -177,6 +207,7 @@ func New(nc net.Conn, opt Options) *ClientConn {
 		peerInitWin:  defaultWindow,
 		peerMaxFrame: defaultMaxFrame,
 		dataGuess:    defaultMaxFrame,
+		maxQueued:    max(1024, opt.Window/64),
 		done:         make(chan struct{}),
 		draining:     make(chan struct{}),
 	}
@@ -191,14 +222,16 @@ func New(nc net.Conn, opt Options) *ClientConn {
 	// then no setting of the server's can make the tables disagree.
 	c.enc = hpack.NewEncoder(&c.encBuf)
 	c.enc.SetMaxDynamicTableSizeLimit(0)
-	c.dec = hpack.NewDecoder(4096, nil)
-	c.dec.SetMaxStringLength(1 << 20)
+	c.dec = hpack.NewDecoder(4096, c.emitField)
+	// No string can be longer than the list it is part of.
+	c.dec.SetMaxStringLength(opt.MaxHeaderListSize)
 
 	p := append([]byte(nil), preface...)
-	p = appendFrameHeader(p, 3*6, frameSettings, 0, 0)
+	p = appendFrameHeader(p, 4*6, frameSettings, 0, 0)
 	p = appendSetting(p, settingEnablePush, 0)
 	p = appendSetting(p, settingInitialWindowSize, uint32(opt.Window))
 	p = appendSetting(p, settingMaxFrameSize, maxReadFrame)
+	p = appendSetting(p, settingMaxHeaderListSize, uint32(opt.MaxHeaderListSize))
 	if inc := opt.Window - defaultWindow; inc > 0 {
 		p = appendWindowUpdate(p, 0, uint32(inc))
 	}
@@ -521,19 +554,28 @@ func (c *ClientConn) acquire(s *clientStream, want int) (n, maxFrame int, err er
 	}
 }
 
-// Receive windows, as grpc-go keeps them. The connection's is granted
-// back as DATA arrives (grantConn): holding it until messages are read
-// would let two streams each half-way through a message larger than half
-// the window wait for each other for ever. A stream's is granted back as
-// its messages are read, and while nothing of it waits to be read
-// (clientStream.received): so a message larger than the window still
-// arrives, and a reader that falls behind stops the server.
-// Both are granted in updates of at least a quarter window, so small
-// messages do not each cost a frame.
+// Receive windows. The connection's is granted back as DATA arrives
+// (chargeConn), as grpc-go does: holding it until messages are read would
+// let two streams each half-way through a message larger than half the
+// window wait for each other for ever. A stream's is granted back as its
+// messages are read, and for the message a RecvMsg waits for while it
+// arrives (clientStream.grantable): so a message larger than the window
+// still arrives, a reader that falls behind stops the server, and no
+// window is granted for bytes nobody asked for. Both are granted in
+// updates of at least a quarter window, so small messages do not each
+// cost a frame. Both are enforced: a server that sends past what it was
+// granted breaks flow control (RFC 9113 section 6.9.1), and the
+// connection ends before its bytes are kept anywhere.
 
-// grantConn counts n bytes of DATA received on the connection.
-func (c *ClientConn) grantConn(n int) {
+// chargeConn counts a DATA frame of n bytes (its whole payload, padding
+// included) against the connection's receive window, and grants the
+// window back once a quarter of it came.
+func (c *ClientConn) chargeConn(n int) error {
 	c.mu.Lock()
+	if left := c.opt.Window - c.recvUnacked; n > left {
+		c.mu.Unlock()
+		return perr(errCodeFlow, "DATA of %d bytes exceeds the %d bytes left of the connection's flow-control window", n, left)
+	}
 	c.recvUnacked += n
 	inc := 0
 	if c.recvUnacked >= c.opt.Window/4 {
@@ -543,6 +585,7 @@ func (c *ClientConn) grantConn(n int) {
 	if inc > 0 {
 		c.queue(func(b []byte) []byte { return appendWindowUpdate(b, 0, uint32(inc)) })
 	}
+	return nil
 }
 
 // grantStream sends a window update of inc bytes for s, unless this side
@@ -562,7 +605,6 @@ func (c *ClientConn) grantStream(s *clientStream, inc int) {
 
 func (c *ClientConn) readLoop() {
 	var hdr [frameHeaderLen]byte
-	var small []byte
 	for {
 		if err := c.br.readFull(hdr[:]); err != nil {
 			c.fail(unavailable("udwire: reading from the container's socket: %v", readErr(err)))
@@ -571,20 +613,16 @@ func (c *ClientConn) readLoop() {
 		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
 		typ, flags := hdr[3], hdr[4]
 		sid := binary.BigEndian.Uint32(hdr[5:]) & (1<<31 - 1)
-		if length > maxReadFrame {
-			c.protocolError(errCodeFrameSize, "a frame of %d bytes, more than the %d this client allows", length, maxReadFrame)
-			return
-		}
 		var err error
-		if typ == frameData {
+		switch {
+		case length > maxReadFrame:
+			err = perr(errCodeFrameSize, "a %s frame of %d bytes, more than the %d this client allows (SETTINGS_MAX_FRAME_SIZE)", frameName(typ), length, maxReadFrame)
+		case typ == frameData:
 			err = c.onData(sid, flags, length)
-		} else {
-			if cap(small) < length {
-				small = make([]byte, length)
-			}
-			small = small[:length]
-			if err = c.br.readFull(small); err == nil {
-				err = c.onControl(typ, flags, sid, small)
+		default:
+			var p []byte
+			if p, err = c.readPayload(length); err == nil {
+				err = c.onControl(typ, flags, sid, p)
 			}
 		}
 		if err != nil {
@@ -597,6 +635,16 @@ func (c *ClientConn) readLoop() {
 			return
 		}
 	}
+}
+
+// readPayload reads a frame payload of length bytes into the reader
+// goroutine's frame buffer; it is valid until the next call.
+func (c *ClientConn) readPayload(length int) ([]byte, error) {
+	if cap(c.frameBuf) < length {
+		c.frameBuf = make([]byte, length)
+	}
+	c.frameBuf = c.frameBuf[:length]
+	return c.frameBuf, c.br.readFull(c.frameBuf)
 }
 
 func readErr(err error) error {
@@ -617,6 +665,33 @@ func perr(code uint32, format string, args ...any) error {
 	return &protocolErr{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// frameName is the RFC's name of a frame type, for errors.
+func frameName(typ byte) string {
+	switch typ {
+	case frameData:
+		return "DATA"
+	case frameHeaders:
+		return "HEADERS"
+	case framePriority:
+		return "PRIORITY"
+	case frameRSTStream:
+		return "RST_STREAM"
+	case frameSettings:
+		return "SETTINGS"
+	case framePushPromise:
+		return "PUSH_PROMISE"
+	case framePing:
+		return "PING"
+	case frameGoAway:
+		return "GOAWAY"
+	case frameWindowUpdate:
+		return "WINDOW_UPDATE"
+	case frameContinuation:
+		return "CONTINUATION"
+	}
+	return "unknown"
+}
+
 // protocolError ends the connection after a GOAWAY saying why.
 func (c *ClientConn) protocolError(code uint32, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
@@ -628,17 +703,40 @@ func (c *ClientConn) protocolError(code uint32, format string, args ...any) {
 	c.end(status.Errorf(codes.Internal, "udwire: HTTP/2 protocol error from the container: %s", msg), true)
 }
 
-func (c *ClientConn) stream(id uint32) *clientStream {
+// streamFor is the open stream sid that a frame of type typ is for, or
+// nil for a stream that was open and has ended (its frames may still be
+// on the way, RFC 9113 section 5.1). Stream 0 and streams this client
+// never opened (idle: even ids, which only a server's pushes would use,
+// and ids not handed out yet) are a protocol error.
+func (c *ClientConn) streamFor(typ byte, sid uint32) (*clientStream, error) {
+	if sid == 0 {
+		return nil, perr(errCodeProtocol, "%s on stream 0, which carries only SETTINGS, PING, GOAWAY and WINDOW_UPDATE", frameName(typ))
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.streams[id]
+	s, idle := c.streams[sid], sid%2 == 0 || sid >= c.nextID
+	c.mu.Unlock()
+	if idle {
+		return nil, perr(errCodeProtocol, "%s on stream %d, which this client never opened", frameName(typ), sid)
+	}
+	return s, nil
 }
 
 // onData reads a DATA frame's payload straight into the messages of its
 // stream.
 func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
-	if sid == 0 {
-		return perr(errCodeProtocol, "DATA on stream 0")
+	s, err := c.streamFor(frameData, sid)
+	if err != nil {
+		return err
+	}
+	// Flow control counts the whole payload, padding included, and is
+	// checked before a byte of it is read.
+	if err := c.chargeConn(length); err != nil {
+		return err
+	}
+	if s != nil {
+		if err := s.charge(length); err != nil {
+			return err
+		}
 	}
 	pad := 0
 	if flags&flagPadded != 0 {
@@ -655,26 +753,20 @@ func (c *ClientConn) onData(sid uint32, flags byte, length int) error {
 			return perr(errCodeProtocol, "DATA padding longer than the frame")
 		}
 	}
-	data := length - pad
-	c.grantConn(length + boolInt(flags&flagPadded != 0))
 	c.sawData(length)
-	s := c.stream(sid)
 	if s == nil {
 		// A stream this side ended.
 		return c.br.discard(length)
 	}
 	// Only a frame without padding and the end of the stream can be
 	// followed by more of the stream's DATA frames.
-	if err := s.readData(c.br, data, flags&(flagPadded|flagEndStream) == 0); err != nil {
+	if err := s.readData(c.br, length-pad, flags&(flagPadded|flagEndStream) == 0); err != nil {
 		return err
 	}
 	if pad > 0 {
 		if err := c.br.discard(pad); err != nil {
 			return err
 		}
-	}
-	if n := pad + boolInt(flags&flagPadded != 0); n > 0 {
-		s.received(n)
 	}
 	if flags&flagEndStream != 0 {
 		s.finish(status.Error(codes.Internal, "udwire: the container ended the stream without trailers"))
@@ -689,38 +781,52 @@ func (c *ClientConn) sawData(length int) {
 	}
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// onControl handles every frame but DATA; p is its payload.
+// onControl handles every frame but DATA; p is its payload. Each frame
+// is checked as RFC 9113 section 6 has it before it changes anything.
 func (c *ClientConn) onControl(typ, flags byte, sid uint32, p []byte) error {
+	switch typ {
+	case frameSettings, framePing, frameGoAway:
+		if sid != 0 {
+			return perr(errCodeProtocol, "%s on stream %d; it belongs on stream 0", frameName(typ), sid)
+		}
+	}
 	switch typ {
 	case frameHeaders:
 		return c.onHeaders(flags, sid, p)
 	case frameContinuation:
-		return perr(errCodeProtocol, "CONTINUATION without HEADERS")
+		return perr(errCodeProtocol, "CONTINUATION on stream %d without HEADERS before it", sid)
+	case framePriority:
+		if sid == 0 {
+			return perr(errCodeProtocol, "PRIORITY on stream 0")
+		}
+		if len(p) != 5 {
+			return perr(errCodeFrameSize, "PRIORITY of %d bytes, not 5", len(p))
+		}
 	case frameRSTStream:
 		if len(p) != 4 {
-			return perr(errCodeFrameSize, "RST_STREAM of %d bytes", len(p))
+			return perr(errCodeFrameSize, "RST_STREAM of %d bytes, not 4", len(p))
 		}
-		if s := c.stream(sid); s != nil {
+		s, err := c.streamFor(typ, sid)
+		if err != nil {
+			return err
+		}
+		if s != nil {
 			s.lost(rstError(binary.BigEndian.Uint32(p)))
 		}
 	case frameSettings:
-		if sid != 0 || len(p)%6 != 0 {
-			return perr(errCodeProtocol, "malformed SETTINGS")
-		}
 		if flags&flagAck != 0 {
+			if len(p) != 0 {
+				return perr(errCodeFrameSize, "SETTINGS acknowledgement with %d bytes of payload", len(p))
+			}
 			return nil
+		}
+		if len(p)%6 != 0 {
+			return perr(errCodeFrameSize, "SETTINGS of %d bytes, not a multiple of 6", len(p))
 		}
 		return c.onSettings(p)
 	case framePing:
 		if len(p) != 8 {
-			return perr(errCodeFrameSize, "PING of %d bytes", len(p))
+			return perr(errCodeFrameSize, "PING of %d bytes, not 8", len(p))
 		}
 		if flags&flagAck == 0 {
 			c.queue(func(b []byte) []byte {
@@ -729,26 +835,47 @@ func (c *ClientConn) onControl(typ, flags byte, sid uint32, p []byte) error {
 		}
 	case frameGoAway:
 		if len(p) < 8 {
-			return perr(errCodeFrameSize, "GOAWAY of %d bytes", len(p))
+			return perr(errCodeFrameSize, "GOAWAY of %d bytes, fewer than 8", len(p))
 		}
 		c.onGoAway(binary.BigEndian.Uint32(p)&(1<<31-1), binary.BigEndian.Uint32(p[4:]), string(p[8:]))
 	case frameWindowUpdate:
 		if len(p) != 4 {
-			return perr(errCodeFrameSize, "WINDOW_UPDATE of %d bytes", len(p))
+			return perr(errCodeFrameSize, "WINDOW_UPDATE of %d bytes, not 4", len(p))
 		}
-		inc := int64(binary.BigEndian.Uint32(p) & (1<<31 - 1))
-		c.mu.Lock()
-		if sid == 0 {
-			c.sendWin += inc
-		} else if s := c.streams[sid]; s != nil {
-			s.sendWin += inc
-		}
-		c.cond.Broadcast()
-		c.mu.Unlock()
+		return c.onWindowUpdate(sid, int64(binary.BigEndian.Uint32(p)&(1<<31-1)))
 	case framePushPromise:
 		return perr(errCodeProtocol, "PUSH_PROMISE, which this client disabled")
 	}
-	// PRIORITY and unknown frame types are ignored (RFC 9113 section 5.5).
+	// Unknown frame types are ignored (RFC 9113 section 5.5).
+	return nil
+}
+
+// onWindowUpdate adds inc to the send window of the connection (sid 0)
+// or of a stream.
+func (c *ClientConn) onWindowUpdate(sid uint32, inc int64) error {
+	if inc == 0 {
+		return perr(errCodeProtocol, "WINDOW_UPDATE of 0 on stream %d", sid)
+	}
+	if sid != 0 {
+		if _, err := c.streamFor(frameWindowUpdate, sid); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	win := &c.sendWin
+	if sid != 0 {
+		s := c.streams[sid]
+		if s == nil {
+			return nil // an ended stream's
+		}
+		win = &s.sendWin
+	}
+	if *win+inc > maxWindow {
+		return perr(errCodeFlow, "WINDOW_UPDATE of %d on stream %d takes its send window past 2^31-1", inc, sid)
+	}
+	*win += inc
+	c.cond.Broadcast()
 	return nil
 }
 
@@ -757,12 +884,29 @@ func (c *ClientConn) onSettings(p []byte) error {
 	for i := 0; i < len(p); i += 6 {
 		id, v := binary.BigEndian.Uint16(p[i:]), binary.BigEndian.Uint32(p[i+2:])
 		switch id {
+		case settingEnablePush:
+			// Only a client may enable push (RFC 9113 section 6.5.2).
+			if v != 0 {
+				c.mu.Unlock()
+				return perr(errCodeProtocol, "SETTINGS_ENABLE_PUSH %d from the server", v)
+			}
+		case settingEnableConnect:
+			if v > 1 {
+				c.mu.Unlock()
+				return perr(errCodeProtocol, "SETTINGS_ENABLE_CONNECT_PROTOCOL %d", v)
+			}
 		case settingInitialWindowSize:
 			if v > maxWindow {
 				c.mu.Unlock()
-				return perr(errCodeFlow, "SETTINGS_INITIAL_WINDOW_SIZE %d", v)
+				return perr(errCodeFlow, "SETTINGS_INITIAL_WINDOW_SIZE %d, more than 2^31-1", v)
 			}
 			delta := int64(v) - c.peerInitWin
+			for _, s := range c.streams {
+				if s.sendWin+delta > maxWindow {
+					c.mu.Unlock()
+					return perr(errCodeFlow, "SETTINGS_INITIAL_WINDOW_SIZE %d takes the send window of stream %d past 2^31-1", v, s.id)
+				}
+			}
 			c.peerInitWin = int64(v)
 			for _, s := range c.streams {
 				s.sendWin += delta
@@ -770,7 +914,7 @@ func (c *ClientConn) onSettings(p []byte) error {
 		case settingMaxFrameSize:
 			if v < defaultMaxFrame || v > 1<<24-1 {
 				c.mu.Unlock()
-				return perr(errCodeProtocol, "SETTINGS_MAX_FRAME_SIZE %d", v)
+				return perr(errCodeProtocol, "SETTINGS_MAX_FRAME_SIZE %d, outside 16384 to 2^24-1", v)
 			}
 			c.peerMaxFrame = int(v)
 		}
@@ -825,53 +969,124 @@ func rstError(code uint32) error {
 	return status.Errorf(c, "udwire: the container reset the stream (HTTP/2 error code %d)", code)
 }
 
-// onHeaders reads a header block (with its CONTINUATION frames) and
+// maxContinuations bounds the CONTINUATION frames of one header block, so
+// that a flood of empty ones ends the connection, and maxBlock its
+// encoded bytes, so that a block of what decodes to nothing (table size
+// updates) does too. A field takes fewer bytes encoded than it counts
+// for in the list (its 32 bytes of overhead), so a list of the largest
+// size stays well within both, in frames of the default size.
+func (c *ClientConn) maxContinuations() int {
+	return 16 + 2*c.opt.MaxHeaderListSize/defaultMaxFrame
+}
+
+func (c *ClientConn) maxBlock() int { return 2 * c.opt.MaxHeaderListSize }
+
+// onHeaders decodes a header block, fragment by fragment as its HEADERS
+// and CONTINUATION frames arrive (so that no block is held whole), and
 // gives it to its stream.
 func (c *ClientConn) onHeaders(flags byte, sid uint32, p []byte) error {
-	if sid == 0 {
-		return perr(errCodeProtocol, "HEADERS on stream 0")
+	s, err := c.streamFor(frameHeaders, sid)
+	if err != nil {
+		return err
 	}
 	if flags&flagPadded != 0 {
 		if len(p) < 1 || int(p[0]) > len(p)-1 {
-			return perr(errCodeProtocol, "bad HEADERS padding")
+			return perr(errCodeProtocol, "HEADERS padding longer than the frame")
 		}
 		p = p[1 : len(p)-int(p[0])]
 	}
 	if flags&flagPriority != 0 {
 		if len(p) < 5 {
-			return perr(errCodeProtocol, "short HEADERS priority")
+			return perr(errCodeFrameSize, "HEADERS with the priority flag and %d bytes", len(p))
 		}
 		p = p[5:]
 	}
-	block := append([]byte(nil), p...)
-	for flags&flagEndHeaders == 0 {
+	c.fields, c.fieldsLen = c.fields[:0], 0
+	c.dec.SetEmitEnabled(true)
+	defer c.dropFields()
+	if err := c.decodeFragment(sid, p); err != nil {
+		return err
+	}
+	for frames, encoded := 0, len(p); flags&flagEndHeaders == 0; frames++ {
+		if frames == c.maxContinuations() {
+			return perr(errCodeProtocol, "the header block of stream %d goes on past %d CONTINUATION frames", sid, frames)
+		}
 		var hdr [frameHeaderLen]byte
 		if err := c.br.readFull(hdr[:]); err != nil {
 			return err
 		}
 		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
-		if hdr[3] != frameContinuation || binary.BigEndian.Uint32(hdr[5:])&(1<<31-1) != sid || length > maxReadFrame || len(block)+length > 1<<20 {
-			return perr(errCodeProtocol, "header block not continued by CONTINUATION on its stream")
+		fsid := binary.BigEndian.Uint32(hdr[5:]) & (1<<31 - 1)
+		switch {
+		case hdr[3] != frameContinuation:
+			return perr(errCodeProtocol, "a %s frame inside the header block of stream %d, where only CONTINUATION may come", frameName(hdr[3]), sid)
+		case fsid != sid:
+			return perr(errCodeProtocol, "CONTINUATION on stream %d inside the header block of stream %d", fsid, sid)
+		case length > maxReadFrame:
+			return perr(errCodeFrameSize, "a CONTINUATION frame of %d bytes, more than the %d this client allows (SETTINGS_MAX_FRAME_SIZE)", length, maxReadFrame)
+		case encoded+length > c.maxBlock():
+			return perr(errCodeProtocol, "the header block of stream %d goes on past %d bytes encoded", sid, c.maxBlock())
 		}
+		encoded += length
 		flags = flags&^flagEndHeaders | hdr[4]&flagEndHeaders
-		n := len(block)
-		block = append(block, make([]byte, length)...)
-		if err := c.br.readFull(block[n:]); err != nil {
+		frag, err := c.readPayload(length)
+		if err != nil {
+			return err
+		}
+		if err := c.decodeFragment(sid, frag); err != nil {
 			return err
 		}
 	}
-	var fields []hpack.HeaderField
-	c.dec.SetEmitFunc(func(f hpack.HeaderField) { fields = append(fields, f) })
-	if _, err := c.dec.Write(block); err != nil {
-		return perr(errCodeProtocol, "header block: %v", err) // the decoder's state is lost: the connection too
-	}
 	if err := c.dec.Close(); err != nil {
-		return perr(errCodeProtocol, "header block: %v", err)
+		return perr(errCodeCompression, "header block of stream %d: %v", sid, err)
 	}
-	if s := c.stream(sid); s != nil {
-		s.onHeaders(fields, flags&flagEndStream != 0)
+	if s != nil {
+		s.onHeaders(c.fields, flags&flagEndStream != 0)
 	}
 	return nil
+}
+
+// decodeFragment decodes part of a header block, a few KiB at a time so
+// that a list over the limit stops soon after it: an entry of the dynamic
+// table referred to by one byte can otherwise make a block of 1 MiB decode
+// to gigabytes. An error ends the connection, since the decoder's state
+// is then lost (RFC 9113 section 4.3).
+func (c *ClientConn) decodeFragment(sid uint32, p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), hpackChunk)
+		_, err := c.dec.Write(p[:n])
+		if c.fieldsLen > c.opt.MaxHeaderListSize || errors.Is(err, hpack.ErrStringLength) {
+			return perr(errCodeProtocol, "the header list of stream %d exceeds %d bytes (SETTINGS_MAX_HEADER_LIST_SIZE)", sid, c.opt.MaxHeaderListSize)
+		}
+		if err != nil {
+			return perr(errCodeCompression, "header block of stream %d: %v", sid, err)
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// emitField is the decoder's: it keeps a decoded field while the list is
+// within its limit (counting as RFC 9113 section 6.5.2 does), and stops
+// keeping them once it is not.
+func (c *ClientConn) emitField(f hpack.HeaderField) {
+	c.fieldsLen += int(f.Size())
+	if c.fieldsLen > c.opt.MaxHeaderListSize {
+		c.dec.SetEmitEnabled(false)
+		return
+	}
+	c.fields = append(c.fields, f)
+}
+
+// dropFields lets go of the last block's fields, and of their slice if
+// a large block grew it.
+func (c *ClientConn) dropFields() {
+	if cap(c.fields) > 64 {
+		c.fields = nil
+		return
+	}
+	clear(c.fields)
+	c.fields = c.fields[:0]
 }
 
 // --- calls ---

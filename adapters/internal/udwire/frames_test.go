@@ -44,7 +44,23 @@ func newPeer(t *testing.T, extra ...http2.Setting) (*udwire.ClientConn, *peer) {
 // newPeerOn is newPeer on the connection a (the client's end) and b.
 func newPeerOn(t *testing.T, a, b net.Conn, extra ...http2.Setting) (*udwire.ClientConn, *peer) {
 	t.Helper()
-	cc := udwire.New(a, udwire.Options{Codec: codec, MaxMessageSize: 4 << 20, Window: 1 << 20})
+	return newPeerWindow(t, a, b, 1<<20, extra...)
+}
+
+// newPeerWindow is newPeerOn with a receive window of window bytes.
+func newPeerWindow(t *testing.T, a, b net.Conn, window int, extra ...http2.Setting) (*udwire.ClientConn, *peer) {
+	t.Helper()
+	return newPeerOpts(t, a, b, udwire.Options{Codec: codec, MaxMessageSize: 4 << 20, Window: window}, extra...)
+}
+
+// newPeerOpts is newPeerOn with a client made with opt.
+func newPeerOpts(t *testing.T, a, b net.Conn, opt udwire.Options, extra ...http2.Setting) (*udwire.ClientConn, *peer) {
+	t.Helper()
+	window, headers := opt.Window, opt.MaxHeaderListSize
+	if headers == 0 {
+		headers = udwire.DefaultMaxHeaderListSize
+	}
+	cc := udwire.New(a, opt)
 	t.Cleanup(func() { cc.Close(); b.Close() })
 	p := &peer{t: t, nc: b}
 	p.enc = hpack.NewEncoder(&p.buf)
@@ -61,8 +77,11 @@ func newPeerOn(t *testing.T, a, b net.Conn, extra ...http2.Setting) (*udwire.Cli
 	if !ok || sf.IsAck() {
 		t.Fatalf("first frame %v, want the client's SETTINGS", f)
 	}
-	if v, ok := sf.Value(http2.SettingInitialWindowSize); !ok || v != 1<<20 {
-		t.Fatalf("client's initial window %d, want %d", v, 1<<20)
+	if v, ok := sf.Value(http2.SettingInitialWindowSize); !ok || v != uint32(window) {
+		t.Fatalf("client's initial window %d, want %d", v, window)
+	}
+	if v, ok := sf.Value(http2.SettingMaxHeaderListSize); !ok || v != uint32(headers) {
+		t.Fatalf("client's SETTINGS_MAX_HEADER_LIST_SIZE %d (sent: %v), want %d", v, ok, headers)
 	}
 	if err := p.fr.WriteSettings(extra...); err != nil {
 		t.Fatal(err)

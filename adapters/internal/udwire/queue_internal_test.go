@@ -38,9 +38,9 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 }
 
 // clientStart is how many bytes New writes first with Options{}: the
-// preface and a SETTINGS frame of three settings (no window update at the
+// preface and a SETTINGS frame of four settings (no window update at the
 // default window).
-const clientStart = len(preface) + frameHeaderLen + 3*6
+const clientStart = len(preface) + frameHeaderLen + 4*6
 
 // TestWhatAWriteLeftGoesFirst: after a partial write the batch is the
 // rest of what was written, then what others queued meanwhile.

@@ -247,8 +247,12 @@ func (s *clientStream) scatter(b *reader, n int, guess bool) (int, error) {
 			return n, nil
 		}
 		at += frameHeaderLen
-		c.grantConn(length)
-		s.received(length)
+		if err := c.chargeConn(length); err != nil {
+			return n, err
+		}
+		if err := s.charge(length); err != nil {
+			return n, err
+		}
 		size := min(frame, len(dst)-off)
 		if length != size && length > 0 {
 			// This server's frames are of another size than guessed

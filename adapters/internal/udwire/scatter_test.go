@@ -163,12 +163,72 @@ func countGrants(p *peer) *grantLog {
 	return g
 }
 
+// flowControl keeps a peer writing wire within the windows the client
+// granted (scatterWindow for the connection and each stream, and the
+// grants counted since), as a server must.
+type flowControl struct {
+	frames []dataFrame // wire's DATA frames not yet admitted, in order
+	sent   map[uint32]int64
+	grants *grantLog
+	at     int // how much of wire was written
+}
+
+type dataFrame struct {
+	start  int
+	stream uint32
+	length int64
+}
+
+// scatterWindow is the client's window in TestLargeMessagesReadInPlaceWhateverTheFraming.
+const scatterWindow = 4 << 20
+
+func newFlowControl(wire []byte, grants *grantLog) *flowControl {
+	fc := &flowControl{sent: map[uint32]int64{}, grants: grants}
+	for off := 0; off+9 <= len(wire); {
+		length := int(wire[off])<<16 | int(wire[off+1])<<8 | int(wire[off+2])
+		if wire[off+3] == typData {
+			fc.frames = append(fc.frames, dataFrame{off, binary.BigEndian.Uint32(wire[off+5:]) & (1<<31 - 1), int64(length)})
+		}
+		off += 9 + length
+	}
+	return fc
+}
+
+// admit returns how much of the next n bytes may be written now: up to
+// the first DATA frame the windows do not have room for yet, after
+// waiting for room for one that starts right here.
+func (fc *flowControl) admit(t *testing.T, n int) int {
+	t.Helper()
+	const window = scatterWindow
+	deadline := time.Now().Add(20 * time.Second)
+	for len(fc.frames) > 0 && fc.frames[0].start < fc.at+n {
+		f := fc.frames[0]
+		fc.grants.mu.Lock()
+		room := fc.sent[0]+f.length <= window+fc.grants.inc[0] && fc.sent[f.stream]+f.length <= window+fc.grants.inc[f.stream]
+		fc.grants.mu.Unlock()
+		switch {
+		case room:
+			fc.sent[0] += f.length
+			fc.sent[f.stream] += f.length
+			fc.frames = fc.frames[1:]
+		case f.start > fc.at:
+			n = f.start - fc.at // write up to it; its room comes from what is before it
+		case time.Now().After(deadline):
+			t.Fatalf("no window for a DATA frame of %d bytes on stream %d for 20s", f.length, f.stream)
+		default:
+			time.Sleep(time.Millisecond)
+		}
+	}
+	fc.at += n
+	return n
+}
+
 // checkGrants: once every answer was received, the client has granted
 // back what the connection and stream carried, short of less than the
 // quarter window it waits for before an update, and never more.
-func checkGrants(t *testing.T, g *grantLog, sent map[uint32]int64, stream uint32) {
+func checkGrants(t *testing.T, g *grantLog, sent map[uint32]int64, stream uint32, window int64) {
 	t.Helper()
-	const quarter = (1 << 20) / 4 // newPeer's window
+	quarter := window / 4
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		g.mu.Lock()
@@ -201,7 +261,13 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
 			a, b := udwire.SocketPair(t)
-			cc, p := newPeerOn(t, a, b)
+			// A window larger than the largest frame (1 MiB) by more than
+			// the quarter the client waits for before granting, so that
+			// a frame built in advance always fits the window at last.
+			cc, p := newPeerWindow(t, a, b, scatterWindow)
+			// Some 300 MB each way under the race detector on a shared
+			// machine: more than newPeer's 30 s.
+			b.SetDeadline(time.Now().Add(2 * time.Minute))
 			var streams [2]struct {
 				st   interface{ RecvMsg(any) error }
 				id   uint32
@@ -278,11 +344,13 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 					results[i] <- g
 				}()
 			}
+			fc := newFlowControl(wire, grants)
 			for len(wire) > 0 {
 				n := min(len(wire), 1+rng.IntN(256<<10))
 				if rng.IntN(4) == 0 {
 					n = min(len(wire), 1+rng.IntN(12)) // a header's worth, or less
 				}
+				n = fc.admit(t, n)
 				if _, err := b.Write(wire[:n]); err != nil {
 					t.Fatal(err)
 				}
@@ -310,7 +378,7 @@ func TestLargeMessagesReadInPlaceWhateverTheFraming(t *testing.T) {
 					}
 				}
 			}
-			checkGrants(t, grants, sent, streams[1].id)
+			checkGrants(t, grants, sent, streams[1].id, scatterWindow)
 			s2, pb2 := udwire.ScatterCounts()
 			if s2 == scattered || pb2 == putBack {
 				t.Fatalf("reads in place %d, guesses put back %d: the test did not reach them", s2-scattered, pb2-putBack)

@@ -31,6 +31,13 @@ const directWrite = 16 << 10
 // and a 4-byte length.
 const prefixLen = 5
 
+// firstChunk is the most a message's buffer is allocated with before its
+// bytes arrive: a larger message's buffer grows (doubling) as they do,
+// so a prefix that claims 64 MiB costs at most this until the bytes are
+// there. Messages up to this size (the benchmarks' 1 MiB ones among them)
+// are still received into one buffer without a copy.
+const firstChunk = 4 << 20
+
 // clientStream is one call. Its sending side is used by one goroutine at a
 // time (grpc.ClientStream's rule), its receiving side by another.
 type clientStream struct {
@@ -46,16 +53,19 @@ type clientStream struct {
 	sendWin   int64
 	closedErr error // why sends fail: set once the stream ended
 
-	// The reader goroutine's: the message being read.
+	// The reader goroutine's: the message being read, its size, and how
+	// much of it came (msg.B may be shorter than size: it grows).
 	prefix  [prefixLen]byte
 	prefixN int
 	msg     *payloadpool.Buffer
+	size    int
 	got     int
 
 	mu        sync.Mutex
 	cond      *sync.Cond
 	queue     []*payloadpool.Buffer
-	ungranted int // bytes received and not yet granted back
+	ungranted int  // bytes received and not yet granted back
+	waiting   bool // a RecvMsg waits for a message
 	header    metadata.MD
 	gotHeader bool
 	trailer   metadata.MD
@@ -319,8 +329,17 @@ func (s *clientStream) CloseSend() error {
 func (s *clientStream) RecvMsg(v any) error {
 	s.mu.Lock()
 	for len(s.queue) == 0 && !s.ended {
+		// Asking for a message grants what the server sent meanwhile.
+		s.waiting = true
+		if inc := s.grantable(); inc > 0 {
+			s.mu.Unlock()
+			s.c.grantStream(s, inc)
+			s.mu.Lock()
+			continue
+		}
 		s.cond.Wait()
 	}
+	s.waiting = false
 	if s.aborted {
 		err := s.endErr
 		s.mu.Unlock()
@@ -355,7 +374,6 @@ const scatterMin = 16 << 10
 // at once by another frame header (it has no padding and does not end the
 // stream), so that a large message's next frames can be read in place.
 func (s *clientStream) readData(br *reader, n int, more bool) error {
-	s.received(n)
 	for n > 0 {
 		if s.msg == nil {
 			k := min(n, prefixLen-s.prefixN)
@@ -379,7 +397,10 @@ func (s *clientStream) readData(br *reader, n int, more bool) error {
 				s.abort(bad, true)
 				return br.discard(n)
 			}
-			s.msg, s.got = payloadpool.Get(size), 0
+			s.msg, s.size, s.got = payloadpool.Get(min(size, firstChunk)), size, 0
+		} else if s.got == len(s.msg.B) {
+			s.grow()
+			continue
 		} else if rest := len(s.msg.B) - s.got; br.raw != nil && rest >= scatterMin && br.buffered() < min(n, rest) {
 			// Take what the buffer holds, then read the rest in place.
 			k := br.take(s.msg.B[s.got:])
@@ -396,7 +417,7 @@ func (s *clientStream) readData(br *reader, n int, more bool) error {
 			s.got += k
 			n -= k
 		}
-		if s.msg != nil && s.got == len(s.msg.B) {
+		if s.msg != nil && s.got == s.size {
 			s.deliver(s.msg)
 			s.msg = nil
 		}
@@ -404,20 +425,36 @@ func (s *clientStream) readData(br *reader, n int, more bool) error {
 	return nil
 }
 
-// received counts n bytes of the stream's DATA, and grants them back at
-// once while no message waits to be read.
-func (s *clientStream) received(n int) {
+// grow doubles the buffer of the message being read, up to its size,
+// once the bytes that came filled it.
+func (s *clientStream) grow() {
+	b := payloadpool.Get(min(s.size, 2*len(s.msg.B)))
+	copy(b.B, s.msg.B[:s.got])
+	s.msg.Release()
+	s.msg = b
+}
+
+// charge counts a DATA frame of n bytes of the stream against its receive
+// window, failing when the server sent more than it was granted, and
+// grants the window back if a RecvMsg waits and nothing is queued.
+func (s *clientStream) charge(n int) error {
 	s.mu.Lock()
+	if left := s.c.opt.Window - s.ungranted; n > left {
+		s.mu.Unlock()
+		return perr(errCodeFlow, "DATA of %d bytes on stream %d exceeds the %d bytes left of its flow-control window", n, s.id, left)
+	}
 	s.ungranted += n
 	inc := s.grantable()
 	s.mu.Unlock()
 	s.c.grantStream(s, inc)
+	return nil
 }
 
 // grantable is the stream window to grant back now (s.mu held): what was
-// received, once nothing waits to be read and it is worth an update.
+// received, once a RecvMsg waits for more, nothing is queued for it,
+// and it is worth an update.
 func (s *clientStream) grantable() int {
-	if s.ended || len(s.queue) > 0 || s.ungranted < s.c.opt.Window/4 {
+	if s.ended || !s.waiting || len(s.queue) > 0 || s.ungranted < s.c.opt.Window/4 {
 		return 0
 	}
 	inc := s.ungranted
@@ -425,15 +462,26 @@ func (s *clientStream) grantable() int {
 	return inc
 }
 
+// deliver queues a received message for RecvMsg. The window bounds the
+// queue's bytes; maxQueued bounds its length too, since a window's worth
+// of empty messages would otherwise cost far more than the window in
+// bookkeeping: a stream whose reader left that many unread is aborted.
 func (s *clientStream) deliver(buf *payloadpool.Buffer) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ended {
+		s.mu.Unlock()
 		buf.Release()
+		return
+	}
+	if len(s.queue) >= s.c.maxQueued {
+		s.mu.Unlock()
+		buf.Release()
+		s.abort(status.Errorf(codes.ResourceExhausted, "udwire: the container sent more than %d messages the call has not read", s.c.maxQueued), true)
 		return
 	}
 	s.queue = append(s.queue, buf)
 	s.cond.Signal()
+	s.mu.Unlock()
 }
 
 // onHeaders takes the response headers, or the trailers that end the call.
