@@ -121,12 +121,19 @@ func (c *cluster) dump(ns string) {
 }
 
 // runnerPod returns the name of the one running pod of a Knative Service and
-// logs its containers.
+// logs its containers, which must include the runner and queue-proxy.
 func (c *cluster) runnerPod(ns, ksvc string) string {
 	c.t.Helper()
+	return c.pod(ns, "serving.knative.dev/service="+ksvc, "runner", "queue-proxy")
+}
+
+// pod returns the name of the one running pod the label selector matches,
+// logs its containers and checks that they include want.
+func (c *cluster) pod(ns, selector string, want ...string) string {
+	c.t.Helper()
 	var name, containers string
-	testutil.WaitFor(c.t, 120*time.Second, "a running pod of "+ksvc, func() bool {
-		out, err := c.try(30*time.Second, "kubectl", "-n", ns, "get", "pods", "-l", "serving.knative.dev/service="+ksvc,
+	testutil.WaitFor(c.t, 180*time.Second, "one running pod of "+selector, func() bool {
+		out, err := c.try(30*time.Second, "kubectl", "-n", ns, "get", "pods", "-l", selector,
 			"--field-selector=status.phase=Running", "-o", `jsonpath={range .items[*]}{.metadata.name} {range .spec.containers[*]}{.name},{end}{"\n"}{end}`)
 		f := strings.Fields(out)
 		if err != nil || len(f) != 2 {
@@ -137,9 +144,9 @@ func (c *cluster) runnerPod(ns, ksvc string) string {
 		return true
 	})
 	c.t.Logf("pod %s: containers %s", name, containers)
-	for _, want := range []string{"runner", "queue-proxy"} {
-		if !strings.Contains(","+containers+",", ","+want+",") {
-			c.t.Fatalf("pod %s has containers %s, want %s among them", name, containers, want)
+	for _, w := range want {
+		if !strings.Contains(","+containers+",", ","+w+",") {
+			c.t.Fatalf("pod %s has containers %s, want %s among them", name, containers, w)
 		}
 	}
 	return name
@@ -327,5 +334,132 @@ func document(t *testing.T, file, name string) string {
 		}
 	}
 	t.Fatalf("%s has no document named %s", file, name)
+	return ""
+}
+
+// TestContainerSourceExample: deploy/containersource/ (runner -> Broker via
+// K_SINK -> Trigger -> event-display). The only change to the example is
+// event-display's image, which cannot be pulled here: the cluster builds
+// the same program from knative.dev/eventing. Every event the runner wrote
+// before a given moment reaches the subscriber (counted by ID).
+func TestContainerSourceExample(t *testing.T) {
+	c := newCluster(t)
+	display := c.getenv("MONOVERTEX_CLUSTER_EVENT_DISPLAY")
+	dir := t.TempDir()
+	for _, f := range []string{"containersource.yaml", "monitoring.yaml"} {
+		b, err := os.ReadFile(filepath.Join(c.root, "deploy/containersource", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.ReplaceAll(string(b), "gcr.io/knative-releases/knative.dev/eventing/cmd/event_display", display)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", dir, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+			t.Log(err)
+		}
+	})
+	t.Logf("ko apply -f deploy/containersource/ (event-display image %s):\n%s", display, c.run(15*time.Minute, "ko", "apply", "-f", dir))
+	start := time.Now()
+	for _, r := range []string{"broker/monovertex", "containersource/runner-to-broker", "ksvc/event-display", "trigger/monovertex-to-event-display"} {
+		if _, err := c.try(410*time.Second, "kubectl", "wait", "--for=condition=Ready", "--timeout=400s", r); err != nil {
+			c.dump("default")
+			t.Fatal(err)
+		}
+	}
+	t.Logf("Ready after %v: broker, containersource, ksvc event-display, trigger", time.Since(start).Round(100*time.Millisecond))
+	runner := c.pod("default", "app.kubernetes.io/instance=runner-to-broker,!serving.knative.dev/service", "runner")
+	base := c.portForward("default", runner, 2469)
+	var before totals
+	testutil.WaitFor(t, 120*time.Second, "events written to the Broker", func() bool {
+		before = metrics(t, base)
+		if before.written < 20 {
+			time.Sleep(time.Second)
+			return false
+		}
+		return true
+	})
+	idLine := regexp.MustCompile(`(?m)^  id: (.+)$`)
+	var got map[string]bool
+	testutil.WaitFor(t, 120*time.Second, fmt.Sprintf("%d events at event-display", before.written), func() bool {
+		out, err := c.try(60*time.Second, "kubectl", "logs", "-l", "serving.knative.dev/service=event-display", "-c", "user-container", "--tail=-1")
+		if err != nil {
+			t.Log(err)
+			return false
+		}
+		got = map[string]bool{}
+		for _, m := range idLine.FindAllStringSubmatch(out, -1) {
+			got[m[1]] = true
+		}
+		if int64(len(got)) < before.written {
+			time.Sleep(2 * time.Second)
+			return false
+		}
+		return true
+	})
+	after := metrics(t, base)
+	t.Logf("runner-to-broker: written %d (then %d), acked %d, nacked %d, errors %d; distinct event IDs at event-display %d",
+		before.written, after.written, after.acked, after.nacked, after.errors, len(got))
+	if after.errors != 0 || after.nacked != 0 {
+		t.Fatalf("errors %d, nacked %d: want none", after.errors, after.nacked)
+	}
+	if int64(len(got)) > after.written {
+		t.Fatalf("event-display saw %d distinct IDs, more than the %d written", len(got), after.written)
+	}
+}
+
+// TestHTTPIngestExample: deploy/http-ingest/; posts through Traefik (the
+// Knative ingress) each answered only after delivery: every answered post is
+// one log sink line.
+func TestHTTPIngestExample(t *testing.T) {
+	c := newCluster(t)
+	c.cleanupKsvc("default", "http-ingest")
+	t.Logf("ko apply -f deploy/http-ingest/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/http-ingest/"))
+	c.waitReady("default", "http-ingest")
+	ingress := c.getenv("MONOVERTEX_CLUSTER_INGRESS")
+	const posts = 200
+	client := http.Client{Timeout: 60 * time.Second}
+	for i := 0; i < posts; i++ {
+		req, err := http.NewRequest(http.MethodPost, ingress+"/", strings.NewReader(fmt.Sprintf(`{"n":%d}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = "http-ingest.default.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("post %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("post %d: %s %s", i, resp.Status, body)
+		}
+	}
+	out := c.run(60*time.Second, "kubectl", "logs", "-l", "serving.knative.dev/service=http-ingest", "-c", "runner", "--tail=-1", "--prefix=false")
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "sink ") {
+			lines = append(lines, l)
+		}
+	}
+	printed := testutil.LogSinkIDs(t, strings.Join(lines, "\n"))
+	t.Logf("http-ingest: %d posts answered 2xx through the ingress, %d log sink lines", posts, printed)
+	if printed != posts {
+		t.Fatalf("log sink printed %d messages, want %d (one per answered post)", printed, posts)
+	}
+}
+
+// getenv returns a variable of the cluster's env file.
+func (c *cluster) getenv(name string) string {
+	c.t.Helper()
+	for _, kv := range c.env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok && v != "" {
+			return v
+		}
+	}
+	c.t.Fatalf("%s is not set by the env file", name)
 	return ""
 }

@@ -204,7 +204,13 @@ build_eventing() {
 				--platform=linux/amd64 -R -f "config/$part/" >"$OPT/$key/${part//\//-}.yaml.tmp")
 			mv "$OPT/$key/${part//\//-}.yaml.tmp" "$OPT/$key/${part//\//-}.yaml"
 		done
-		save_images "$key" "$OPT/$key"/*.yaml
+		# event_display, the subscriber of deploy/containersource/: its
+		# gcr.io image cannot be pulled here, so the cluster offers its own
+		# (MONOVERTEX_CLUSTER_EVENT_DISPLAY in the env file).
+		(cd "$src" && ko_env "$REG/knative-eventing" ko build --base-import-paths \
+			--platform=linux/amd64 ./cmd/event_display >"$OPT/$key/event-display.ref.tmp")
+		mv "$OPT/$key/event-display.ref.tmp" "$OPT/$key/event-display.ref"
+		save_images "$key" "$OPT/$key"/*.yaml "$OPT/$key/event-display.ref"
 		done_marker "$key"
 	}
 }

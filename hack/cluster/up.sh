@@ -485,6 +485,8 @@ export MONOVERTEX_CLUSTER_INGRESS=http://127.0.0.1:$INGRESS_PORT
 # Run CMD in the node's network namespace (pod and service IPs): \$MONOVERTEX_CLUSTER_NSENTER CMD
 export MONOVERTEX_CLUSTER_NSENTER="nsenter --net=/run/netns/$NS --"
 export MONOVERTEX_CLUSTER_ENV=$STATE/env
+# Knative Eventing's event_display, built here (for deploy/containersource/)
+export MONOVERTEX_CLUSTER_EVENT_DISPLAY=$(cat "$OPT/$KEY_EVENTING/event-display.ref")
 export GOPROXY=$GOPROXY
 EOF
 log "cluster up in $(($(date +%s) - T0))s"
