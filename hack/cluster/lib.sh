@@ -97,8 +97,9 @@ start() {
 start_forward() {
 	local name=$1 port=$2 target=$3
 	if running "$name"; then return 0; fi
+	# socat splits an address at every unescaped ':', EXEC's command included.
 	setsid bash -c 'echo $$ > "$0"; exec socat TCP-LISTEN:'"$port"',bind=127.0.0.1,reuseaddr,fork \
-		EXEC:"nsenter --net=/run/netns/'"$NS"' -- socat STDIO TCP\:'"$target"'"' \
+		EXEC:"nsenter --net=/run/netns/'"$NS"' -- socat STDIO TCP\:'"${target//:/\\:}"'"' \
 		"$RUNDIR/$name.pid" >"$RUNDIR/$name.log" 2>&1 </dev/null &
 	local i
 	for i in $(seq 50); do [ -s "$RUNDIR/$name.pid" ] && break; sleep 0.1; done
