@@ -143,7 +143,17 @@ timed() {
 	shift
 	s=$(date +%s)
 	log "building $name (log: $LOGS/$name.log)"
-	if ! "$@" >"$LOGS/$name.log" 2>&1; then
+	# Not `if ! "$@"`: bash ignores set -e inside anything run as a
+	# condition, so a failing step would go on and mark itself built.
+	local rc
+	set +e
+	(
+		set -e
+		"$@"
+	) >"$LOGS/$name.log" 2>&1
+	rc=$?
+	set -e
+	if [ "$rc" != 0 ]; then
 		tail -20 "$LOGS/$name.log" >&2
 		die "$name failed, see $LOGS/$name.log"
 	fi
@@ -162,6 +172,7 @@ link_bins() {
 srccopy() {
 	local mod=$1 dir=$2 src
 	[ -d "$dir" ] && return 0
+	mkdir -p "$(dirname "$dir")"
 	go mod download "$mod"
 	src=$(go mod download -json "$mod" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 	[ -n "$src" ] || die "no module dir for $mod"
