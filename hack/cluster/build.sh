@@ -175,6 +175,8 @@ build_serving() {
 		cp "$caching/config/image.yaml" "$src/config/core/300-resources/"
 		cp "$net/config/config-network.yaml" "$src/config/core/configmaps/network.yaml"
 		chmod u+w "$src"/config/core/300-resources/* "$src/config/core/configmaps/network.yaml"
+		# Its .ko.yaml names a base from ghcr.io, unreachable here: ours.
+		printf 'defaultBaseImage: %s\n' "$BASE_IMAGE" >"$src/.ko.yaml"
 		mkdir -p "$OPT/$key"
 		(cd "$src" && ko_env "$REG/knative-serving" ko resolve --base-import-paths \
 			--platform=linux/amd64 -R -f config/core/ >"$OPT/$key/serving-core.yaml.tmp")
@@ -196,6 +198,8 @@ build_eventing() {
 		cp "$src"/third_party/eventing-integrations-latest/eventing-{integrations,transformations}-images.yaml \
 			"$src/config/core/configmaps/"
 		chmod u+w "$src"/config/core/configmaps/*
+		# Its .ko.yaml names a base from gcr.io, unreachable here: ours.
+		printf 'defaultBaseImage: %s\n' "$BASE_IMAGE" >"$src/.ko.yaml"
 		mkdir -p "$OPT/$key"
 		for part in core channels/in-memory-channel brokers/mt-channel-broker; do
 			# -R reads only *.yaml/*.yml/*.json: the "*.yaml~<commit> (...)"
