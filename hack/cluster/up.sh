@@ -24,63 +24,20 @@ mkdir -p "$RUNDIR" "$PKI"
 
 bash "$HERE/deps.sh"
 
-# --- host binaries ---------------------------------------------------------
-timed kubernetes build_k8s
-timed etcd build_etcd
+# --- builds (each returns at once when cached) -----------------------------
+# ko and crane first: the images need them and the registry, not Kubernetes.
 timed tools build_tools
-timed kn build_kn
-timed traefik build_traefik
-
-# --- the node's network namespace -------------------------------------------
-netns_up() {
-	ip netns list | grep -qw "$NS" || ip netns add "$NS"
-	ip -n "$NS" link set lo up
-	# The kernel here has no dummy netdev: the node IP sits on a bridge with
-	# no ports, and the default route points into it, so whatever is not for
-	# the node, a pod or a service goes nowhere.
-	ip -n "$NS" link show node0 >/dev/null 2>&1 || ip -n "$NS" link add node0 type bridge
-	ip -n "$NS" addr replace "$NODE_IP/24" dev node0
-	ip -n "$NS" link set node0 up
-	ip -n "$NS" route replace default dev node0
-	nsx sysctl -q -w net.ipv4.ip_forward=1
-	nsx sysctl -q -w net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1 2>/dev/null || true
-	nsx sysctl -q -w net.ipv4.conf.all.route_localnet=1
-	# The guard: drop anything leaving towards the (absent) outside; only the
-	# node, pod and service ranges and loopback pass. filter/OUTPUT sees the
-	# pre-DNAT device, so the ranges are allowed before the drop.
-	nsx iptables -N MV-GUARD 2>/dev/null || nsx iptables -F MV-GUARD
-	local cidr
-	for cidr in 10.250.0.0/24 "$CLUSTER_CIDR" "$SVC_CIDR" 127.0.0.0/8; do
-		nsx iptables -A MV-GUARD -d "$cidr" -j RETURN
-	done
-	nsx iptables -A MV-GUARD -o node0 -j DROP
-	nsx iptables -C OUTPUT -j MV-GUARD 2>/dev/null || nsx iptables -I OUTPUT -j MV-GUARD
-	nsx iptables -C FORWARD -j MV-GUARD 2>/dev/null || nsx iptables -I FORWARD -j MV-GUARD
-}
 netns_up
-
-# --- registry and cluster images --------------------------------------------
-start registry "$BIN/crane" registry serve --address "0.0.0.0:$REG_PORT" --disk "$STATE/registry"
-start_forward fwd-registry "$REG_PORT" "127.0.0.1:$REG_PORT"
-waitfor 30 curl -sf "http://$REG/v2/" || die "registry did not start, see $RUNDIR/registry.log"
-
-# images KEY NAME BUILD: build KEY's images if missing, else push the saved
-# ones into this registry process (once per registry pid).
-images() {
-	local key=$1 name=$2 fn=$3 mark
-	mark=$RUNDIR/pushed-$key
-	if ! built "$key"; then
-		timed "$name" "$fn"
-	elif [ "$(cat "$mark" 2>/dev/null)" != "$(cat "$RUNDIR/registry.pid")" ]; then
-		push_images "$key"
-	fi
-	cat "$RUNDIR/registry.pid" >"$mark"
-}
+start_registry
 images "$KEY_BASE" base-images build_base_images
 images "$KEY_COREDNS" coredns build_coredns
 images "$KEY_SERVING" knative-serving build_serving
 images "$KEY_EVENTING" knative-eventing build_eventing
 built "$KEY_PROMCRDS" || timed promcrds build_promcrds
+timed kubernetes build_k8s
+timed etcd build_etcd
+timed kn build_kn
+timed traefik build_traefik
 
 # --- PKI: a CA, serving and client certs, kubeconfigs ------------------------
 pki() {
