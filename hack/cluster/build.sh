@@ -262,6 +262,7 @@ netns_up() {
 
 # --- registry and cluster images --------------------------------------------
 start_registry() {
+	mkdir -p "$STATE/registry" # crane does not make its --disk folder
 	start registry "$BIN/crane" registry serve --address "0.0.0.0:$REG_PORT" --disk "$STATE/registry"
 	start_forward fwd-registry "$REG_PORT" "127.0.0.1:$REG_PORT"
 	waitfor 30 curl -sf "http://$REG/v2/" || die "registry did not start, see $RUNDIR/registry.log"
