@@ -163,7 +163,10 @@ timed() {
 # link_bins KEY: put $OPT/KEY/bin/* on PATH ($BIN), replacing older versions.
 link_bins() {
 	local f
-	for f in "$OPT/$1"/bin/*; do ln -sfn "$f" "$BIN/$(basename "$f")"; done
+	for f in "$OPT/$1"/bin/*; do
+		[ -e "$f" ] || die "$OPT/$1/bin is empty"
+		ln -sfn "$f" "$BIN/$(basename "$f")"
+	done
 }
 
 # srccopy MODULE@VERSION DIR: a writable copy of a module's source, for the
