@@ -317,6 +317,10 @@ spec:
     spec:
       serviceAccountName: coredns
       dnsPolicy: Default
+      # Our base image runs as nonroot (65532), which may not bind :53;
+      # this sysctl is namespaced and "safe", so no root is needed.
+      securityContext:
+        sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "0"}]
       containers:
       - name: coredns
         image: $img
