@@ -355,7 +355,10 @@ apply_knative() {
 	for f in "$@"; do
 		# (kubectl fails on a selector that matches nothing)
 		grep -q "knative.dev/crd-install" "$f" || continue
-		kubectl apply --server-side --force-conflicts -f "$f" --selector knative.dev/crd-install=true >/dev/null
+		# kubectl still maps every kind of the file, and fails on those whose
+		# CRD is only now being made (Certificate, Image): the CRDs are
+		# applied all the same, and the full apply below retries the rest.
+		kubectl apply --server-side --force-conflicts -f "$f" --selector knative.dev/crd-install=true >/dev/null 2>&1 || true
 	done
 	kubectl wait --for=condition=Established crd --all --timeout=120s >/dev/null
 	for f in "$@"; do
