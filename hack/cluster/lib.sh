@@ -75,6 +75,16 @@ running() { [ -f "$RUNDIR/$1.pid" ] && kill -0 "$(cat "$RUNDIR/$1.pid")" 2>/dev/
 # start NAME CMD...: run CMD detached inside $NS, its pid in $RUNDIR/NAME.pid
 # and its output in $RUNDIR/NAME.log; nothing if NAME already runs. setsid
 # takes it out of our process group, so up.sh can exit and it stays.
+# write_if_changed FILE: write stdin to FILE only when it differs, so that
+# a second up.sh does not touch the config of a process that runs: kube-proxy
+# watches its file and exits when it changes.
+write_if_changed() {
+	local tmp
+	tmp=$(mktemp "$1.XXXXXX")
+	cat >"$tmp"
+	if cmp -s "$tmp" "$1"; then rm -f "$tmp"; else mv "$tmp" "$1"; fi
+}
+
 start() {
 	local name=$1
 	shift

@@ -97,7 +97,7 @@ pki
 containerd_up() {
 	local c=$STATE/containerd
 	mkdir -p "$c" "$STATE/cni/net.d"
-	cat >"$c/config.toml" <<EOF
+	write_if_changed "$c/config.toml" <<EOF
 version = 2
 root = "$c/root"
 state = "$c/state"
@@ -128,7 +128,7 @@ state = "$c/state"
     [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$NODE_IP:$REG_PORT"]
       endpoint = ["http://$REG"]
 EOF
-	cat >"$STATE/cni/net.d/10-monovertex.conflist" <<EOF
+	write_if_changed "$STATE/cni/net.d/10-monovertex.conflist" <<EOF
 {
   "cniVersion": "0.4.0",
   "name": "monovertex",
@@ -213,7 +213,7 @@ kubelet_up() {
 	echo "nameserver $DNS_IP" >"$k/resolv.conf"
 	# failCgroupV1: false - this host has cgroup v1, which v1.35+ refuses by
 	# default. oomScoreAdj 0: see restrict_oom_score_adj in containerd.
-	cat >"$k/config.yaml" <<EOF
+	write_if_changed "$k/config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
@@ -242,7 +242,7 @@ EOF
 	start kubelet "$BIN/kubelet" --config="$k/config.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
 		--hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --root-dir="$k/root" --cert-dir="$k/pki"
 	mkdir -p "$STATE/kube-proxy"
-	cat >"$STATE/kube-proxy/config.yaml" <<EOF
+	write_if_changed "$STATE/kube-proxy/config.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $PKI/kube-proxy.kubeconfig}
@@ -440,7 +440,7 @@ done
 kubectl apply --server-side --force-conflicts -f "$OPT/$KEY_PROMCRDS/" >/dev/null
 
 # --- the env file ---------------------------------------------------------------------
-cat >"$STATE/env" <<EOF
+write_if_changed "$STATE/env" <<EOF
 # The monovertex cluster (hack/cluster/up.sh). Source it: . $STATE/env
 export KUBECONFIG=$PKI/admin.kubeconfig
 export KO_DOCKER_REPO=$REG/monovertex
