@@ -264,11 +264,14 @@ func (c *cluster) checkFlow(ns, ksvc string) {
 		}
 	}
 	printed := int64(testutil.LogSinkIDs(c.t, strings.Join(lines, "\n")))
-	c.t.Logf("%s: read %d, written %d, acked %d, nacked %d, errors %d; log sink lines %d (written before/after the log read: %d/%d)",
-		ksvc, third.read, third.written, third.acked, third.nacked, third.errors, printed, second.written, third.written)
+	c.t.Logf("%s: read %d, written %d, acked %d, nacked %d, errors %d (%d while starting, retried); log sink lines %d (written before/after the log read: %d/%d)",
+		ksvc, third.read, third.written, third.acked, third.nacked, third.errors, first.errors, printed, second.written, third.written)
 	switch {
-	case second.errors != 0 || third.errors != 0 || third.nacked != 0:
-		c.t.Fatalf("errors %d, nacked %d: want none", third.errors, third.nacked)
+	case third.errors != first.errors || third.nacked != 0:
+		// Calls that failed while the function's first pod was starting
+		// (the two Services are applied together) are retried, not lost;
+		// once both are Ready, none may fail.
+		c.t.Fatalf("errors %d (%d once both were Ready), nacked %d: want none once Ready", third.errors, third.errors-first.errors, third.nacked)
 	case third.acked > third.written:
 		c.t.Fatalf("acked %d > written %d: something unwritten was acked", third.acked, third.written)
 	case printed < second.written || printed > third.written:
