@@ -2,7 +2,8 @@
 # The project's test command (README "Run the tests"; .ci/run calls it):
 # formatting, vet, the whole test suite with -race (engine, adapters with
 # their conformance suites, end-to-end tests with real processes), the
-# offline Knative deploy-path proof, and short fuzz runs.
+# offline Knative deploy-path proof, short fuzz runs, and the deploy/
+# examples on a real Kubernetes with Knative that hack/cluster starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,4 +63,19 @@ for ft in "${fuzz_targets[@]}"; do
   IFS=: read -r pkg target count <<<"$ft"
   go test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-$count}" "$pkg"
 done
+# The deploy/ examples on a real single-node Kubernetes with Knative Serving
+# and Eventing (hack/cluster): built once from the Go module proxy and Debian
+# packages (cached outside the work tree), started, used as a user would
+# (ko apply, kn service create, kubectl), counted, and stopped again.
+# MONOVERTEX_CLUSTER=0 skips it (it needs root and, cold, a long build).
+if [ "${MONOVERTEX_CLUSTER:-1}" != 0 ]; then
+  echo "== a real cluster: hack/cluster/up.sh, e2e/cluster, hack/cluster/down.sh"
+  bash hack/cluster/down.sh >/dev/null 2>&1 || true # what an earlier run left
+  trap 'bash hack/cluster/down.sh >/dev/null 2>&1; rm -rf "$covdir"' EXIT
+  envfile=$(bash hack/cluster/up.sh | tee /dev/stderr | tail -1)
+  MONOVERTEX_CLUSTER_ENV="$envfile" go test -count=1 -v -timeout 30m ./e2e/cluster/
+  bash hack/cluster/down.sh
+else
+  echo "== a real cluster: skipped (MONOVERTEX_CLUSTER=0)"
+fi
 echo "== all tests passed"
