@@ -68,12 +68,30 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
+// lookPath finds name in the PATH of the cluster's environment, as the
+// user's shell would after sourcing the env file: exec.Command looks in
+// this process's PATH, which would miss the built ko, kn and kubectl (or
+// find another kubectl first).
+func (c *cluster) lookPath(name string) string {
+	for _, kv := range c.env {
+		if dirs, ok := strings.CutPrefix(kv, "PATH="); ok {
+			for _, d := range filepath.SplitList(dirs) {
+				p := filepath.Join(d, name)
+				if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+					return p
+				}
+			}
+		}
+	}
+	return name
+}
+
 // try runs a command from the repository root with the cluster's
 // environment and returns its stdout; stderr goes into the error.
 func (c *cluster) try(timeout time.Duration, name string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, c.lookPath(name), args...)
 	cmd.Dir = c.root
 	cmd.Env = c.env
 	var stderr strings.Builder
@@ -157,7 +175,7 @@ func (c *cluster) pod(ns, selector string, want ...string) string {
 func (c *cluster) portForward(ns, pod string, port int) string {
 	c.t.Helper()
 	local := testutil.FreePort(c.t)
-	cmd := exec.Command("kubectl", "-n", ns, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf("%d:%d", local, port))
+	cmd := exec.Command(c.lookPath("kubectl"), "-n", ns, "port-forward", "--address", "127.0.0.1", "pod/"+pod, fmt.Sprintf("%d:%d", local, port))
 	cmd.Dir = c.root
 	cmd.Env = c.env
 	stdout, err := cmd.StdoutPipe()
