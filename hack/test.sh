@@ -72,7 +72,10 @@ if [ "${MONOVERTEX_CLUSTER:-1}" != 0 ]; then
   echo "== a real cluster: hack/cluster/up.sh, e2e/cluster, hack/cluster/down.sh"
   bash hack/cluster/down.sh >/dev/null 2>&1 || true # what an earlier run left
   trap 'bash hack/cluster/down.sh >/dev/null 2>&1; rm -rf "$covdir"' EXIT
-  envfile=$(bash hack/cluster/up.sh | tee /dev/stderr | tail -1)
+  # up.sh's last line is the env file; tee to a file of our own (tee to
+  # /dev/stderr would reopen, and truncate, a log file stderr points to).
+  bash hack/cluster/up.sh | tee "$covdir/cluster-up.log"
+  envfile=$(tail -1 "$covdir/cluster-up.log")
   MONOVERTEX_CLUSTER_ENV="$envfile" go test -count=1 -v -timeout 30m ./e2e/cluster/
   bash hack/cluster/down.sh
 else
