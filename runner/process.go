@@ -101,7 +101,8 @@ func (b *batch) run(ctx context.Context) error {
 	var toSink []output
 	// Numaflow checks the bypass conditions as messages leave the source
 	// (after its transformer) and as they leave each map UDF.
-	if len(e.stages) == 0 || e.stages[0].Role != StageTransformer {
+	// A filter changes no tags, so it neither moves nor adds a check.
+	if first := e.firstWorkStage(); first == nil || first.Role != StageTransformer {
 		outs = b.bypass(outs, &toSink)
 	}
 	for _, st := range e.stages {
@@ -110,7 +111,9 @@ func (b *batch) run(ctx context.Context) error {
 			return err
 		}
 		b.ackFinal(ctx)
-		outs = b.bypass(outs, &toSink)
+		if st.Role != StageFilter {
+			outs = b.bypass(outs, &toSink)
+		}
 	}
 	if e.bypass.Sink != nil {
 		// Numaflow: with conditions on the primary sink, what reaches it
@@ -133,6 +136,16 @@ func (b *batch) run(ctx context.Context) error {
 		return err
 	}
 	return b.writeSecondary(ctx)
+}
+
+// firstWorkStage is the first stage that is not a filter, or nil.
+func (e *Engine) firstWorkStage() *stage {
+	for _, st := range e.stages {
+		if st.Role != StageFilter {
+			return st
+		}
+	}
+	return nil
 }
 
 // bypass takes the outputs whose tags match a sink's bypass condition out

@@ -5,6 +5,7 @@
 package all
 
 import (
+	_ "github.com/monovertex/monovertex/adapters/filter"
 	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
 	_ "github.com/monovertex/monovertex/adapters/sink/cloudevents"
 	_ "github.com/monovertex/monovertex/adapters/sink/jetstream"

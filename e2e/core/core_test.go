@@ -112,6 +112,13 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_BYPASS_SINK": "maybe:x"}, `MV_BYPASS_SINK="maybe:x"`},
 		{map[string]string{"MV_ON_SUCCESS_SINK": "void"}, `MV_ON_SUCCESS_SINK="void"`},
 		{map[string]string{"MV_SINK": "udsink", "MV_UDF_TRANSPORT": "grpc"}, `MV_UDF_TRANSPORT="grpc"`},
+		// In-process stages (issue 43): an expression that does not parse
+		// is named with the position of its first error.
+		{map[string]string{"MV_FILTER": "type = 'a' AND ("}, `MV_FILTER="type = 'a' AND (": CESQL syntax error at column 17`},
+		{map[string]string{"MV_FILTER": "type == 'a'"}, `MV_FILTER="type == 'a'": CESQL syntax error at column 7`},
+		{map[string]string{"MV_FILTERS": `[{"any":[{"cesql":"source ="}]}]`}, `filters[0].any[0].cesql: CESQL syntax error at column 9`},
+		{map[string]string{"MV_FILTERS": `[{"exact":{"type":"a"},"prefix":{"type":"b"}}]`}, `filters[0]: multiple dialects found`},
+		{map[string]string{"MV_FILTER": "true", "MV_FILTER_POSITION": "middle"}, `MV_FILTER_POSITION="middle": must be before or after`},
 	} {
 		name := strings.Join(keys(tc.env), ",")
 		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {
