@@ -119,6 +119,9 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_FILTERS": `[{"any":[{"cesql":"source ="}]}]`}, `filters[0].any[0].cesql: CESQL syntax error at column 9`},
 		{map[string]string{"MV_FILTERS": `[{"exact":{"type":"a"},"prefix":{"type":"b"}}]`}, `filters[0]: multiple dialects found`},
 		{map[string]string{"MV_FILTER": "true", "MV_FILTER_POSITION": "middle"}, `MV_FILTER_POSITION="middle": must be before or after`},
+		{map[string]string{"MV_TRANSFORMER": "jsonata", "MV_JSONATA_EXPRESSION": `{"a": data.x +}`}, `MV_JSONATA_EXPRESSION="{\"a\": data.x +}": JSONata syntax error at column 15`},
+		{map[string]string{"MV_TRANSFORMER": "jsonata"}, `MV_JSONATA_EXPRESSION="": required with jsonata`},
+		{map[string]string{"MV_TRANSFORMER": "jsonata", "MV_JSONATA_EXPRESSION_FILE": "/nonexistent/expr"}, `MV_JSONATA_EXPRESSION_FILE="/nonexistent/expr": cannot be read`},
 	} {
 		name := strings.Join(keys(tc.env), ",")
 		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {

@@ -37,7 +37,8 @@ func TestFilterOn100000Messages(t *testing.T) {
 		events[i] = orderEvent(i)
 		if i%3 != 2 && i%5 != 0 && i%11 != 0 && i%10 != 7 {
 			id := events[i].ID
-			want[id] = written{ID: id, Payload: string(events[i].Data), Headers: map[string]string{"ce-type": events[i].Type, "region": "eu"}}
+			want[id] = written{ID: id, Payload: string(events[i].Data), Headers: map[string]string{
+				"ce-type": events[i].Type, "ce-source": "/shop", "content-type": "application/json", "region": "eu"}}
 		}
 	}
 	p := testutil.StartRunner(t, map[string]string{

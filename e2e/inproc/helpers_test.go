@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -144,12 +145,8 @@ func compare(t *testing.T, got map[string]written, want map[string]written) {
 			diffs = append(diffs, fmt.Sprintf("%s: not written, want %+v", id, w))
 		case g.Payload != w.Payload || g.Keys != w.Keys:
 			diffs = append(diffs, fmt.Sprintf("%s: got payload %s keys %q, want %s keys %q", id, g.Payload, g.Keys, w.Payload, w.Keys))
-		default:
-			for k, v := range w.Headers {
-				if g.Headers[k] != v {
-					diffs = append(diffs, fmt.Sprintf("%s: header %s = %q, want %q", id, k, g.Headers[k], v))
-				}
-			}
+		case !maps.Equal(g.Headers, w.Headers):
+			diffs = append(diffs, fmt.Sprintf("%s: headers %v, want %v", id, g.Headers, w.Headers))
 		}
 	}
 	for id := range got {
