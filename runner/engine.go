@@ -236,6 +236,9 @@ type Engine struct {
 	// inflight are the source IDs in flight, for a source that may
 	// deliver them again meanwhile (RedeliversInFlight); nil otherwise.
 	inflight *inflightIDs
+	// results takes each acked input's written outputs (a ResultTaker
+	// source that asked for them); nil otherwise.
+	results ResultTaker
 
 	totals        counters
 	rate          *rateCounter
@@ -333,6 +336,9 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	if opts.Streaming {
 		e.tokens = make(chan struct{}, opts.Concurrency)
+	}
+	if r, ok := p.Source.(ResultTaker); ok && r.TakesResults() {
+		e.results = r
 	}
 	if r, ok := p.Source.(RedeliversInFlight); ok && r.RedeliversInFlight() {
 		e.inflight = &inflightIDs{ids: map[string]struct{}{}}
