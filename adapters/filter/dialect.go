@@ -141,32 +141,22 @@ func (n attrNode) eval(ev *event.Event) result {
 	return pass
 }
 
-func joinAll(n []node) node { return allOf(n) }
-func joinAny(n []node) node { return anyOf(n) }
+func joinAll(n []node) node { return joined{n, fail} }
+func joinAny(n []node) node { return joined{n, pass} }
 
-// allOf fails on the first entry that fails; otherwise it says what the
-// last entry said (none for no entries), as Knative's allFilter does.
-type allOf []node
-
-func (a allOf) eval(ev *event.Event) result {
-	r := none
-	for _, n := range a {
-		if r = n.eval(ev); r == fail {
-			return fail
-		}
-	}
-	return r
+// joined is Knative's allFilter (decisive: fail) and anyFilter (decisive:
+// pass): it stops at the first entry that says decisive, and otherwise
+// says what the last entry said, none for no entries.
+type joined struct {
+	nodes    []node
+	decisive result
 }
 
-// anyOf passes on the first entry that passes; otherwise it says what
-// the last entry said (none for no entries), as Knative's anyFilter does.
-type anyOf []node
-
-func (a anyOf) eval(ev *event.Event) result {
+func (j joined) eval(ev *event.Event) result {
 	r := none
-	for _, n := range a {
-		if r = n.eval(ev); r == pass {
-			return pass
+	for _, n := range j.nodes {
+		if r = n.eval(ev); r == j.decisive {
+			return r
 		}
 	}
 	return r

@@ -51,7 +51,7 @@ func (c *Config) Validate(runner.Role) error {
 	if c.Position != Before && c.Position != After {
 		return &runner.ConfigError{Var: "MV_FILTER_POSITION", Value: c.Position, Reason: "must be before or after"}
 	}
-	var nodes allOf
+	var nodes []node
 	if c.Expression != "" {
 		e, err := compileCESQL(c.Expression)
 		if err != nil {
@@ -68,7 +68,7 @@ func (c *Config) Validate(runner.Role) error {
 	}
 	c.compiled = nil
 	if len(nodes) > 0 {
-		c.compiled = nodes
+		c.compiled = joinAll(nodes)
 	}
 	if err := c.Config.Validate(); err != nil {
 		return err

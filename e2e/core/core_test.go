@@ -183,7 +183,8 @@ func TestHelpListsEveryVariableWithItsDefault(t *testing.T) {
 		`MV_GENERATOR_DURATION\s+1s\s`, `MV_GENERATOR_MSG_SIZE\s+8\s`, `MV_GENERATOR_KEY_COUNT\s+0\s`,
 		`MV_GENERATOR_VALUE\s+\(none\)\s`, `MV_CONFIG_DIR\s`, `MV_LOOKBACK_SECONDS\s+120\s`,
 		// Each transformer slot offers only the kinds it accepts.
-		`\n  MV_TRANSFORMER: none, cloudevents, udtransformer\n`, `\n  MV_UDF: none, cloudevents, udmap\n`,
+		`\n  MV_TRANSFORMER: none, cloudevents, jsonata, udtransformer\n`, `\n  MV_UDF: none, cloudevents, jsonata, udmap\n`,
+		`MV_FILTER\s+\(none\)\s`, `MV_FILTER_POSITION\s+before\s`, `MV_HTTP_RESPONSE\s+ack\s`,
 	} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("--help lacks %s", want)

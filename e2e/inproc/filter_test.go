@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/monovertex/monovertex/internal/testutil"
+	"github.com/monovertex/monovertex/runner"
 )
 
 // orderEvent is event i of the tests' input: type order.created,
@@ -41,23 +40,14 @@ func TestFilterOn100000Messages(t *testing.T) {
 				"ce-type": events[i].Type, "ce-source": "/shop", "content-type": "application/json", "region": "eu"}}
 		}
 	}
-	p := testutil.StartRunner(t, map[string]string{
-		"MV_SOURCE": "http", "MV_HTTP_BUFFER_SIZE": "4000", "MV_READ_BATCH_SIZE": "500", "MV_READ_TIMEOUT": "20ms",
-		"MV_SINK": "log", "MV_LOG_FORMAT": "numaflow",
+	throughLogSink(t, map[string]string{
 		"MV_FILTER":  "type LIKE 'order.%' AND region = 'eu'",
 		"MV_FILTERS": `[{"not":{"suffix":{"id":"7"}}}]`,
+	}, events, want, func(tot runner.Totals) error {
+		if dropped := int64(n - len(want)); tot.FilterDropped != dropped || tot.Written != int64(len(want)) {
+			return fmt.Errorf("filter dropped %d, written %d; want %d and %d", tot.FilterDropped, tot.Written, dropped, len(want))
+		}
+		return nil
 	})
-	p.WaitReady(60 * time.Second)
-	postBatches(t, p.PortURL, events, 1000, 4)
-	settle(t, p, n)
-	st, err := p.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dropped := int64(n - len(want)); st.Totals.FilterDropped != dropped || st.Totals.Written != int64(len(want)) {
-		t.Fatalf("filter dropped %d, written %d; want %d and %d", st.Totals.FilterDropped, st.Totals.Written, dropped, len(want))
-	}
-	p.Stop(30 * time.Second)
-	compare(t, readLog(t, p.Stdout.String()), want)
 	t.Logf("%d messages: %d written, %d dropped by the filter, all acked", n, len(want), n-len(want))
 }

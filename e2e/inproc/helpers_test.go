@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/monovertex/monovertex/internal/testutil"
+	"github.com/monovertex/monovertex/runner"
 )
 
 // event is one CloudEvent of a structured batch.
@@ -168,4 +169,31 @@ func settle(t *testing.T, p *testutil.Process, want int64) {
 		st, err := p.Status()
 		return err == nil && st.Totals.Read == want && st.Totals.Acked == want
 	})
+}
+
+// throughLogSink runs events through a runner that reads them with the
+// HTTP source (batches of 1,000, four at a time) and writes them to the
+// log sink in Numaflow's format, with settings added: it waits until
+// every event was read and acked, checks the totals with check (an error
+// fails the test), stops the runner and compares what it wrote with want.
+func throughLogSink(t *testing.T, settings map[string]string, events []event, want map[string]written, check func(runner.Totals) error) {
+	t.Helper()
+	env := map[string]string{
+		"MV_SOURCE": "http", "MV_HTTP_BUFFER_SIZE": "4000", "MV_READ_BATCH_SIZE": "500", "MV_READ_TIMEOUT": "20ms",
+		"MV_SINK": "log", "MV_LOG_FORMAT": "numaflow",
+	}
+	maps.Copy(env, settings)
+	p := testutil.StartRunner(t, env)
+	p.WaitReady(60 * time.Second)
+	postBatches(t, p.PortURL, events, 1000, 4)
+	settle(t, p, int64(len(events)))
+	st, err := p.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check(st.Totals); err != nil {
+		t.Fatal(err)
+	}
+	p.Stop(30 * time.Second)
+	compare(t, readLog(t, p.Stdout.String()), want)
 }

@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
-	"github.com/monovertex/monovertex/internal/testutil"
+	"github.com/monovertex/monovertex/runner"
 )
 
 // reshape is the EventTransform-style expression of the JSONata tests:
@@ -74,26 +73,16 @@ func TestJSONataOn100000Messages(t *testing.T) {
 			want[ev.ID] = written{ID: ev.ID, Payload: fmt.Sprintf(`{"double":%d,"kind":%q,"n":%d}`, 2*i, ev.Type, i), Headers: h}
 		}
 	}
-	p := testutil.StartRunner(t, map[string]string{
-		"MV_SOURCE": "http", "MV_HTTP_BUFFER_SIZE": "4000", "MV_READ_BATCH_SIZE": "500", "MV_READ_TIMEOUT": "20ms",
+	throughLogSink(t, map[string]string{
 		"MV_TRANSFORMER": "jsonata", "MV_JSONATA_EXPRESSION_FILE": exprFile, "MV_ON_FAILURE": "drop",
 		"MV_FILTER": "NOT (type = 'order.seen' AND region = 'us')", "MV_FILTER_POSITION": "after",
-		"MV_SINK": "log", "MV_LOG_FORMAT": "numaflow",
+	}, events, want, func(tot runner.Totals) error {
+		if tot.TransformerDropped != int64(dropped+malformed) || tot.TransformerErrors != int64(malformed) || tot.FilterDropped != int64(filtered) || tot.Written != int64(len(want)) {
+			return fmt.Errorf("transformer dropped %d with %d errors, filter dropped %d, written %d; want %d, %d, %d, %d",
+				tot.TransformerDropped, tot.TransformerErrors, tot.FilterDropped, tot.Written, dropped+malformed, malformed, filtered, len(want))
+		}
+		return nil
 	})
-	p.WaitReady(60 * time.Second)
-	postBatches(t, p.PortURL, events, 1000, 4)
-	settle(t, p, n)
-	st, err := p.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tot := st.Totals
-	if tot.TransformerDropped != int64(dropped+malformed) || tot.TransformerErrors != int64(malformed) || tot.FilterDropped != int64(filtered) || tot.Written != int64(len(want)) {
-		t.Fatalf("transformer dropped %d with %d errors, filter dropped %d, written %d; want %d, %d, %d, %d",
-			tot.TransformerDropped, tot.TransformerErrors, tot.FilterDropped, tot.Written, dropped+malformed, malformed, filtered, len(want))
-	}
-	p.Stop(30 * time.Second)
-	compare(t, readLog(t, p.Stdout.String()), want)
 	t.Logf("%d messages: %d outputs written, %d dropped by the expression, %d malformed dropped after one try, %d dropped by the filter after it; all acked",
 		n, len(want), dropped, malformed, filtered)
 }
