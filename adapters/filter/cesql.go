@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,6 +26,9 @@ func (e *syntaxError) Error() string {
 	return fmt.Sprintf("CESQL syntax error at column %d: %s", e.column, e.msg)
 }
 
+// oneLine escapes line breaks and tabs in error messages.
+var oneLine = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`)
+
 // firstError keeps the first error antlr reports, with its position;
 // sdk-go's own listener keeps only the message.
 type firstError struct {
@@ -34,7 +38,9 @@ type firstError struct {
 
 func (l *firstError) SyntaxError(_ antlr.Recognizer, _ any, line, column int, msg string, _ antlr.RecognitionException) {
 	if l.err == nil {
-		l.err = &syntaxError{line: line, column: column + 1, msg: msg}
+		// antlr quotes the offending text as it is; a line break in it
+		// would split the one line the runner prints.
+		l.err = &syntaxError{line: line, column: column + 1, msg: oneLine.Replace(msg)}
 	}
 }
 
@@ -43,7 +49,14 @@ func (l *firstError) SyntaxError(_ antlr.Recognizer, _ any, line, column int, ms
 // builds, prints nothing on the lexer's errors); sdk-go's parser then
 // builds the expression, whose semantic errors (an unknown function, an
 // integer out of range) come without a position.
-func compileCESQL(expr string) (cesql.Expression, error) {
+func compileCESQL(expr string) (parsed cesql.Expression, err error) {
+	defer func() {
+		// antlr's recovery can panic on input it cannot resynchronize on;
+		// that is an invalid expression (exit 2), not a crash.
+		if r := recover(); r != nil {
+			parsed, err = nil, fmt.Errorf("CESQL expression not understood: %v", r)
+		}
+	}()
 	if strings.TrimSpace(expr) == "" {
 		return nil, fmt.Errorf("CESQL expression is empty")
 	}
@@ -72,7 +85,7 @@ func parse(expr string) (parsed cesql.Expression, err error) {
 	}()
 	parsed, err = cesqlparser.Parse(expr)
 	if err != nil {
-		return nil, err
+		return nil, errors.New(oneLine.Replace(err.Error()))
 	}
 	return parsed, nil
 }

@@ -114,7 +114,10 @@ func compile(expr string) (e *jsonatago.Expr, err error) {
 	if !errors.As(err, &pe) {
 		return nil, fmt.Errorf("JSONata syntax error: %v", err)
 	}
-	return nil, fmt.Errorf("JSONata syntax error at %s: %v", position(expr, pe.Position), err)
+	// The message quotes the token as written; a line break in it would
+	// split the one line the runner prints.
+	msg := strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace(err.Error())
+	return nil, fmt.Errorf("JSONata syntax error at %s: %s", position(expr, pe.Position), msg)
 }
 
 // position names byte offset off of expr as "column C" on a one-line
