@@ -223,8 +223,10 @@ type entry struct {
 	req   *request
 	state entryState
 	// results are the events the sinks wrote for it, copied
-	// (MV_HTTP_RESPONSE=result; see Results).
-	results []event.Event
+	// (MV_HTTP_RESPONSE=result; see Results); noResult, that one of
+	// them could not be made an event.
+	results  []event.Event
+	noResult bool
 }
 
 // Source is the HTTP source.

@@ -24,13 +24,15 @@ func (s *Source) TakesResults() bool { return s.mapper != nil }
 // ack, and the caller's answer is written after that.
 func (s *Source) Results(msgs []*runner.Message, written [][]*runner.Message) {
 	evs := make([][]event.Event, len(msgs))
+	broken := make([]bool, len(msgs))
 	for i := range msgs {
 		for _, w := range written[i] {
 			ev, err := s.mapper.ToEvent(w)
 			if err != nil {
-				// The engine named the output from a valid request ID.
+				// The engine names outputs from valid request IDs, so this
+				// is a bug; the caller still learns that delivery worked.
 				s.log.Errorw("http source: a result cannot be a CloudEvent; its caller gets the ack reply instead", "id", w.ID, "error", err)
-				evs[i] = nil
+				evs[i], broken[i] = nil, true
 				break
 			}
 			ev.DataEncoded = bytes.Clone(w.Value)
@@ -41,7 +43,7 @@ func (s *Source) Results(msgs []*runner.Message, written [][]*runner.Message) {
 	defer s.mu.Unlock()
 	for i, m := range msgs {
 		if e, ok := m.Offset.(*entry); ok {
-			e.results = evs[i]
+			e.results, e.noResult = evs[i], broken[i]
 		}
 	}
 }
@@ -53,17 +55,22 @@ func (s *Source) Results(msgs []*runner.Message, written [][]*runner.Message) {
 // and logged; the messages stay written and acked.
 func (s *Source) answerResults(w http.ResponseWriter, r *http.Request, msgs []*runner.Message, ids []string) {
 	var evs []event.Event
+	noResult := false
 	for _, m := range msgs {
-		evs = append(evs, m.Offset.(*entry).results...)
+		e := m.Offset.(*entry)
+		evs = append(evs, e.results...)
+		noResult = noResult || e.noResult
 	}
 	if r.Context().Err() != nil {
 		s.mu.Lock()
-		s.resultLost(ids[0], "the caller hung up as its result was ready")
+		s.resultLost(first(ids), "the caller hung up as its result was ready")
 		s.mu.Unlock()
 		return
 	}
 	var err error
 	switch {
+	case noResult:
+		writeReply(w, http.StatusOK, reply{Message: "Data received successfully", ID: single(ids), IDs: many(ids)})
 	case len(evs) == 0:
 		w.WriteHeader(http.StatusNoContent)
 	case len(evs) == 1 && len(msgs) == 1:
@@ -71,7 +78,7 @@ func (s *Source) answerResults(w http.ResponseWriter, r *http.Request, msgs []*r
 	default:
 		var b []byte
 		if b, err = json.Marshal(evs); err != nil {
-			s.log.Errorw("http source: results cannot be encoded; the caller gets the ack reply", "id", ids[0], "error", err)
+			s.log.Errorw("http source: results cannot be encoded; the caller gets the ack reply", "id", first(ids), "error", err)
 			writeReply(w, http.StatusOK, reply{Message: "Data received successfully", ID: single(ids), IDs: many(ids)})
 			return
 		}
@@ -84,9 +91,17 @@ func (s *Source) answerResults(w http.ResponseWriter, r *http.Request, msgs []*r
 	}
 	if err != nil {
 		s.mu.Lock()
-		s.resultLost(ids[0], "the caller's connection failed while its result was written")
+		s.resultLost(first(ids), "the caller's connection failed while its result was written")
 		s.mu.Unlock()
 	}
+}
+
+// first is a request's first message ID, for logs; empty for none.
+func first(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
 }
 
 // resultLost counts an answer no caller took and logs it: at once for the
