@@ -3,7 +3,10 @@ module github.com/monovertex/monovertex
 go 1.26.8
 
 require (
+	github.com/antlr/antlr4/runtime/Go/antlr v1.4.10
+	github.com/blues/jsonata-go v1.5.4
 	github.com/cloudevents/sdk-go/observability/opentelemetry/v2 v2.16.2
+	github.com/cloudevents/sdk-go/sql/v2 v2.16.2
 	github.com/cloudevents/sdk-go/v2 v2.16.2
 	github.com/google/uuid v1.6.0
 	github.com/kelseyhightower/envconfig v1.4.0
