@@ -225,3 +225,36 @@ func sinkTotal(t *testing.T, out string) (written, bad int64) {
 	bad, _ = strconv.ParseInt(m[len(m)-1][2], 10, 64)
 	return written, bad
 }
+
+// TestPullRunnerKedaExample: deploy/pull-runner-keda/ applied as it is.
+// This cluster has no KEDA or autoscaler-keda: Serving's HPA autoscaler
+// takes the revision and holds min-scale, so what is shown is the pod and
+// its flow (counted), not KEDA's scaling.
+func TestPullRunnerKedaExample(t *testing.T) {
+	c := newCluster(t)
+	const ns, ksvc = "default", "pull-runner-keda"
+	t.Cleanup(func() {
+		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", "deploy/pull-runner-keda/", "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+			t.Log(err)
+		}
+	})
+	t.Logf("ko apply -f deploy/pull-runner-keda/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/pull-runner-keda/"))
+	c.waitReady(ns, ksvc)
+	pod := c.pod(ns, "serving.knative.dev/service="+ksvc, "runner", "udsource", "udtransformer", "udsink", "queue-proxy")
+	base := c.portForward(ns, pod, 2469)
+	var st runner.Status
+	testutil.WaitFor(t, 120*time.Second, "10,000 messages acked", func() bool {
+		st = status(t, base)
+		if st.Totals.Acked < 10_000 {
+			time.Sleep(time.Second)
+			return false
+		}
+		return true
+	})
+	t.Logf("%s: read %d, written %d, acked %d, dropped by the transformer %d, sink errors %d, sink dropped %d",
+		ksvc, st.Totals.Read, st.Totals.Written, st.Totals.Acked, st.Totals.TransformerDropped, st.Totals.SinkErrors, st.Totals.SinkDropped)
+	if st.Totals.SinkDropped != 0 || st.Totals.SinkErrors != 0 || st.Totals.Acked > st.Totals.Written+st.Totals.TransformerDropped {
+		t.Fatalf("sink dropped %d, errors %d; acked %d > written %d + dropped by the transformer %d",
+			st.Totals.SinkDropped, st.Totals.SinkErrors, st.Totals.Acked, st.Totals.Written, st.Totals.TransformerDropped)
+	}
+}
