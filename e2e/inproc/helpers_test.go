@@ -162,10 +162,12 @@ func compare(t *testing.T, got map[string]written, want map[string]written) {
 }
 
 // settle waits until the runner acked every message it read and has read
-// want, and returns its totals.
+// want, and returns its totals. The bound is generous: JSONata evaluates
+// one message at a time, and under -race on a loaded 2-core machine 100,000
+// take well over a minute.
 func settle(t *testing.T, p *testutil.Process, want int64) {
 	t.Helper()
-	testutil.WaitFor(t, 60*time.Second, fmt.Sprintf("%d messages read and acked", want), func() bool {
+	testutil.WaitFor(t, 180*time.Second, fmt.Sprintf("%d messages read and acked", want), func() bool {
 		st, err := p.Status()
 		return err == nil && st.Totals.Read == want && st.Totals.Acked == want
 	})
