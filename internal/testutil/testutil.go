@@ -77,9 +77,30 @@ func BaseEnv() []string {
 // -cover when CoverDirEnv is set), and returns the binary's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	return build(t, ModuleRoot(t), pkg, nil)
+}
+
+// BuildIn compiles the main package pkg of the module in dir, another
+// module than this one (a runner built outside it), as Build does, with
+// env added to the go command's environment.
+func BuildIn(t testing.TB, dir, pkg string, env ...string) string {
+	t.Helper()
+	return build(t, dir, pkg, env)
+}
+
+// Race reports whether the tests run with -race, for tests that run the go
+// command themselves and want the same.
+func Race() bool { return raceEnabled }
+
+func build(t testing.TB, dir, pkg string, env []string) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if p, ok := built[pkg]; ok {
+	key := pkg
+	if dir != ModuleRoot(t) {
+		key = dir + ":" + pkg
+	}
+	if p, ok := built[key]; ok {
 		return p
 	}
 	if buildDir == "" {
@@ -95,7 +116,12 @@ func Build(t testing.TB, pkg string) string {
 		}
 		buildDir = d
 	}
-	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
+	name := strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")
+	if key != pkg {
+		// Another module's package: its path says nothing unique.
+		name = fmt.Sprintf("%s_%d_%s", filepath.Base(dir), len(built), name)
+	}
+	out := filepath.Join(buildDir, name)
 	args := []string{"build", "-o", out}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -107,11 +133,14 @@ func Build(t testing.TB, pkg string) string {
 	}
 	args = append(args, pkg)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = ModuleRoot(t)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 	}
-	built[pkg] = out
+	built[key] = out
 	return out
 }
 
@@ -244,6 +273,13 @@ func tail(s string, n int) string {
 // PORT or MV_ADMIN_PORT.
 func StartRunner(t testing.TB, env map[string]string) *Process {
 	t.Helper()
+	return StartRunnerBinary(t, BuildRunner(t), env)
+}
+
+// StartRunnerBinary starts binary, a runner built elsewhere (BuildIn), as
+// StartRunner starts the runner.
+func StartRunnerBinary(t testing.TB, binary string, env map[string]string) *Process {
+	t.Helper()
 	e := map[string]string{}
 	for k, v := range env {
 		e[k] = v
@@ -254,7 +290,7 @@ func StartRunner(t testing.TB, env map[string]string) *Process {
 	if e["MV_ADMIN_PORT"] == "" {
 		e["MV_ADMIN_PORT"] = strconv.Itoa(FreePort(t))
 	}
-	p := Start(t, "runner", BuildRunner(t), e)
+	p := Start(t, "runner", binary, e)
 	p.AdminURL = "http://127.0.0.1:" + e["MV_ADMIN_PORT"]
 	p.PortURL = "http://127.0.0.1:" + e["PORT"]
 	return p
