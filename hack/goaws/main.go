@@ -10,7 +10,7 @@
 // log (-log), which is how a test observes on the server what a runner did
 // (each visibility change, each delete, each message received and sent);
 // and it refuses, per entry, the SendMessageBatch entries whose body
-// matches -fail-regex, as SQS answers an entry it cannot take in the
+// matches -fail-regex (sent to -fail-queue, if set), as SQS answers an entry it cannot take in the
 // batch's Failed list, so a test can drive a sink's per-entry failures.
 //
 // goaws v0.4.5 speaks SQS's query protocol only (form requests, XML
@@ -81,6 +81,7 @@ func main() {
 	account := flag.String("account", "100010001000", "account ID in the queue URLs")
 	logPath := flag.String("log", "", "JSON-lines file of every action served (none: no log)")
 	failRegex := flag.String("fail-regex", "", "SendMessageBatch entries whose body matches are refused per entry")
+	failQueue := flag.String("fail-queue", "", "the queue -fail-regex applies to (none: every queue)")
 	flag.Parse()
 
 	host, port, err := net.SplitHostPort(*addr)
@@ -112,7 +113,7 @@ func main() {
 	logrus.SetLevel(logrus.WarnLevel)
 	conf.LoadYamlConfig(cfgFile, "Local")
 
-	s := &server{next: router.New(), fail: fail}
+	s := &server{next: router.New(), fail: fail, failQueue: *failQueue}
 	if *logPath != "" {
 		f, err := os.Create(*logPath)
 		if err != nil {
@@ -131,8 +132,9 @@ func main() {
 }
 
 type server struct {
-	next http.Handler
-	fail *regexp.Regexp
+	next      http.Handler
+	fail      *regexp.Regexp
+	failQueue string
 
 	mu  sync.Mutex // serialises requests, so the log is the order served
 	out *os.File
@@ -209,7 +211,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // refused entries' bodies; the ids of the refused entries are kept in
 // the form under "Refused.<n>".
 func (s *server) refuse(req *http.Request) []string {
-	if s.fail == nil {
+	if s.fail == nil || (s.failQueue != "" && queueOf(req) != s.failQueue) {
 		return nil
 	}
 	type entry map[string]string

@@ -42,6 +42,8 @@ type Options struct {
 	// FailRegex refuses, per entry, SendMessageBatch entries whose body
 	// matches it.
 	FailRegex string
+	// FailQueue limits FailRegex to one queue.
+	FailQueue string
 }
 
 // Server is a running goaws.
@@ -75,7 +77,7 @@ func (s *Server) start() {
 	args := []string{"-addr", "127.0.0.1:" + strconv.Itoa(s.port), "-queues", strings.Join(s.opts.Queues, ","),
 		"-visibility", strconv.Itoa(int(vis / time.Second)), "-log", s.Log}
 	if s.opts.FailRegex != "" {
-		args = append(args, "-fail-regex", s.opts.FailRegex)
+		args = append(args, "-fail-regex", s.opts.FailRegex, "-fail-queue", s.opts.FailQueue)
 	}
 	s.proc = testutil.Start(t, "goaws", testutil.BuildTool(t, "hack/goaws", "."), nil, args...)
 	deadline := time.Now().Add(30 * time.Second)

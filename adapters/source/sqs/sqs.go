@@ -51,11 +51,11 @@ type Config struct {
 	AssumeRole string `envconfig:"MV_SQS_ASSUME_ROLE" desc:"STS role to assume on top of the default credential chain, as Numaflow's assumeRole in JSON: {\"roleArn\":...,\"sessionName\":...,\"durationSeconds\":...,\"externalID\":...,\"policy\":...,\"policyArns\":[...]}"`
 	Protocol   string `envconfig:"MV_SQS_PROTOCOL" default:"json" desc:"wire protocol of the SQS endpoints (source and sinks): json, SQS's own, or query for older SQS-compatible servers"`
 	// Visibility is -1 for the queue's own timeout.
-	Visibility  int      `envconfig:"MV_SQS_VISIBILITY_TIMEOUT" default:"-1" desc:"seconds a received message stays hidden from other reads (visibilityTimeout, 0 to 43200); -1: the queue's own"`
-	MaxMessages int      `envconfig:"MV_SQS_MAX_NUMBER_OF_MESSAGES" default:"10" desc:"most messages one ReceiveMessage returns (maxNumberOfMessages, 1 to 10); a read makes several calls to fill MV_READ_BATCH_SIZE"`
-	WaitTime    int      `envconfig:"MV_SQS_WAIT_TIME_SECONDS" default:"20" desc:"longest long poll of a ReceiveMessage (waitTimeSeconds, 0 to 20); a read waits no longer than MV_READ_TIMEOUT rounded up to a second, as numaflow-core does"`
-	Attributes  []string `envconfig:"MV_SQS_ATTRIBUTE_NAMES" default:"All" desc:"comma-separated system attributes to receive with each message, which become its headers (attributeNames)"`
-	MsgAttrs    []string `envconfig:"MV_SQS_MESSAGE_ATTRIBUTE_NAMES" default:"All" desc:"comma-separated message attributes to receive with each message, which become its user metadata group sqs (messageAttributeNames)"`
+	Visibility  int    `envconfig:"MV_SQS_VISIBILITY_TIMEOUT" default:"-1" desc:"seconds a received message stays hidden from other reads (visibilityTimeout, 0 to 43200); -1: the queue's own"`
+	MaxMessages int    `envconfig:"MV_SQS_MAX_NUMBER_OF_MESSAGES" default:"10" desc:"most messages one ReceiveMessage returns (maxNumberOfMessages, 1 to 10); a read makes several calls to fill MV_READ_BATCH_SIZE"`
+	WaitTime    int    `envconfig:"MV_SQS_WAIT_TIME_SECONDS" default:"20" desc:"longest long poll of a ReceiveMessage (waitTimeSeconds, 0 to 20); a read waits no longer than MV_READ_TIMEOUT rounded up to a second, as numaflow-core does"`
+	Attributes  string `envconfig:"MV_SQS_ATTRIBUTE_NAMES" default:"All" desc:"comma-separated system attributes to receive with each message, which become its headers (attributeNames)"`
+	MsgAttrs    string `envconfig:"MV_SQS_MESSAGE_ATTRIBUTE_NAMES" default:"All" desc:"comma-separated message attributes to receive with each message, which become its user metadata group sqs (messageAttributeNames)"`
 	// MessageIDs is how the runner forms message IDs (set from
 	// runner.Env, not from the environment).
 	MessageIDs runner.MessageIDs `ignored:"true"`
@@ -102,6 +102,9 @@ type Source struct {
 	url    string
 	log    *zap.SugaredLogger
 
+	systemAttrs []types.MessageSystemAttributeName
+	msgAttrs    []string
+
 	warnOnce  sync.Once
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -117,7 +120,11 @@ func New(ctx context.Context, cfg Config, log *zap.SugaredLogger) (*Source, erro
 		return nil, err
 	}
 	log.Infow("sqs source reading", "queue_url", url)
-	return &Source{cfg: cfg, client: client, url: url, log: log, closed: make(chan struct{})}, nil
+	s := &Source{cfg: cfg, client: client, url: url, log: log, closed: make(chan struct{}), msgAttrs: names(cfg.MsgAttrs)}
+	for _, n := range names(cfg.Attributes) {
+		s.systemAttrs = append(s.systemAttrs, types.MessageSystemAttributeName(n))
+	}
+	return s, nil
 }
 
 // offset is what the source needs back in Ack and Nack.
@@ -140,8 +147,8 @@ func (s *Source) Read(ctx context.Context, n int, timeout time.Duration) ([]*run
 			QueueUrl:                    aws.String(s.url),
 			MaxNumberOfMessages:         int32(min(n-len(out), s.cfg.MaxMessages)),
 			WaitTimeSeconds:             wait,
-			MessageSystemAttributeNames: systemAttributeNames(s.cfg.Attributes),
-			MessageAttributeNames:       s.cfg.MsgAttrs,
+			MessageSystemAttributeNames: s.systemAttrs,
+			MessageAttributeNames:       s.msgAttrs,
 		}
 		if s.cfg.Visibility >= 0 {
 			in.VisibilityTimeout = int32(s.cfg.Visibility)
@@ -166,11 +173,12 @@ func (s *Source) Read(ctx context.Context, n int, timeout time.Duration) ([]*run
 	return out, nil
 }
 
-func systemAttributeNames(names []string) []types.MessageSystemAttributeName {
-	out := make([]types.MessageSystemAttributeName, 0, len(names))
-	for _, n := range names {
+// names splits a comma-separated list.
+func names(list string) []string {
+	var out []string
+	for _, n := range strings.Split(list, ",") {
 		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, types.MessageSystemAttributeName(n))
+			out = append(out, n)
 		}
 	}
 	return out

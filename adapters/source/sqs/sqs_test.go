@@ -16,7 +16,7 @@ import (
 
 func config(srv *sqstest.Server, queue string) sqs.Config {
 	return sqs.Config{Queue: queue, Region: sqstest.Region, Endpoint: srv.Endpoint, Protocol: "query",
-		Visibility: -1, MaxMessages: 10, WaitTime: 20, Attributes: []string{"All"}, MsgAttrs: []string{"All"}}
+		Visibility: -1, MaxMessages: 10, WaitTime: 20, Attributes: "All", MsgAttrs: "All"}
 }
 
 func newSource(t *testing.T, cfg sqs.Config) *sqs.Source {
