@@ -307,8 +307,10 @@ func (c *converter) source() {
 		c.natsSource(p, s.Nats)
 	case "serving":
 		c.fail(p, "the serving source belongs to Numaflow's ServingPipeline; Numaflow refuses it in a MonoVertex too")
-	case "pulsar", "sqs":
-		c.fail(p, "the runner has no %s source: run a Numaflow user-defined source (source.udsource) for it", kinds[0])
+	case "sqs":
+		c.sqsSource(p, s.Sqs)
+	case "pulsar":
+		c.fail(p, "the runner has no pulsar source: run a Numaflow user-defined source (source.udsource) for it")
 	}
 	if t := s.UDTransformer; t != nil {
 		p := "spec.source.transformer"
@@ -747,8 +749,8 @@ func (c *converter) sinkKind(p string, s *nf.AbstractSink) string {
 	switch kinds[0] {
 	case "serve":
 		c.fail(p+".serve", "the serve sink belongs to Numaflow's ServingPipeline; a MonoVertex has no serving store")
-	case "sqs", "pulsar":
-		c.fail(p+"."+kinds[0], "the runner has no %s sink: run a Numaflow user-defined sink (udsink) for it", kinds[0])
+	case "pulsar":
+		c.fail(p+".pulsar", "the runner has no pulsar sink: run a Numaflow user-defined sink (udsink) for it")
 	}
 	return kinds[0]
 }
@@ -810,9 +812,67 @@ func (c *converter) sink() {
 			}
 			c.kafkaConfig(p, k.Config, true, k.TLS, k.SASL)
 			c.kafkaAuth(p, k.TLS, k.SASL)
+		case "sqs":
+			prefix := map[string]string{"MV_SINK": "MV_SQS_SINK_", "MV_FALLBACK_SINK": "MV_FALLBACK_SQS_", "MV_ON_SUCCESS_SINK": "MV_ON_SUCCESS_SQS_"}[t.envKind]
+			q := t.sink.Sqs
+			c.sqsQueue(p, prefix, q.QueueName, q.AWSRegion, q.QueueOwnerAWSAccountID, q.AssumeRole)
 		}
 	}
 	c.kafkaSinkSettings()
+}
+
+// sqsQueue sets the variables naming an SQS queue (prefix QUEUE_NAME,
+// REGION, QUEUE_OWNER_ACCOUNT_ID, ASSUME_ROLE). Credentials come from the
+// default AWS chain, as in numaflow-core: the AWS_* variables the
+// containerTemplate sets from a Secret, or the pod's IAM role.
+func (c *converter) sqsQueue(p, prefix, queue, region, account string, role *nf.AWSAssumeRole) {
+	if queue == "" {
+		c.fail(p+".queueName", "required: the name of the SQS queue")
+	}
+	if region == "" {
+		c.fail(p+".awsRegion", "required: the AWS region of the queue")
+	}
+	c.setEnv(prefix+"QUEUE_NAME", queue, p+".queueName")
+	c.setEnv(prefix+"REGION", region, p+".awsRegion")
+	if account != "" {
+		c.setEnv(prefix+"QUEUE_OWNER_ACCOUNT_ID", account, p+".queueOwnerAWSAccountID")
+	}
+	if role != nil {
+		if role.RoleARN == "" {
+			c.fail(p+".assumeRole.roleArn", "required: the ARN of the role to assume")
+		}
+		b, err := json.Marshal(role)
+		if err != nil {
+			c.fail(p+".assumeRole", "%v", err)
+		}
+		c.setEnv(prefix+"ASSUME_ROLE", string(b), p+".assumeRole")
+	}
+}
+
+func (c *converter) sqsSource(p string, q *nf.SqsSource) {
+	c.setEnv("MV_SOURCE", "sqs", p)
+	c.sqsQueue(p, "MV_SQS_", q.QueueName, q.AWSRegion, q.QueueOwnerAWSAccountID, q.AssumeRole)
+	for _, f := range []struct {
+		v        *int32
+		env, sub string
+	}{
+		{q.VisibilityTimeout, "MV_SQS_VISIBILITY_TIMEOUT", "visibilityTimeout"},
+		{q.MaxNumberOfMessages, "MV_SQS_MAX_NUMBER_OF_MESSAGES", "maxNumberOfMessages"},
+		{q.WaitTimeSeconds, "MV_SQS_WAIT_TIME_SECONDS", "waitTimeSeconds"},
+	} {
+		if f.v != nil {
+			c.setEnv(f.env, strconv.Itoa(int(*f.v)), p+"."+f.sub)
+		}
+	}
+	if q.EndpointURL != nil && *q.EndpointURL != "" {
+		c.setEnv("MV_SQS_ENDPOINT_URL", *q.EndpointURL, p+".endpointUrl")
+	}
+	if len(q.AttributeNames) > 0 {
+		c.setEnv("MV_SQS_ATTRIBUTE_NAMES", strings.Join(q.AttributeNames, ","), p+".attributeNames")
+	}
+	if len(q.MessageAttributeNames) > 0 {
+		c.setEnv("MV_SQS_MESSAGE_ATTRIBUTE_NAMES", strings.Join(q.MessageAttributeNames, ","), p+".messageAttributeNames")
+	}
 }
 
 // backoffEnv is the runner's retry strategy derived from a Numaflow one.
