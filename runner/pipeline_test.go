@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,13 +109,15 @@ func TestOnSuccessWritesTheReplacementAndAcksAfterIt(t *testing.T) {
 }
 
 // TestSinkNackHandsBackWithTheDelayAndIsNotRetried: a NACK goes back to
-// the source with its delay; the sink does not see it again in that round.
+// the source with everything it asked for (delay, reason, max deliveries,
+// nack map); the sink does not see it again in that round.
 func TestSinkNackHandsBackWithTheDelayAndIsNotRetried(t *testing.T) {
+	sent := runner.Nack{Delay: 1500 * time.Millisecond, Reason: "downstream busy", MaxDeliveries: 3, Map: map[string]string{"tenant": "a", "try": "1"}}
 	const n = 200
 	src := runnertest.NewSource(runnertest.Messages(n))
 	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
 		if num(m.ID)%4 == 0 && attempt == 1 {
-			return runner.WriteResult{Status: runner.WriteNack, NackDelay: 1500 * time.Millisecond}
+			return runner.WriteResult{Status: runner.WriteNack, NackOptions: sent}
 		}
 		return runner.WriteResult{}
 	})
@@ -128,8 +131,8 @@ func TestSinkNackHandsBackWithTheDelayAndIsNotRetried(t *testing.T) {
 		want := 0
 		if i%4 == 0 {
 			want = 1
-			if d := src.NackDelay(id); d != 1500*time.Millisecond {
-				t.Fatalf("%s nacked with delay %v, want 1.5s", id, d)
+			if got := src.NackOf(id); !reflect.DeepEqual(got, sent) {
+				t.Fatalf("%s nacked with %+v, want %+v as the sink sent it", id, got, sent)
 			}
 		}
 		if nacked[id] != want {
@@ -504,5 +507,40 @@ func TestStatusLastErrorIsSnakeCase(t *testing.T) {
 	le, ok := doc["last_error"].(map[string]any)
 	if !ok || le["at"] == nil || !strings.Contains(fmt.Sprint(le["error"]), "first try fails") {
 		t.Fatalf("last_error %v, want {at, error}", doc["last_error"])
+	}
+}
+
+// TestFanOutNacksHandBackTheInputOnceWithTheLongestWait: when two outputs
+// of one input are nacked with different options, the input goes back
+// once, with the options of the nack that asked to wait longest.
+func TestFanOutNacksHandBackTheInputOnceWithTheLongestWait(t *testing.T) {
+	const n = 40
+	short := runner.Nack{Delay: time.Second, Reason: "short"}
+	long := runner.Nack{Delay: 2 * time.Second, Reason: "long", MaxDeliveries: 5, Map: map[string]string{"k": "v"}}
+	src := runnertest.NewSource(runnertest.Messages(n))
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "short"), runnertest.Copy(m, "long")}}
+	})
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if attempt > 1 {
+			return runner.WriteResult{}
+		}
+		if string(m.Value) == "short" {
+			return runner.WriteResult{Status: runner.WriteNack, NackOptions: short}
+		}
+		return runner.WriteResult{Status: runner.WriteNack, NackOptions: long}
+	})
+	if _, err := runPipeline(t, runner.Options{BatchSize: 8}, runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr}}}); err != nil {
+		t.Fatal(err)
+	}
+	nacked := src.Nacked()
+	for i := range n {
+		id := fmt.Sprintf("m-%d", i)
+		if nacked[id] != 1 {
+			t.Fatalf("%s nacked %d times, want once", id, nacked[id])
+		}
+		if got := src.NackOf(id); !reflect.DeepEqual(got, long) {
+			t.Fatalf("%s nacked with %+v, want the longer wait's %+v", id, got, long)
+		}
 	}
 }

@@ -19,11 +19,11 @@ import (
 // handed back.
 type inputState struct {
 	msg       *Message
-	remaining int           // outputs not yet in a final state
-	nack      bool          // give it back to the source
-	nackDelay time.Duration // the longest delay any of its outputs asked for
-	failed    bool          // it cannot reach a final state in this attempt
-	settled   bool          // acked or nacked already
+	remaining int  // outputs not yet in a final state
+	nack      bool // give it back to the source
+	nackWith  Nack // what the nack that asked to wait longest asked for
+	failed    bool // it cannot reach a final state in this attempt
+	settled   bool // acked or nacked already
 	// release is the input's own Message.Release, taken off the message
 	// as the batch starts: a transformer that copies the struct (out :=
 	// *m) must not carry it into an output, which would release the
@@ -166,11 +166,12 @@ func (b *batch) final(i int) {
 	b.inputs[i].remaining--
 }
 
-// nack marks input i to be handed back, after delay at the least.
-func (b *batch) nack(i int, delay time.Duration) {
+// nack marks input i to be handed back with n (or with an earlier nack
+// of another of its outputs that asked to wait longer).
+func (b *batch) nack(i int, n Nack) {
 	in := &b.inputs[i]
 	in.nack = true
-	in.nackDelay = max(in.nackDelay, delay)
+	in.nackWith = in.nackWith.longer(n)
 }
 
 // ackFinal acks every input whose outputs are all final and which is not
@@ -262,16 +263,28 @@ func (b *batch) ack(ctx context.Context, ready []*Message) (int, error) {
 // handBack nacks what could not be finished (a nack from a stage or a
 // sink, a fallback that failed for good, or work cut short by shutdown or
 // a fatal error), so the source redelivers it; sources without Nack
-// redeliver after their own timeout. Inputs are grouped by the delay their
+// redeliver after their own timeout. Inputs are grouped by what their
 // nack asked for.
 func (b *batch) handBack(ctx context.Context) {
-	byDelay := map[time.Duration][]*Message{}
+	type group struct {
+		nack Nack
+		msgs []*Message
+	}
+	var groups []*group
+	byKey := map[string]*group{}
 	n := 0
 	for i := range b.inputs {
 		in := &b.inputs[i]
 		if !in.settled {
 			in.settled = true
-			byDelay[in.nackDelay] = append(byDelay[in.nackDelay], in.msg)
+			k := in.nackWith.key()
+			g := byKey[k]
+			if g == nil {
+				g = &group{nack: in.nackWith}
+				byKey[k] = g
+				groups = append(groups, g)
+			}
+			g.msgs = append(g.msgs, in.msg)
 			n++
 		}
 	}
@@ -283,8 +296,8 @@ func (b *batch) handBack(ctx context.Context) {
 	e.count(&e.totals.nacked, e.m.NackTotal, n)
 	// Out of the set before the nack, so a redelivery it brings at once
 	// is not taken for a duplicate.
-	for _, back := range byDelay {
-		e.settled(back)
+	for _, g := range groups {
+		e.settled(g.msgs)
 	}
 	nacker, ok := e.src.(Nacker)
 	if !ok {
@@ -302,13 +315,13 @@ func (b *batch) handBack(ctx context.Context) {
 	defer cancel()
 	nctx, span := b.startSpan(nctx, "nack", n)
 	var nackErr error
-	for delay, back := range byDelay {
+	for _, g := range groups {
 		start := time.Now()
-		err := nacker.Nack(nctx, back, delay)
+		err := nacker.Nack(nctx, g.msgs, g.nack)
 		observeSince(e.m.NackTime, start)
 		if err != nil {
 			nackErr = err
-			e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
+			e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(g.msgs), zap.Error(err))
 		}
 	}
 	if span != nil {
@@ -390,7 +403,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 			in := &b.inputs[o.parent]
 			switch {
 			case r.Nack:
-				b.nack(o.parent, r.NackDelay)
+				b.nack(o.parent, r.NackOptions)
 				b.final(o.parent)
 			case r.Err != nil:
 				b.tainted = true
@@ -763,7 +776,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				// Numaflow hands a nacked message back to the source with
 				// its options; it is not retried on the sink.
 				e.totals.sinkNacked.Add(1)
-				b.nack(o.parent, r.NackDelay)
+				b.nack(o.parent, r.NackOptions)
 				b.final(o.parent)
 				continue
 			}

@@ -180,9 +180,11 @@ type Source struct {
 	cfg    Config
 	topics map[string]bool
 	log    *zap.SugaredLogger
-	cl     *kgo.Client
-	adm    *kadm.Client
-	check  *commitCheck
+	// maxDeliveriesOnce warns once that max_deliveries is not honoured.
+	maxDeliveriesOnce sync.Once
+	cl                *kgo.Client
+	adm               *kadm.Client
+	check             *commitCheck
 	// bases is each topic's first global partition number (see
 	// partitionBases): the partition index of numaflow-core's offsets,
 	// in the IDs under MV_MESSAGE_IDS=numaflow and in monovtx_read_total's
@@ -465,9 +467,18 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 }
 
 // Nack hands messages back: their partitions are read again from the
-// earliest of them after delay (MV_KAFKA_NACK_DELAY when 0), and until
-// they are acked no commit passes them.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
+// earliest of them after the nack's delay (MV_KAFKA_NACK_DELAY when it
+// asks for none), and until they are acked no commit passes them. A
+// MaxDeliveries is not honoured: Kafka keeps no delivery count, and giving
+// up on a record would commit past it, a loss the runner never makes on
+// its own; it is logged once.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) error {
+	if n.MaxDeliveries > 0 {
+		s.maxDeliveriesOnce.Do(func() {
+			s.log.Warnw("a nack asked for max_deliveries, which the Kafka source does not honour (Kafka keeps no delivery count, and stopping would commit past the record): nacked records are read again until they are final", "max_deliveries", n.MaxDeliveries, "reason", n.Reason)
+		})
+	}
+	delay := n.Delay
 	if delay <= 0 {
 		delay = s.cfg.NackDelay
 	}

@@ -257,8 +257,11 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 
 // Nack hands msgs back: with a delay, by setting their visibility timeout
 // to it, rounded up to whole seconds; without one, it makes no call and
-// SQS redelivers them when the visibility timeout of their receive ends.
-func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Duration) error {
+// SQS redelivers them when the visibility timeout of their receive ends,
+// as numaflow-core does. A MaxDeliveries is left to the queue's redrive
+// policy (its maxReceiveCount), which is SQS's own delivery limit.
+func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, n runner.Nack) error {
+	delay := n.Delay
 	if delay <= 0 {
 		return nil
 	}

@@ -109,10 +109,10 @@ func TestNackSetsVisibilityRoundedUpAndDeletesOnlyOnAck(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	if err := src.Nack(ctx, msgs[0:1], 1500*time.Millisecond); err != nil {
+	if err := src.Nack(ctx, msgs[0:1], runner.Nack{Delay: 1500 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Nack(ctx, msgs[1:2], 0); err != nil {
+	if err := src.Nack(ctx, msgs[1:2], runner.Nack{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.Ack(ctx, msgs[2:4]); err != nil {
