@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -541,6 +542,78 @@ func TestFanOutNacksHandBackTheInputOnceWithTheLongestWait(t *testing.T) {
 		}
 		if got := src.NackOf(id); !reflect.DeepEqual(got, long) {
 			t.Fatalf("%s nacked with %+v, want the longer wait's %+v", id, got, long)
+		}
+	}
+}
+
+// TestAStageWithItsOwnRetryStrategy: a transformer with its own retry
+// strategy (2 steps) gets 3 tries per failing message whatever the sink's
+// (unlimited here), then does what its onFailure says, as numaflow-core's
+// shared/retry.rs: drop drops the message, retry hands the input back to
+// the source with a reason.
+func TestAStageWithItsOwnRetryStrategy(t *testing.T) {
+	for _, onFailure := range []runner.OnFailure{runner.OnFailureDrop, runner.OnFailureRetry} {
+		t.Run(string(onFailure), func(t *testing.T) {
+			const n = 30
+			src := runnertest.NewSource(runnertest.Messages(n))
+			failed := map[string]bool{}
+			tr := runnertest.NewTransformer(func(m *runner.Message, attempt int) runner.TransformResult {
+				// m%3 == 0 fails its first 3 tries; once handed back and
+				// read again it passes.
+				if num(m.ID)%3 == 0 && attempt <= 3 {
+					return runner.TransformResult{Err: errors.New("not now")}
+				}
+				return runner.TransformResult{Outputs: []*runner.Message{m}}
+			})
+			sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
+			retry := &runner.StageRetry{Policy: runner.RetryPolicy{Interval: time.Millisecond, Steps: 2}, OnFailure: onFailure}
+			_, err := runPipeline(t, runner.Options{BatchSize: 10, Retry: runner.RetryPolicy{Interval: time.Millisecond}},
+				runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr, Retry: retry}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nacked := src.Nacked()
+			for i := range n {
+				id := fmt.Sprintf("m-%d", i)
+				if i%3 != 0 {
+					continue
+				}
+				failed[id] = true
+				switch onFailure {
+				case runner.OnFailureDrop:
+					if a := tr.Attempts(id); a != 3 || nacked[id] != 0 || sink.Attempts(id) != 0 {
+						t.Fatalf("%s: %d tries, %d nacks, %d writes; want 3 tries (2 retries), then dropped", id, a, nacked[id], sink.Attempts(id))
+					}
+				default:
+					if a := tr.Attempts(id); a != 4 || nacked[id] != 1 || sink.Attempts(id) != 1 || !strings.Contains(src.NackOf(id).Reason, "not now") {
+						t.Fatalf("%s: %d tries, %d nacks (%+v), %d writes; want 3 tries, a nack with the failure as its reason, then a try that passes and is written", id, a, nacked[id], src.NackOf(id), sink.Attempts(id))
+					}
+				}
+			}
+			if len(failed) != 10 {
+				t.Fatalf("%d failing messages; the test expects 10", len(failed))
+			}
+		})
+	}
+}
+
+// TestANackWithoutADelayKeepsItsReason: the first nack of an input stands
+// as it came, with no delay to compare it by.
+func TestANackWithoutADelayKeepsItsReason(t *testing.T) {
+	sent := runner.Nack{Reason: "not yet", MaxDeliveries: 2}
+	src := runnertest.NewSource(runnertest.Messages(10))
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if attempt == 1 {
+			return runner.WriteResult{Status: runner.WriteNack, NackOptions: sent}
+		}
+		return runner.WriteResult{}
+	})
+	if _, err := runPipeline(t, runner.Options{BatchSize: 5}, runner.Pipeline{Source: src, Sink: sink}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if got := src.NackOf(fmt.Sprintf("m-%d", i)); !reflect.DeepEqual(got, sent) {
+			t.Fatalf("m-%d nacked with %+v, want %+v", i, got, sent)
 		}
 	}
 }

@@ -170,8 +170,14 @@ func (b *batch) final(i int) {
 // of another of its outputs that asked to wait longer).
 func (b *batch) nack(i int, n Nack) {
 	in := &b.inputs[i]
+	if in.nack {
+		in.nackWith = in.nackWith.longer(n)
+	} else {
+		// The first nack's options stand as they came, even without a
+		// delay to compare.
+		in.nackWith = n
+	}
 	in.nack = true
-	in.nackWith = in.nackWith.longer(n)
 }
 
 // ackFinal acks every input whose outputs are all final and which is not
@@ -341,21 +347,25 @@ func (b *batch) callBackoff(ctx context.Context, round int) error {
 // message left failed only because its peer is away (Unavailable), it waits
 // on the call schedule and spends no retry step; otherwise it waits on
 // MV_RETRY_* and the round counts.
-func (b *batch) backoff(ctx context.Context, peerAway bool, round, calls *int) error {
+func (b *batch) backoff(ctx context.Context, policy *RetryPolicy, peerAway bool, round, calls *int) error {
 	if peerAway {
 		err := b.callBackoff(ctx, *calls)
 		*calls++
 		return err
 	}
 	*calls = 0
-	err := b.retryBackoff(ctx, *round)
+	p := b.e.opts.Retry
+	if policy != nil {
+		p = *policy
+	}
+	err := b.retryBackoff(ctx, p, *round)
 	*round++
 	return err
 }
 
 // retryBackoff waits before retrying the messages of a round that failed.
-func (b *batch) retryBackoff(ctx context.Context, round int) error {
-	if !clock.Sleep(ctx, b.e.opts.Retry.Delay(round)) {
+func (b *batch) retryBackoff(ctx context.Context, p RetryPolicy, round int) error {
+	if !clock.Sleep(ctx, p.Delay(round)) {
 		return ctx.Err()
 	}
 	return nil
@@ -387,6 +397,9 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (next []output, attempts int, err error) {
 	e := b.e
 	call := roundCall[TransformResult]{name: st.name, failed: "call failed", call: st.t.Transform, time: st.time, nErr: st.nErr, errors: st.errors}
+	if st.Retry != nil {
+		call.retry = &st.Retry.Policy
+	}
 	if et, ok := st.t.(EachTransformer); ok {
 		call.each = et.TransformEach
 		call.early = func(o output, r TransformResult) {
@@ -415,12 +428,23 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					again = append(again, o)
 					continue
 				}
-				if !IsPermanent(r.Err) && !e.opts.Retry.StageExhausted(round) {
+				if !IsPermanent(r.Err) && !st.exhausted(e.opts.Retry, round) {
 					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
 					again = append(again, o)
 					continue
 				}
-				switch e.opts.OnFailure {
+				onFailure := e.opts.OnFailure
+				if st.Retry != nil && st.Retry.OnFailure != OnFailureDrop {
+					// numaflow-core's RetryStep::Nack: the input goes
+					// back to the source, to come again.
+					e.failures.error(st.name+" failed, its retries spent: the input is handed back to the source", r.Err, o.msg.ID, 1)
+					b.nack(o.parent, Nack{Reason: fmt.Sprintf("%s failed after its retries: %v", st.name, r.Err)})
+					b.final(o.parent)
+					continue
+				} else if st.Retry != nil {
+					onFailure = OnFailureDrop
+				}
+				switch onFailure {
 				case OnFailureFallback:
 					e.failures.error(st.name+" failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
 					b.toFallback = append(b.toFallback, o)
@@ -533,6 +557,8 @@ type roundCall[R any] struct {
 	// it arrives, in the calling goroutine.
 	each  func(ctx context.Context, msgs []*Message, done func(k int, r R)) error
 	early func(o output, r R)
+	// retry is the backoff between rounds; nil takes Options.Retry.
+	retry *RetryPolicy
 }
 
 // invoke makes one call of c over msgs, the messages of pending. got says
@@ -592,7 +618,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		if len(pending) == 0 {
 			// Only spent messages are left: the round is over.
 			pending, spent = spent, nil
-			if err := b.backoff(ctx, false, &round, &calls); err != nil {
+			if err := b.backoff(ctx, c.retry, false, &round, &calls); err != nil {
 				return attempts, err
 			}
 			continue
@@ -664,7 +690,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		peerAway := len(again) == away && len(spent) == 0
 		pending, spent = append(again, spent...), nil
 		if len(pending) > 0 {
-			if err := b.backoff(ctx, peerAway, &round, &calls); err != nil {
+			if err := b.backoff(ctx, c.retry, peerAway, &round, &calls); err != nil {
 				return attempts, err
 			}
 		}

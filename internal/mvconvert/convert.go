@@ -316,7 +316,7 @@ func (c *converter) source() {
 		p := "spec.source.transformer"
 		c.setEnv("MV_TRANSFORMER", "udtransformer", p)
 		c.udContainer(p, "transformer", "transformer", t.Container)
-		c.stageRetry(p+".retryStrategy", t.RetryStrategy)
+		c.stageRetry(p+".retryStrategy", "MV_TRANSFORMER_", t.RetryStrategy)
 	}
 }
 
@@ -723,7 +723,7 @@ func (c *converter) udf() {
 	}
 	c.setEnv("MV_UDF", "udmap", p)
 	c.udContainer(p, "udf", "udf", u.Container)
-	c.stageRetry(p+".retryStrategy", u.RetryStrategy)
+	c.stageRetry(p+".retryStrategy", "MV_UDF_", u.RetryStrategy)
 }
 
 // sinkKind returns the one kind set in a sink tier.
@@ -912,17 +912,61 @@ func (c *converter) checkRetry(p string, r *nf.RetryStrategy) {
 	}
 }
 
-func (c *converter) stageRetry(p string, r *nf.RetryStrategy) {
+// stageRetry converts a transformer's or UDF's own retry strategy into its
+// MV_TRANSFORMER_* or MV_UDF_* variables (prefix), all of them, with
+// numaflow-core's defaults for what the strategy leaves out (RetryConfig's
+// default in config/components/sink.rs: 1ms, factor 1, no cap, no jitter,
+// 65535 steps, onFailure retry), not the sink's: numaflow-core gives a
+// stage strategy nothing of the sink's. As there, onFailure retry takes
+// 65535 steps whatever steps says, and once they are spent the input goes
+// back to the source (shared/retry.rs, RetryStep::Nack).
+func (c *converter) stageRetry(p, prefix string, r *nf.RetryStrategy) {
 	if r == nil {
 		return
 	}
 	c.checkRetry(p, r)
-	if r.OnFailure != nil && *r.OnFailure == nf.OnFailureFallback {
+	onFailure := nf.OnFailureRetry
+	if r.OnFailure != nil {
+		onFailure = *r.OnFailure
+	}
+	if onFailure == nf.OnFailureFallback {
 		c.fail(p+".onFailure", "fallback is for sinks; Numaflow refuses it for a transformer or UDF too")
 	}
-	if !reflect.DeepEqual(*r, c.mv.Spec.Sink.RetryStrategy) {
-		c.warn(p, "not carried: the runner retries every stage with one strategy, spec.sink.retryStrategy (MV_RETRY_*, MV_ON_FAILURE)")
+	interval, steps, factor, capDur, jitter := "1ms", uint32(65535), 1.0, "0s", 0.0
+	bp := p + ".backoff"
+	if b := r.BackOff; b != nil {
+		if b.Interval != nil {
+			interval = dur(b.Interval)
+		}
+		if b.Factor != nil {
+			factor = *b.Factor
+		}
+		if b.Cap != nil {
+			capDur = dur(b.Cap)
+		}
+		if b.Jitter != nil {
+			jitter = *b.Jitter
+		}
+		if b.Steps != nil {
+			switch n := *b.Steps & 0xffff; {
+			case onFailure == nf.OnFailureRetry:
+				c.warn(bp+".steps", "ignored with onFailure retry, as Numaflow ignores it: 65535 tries, then the input goes back to the source")
+			case n == 0:
+				c.fail(bp+".steps", "%d is 0 retries in Numaflow, which keeps steps in 16 bits; use 1 to 65535", *b.Steps)
+			default:
+				if n != *b.Steps {
+					c.warn(bp+".steps", "%d is %d retries, as Numaflow keeps steps in 16 bits", *b.Steps, n)
+				}
+				steps = n
+			}
+		}
 	}
+	c.setEnv(prefix+"RETRY_INTERVAL", interval, bp+".interval")
+	c.setEnv(prefix+"RETRY_STEPS", strconv.FormatUint(uint64(steps), 10), bp+".steps")
+	c.setEnv(prefix+"RETRY_FACTOR", strconv.FormatFloat(factor, 'g', -1, 64), bp+".factor")
+	c.setEnv(prefix+"RETRY_CAP", capDur, bp+".cap")
+	c.setEnv(prefix+"RETRY_JITTER", strconv.FormatFloat(jitter, 'g', -1, 64), bp+".jitter")
+	c.setEnv(prefix+"ON_FAILURE", string(onFailure), p+".onFailure")
 }
 
 func (c *converter) retry() {

@@ -67,7 +67,7 @@ var Table = []Row{
 	{[]string{"spec.source.kafka.kafkaVersion"}, Warns, "dropped: the client negotiates the protocol version"},
 	{[]string{"spec.source.udsource"}, Mapped, "`MV_SOURCE=udsource`; the container as sidecar `udsource` (with `NUMAFLOW_READ_BATCH_SIZE`, `NUMAFLOW_READ_TIMEOUT_MS`, as Numaflow sets them)"},
 	{[]string{"spec.source.transformer"}, Mapped, "`MV_TRANSFORMER=udtransformer`; the container as sidecar `transformer`"},
-	{[]string{"spec.source.transformer.retryStrategy", "spec.udf.retryStrategy"}, Warns, "not carried when it differs from `spec.sink.retryStrategy`: the runner retries every stage with that one; `onFailure: fallback` exits 2 (Numaflow refuses it too)"},
+	{[]string{"spec.source.transformer.retryStrategy", "spec.udf.retryStrategy"}, Mapped, "the stage's own strategy, `MV_TRANSFORMER_RETRY_INTERVAL`, `_STEPS`, `_FACTOR`, `_CAP`, `_JITTER`, `MV_TRANSFORMER_ON_FAILURE` (and `MV_UDF_*`), every one set, with numaflow-core's defaults for what it leaves out, not the sink's; `onFailure: retry` takes 65535 tries, then hands the input back to the source, `drop` drops it after its steps, as numaflow-core's shared/retry.rs; `fallback` exits 2 (Numaflow refuses it too)"},
 	{[]string{"spec.source.nats"}, Warns, "`MV_SOURCE=nats`: a core NATS queue subscription, at most once as in Numaflow (warning)"},
 	{[]string{"spec.source.nats.url", "spec.source.nats.subject", "spec.source.nats.queue"}, Mapped, "`MV_NATS_URL`, `_SUBJECT`, `_QUEUE`"},
 	{[]string{"spec.source.nats.auth.basic", "spec.source.nats.auth.token"}, Mapped, "`MV_NATS_USER` and `_PASSWORD`, or `MV_NATS_TOKEN`, as `jetstream.auth`"},
