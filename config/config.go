@@ -108,6 +108,9 @@ type Config struct {
 	Settings map[runner.Role]any
 	// Bypass holds the parsed MV_BYPASS_* conditions.
 	Bypass runner.Bypass
+	// FilterKind is the registered filter kind whose settings are in
+	// Settings[runner.RoleFilter]; empty when none is built in.
+	FilterKind string
 	// Steps is Retry.Steps parsed; 0 means unlimited.
 	Steps int
 	// StageSteps is Retry.StageSteps parsed: 0 takes Steps, -1 unlimited.
@@ -179,6 +182,17 @@ func load(e env, warn func(string)) (*Config, error) {
 			return nil, err
 		}
 		c.Settings[slot.Role] = cfg
+	}
+	// The filter is chosen by its own settings (MV_FILTER), not by a
+	// slot's variable, so they are read whenever a filter kind is built in.
+	for _, name := range runner.KindNames(runner.RoleFilter) {
+		k, _ := runner.LookupKind(runner.RoleFilter, name)
+		cfg, err := loadPlugin(e, k.Config, runner.RoleFilter)
+		if err != nil {
+			return nil, err
+		}
+		c.Settings[runner.RoleFilter] = cfg
+		c.FilterKind = name
 	}
 	return c, nil
 }
@@ -456,7 +470,7 @@ func usage(w io.Writer, section func(title string, spec any), kinds func(string)
 	section("Runner:", &Core{})
 	section("Tracing (OpenTelemetry's standard variables; see docs/operations.md, \"Tracing\"):", &Tracing{})
 	var k strings.Builder
-	fmt.Fprintf(&k, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it.\nKinds:\n")
+	fmt.Fprintf(&k, "\nThe chain: source -> transformer (MV_TRANSFORMER) -> map UDF (MV_UDF) -> sink, with the fallback and onSuccess sinks beside it;\nthe filter (MV_FILTER, MV_FILTERS) stands before the transformer or after the map UDF (MV_FILTER_POSITION).\nKinds:\n")
 	for _, slot := range runner.Slots {
 		names := slotKinds(slot)
 		if slot.Optional {

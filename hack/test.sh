@@ -61,6 +61,7 @@ fuzz_targets=(
   ./adapters/internal/udwire:FuzzServerFrames:10000x
   ./adapters/source/http:FuzzRequest:100000x
   ./adapters/source/http:FuzzGuardFraming:40000x
+  ./adapters/filter:FuzzSettings:50000x
 )
 for ft in "${fuzz_targets[@]}"; do
   IFS=: read -r pkg target count <<<"$ft"

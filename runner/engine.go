@@ -162,6 +162,10 @@ type StageRole string
 const (
 	StageTransformer StageRole = "transformer"
 	StageUDF         StageRole = "udf"
+	// StageFilter is an in-process filter (MV_FILTER): it passes each
+	// message on unchanged, keeping its ID, or drops it
+	// (monovtx_filter_*). It may stand anywhere in the chain.
+	StageFilter StageRole = "filter"
 )
 
 // Stage is one step of the chain between the source and the sinks.
@@ -258,6 +262,9 @@ type Engine struct {
 	// inflight are the source IDs in flight, for a source that may
 	// deliver them again meanwhile (RedeliversInFlight); nil otherwise.
 	inflight *inflightIDs
+	// results takes each acked input's written outputs (a ResultTaker
+	// source that asked for them); nil otherwise.
+	results ResultTaker
 
 	totals        counters
 	rate          *rateCounter
@@ -291,6 +298,7 @@ type counters struct {
 	onSuccessWritten, onSuccessErrors            atomic.Int64
 	udfDropped, udfErrors, sinkNacked            atomic.Int64
 	bypassed, bypassDropped, duplicates          atomic.Int64
+	filterDropped, filterErrors                  atomic.Int64
 }
 
 type errorRecord struct {
@@ -344,13 +352,19 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 		case StageUDF:
 			s.time, s.errors, s.dropped = m.UDFTime, m.UDFErrors, m.UDFDropped
 			s.nErr, s.nDropped = &e.totals.udfErrors, &e.totals.udfDropped
+		case StageFilter:
+			s.time, s.errors, s.dropped = m.FilterTime, m.FilterErrors, m.FilterDropped
+			s.nErr, s.nDropped = &e.totals.filterErrors, &e.totals.filterDropped
 		default:
-			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q or %q", i, st.Kind, st.Role, StageTransformer, StageUDF)
+			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q, %q or %q", i, st.Kind, st.Role, StageTransformer, StageUDF, StageFilter)
 		}
 		e.stages = append(e.stages, s)
 	}
 	if opts.Streaming {
 		e.tokens = make(chan struct{}, opts.Concurrency)
+	}
+	if r, ok := p.Source.(ResultTaker); ok && r.TakesResults() {
+		e.results = r
 	}
 	if r, ok := p.Source.(RedeliversInFlight); ok && r.RedeliversInFlight() {
 		e.inflight = &inflightIDs{ids: map[string]struct{}{}}

@@ -62,6 +62,11 @@ func (e *Engine) nameRead(msgs []*Message) {
 // suffixes; under NumaflowIDs see NumaflowIDs. Either way the IDs are the
 // same on every redelivery, so sinks can de-duplicate on them.
 func (e *Engine) outputID(st *stage, in *Message, k, place, n int) string {
+	if st.Role == StageFilter {
+		// A filter passes its input on as it is: Numaflow has no such
+		// stage, so the ID the sink sees is the one it would see without it.
+		return in.ID
+	}
 	if e.opts.MessageIDs != NumaflowIDs {
 		if n == 1 {
 			return in.ID

@@ -185,3 +185,50 @@ func TestNumaflowIDsCountTheContainersResults(t *testing.T) {
 		t.Fatalf("sink IDs %q, want %q", got, want)
 	}
 }
+
+// TestFilterStagesKeepIDsAndCountTheirDrops: a filter stage, before the
+// transformer or after the map UDF, passes messages on under the ID they
+// had (Numaflow has no such stage, so the sink sees the IDs it would see
+// without it), and its drops are acked and counted as the filter's, not
+// as the stages' around it.
+func TestFilterStagesKeepIDsAndCountTheirDrops(t *testing.T) {
+	const n = 80
+	src := runnertest.NewSource(runnertest.Messages(n))
+	filter := func(drop func(m *runner.Message) bool) runner.Transformer {
+		return runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+			if drop(m) {
+				return runner.TransformResult{}
+			}
+			return runner.TransformResult{Outputs: []*runner.Message{m}}
+		})
+	}
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "a"), runnertest.Copy(m, "b")}}
+	})
+	udf := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, string(m.Value)+"!")}}
+	})
+	sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
+	e := runAcked(t, runner.Options{Name: "mv", BatchSize: 16, MessageIDs: runner.NumaflowIDs}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
+		{Kind: "test", Role: runner.StageFilter, Transformer: filter(func(m *runner.Message) bool { return inputNum(t, m.ID)%4 == 0 })},
+		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+		{Kind: "test", Role: runner.StageFilter, Transformer: filter(func(m *runner.Message) bool { return string(m.Value) == "a!" })},
+	}})
+	var want []string
+	for i := range n {
+		if i%4 != 0 {
+			want = append(want, fmt.Sprintf("mv-m-%d-1-0", i))
+		}
+	}
+	got := sink.WrittenIDs()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("sink got %d IDs %v..., want %d %v...", len(got), got[:min(4, len(got))], len(want), want[:4])
+	}
+	tot := e.Status().Totals
+	if wantDropped := int64(n/4 + 3*n/4); tot.FilterDropped != wantDropped || tot.TransformerDropped != 0 || tot.UDFDropped != 0 {
+		t.Fatalf("filter dropped %d (want %d), transformer %d, udf %d (want 0)", tot.FilterDropped, wantDropped, tot.TransformerDropped, tot.UDFDropped)
+	}
+}

@@ -10,7 +10,7 @@ import (
 // stageOrder is a message's way through the pipeline, which is the order
 // the status page lists the stages' latencies in.
 var stageOrder = []string{
-	"monovtx_read_time", "monovtx_transformer_time", "monovtx_udf_time", "monovtx_sink_time",
+	"monovtx_read_time", "monovtx_filter_time", "monovtx_transformer_time", "monovtx_udf_time", "monovtx_sink_time",
 	"monovtx_fallback_sink_time", "monovtx_onsuccess_sink_time", "monovtx_ack_time", "monovtx_nack_time",
 	"monovtx_processing_time",
 }

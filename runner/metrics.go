@@ -35,6 +35,8 @@ type Metrics struct {
 	OnSuccessSinkErrors     prometheus.Counter
 	UDFErrors               prometheus.Counter
 	UDFDropped              prometheus.Counter
+	FilterDropped           prometheus.Counter
+	FilterErrors            prometheus.Counter
 	PendingRaw              prometheus.Gauge
 	ReadBatchSize           prometheus.Gauge
 	ProcessingTime          prometheus.Observer
@@ -46,6 +48,7 @@ type Metrics struct {
 	FallbackSinkTime        prometheus.Observer
 	OnSuccessSinkTime       prometheus.Observer
 	UDFTime                 prometheus.Observer
+	FilterTime              prometheus.Observer
 
 	// histograms are the timing histograms above by metric name, in the
 	// order of a message's way through the pipeline, for the status page.
@@ -105,6 +108,9 @@ func NewMetrics(reg prometheus.Registerer, name string, replica int) (*Metrics, 
 		OnSuccessSinkErrors:     counter("monovtx_onsuccess_sink_write_errors_total", "Failed onSuccess sink writes (each retry counts)."),
 		UDFErrors:               counter("monovtx_udf_error_total", "Failed map UDF calls and per-message map UDF errors."),
 		UDFDropped:              counter("monovtx_udf_drop_total", "Messages the map UDF dropped (no output, or only dropped ones), or dropped after its retries (MV_ON_FAILURE=drop)."),
+		FilterDropped:           counter("monovtx_filter_dropped_total", "Messages the in-process filter (MV_FILTER, MV_FILTERS) did not let through."),
+		FilterErrors:            counter("monovtx_filter_errors_total", "Messages the in-process filter could not evaluate (not a valid CloudEvent)."),
+		FilterTime:              histogram("monovtx_filter_time", "Time of one in-process filter call over a batch, in microseconds."),
 		NackTime:                histogram("monovtx_nack_time", "Time of one source nack call, in microseconds."),
 		OnSuccessSinkTime:       histogram("monovtx_onsuccess_sink_time", "Time of one onSuccess sink write call, in microseconds."),
 		UDFTime:                 histogram("monovtx_udf_time", "Time of one map UDF call, in microseconds."),

@@ -32,6 +32,9 @@ type inputState struct {
 	// releases are the Release functions of its outputs, called with its
 	// own once it is acked: outputs of one input may share one buffer.
 	releases []func()
+	// written are its outputs the sinks wrote, kept only for a
+	// ResultTaker source (see keepResult).
+	written []*Message
 }
 
 // overlaps reports whether a and b share memory, as an output that is a
@@ -101,7 +104,8 @@ func (b *batch) run(ctx context.Context) error {
 	var toSink []output
 	// Numaflow checks the bypass conditions as messages leave the source
 	// (after its transformer) and as they leave each map UDF.
-	if len(e.stages) == 0 || e.stages[0].Role != StageTransformer {
+	// A filter changes no tags, so it neither moves nor adds a check.
+	if first := e.firstWorkStage(); first == nil || first.Role != StageTransformer {
 		outs = b.bypass(outs, &toSink)
 	}
 	for _, st := range e.stages {
@@ -110,7 +114,9 @@ func (b *batch) run(ctx context.Context) error {
 			return err
 		}
 		b.ackFinal(ctx)
-		outs = b.bypass(outs, &toSink)
+		if st.Role != StageFilter {
+			outs = b.bypass(outs, &toSink)
+		}
 	}
 	if e.bypass.Sink != nil {
 		// Numaflow: with conditions on the primary sink, what reaches it
@@ -133,6 +139,16 @@ func (b *batch) run(ctx context.Context) error {
 		return err
 	}
 	return b.writeSecondary(ctx)
+}
+
+// firstWorkStage is the first stage that is not a filter, or nil.
+func (e *Engine) firstWorkStage() *stage {
+	for _, st := range e.stages {
+		if st.Role != StageFilter {
+			return st
+		}
+	}
+	return nil
 }
 
 // bypass takes the outputs whose tags match a sink's bypass condition out
@@ -208,6 +224,7 @@ func (b *batch) ackFinal(ctx context.Context) {
 	// The payloads go back after the ack (whatever its outcome): the
 	// sinks are done with them, and a redelivery brings its own.
 	defer b.recycle(first, ready)
+	b.handResults(first, ready)
 	if b.span != nil {
 		ctx, span := b.startSpan(ctx, "ack", len(ready))
 		attempts, err := b.ack(ctx, ready)
@@ -712,19 +729,26 @@ type tier struct {
 	nErr     *atomic.Int64
 	// stamp writes the retry count into Numaflow metadata (MetadataSink).
 	stamp bool
+	// keeps: what this tier writes is a result (ResultTaker): the sink's
+	// and the fallback sink's writes, not the onSuccess sink's copies.
+	keeps bool
 }
 
 func newTier(name, kind string, s Sink, time prometheus.Observer, written, errors prometheus.Counter, nWrit, nErr *atomic.Int64) tier {
 	_, stamp := s.(MetadataSink)
-	return tier{name, adapterName(name, kind), s, time, written, errors, nWrit, nErr, stamp}
+	return tier{name, adapterName(name, kind), s, time, written, errors, nWrit, nErr, stamp, false}
 }
 
 func (e *Engine) primaryTier() tier {
-	return newTier("sink", e.kinds.Sink, e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors)
+	t := newTier("sink", e.kinds.Sink, e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors)
+	t.keeps = true
+	return t
 }
 
 func (e *Engine) fallbackTier() tier {
-	return newTier("fallback sink", e.kinds.Fallback, e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
+	t := newTier("fallback sink", e.kinds.Fallback, e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
+	t.keeps = true
+	return t
 }
 
 func (e *Engine) onSuccessTier() tier {
@@ -783,6 +807,9 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 			switch r.Status {
 			case WriteOK:
 				written++
+				if t.keeps {
+					b.keepResult(o)
+				}
 				b.final(o.parent)
 				continue
 			case WriteFailed:
@@ -885,6 +912,7 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 			// The primary sink wrote it; the input is final once the
 			// onSuccess sink wrote it too.
 			e.count(&e.totals.written, e.m.SinkWriteTotal, 1)
+			b.keepResult(o)
 			if e.onSuccess == nil {
 				return false, missingTier("ON_SUCCESS", o.msg.ID, "MV_ON_SUCCESS_SINK")
 			}
@@ -941,6 +969,9 @@ func (b *batch) lastTierResult(t tier) func(o output, r WriteResult, round int) 
 			return false, nil
 		case WriteOnSuccess:
 			e.count(t.nWrit, t.written, 1)
+			if t.keeps {
+				b.keepResult(o)
+			}
 			b.final(o.parent)
 			return false, nil
 		}

@@ -27,6 +27,9 @@ const (
 	// RoleOnSuccessSink is the sink written after a primary sink answered
 	// ON_SUCCESS (Numaflow's spec.sink.onSuccess).
 	RoleOnSuccessSink Role = "onsuccess-sink"
+	// RoleFilter is the in-process filter stage (MV_FILTER), which is no
+	// slot: its settings are read whatever the slots hold.
+	RoleFilter Role = "filter"
 )
 
 // Env is what the runner hands an adapter constructor.
@@ -135,6 +138,7 @@ var (
 	sources      registry[Source]
 	transformers registry[Transformer]
 	sinks        registry[Sink]
+	filters      registry[Transformer]
 )
 
 var validatorType = reflect.TypeFor[Validator]()
@@ -195,6 +199,14 @@ func RegisterSink[C any](name string, build func(ctx context.Context, env Env, c
 	sinks.register("sink", typed("sink", name, build))
 }
 
+// RegisterFilter makes an in-process filter kind available. Unlike the
+// other kinds no variable selects it: the runner reads its settings
+// always, and build returns a nil Transformer when they ask for no
+// filter. The runner places it as a StageFilter. C as for RegisterSource.
+func RegisterFilter[C any](name string, build func(ctx context.Context, env Env, cfg *C) (Transformer, error)) {
+	filters.register("filter", typed("filter", name, build))
+}
+
 // Slot is one place in the pipeline that an adapter fills, and the
 // variable that picks its kind. The runner's settings, start-up and help all
 // walk Slots, so a place is described once.
@@ -251,6 +263,9 @@ func LookupKind(role Role, name string) (Kind, bool) {
 	case RoleTransformer, RoleUDF:
 		p, ok := transformers.lookup(name)
 		return erase("transformer", p, ok)
+	case RoleFilter:
+		p, ok := filters.lookup(name)
+		return erase("filter", p, ok)
 	default:
 		p, ok := sinks.lookup(name)
 		return erase("sink", p, ok)
@@ -264,6 +279,8 @@ func KindNames(role Role) []string {
 		return sources.names()
 	case RoleTransformer, RoleUDF:
 		return transformers.names()
+	case RoleFilter:
+		return filters.names()
 	default:
 		return sinks.names()
 	}
@@ -273,7 +290,7 @@ func KindNames(role Role) []string {
 // and for the list of known variables.
 func AllKinds() []Kind {
 	var out []Kind
-	for _, role := range []Role{RoleSource, RoleTransformer, RoleSink} {
+	for _, role := range []Role{RoleSource, RoleFilter, RoleTransformer, RoleSink} {
 		for _, n := range KindNames(role) {
 			k, _ := LookupKind(role, n)
 			out = append(out, k)

@@ -108,6 +108,9 @@ type Totals struct {
 	// source transformer's.
 	UDFDropped int64 `json:"udf_dropped"`
 	UDFErrors  int64 `json:"udf_errors"`
+	// FilterDropped and FilterErrors are the in-process filter's.
+	FilterDropped int64 `json:"filter_dropped"`
+	FilterErrors  int64 `json:"filter_errors"`
 	// SinkNacked counts outputs a sink answered NACK for: their inputs
 	// went back to the source.
 	SinkNacked int64 `json:"sink_nacked"`
@@ -158,6 +161,7 @@ func (e *Engine) Status() Status {
 			TransformerErrors: t.transformerErrors.Load(), AckErrors: t.ackErrors.Load(),
 			OnSuccessWritten: t.onSuccessWritten.Load(), OnSuccessErrors: t.onSuccessErrors.Load(),
 			UDFDropped: t.udfDropped.Load(), UDFErrors: t.udfErrors.Load(), SinkNacked: t.sinkNacked.Load(),
+			FilterDropped: t.filterDropped.Load(), FilterErrors: t.filterErrors.Load(),
 			Bypassed: t.bypassed.Load(), BypassDropped: t.bypassDropped.Load(), DuplicateDropped: t.duplicates.Load(),
 		},
 		Mode:   mode,
@@ -180,7 +184,7 @@ func (e *Engine) Status() Status {
 		Latency:        e.Latencies(),
 	}
 	tt := &st.Totals
-	tt.Errors = tt.TransformerErrors + tt.UDFErrors + tt.SinkErrors + tt.FallbackErrors + tt.OnSuccessErrors + tt.AckErrors
+	tt.Errors = tt.FilterErrors + tt.TransformerErrors + tt.UDFErrors + tt.SinkErrors + tt.FallbackErrors + tt.OnSuccessErrors + tt.AckErrors
 	return st
 }
 

@@ -5,6 +5,7 @@
 package all
 
 import (
+	_ "github.com/monovertex/monovertex/adapters/filter"
 	_ "github.com/monovertex/monovertex/adapters/sink/blackhole"
 	_ "github.com/monovertex/monovertex/adapters/sink/cloudevents"
 	_ "github.com/monovertex/monovertex/adapters/sink/jetstream"
@@ -20,6 +21,7 @@ import (
 	_ "github.com/monovertex/monovertex/adapters/source/sqs"
 	_ "github.com/monovertex/monovertex/adapters/source/udsource"
 	_ "github.com/monovertex/monovertex/adapters/transformer/cloudevents"
+	_ "github.com/monovertex/monovertex/adapters/transformer/jsonata"
 	_ "github.com/monovertex/monovertex/adapters/transformer/udmap"
 	_ "github.com/monovertex/monovertex/adapters/transformer/udtransformer"
 )

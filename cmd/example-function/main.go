@@ -13,7 +13,11 @@
 //
 // Every reply event carries the extension handledby=example-function, so
 // the effect is visible at the sink; with UPPERCASE=true the function also
-// upper-cases the data. Malformed events get 400, which the runner treats as
+// upper-cases the data. With RESHAPE=true it instead reshapes the
+// generator's JSON payloads ({"value","createdts","padding"}) into
+// {"value","createdts","size"} of type "reshaped": the same work as the
+// JSONata expression in hack/bench (ReshapeJSONata there), so the two can be
+// compared per message. Malformed events get 400, which the runner treats as
 // a permanent failure. This is the reference behaviour the transformer
 // conformance suite expects, so the suite can run against this function.
 package main
@@ -21,6 +25,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log"
 	"net/http"
@@ -45,9 +50,10 @@ func main() {
 		port = "8080"
 	}
 	upper, _ := strconv.ParseBool(os.Getenv("UPPERCASE"))
+	reshape, _ := strconv.ParseBool(os.Getenv("RESHAPE"))
 	srv := &http.Server{
 		Addr:              ":" + port,
-		Handler:           newHandler(upper),
+		Handler:           newHandler(upper, reshape),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
 	}
@@ -67,7 +73,7 @@ func main() {
 }
 
 // newHandler serves events on POST / and a probe on GET /healthz.
-func newHandler(upper bool) http.Handler {
+func newHandler(upper, reshape bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -83,6 +89,9 @@ func newHandler(upper bool) http.Handler {
 			return
 		}
 		mark := func(in *event.Event) event.Event { return reply(in, upper) }
+		if reshape {
+			mark = reshaped
+		}
 		if err := cereply.Reference(w, r, ev, mark); err != nil {
 			log.Printf("example-function: write reply to %s: %v", ev.ID(), err)
 		}
@@ -97,5 +106,24 @@ func reply(in *event.Event, upper bool) event.Event {
 	if upper && len(out.DataEncoded) > 0 {
 		out.DataEncoded = bytes.ToUpper(out.DataEncoded)
 	}
+	return out
+}
+
+// reshaped is the reply of RESHAPE=true: the payload's value and
+// createdts, and the length of its padding, as a new JSON object of type
+// "reshaped"; data that is not such an object is answered as it is.
+func reshaped(in *event.Event) event.Event {
+	out := in.Clone()
+	out.SetExtension("handledby", "example-function")
+	var p struct {
+		Value     json.RawMessage `json:"value"`
+		Createdts json.RawMessage `json:"createdts"`
+		Padding   string          `json:"padding"`
+	}
+	if json.Unmarshal(in.Data(), &p) != nil {
+		return out
+	}
+	out.SetType("reshaped")
+	_ = out.SetData(event.ApplicationJSON, map[string]any{"value": p.Value, "createdts": p.Createdts, "size": len(p.Padding)})
 	return out
 }

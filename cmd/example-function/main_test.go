@@ -25,7 +25,7 @@ func newTransformer(t *testing.T, url string) runner.Transformer {
 // The runner's transformer, calling this function, passes the conformance
 // suite: the function implements the reference behaviour.
 func TestConformanceThroughTheRunnersTransformer(t *testing.T) {
-	srv := httptest.NewServer(newHandler(false))
+	srv := httptest.NewServer(newHandler(false, false))
 	defer srv.Close()
 	conformance.RunTransformer(t, conformance.TransformerCase{
 		New: func(t *testing.T) runner.Transformer { return newTransformer(t, srv.URL) },
@@ -33,7 +33,7 @@ func TestConformanceThroughTheRunnersTransformer(t *testing.T) {
 }
 
 func TestRepliesAreMarkedAndOptionallyUpperCased(t *testing.T) {
-	srv := httptest.NewServer(newHandler(true))
+	srv := httptest.NewServer(newHandler(true, false))
 	defer srv.Close()
 	tr := newTransformer(t, srv.URL)
 	defer tr.Close(context.Background())
@@ -50,7 +50,7 @@ func TestRepliesAreMarkedAndOptionallyUpperCased(t *testing.T) {
 }
 
 func TestRejectsWhatIsNotAnEvent(t *testing.T) {
-	srv := httptest.NewServer(newHandler(false))
+	srv := httptest.NewServer(newHandler(false, false))
 	defer srv.Close()
 	for _, tc := range []struct {
 		name, method, path, contentType, body string
@@ -75,5 +75,21 @@ func TestRejectsWhatIsNotAnEvent(t *testing.T) {
 		if resp.StatusCode != tc.want {
 			t.Fatalf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// TestReshapeAnswersTheGeneratorsPayloadReshaped: RESHAPE=true does in Go
+// what the bench's JSONata expression does.
+func TestReshapeAnswersTheGeneratorsPayloadReshaped(t *testing.T) {
+	srv := httptest.NewServer(newHandler(false, true))
+	defer srv.Close()
+	tr := newTransformer(t, srv.URL)
+	defer tr.Close(context.Background())
+	res, err := tr.Transform(context.Background(), []*runner.Message{{ID: "a", Value: []byte(`{"value":7,"createdts":123,"padding":"xxxx"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res[0].Outputs) != 1 || string(res[0].Outputs[0].Value) != `{"createdts":123,"size":4,"value":7}` || res[0].Outputs[0].Headers["ce-type"] != "reshaped" {
+		t.Fatalf("reshape: %+v", res[0])
 	}
 }

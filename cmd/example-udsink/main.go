@@ -36,7 +36,9 @@
 // sink.sock; EXAMPLE_SINK_MODE=onsuccess (or
 // NUMAFLOW_UD_CONTAINER_TYPE=ons-udsink) serves the onSuccess sink socket
 // ons-sink.sock; all in MV_UDS_DIR. EXAMPLE_FSYNC=true syncs the file
-// before answering.
+// before answering. On SIGTERM it stops once the runner has closed its
+// stream and logs "stopped: wrote N messages, B of them not what
+// example-udsource makes" (a pod's count when its log has rotated).
 //
 // Two settings imitate how a user's sink may behave under concurrency:
 // EXAMPLE_LOCK=true holds one mutex across every handler call, its
@@ -115,6 +117,9 @@ func main() {
 		sinker.WithSockAddr(sockPath),
 		sinker.WithServerInfoFilePath(filepath.Join(dir, infoFile)),
 	).Start, "serving on %s", sockPath)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log.Printf("stopped: wrote %d messages, %d of them not what example-udsource makes", s.written, s.bad)
 }
 
 type sink struct {
@@ -130,11 +135,15 @@ type sink struct {
 	overlapMu          sync.Mutex
 	running, overlapMx int
 
-	mu     sync.Mutex
-	out    io.Writer
-	file   *os.File
-	failed map[string]bool // message ids failed once already
-	nacked map[string]bool // message ids nacked once already
+	mu   sync.Mutex
+	out  io.Writer
+	file *os.File
+	// written and bad count the lines written, and those among them whose
+	// value was not what the source made: the exit line reports them, so
+	// a test can count a pod's output when its log has rotated.
+	written, bad int64
+	failed       map[string]bool // message ids failed once already
+	nacked       map[string]bool // message ids nacked once already
 }
 
 // wellFormed reports whether v is what example-udsource makes for n: the
@@ -168,6 +177,7 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 	}
 	res := sinker.ResponsesBuilder()
 	var lines []byte
+	var count, bad int64
 	for d := range ch {
 		v := d.Value()
 		n, isNum := examplesrv.Number(bytes.TrimPrefix(v, []byte(onSuccessPrefix)))
@@ -192,8 +202,10 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 			shown = n
 			if !wellFormed(bytes.TrimPrefix(v, []byte(onSuccessPrefix)), n) {
 				ok = "bad"
+				bad++
 			}
 		}
+		count++
 		lines = fmt.Appendf(lines, "%s\t%d\t%d\t%s\t%d\t%s\n", d.ID(), shown, len(v), strings.Join(d.Keys(), ","), d.EventTime().UnixMilli(), ok)
 		if isNum && s.onSuccessEvery > 0 && n%s.onSuccessEvery == 3 {
 			msg := sinker.NewMessage(append([]byte(onSuccessPrefix), v...)).WithKeys([]string{"ons"})
@@ -216,6 +228,8 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 				return failAll(res, err)
 			}
 		}
+		s.written += count
+		s.bad += bad
 	}
 	return res
 }

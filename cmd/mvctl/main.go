@@ -93,6 +93,9 @@ type flags struct {
 	fs    *flag.FlagSet
 	files multiFlag
 	opts  mvconvert.Options
+	// transformerJSONata and udfJSONata are the files the JSONata
+	// expressions are read from.
+	transformerJSONata, udfJSONata string
 }
 
 type multiFlag []string
@@ -109,7 +112,29 @@ func newFlags(out io.Writer) *flags {
 	f.fs.StringVar(&f.opts.PrometheusAddress, "prometheus-address", mvconvert.DefaultPrometheusAddress, "Prometheus KEDA queries (--scaler keda)")
 	f.fs.BoolVar(&f.opts.PodMonitor, "podmonitor", true, "add a Prometheus Operator PodMonitor that scrapes the runner's admin port")
 	f.fs.StringVar(&f.opts.RolloutDuration, "rollout-duration", "", "spread a new revision's rollout over this duration (serving.knative.dev/rollout-duration, e.g. 120s)")
+	f.fs.StringVar(&f.opts.TransformerFilter, "transformer-to-filter", "", "replace spec.source.transformer, a container that only filters, by the runner's in-process filter with this CESQL expression (MV_FILTER)")
+	f.fs.StringVar(&f.transformerJSONata, "transformer-to-jsonata", "", "replace spec.source.transformer, a container that reshapes messages, by the in-process JSONata transformer with the expression in this file (carried in the ConfigMap)")
+	f.fs.StringVar(&f.udfJSONata, "udf-to-jsonata", "", "replace spec.udf, a map container, by the in-process JSONata transformer with the expression in this file (carried in the ConfigMap)")
 	return f
+}
+
+// readExpressions reads the files of --transformer-to-jsonata and
+// --udf-to-jsonata into the options.
+func (f *flags) readExpressions() error {
+	for _, x := range []struct {
+		flag, file string
+		dst        *string
+	}{{"--transformer-to-jsonata", f.transformerJSONata, &f.opts.TransformerJSONata}, {"--udf-to-jsonata", f.udfJSONata, &f.opts.UDFJSONata}} {
+		if x.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(x.file)
+		if err != nil {
+			return &exitError{2, fmt.Sprintf("%s %q: %v", x.flag, x.file, err)}
+		}
+		*x.dst = string(b)
+	}
+	return nil
 }
 
 // source is one input file's documents.
@@ -128,6 +153,9 @@ func convert(cmd string, args []string, stdin io.Reader, stdout, stderr io.Write
 	}
 	if len(f.files) == 0 {
 		return &exitError{2, "no input: name a file, a directory or - (stdin) with -f"}
+	}
+	if err := f.readExpressions(); err != nil {
+		return err
 	}
 	if s := f.opts.Scaler; s != mvconvert.ScalerHPA && s != mvconvert.ScalerKEDA {
 		return &exitError{2, fmt.Sprintf("--scaler %q: want hpa or keda", s)}

@@ -303,6 +303,14 @@ func (b built) pipeline(cfg *config.Config) runner.Pipeline {
 			p.Stages = append(p.Stages, runner.Stage{Kind: st.kind, Role: st.as, Transformer: t, Retry: retry})
 		}
 	}
+	if f := b.transformer(runner.RoleFilter); f != nil {
+		st := runner.Stage{Kind: cfg.FilterKind, Role: runner.StageFilter, Transformer: f}
+		if a, ok := f.(interface{ After() bool }); ok && a.After() {
+			p.Stages = append(p.Stages, st)
+		} else {
+			p.Stages = append([]runner.Stage{st}, p.Stages...)
+		}
+	}
 	p.Kinds.Source, p.Kinds.Sink = cfg.Source, cfg.Sink
 	if p.Fallback != nil {
 		p.Kinds.Fallback = cfg.FallbackSink
@@ -320,6 +328,9 @@ func (b built) close() {
 		if c, ok := b[slot.Role].(interface{ Close(context.Context) error }); ok {
 			c.Close(ctx)
 		}
+	}
+	if c, ok := b[runner.RoleFilter].(interface{ Close(context.Context) error }); ok {
+		c.Close(ctx)
 	}
 }
 
@@ -341,6 +352,17 @@ func build(ctx context.Context, cfg *config.Config, env func(runner.Role) runner
 			return nil, fmt.Errorf("%s %s: %w", slot.Title, kind, err)
 		}
 		b[slot.Role] = a
+	}
+	if settings, ok := cfg.Settings[runner.RoleFilter]; ok {
+		k, _ := runner.LookupKind(runner.RoleFilter, cfg.FilterKind)
+		a, err := k.New(ctx, env(runner.RoleFilter), settings)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("filter %s: %w", cfg.FilterKind, err)
+		}
+		if a != nil {
+			b[runner.RoleFilter] = a
+		}
 	}
 	return b, nil
 }

@@ -112,6 +112,16 @@ func TestBadConfigurationExitsTwoWithOneLine(t *testing.T) {
 		{map[string]string{"MV_BYPASS_SINK": "maybe:x"}, `MV_BYPASS_SINK="maybe:x"`},
 		{map[string]string{"MV_ON_SUCCESS_SINK": "void"}, `MV_ON_SUCCESS_SINK="void"`},
 		{map[string]string{"MV_SINK": "udsink", "MV_UDF_TRANSPORT": "grpc"}, `MV_UDF_TRANSPORT="grpc"`},
+		// In-process stages (issue 43): an expression that does not parse
+		// is named with the position of its first error.
+		{map[string]string{"MV_FILTER": "type = 'a' AND ("}, `MV_FILTER="type = 'a' AND (": CESQL syntax error at column 17`},
+		{map[string]string{"MV_FILTER": "type == 'a'"}, `MV_FILTER="type == 'a'": CESQL syntax error at column 7`},
+		{map[string]string{"MV_FILTERS": `[{"any":[{"cesql":"source ="}]}]`}, `filters[0].any[0].cesql: CESQL syntax error at column 9`},
+		{map[string]string{"MV_FILTERS": `[{"exact":{"type":"a"},"prefix":{"type":"b"}}]`}, `filters[0]: multiple dialects found`},
+		{map[string]string{"MV_FILTER": "true", "MV_FILTER_POSITION": "middle"}, `MV_FILTER_POSITION="middle": must be before or after`},
+		{map[string]string{"MV_TRANSFORMER": "jsonata", "MV_JSONATA_EXPRESSION": `{"a": data.x +}`}, `MV_JSONATA_EXPRESSION="{\"a\": data.x +}": JSONata syntax error at column 15`},
+		{map[string]string{"MV_TRANSFORMER": "jsonata"}, `MV_JSONATA_EXPRESSION="": required with jsonata`},
+		{map[string]string{"MV_TRANSFORMER": "jsonata", "MV_JSONATA_EXPRESSION_FILE": "/nonexistent/expr"}, `MV_JSONATA_EXPRESSION_FILE="/nonexistent/expr": cannot be read`},
 	} {
 		name := strings.Join(keys(tc.env), ",")
 		t.Run(name+"="+tc.env[keys(tc.env)[0]], func(t *testing.T) {
@@ -173,7 +183,8 @@ func TestHelpListsEveryVariableWithItsDefault(t *testing.T) {
 		`MV_GENERATOR_DURATION\s+1s\s`, `MV_GENERATOR_MSG_SIZE\s+8\s`, `MV_GENERATOR_KEY_COUNT\s+0\s`,
 		`MV_GENERATOR_VALUE\s+\(none\)\s`, `MV_CONFIG_DIR\s`, `MV_LOOKBACK_SECONDS\s+120\s`,
 		// Each transformer slot offers only the kinds it accepts.
-		`\n  MV_TRANSFORMER: none, cloudevents, udtransformer\n`, `\n  MV_UDF: none, cloudevents, udmap\n`,
+		`\n  MV_TRANSFORMER: none, cloudevents, jsonata, udtransformer\n`, `\n  MV_UDF: none, cloudevents, jsonata, udmap\n`,
+		`MV_FILTER\s+\(none\)\s`, `MV_FILTER_POSITION\s+before\s`, `MV_HTTP_RESPONSE\s+ack\s`,
 	} {
 		if !regexp.MustCompile(want).Match(out) {
 			t.Errorf("--help lacks %s", want)

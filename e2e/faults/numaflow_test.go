@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,4 +240,56 @@ func TestSigtermWhileFallbackContainerAway(t *testing.T) {
 		Duplicated: fmt.Sprintf("%d lines", c.dupLines), Recovery: round(recovered),
 		Notes: exitNote + "; restart to all acked",
 	})
+}
+
+// TestEveryContainerSigtermedAtOnce is a pod deletion as the kubelet does
+// it: SIGTERM reaches the runner and its Numaflow containers at the same
+// moment. The numaflow-go servers answer with GOAWAY and keep serving the
+// streams they have for up to 15 s (the SDK's GracefulStop); the runner
+// must finish what it read over those streams instead of waiting for the
+// containers to come back, so that every message read is written and acked
+// before the containers go.
+func TestEveryContainerSigtermedAtOnce(t *testing.T) {
+	for _, transport := range []string{"udwire", "grpc-go"} {
+		t.Run(transport, func(t *testing.T) { everyContainerSigtermedAtOnce(t, transport) })
+	}
+}
+
+func everyContainerSigtermedAtOnce(t *testing.T, transport string) {
+	total := pick(200_000, 1_000_000)
+	p := newUDPipeline(t, total)
+	p.env["MV_SHUTDOWN_TIMEOUT"] = "45s"
+	p.env["MV_UDF_TRANSPORT"] = transport
+	p.startSource()
+	p.startSink(0)
+	transformer := p.Start("example-udtransformer", "./cmd/example-udtransformer", map[string]string{"EXAMPLE_DROP_EVERY": "0", "EXAMPLE_FANOUT_EVERY": "0"})
+	p.env["MV_TRANSFORMER"] = "udtransformer"
+	p.startRunner()
+	p.waitAcked(2_000, 60*time.Second)
+	start := time.Now()
+	for _, c := range []*testutil.Process{p.runner, p.source, transformer, p.sink} {
+		c.Signal(syscall.SIGTERM)
+	}
+	code := p.runner.Wait(60 * time.Second)
+	took := time.Since(start)
+	for _, c := range []*testutil.Process{p.source, transformer, p.sink} {
+		c.Wait(30 * time.Second)
+	}
+	stop := testutil.StopLine(t, p.runner.Stderr.String())
+	acked := p.checkAckedWereWritten("sink.out")
+	written := len(p.lines("sink.out"))
+	t.Logf("SIGTERM to all four at once: runner exit %d after %v; read %d, written %d, acked %d, nacked %d; source state %d acked ids, sink file %d ids",
+		code, took.Round(time.Millisecond), stop.Read, stop.Written, stop.Acked, stop.Nacked, acked, written)
+	switch {
+	case code != 0:
+		t.Fatalf("runner exited %d:\n%s", code, testutil.Tail(p.runner.Stderr.String(), 4000))
+	case stop.Read != stop.Acked+stop.Nacked:
+		t.Fatalf("read %d, acked %d, nacked %d: %d messages left unfinished when the containers went", stop.Read, stop.Acked, stop.Nacked, stop.Read-stop.Acked-stop.Nacked)
+	case int64(acked) != stop.Acked:
+		t.Fatalf("the source recorded %d acks, the runner counted %d", acked, stop.Acked)
+	case strings.Contains(p.runner.Stderr.String(), "lost the Numaflow container"):
+		t.Fatalf("the runner took a graceful stop for a lost container:\n%s", testutil.Tail(p.runner.Stderr.String(), 4000))
+	}
+	report(t, result{Scenario: "SIGTERM to the runner and every Numaflow container at once (a pod deletion), " + transport, Messages: int(stop.Read), Lost: 0,
+		Duplicated: "0", Recovery: round(took), Notes: fmt.Sprintf("%d read, all written and acked before the containers' GracefulStop ended", stop.Read)})
 }

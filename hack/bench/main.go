@@ -42,6 +42,7 @@ type harness struct {
 	peerBin        string // benchpeer
 	benthosBin     string
 	kfakeBin       string                     // the main module's internal/kafkatest/cmd/kfake
+	functionBin    string                     // the main module's cmd/example-function
 	kinds          map[string]map[string]bool // MV_SOURCE -> {generator: true}
 	kindsLine      string
 
@@ -274,9 +275,11 @@ func (h *harness) build(ctx context.Context) error {
 	h.peerBin = filepath.Join(h.bin, "benchpeer")
 	h.benthosBin = filepath.Join(h.bin, "benthos")
 	h.kfakeBin = filepath.Join(h.bin, "kfake")
+	h.functionBin = filepath.Join(h.bin, "example-function")
 	steps := []struct{ dir, out, pkg string }{
 		{h.repo, h.runnerBin, "./cmd/runner"},
 		{h.repo, h.kfakeBin, "./internal/kafkatest/cmd/kfake"},
+		{h.repo, h.functionBin, "./cmd/example-function"},
 		{h.benchDir, h.peerBin, "./cmd/benchpeer"},
 		{h.benchDir, h.benthosBin, "./cmd/benthos"},
 	}

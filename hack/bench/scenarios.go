@@ -146,7 +146,7 @@ func catalogue() []*family {
 			what:  "raw Unix-socket byte pump, one writer and one reader: the physical limit for large payloads",
 			sides: (*harness).sidesPump,
 		},
-	}, rateLimitFamilies()...)
+	}, append(inprocFamilies(), rateLimitFamilies()...)...)
 }
 
 func selectScenarios(fams []*family, filter *regexp.Regexp) []scenario {

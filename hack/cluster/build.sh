@@ -10,6 +10,7 @@ KEY_BASE=base-1-$KEY_TOOLS # bump the 1 when the base or pause image changes
 KEY_COREDNS=coredns-$COREDNS_VERSION
 KEY_SERVING=serving-$SERVING_VERSION
 KEY_EVENTING=eventing-$EVENTING_VERSION
+KEY_SERVING_HPA=serving-hpa-$SERVING_VERSION
 KEY_PROMCRDS=promcrds-$PROMOP_VERSION
 
 # Kubernetes v$KUBE_VERSION: control plane, kubelet, kube-proxy and kubectl
@@ -182,6 +183,23 @@ build_serving() {
 			--platform=linux/amd64 -R -f config/core/ >"$OPT/$key/serving-core.yaml.tmp")
 		mv "$OPT/$key/serving-core.yaml.tmp" "$OPT/$key/serving-core.yaml"
 		save_images "$key" "$OPT/$key/serving-core.yaml"
+		done_marker "$key"
+	}
+}
+
+# Knative Serving's HPA autoscaler (config/hpa-autoscaling/, the release's
+# serving-hpa.yaml): deploy/pull-runner/ scales with the HPA class.
+build_serving_hpa() {
+	local key=$KEY_SERVING_HPA src
+	built "$key" || {
+		src=$CACHE/src/$KEY_SERVING
+		srccopy "knative.dev/serving@$SERVING_VERSION" "$src"
+		printf 'defaultBaseImage: %s\n' "$BASE_IMAGE" >"$src/.ko.yaml"
+		mkdir -p "$OPT/$key"
+		(cd "$src" && ko_env "$REG/knative-serving" ko resolve --base-import-paths \
+			--platform=linux/amd64 -f config/hpa-autoscaling/controller.yaml >"$OPT/$key/serving-hpa.yaml.tmp")
+		mv "$OPT/$key/serving-hpa.yaml.tmp" "$OPT/$key/serving-hpa.yaml"
+		save_images "$key" "$OPT/$key/serving-hpa.yaml"
 		done_marker "$key"
 	}
 }

@@ -32,6 +32,7 @@ start_registry
 images "$KEY_BASE" base-images build_base_images
 images "$KEY_COREDNS" coredns build_coredns
 images "$KEY_SERVING" knative-serving build_serving
+images "$KEY_SERVING_HPA" knative-serving-hpa build_serving_hpa
 images "$KEY_EVENTING" knative-eventing build_eventing
 built "$KEY_PROMCRDS" || timed promcrds build_promcrds
 timed kubernetes build_k8s
@@ -372,7 +373,7 @@ apply_knative() {
 
 # --- Knative Serving + Traefik ------------------------------------------------------
 log "Knative Serving"
-apply_knative "$OPT/$KEY_SERVING/serving-core.yaml"
+apply_knative "$OPT/$KEY_SERVING/serving-core.yaml" "$OPT/$KEY_SERVING_HPA/serving-hpa.yaml"
 kubectl -n knative-serving rollout status deploy/webhook --timeout=300s >/dev/null
 # Our registry serves plain HTTP and only local refs: never resolve tags there.
 waitfor 120 kubectl -n knative-serving patch configmap config-deployment --type merge -p \
@@ -425,7 +426,7 @@ EOF
 		-p '{"data":{"ingress-class":"traefik.ingress.networking.knative.dev"}}' >/dev/null
 }
 traefik_up
-for d in controller webhook activator autoscaler; do
+for d in controller webhook activator autoscaler autoscaler-hpa; do
 	kubectl -n knative-serving rollout status "deploy/$d" --timeout=300s >/dev/null
 done
 

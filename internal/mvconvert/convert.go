@@ -2,6 +2,7 @@ package mvconvert
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -21,9 +22,11 @@ import (
 	servingv1 "knative.dev/serving/pkg/apis/serving/v1"
 
 	"github.com/monovertex/monovertex/adapters/source/generator"
+	"github.com/monovertex/monovertex/adapters/transformer/jsonata"
 	"github.com/monovertex/monovertex/internal/kafkaconn"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	nf "github.com/monovertex/monovertex/internal/numaflowapi"
+	"github.com/monovertex/monovertex/runner"
 )
 
 // Scalers the converter wires a MonoVertex to.
@@ -67,6 +70,15 @@ type Options struct {
 	// RolloutDuration, when set, spreads a new revision's rollout over it
 	// (serving.knative.dev/rollout-duration).
 	RolloutDuration string
+	// TransformerFilter, when set, replaces spec.source.transformer (a
+	// container that only filters) by the runner's in-process filter:
+	// MV_FILTER, a CESQL expression.
+	TransformerFilter string
+	// TransformerJSONata and UDFJSONata, when set, replace
+	// spec.source.transformer or spec.udf (a container that reshapes
+	// messages) by the in-process JSONata transformer running this
+	// expression, carried in the ConfigMap.
+	TransformerJSONata, UDFJSONata string
 }
 
 // Result is the conversion of one MonoVertex.
@@ -108,6 +120,8 @@ type converter struct {
 	// kafkaSinks are the Kafka sinks' settings from their config, which
 	// the runner's Kafka sinks share (kafkaSinkSettings).
 	kafkaSinks []kafkaSinkConf
+	// configData are ConfigMap keys besides paused (JSONata expressions).
+	configData map[string]string
 }
 
 // kafkaAuthSpec is the one TLS/SASL setting every Kafka part shares.
@@ -312,12 +326,66 @@ func (c *converter) source() {
 	case "pulsar":
 		c.fail(p, "the runner has no pulsar source: run a Numaflow user-defined source (source.udsource) for it")
 	}
-	if t := s.UDTransformer; t != nil {
-		p := "spec.source.transformer"
+	t := s.UDTransformer
+	if t == nil {
+		for _, o := range []struct{ flag, value string }{{"--transformer-to-filter", c.opts.TransformerFilter}, {"--transformer-to-jsonata", c.opts.TransformerJSONata}} {
+			if o.value != "" {
+				c.fail(o.flag, "the MonoVertex has no spec.source.transformer to replace")
+			}
+		}
+		return
+	}
+	p = "spec.source.transformer"
+	switch {
+	case c.opts.TransformerFilter != "" && c.opts.TransformerJSONata != "":
+		c.fail("--transformer-to-filter", "replaces the same container as --transformer-to-jsonata; give one")
+	case c.opts.TransformerFilter != "":
+		c.setEnv("MV_FILTER", c.opts.TransformerFilter, "--transformer-to-filter")
+		c.warn(p, "replaced by the in-process filter (MV_FILTER, --transformer-to-filter): its container %s is not carried", image(t.Container))
+	case c.opts.TransformerJSONata != "":
+		c.jsonata("MV_TRANSFORMER", p, "--transformer-to-jsonata", c.opts.TransformerJSONata, image(t.Container))
+	default:
 		c.setEnv("MV_TRANSFORMER", "udtransformer", p)
 		c.udContainer(p, "transformer", "transformer", t.Container)
-		c.stageRetry(p+".retryStrategy", "MV_TRANSFORMER_", t.RetryStrategy)
 	}
+	if c.opts.TransformerFilter != "" {
+		if t.RetryStrategy != nil {
+			c.checkRetry(p+".retryStrategy", t.RetryStrategy)
+			c.warn(p+".retryStrategy", "not carried: the in-process filter that replaces the transformer has no calls to retry")
+		}
+		return
+	}
+	c.stageRetry(p+".retryStrategy", "MV_TRANSFORMER_", t.RetryStrategy)
+}
+
+func image(x *nf.Container) string {
+	if x == nil {
+		return "(none)"
+	}
+	return x.Image
+}
+
+// jsonata puts the in-process JSONata transformer in slot (MV_TRANSFORMER
+// or MV_UDF) in place of the container at p, its expression in the
+// ConfigMap under a key of its own, read from the mounted file. The
+// expression is checked here as the runner checks it at start.
+func (c *converter) jsonata(slot, p, flag, expr, img string) {
+	cfg := jsonata.Config{Expression: expr}
+	if err := cfg.Validate(runner.RoleTransformer); err != nil {
+		var ce *runner.ConfigError
+		if errors.As(err, &ce) {
+			c.fail(flag, "%s", ce.Reason)
+		}
+		c.fail(flag, "%v", err)
+	}
+	key := "jsonata-" + strings.ToLower(strings.TrimPrefix(slot, "MV_"))
+	if c.configData == nil {
+		c.configData = map[string]string{}
+	}
+	c.configData[key] = expr
+	c.setEnv(slot, "jsonata", p)
+	c.setEnv("MV_JSONATA_EXPRESSION_FILE", configDir+"/"+key, flag)
+	c.warn(p, "replaced by the in-process JSONata transformer (%s=jsonata, %s; the expression is the ConfigMap's key %s): its container %s is not carried", slot, flag, key, img)
 }
 
 func (c *converter) generator(p string, g *nf.GeneratorSource) {
@@ -715,14 +783,24 @@ func (c *converter) checkEnvSource(p string, e corev1.EnvVar) {
 func (c *converter) udf() {
 	u := c.mv.Spec.UDF
 	if u == nil {
+		if c.opts.UDFJSONata != "" {
+			c.fail("--udf-to-jsonata", "the MonoVertex has no spec.udf to replace")
+		}
 		return
 	}
 	p := "spec.udf"
 	if u.GroupBy != nil {
 		c.fail(p+".groupBy", "a reduce UDF needs Numaflow's windows and inter-step buffer; Numaflow refuses it in a MonoVertex too")
 	}
-	c.setEnv("MV_UDF", "udmap", p)
-	c.udContainer(p, "udf", "udf", u.Container)
+	if c.opts.UDFJSONata != "" {
+		if c.opts.TransformerJSONata != "" {
+			c.fail("--udf-to-jsonata", "the runner runs one JSONata stage; with --transformer-to-jsonata too, join the two expressions into one")
+		}
+		c.jsonata("MV_UDF", p, "--udf-to-jsonata", c.opts.UDFJSONata, image(u.Container))
+	} else {
+		c.setEnv("MV_UDF", "udmap", p)
+		c.udContainer(p, "udf", "udf", u.Container)
+	}
 	c.stageRetry(p+".retryStrategy", "MV_UDF_", u.RetryStrategy)
 }
 
@@ -1402,7 +1480,7 @@ func (c *converter) build() {
 	c.res.ConfigMap = &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: mv.Namespace, Labels: objLabels},
-		Data:       map[string]string{"paused": paused},
+		Data:       mergeMaps(map[string]string{"paused": paused}, c.configData),
 	}
 
 	// The pod template's annotations: the autoscaler wiring first, then the

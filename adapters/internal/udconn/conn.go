@@ -174,7 +174,12 @@ func (c *Conn) Current() (Client, uint64, error) {
 // Fail reports that a stream of connection generation gen broke. The first
 // report for the current generation marks the container away and starts
 // waiting for it in the background; later and stale reports are ignored.
-func (c *Conn) Fail(gen uint64, err error) {
+func (c *Conn) Fail(gen uint64, err error) { c.fail(gen, err, false) }
+
+// fail is Fail; stopped says the container closed the connection after a
+// graceful stop (GOAWAY), which a pod deletion brings about and which is
+// not worth a warning.
+func (c *Conn) fail(gen uint64, err error, stopped bool) {
 	c.mu.Lock()
 	if c.closed || c.fatal != nil || c.down || gen != c.gen {
 		c.mu.Unlock()
@@ -185,8 +190,13 @@ func (c *Conn) Fail(gen uint64, err error) {
 	c.back = make(chan struct{})
 	deadline := c.downSince.Add(c.set.ReconnectTimeout)
 	c.mu.Unlock()
-	c.log.Warnw("lost the Numaflow container; holding unfinished messages and waiting for it to come back",
-		"reconnect_timeout", c.set.ReconnectTimeout.String(), zap.Error(err))
+	if stopped {
+		c.log.Infow("the Numaflow container stopped gracefully; holding unfinished messages and waiting for it to come back",
+			"reconnect_timeout", c.set.ReconnectTimeout.String(), zap.Error(err))
+	} else {
+		c.log.Warnw("lost the Numaflow container; holding unfinished messages and waiting for it to come back",
+			"reconnect_timeout", c.set.ReconnectTimeout.String(), zap.Error(err))
+	}
 	go c.reconnect(deadline)
 }
 
@@ -227,17 +237,31 @@ func (c *Conn) reconnect(deadline time.Time) {
 // for the next call.
 func (c *Conn) watch(cc Client, gen uint64) {
 	if w, ok := cc.(*udwire.ClientConn); ok {
-		// Draining: the connection ended, or the container said GOAWAY
-		// (a graceful stop); either way a new connection is wanted.
 		select {
 		case <-w.Draining():
-			err := w.Err()
-			if err == nil {
-				err = errors.New("the container sent GOAWAY")
-			}
-			c.Fail(gen, fmt.Errorf("connection to %s ended: %w", c.ep.Socket, err))
 		case <-c.ctx.Done():
+			return
 		}
+		stopped := w.Err() == nil
+		if stopped {
+			// GOAWAY: the container is stopping gracefully (the SDKs do on
+			// SIGTERM, which a pod deletion sends every container at once)
+			// and still serves the streams it has, for up to 15 s. The
+			// runner finishes its in-flight messages over them, as
+			// numaflow-core does; a new connection is wanted only once
+			// this one ends (a new stream on it fails and reports that).
+			c.log.Infow("the Numaflow container is stopping (GOAWAY); its open streams go on until it closes the connection")
+			select {
+			case <-w.Done():
+			case <-c.ctx.Done():
+				return
+			}
+		}
+		err := w.Err()
+		if err == nil {
+			err = errors.New("the container sent GOAWAY")
+		}
+		c.fail(gen, fmt.Errorf("connection to %s ended: %w", c.ep.Socket, err), stopped)
 		return
 	}
 	gc := cc.(*grpc.ClientConn)
@@ -246,9 +270,13 @@ func (c *Conn) watch(cc Client, gen uint64) {
 		switch s {
 		case connectivity.Shutdown:
 			return
-		case connectivity.TransientFailure, connectivity.Idle:
+		case connectivity.TransientFailure:
 			c.Fail(gen, fmt.Errorf("connection to %s is %s", c.ep.Socket, s))
 			return
+		case connectivity.Idle:
+			// grpc-go goes idle on a GOAWAY too, while the streams it
+			// has go on (see the udwire case): a stream that breaks
+			// reports it, and the next call reconnects or fails.
 		}
 		if !gc.WaitForStateChange(c.ctx, s) {
 			return

@@ -40,6 +40,18 @@
 // A caller that hangs up before its message was read takes it back: the
 // message is dropped from the queue and its id is free again.
 //
+// With MV_HTTP_RESPONSE=result (Benthos' sync_response, Numaflow's
+// Serving) a request is answered, still only after its messages were
+// written and acked, with what the sink or the fallback sink wrote for
+// them, after the transformer and map UDF: 204 when every output was
+// dropped, one output of a one-message request as a binary CloudEvent
+// (200), anything else as a CloudEvents batch (application/
+// cloudevents-batch+json, 200). Outputs without source or type get
+// MV_CE_SOURCE and MV_CE_TYPE. A caller that hangs up or times out once
+// its messages were read leaves nothing half-done: they are written and
+// acked, and the answer nobody takes is counted
+// (monovtx_http_source_results_lost_total) and logged.
+//
 // Memory follows the bytes that arrived, not the bytes a header promises.
 // The token, the route and Content-Length are checked before any body byte
 // is read, and those answers close the connection instead of draining the
@@ -81,11 +93,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/adapters/internal/cewire"
@@ -110,7 +125,17 @@ type Config struct {
 	BodyTimeout time.Duration `envconfig:"MV_HTTP_BODY_TIMEOUT" default:"60s" desc:"longest time to receive a request body; a stalled client gets 408 and is disconnected"`
 	MaxHeader   int           `envconfig:"MV_HTTP_MAX_HEADER_BYTES" default:"1048576" desc:"largest request head (request line and headers) in bytes, 4 KiB to 16 MiB (else 431); the heads being received share a budget of 16 times this (at least 16 MiB), and when it is spent the largest unfinished one gets 431"`
 	MaxConns    int           `envconfig:"MV_HTTP_MAX_CONNECTIONS" default:"1024" desc:"open connections on $PORT, 1 to 1048576; one more is answered 503 with Retry-After and closed"`
+	Response    string        `envconfig:"MV_HTTP_RESPONSE" default:"ack" desc:"what a request is answered with once its messages are final: ack (200 and the IDs) or result (the messages as the sink wrote them, after the transformer and map UDF: one as a binary CloudEvent, several as a CloudEvents batch, none as 204)"`
+	// Config is the source and type of result events whose message
+	// carries none (MV_HTTP_RESPONSE=result).
+	cewire.Config
 }
+
+// The values of MV_HTTP_RESPONSE.
+const (
+	ResponseAck    = "ack"
+	ResponseResult = "result"
+)
 
 // Bounds of the size settings: above them a single request, or the bodies
 // held together, could take more memory than a runner's container has.
@@ -141,6 +166,8 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_HTTP_MAX_HEADER_BYTES", Value: strconv.Itoa(c.MaxHeader), Reason: fmt.Sprintf("must be a number of bytes from %d (4 KiB) to %d (16 MiB)", MinHeaderLimit, MaxHeaderLimit)}
 	case c.MaxConns <= 0 || c.MaxConns > MaxConnsLimit:
 		return &runner.ConfigError{Var: "MV_HTTP_MAX_CONNECTIONS", Value: strconv.Itoa(c.MaxConns), Reason: fmt.Sprintf("must be a whole number from 1 to %d", MaxConnsLimit)}
+	case c.Response != "" && c.Response != ResponseAck && c.Response != ResponseResult:
+		return &runner.ConfigError{Var: "MV_HTTP_RESPONSE", Value: c.Response, Reason: "must be ack or result"}
 	case c.BodyTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_HTTP_BODY_TIMEOUT", Value: c.BodyTimeout.String(), Reason: "must be a positive duration such as 60s"}
 	case c.AuthToken != "" && strings.TrimSpace(c.AuthToken) == "":
@@ -149,7 +176,7 @@ func (c *Config) Validate(runner.Role) error {
 		// Never echo the token itself.
 		return &runner.ConfigError{Var: "MV_HTTP_AUTH_TOKEN", Value: "(hidden)", Reason: "must be printable UTF-8 text without spaces, line breaks or other control characters"}
 	}
-	return nil
+	return c.Config.Validate()
 }
 
 // validToken reports whether a token can travel in an Authorization header
@@ -173,6 +200,9 @@ type request struct {
 	remaining int
 	failed    bool
 	reason    string // why it failed, for the caller
+	// gone: the caller hung up after some of its messages were read;
+	// they finish, but no one takes the answer.
+	gone bool
 }
 
 type entryState uint8
@@ -192,6 +222,11 @@ type entry struct {
 	id    string
 	req   *request
 	state entryState
+	// results are the events the sinks wrote for it, copied
+	// (MV_HTTP_RESPONSE=result; see Results); noResult, that one of
+	// them could not be made an event.
+	results  []event.Event
+	noResult bool
 }
 
 // Source is the HTTP source.
@@ -213,6 +248,16 @@ type Source struct {
 	// offsetSuffix is "-<replica>" under MV_MESSAGE_IDS=numaflow: a
 	// message's offset for Numaflow's IDs is its ID and this.
 	offsetSuffix string
+
+	// mapper makes the result events (MV_HTTP_RESPONSE=result), nil
+	// in ack mode.
+	mapper *cewire.Mapper
+	// lost counts answers with results that no caller took
+	// (monovtx_http_source_results_lost_total); lostLog bounds the log
+	// lines about them.
+	lost    prometheus.Counter
+	nLost   atomic.Int64
+	lostLog lostLog
 
 	mu       sync.Mutex
 	queue    []*entry          // accepted, not yet read
@@ -258,6 +303,23 @@ func New(cfg Config, env runner.Env) (*Source, error) {
 	}
 	if token := strings.TrimSpace(cfg.AuthToken); token != "" {
 		s.auth = []byte("Bearer " + token)
+	}
+	if cfg.Response == ResponseResult {
+		mapper, err := cewire.New(cfg.Config, env.Name, log)
+		if err != nil {
+			return nil, err
+		}
+		s.mapper = mapper
+		s.lost = prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "monovtx_http_source_results_lost_total",
+			Help:        "Requests whose messages were written and acked but whose result (MV_HTTP_RESPONSE=result) no caller took: it hung up or timed out first.",
+			ConstLabels: prometheus.Labels{runner.LabelName: env.Name, runner.LabelReplica: strconv.Itoa(env.Replica)},
+		})
+		if env.Metrics != nil {
+			if err := env.Metrics.Register(s.lost); err != nil {
+				return nil, fmt.Errorf("http source: register monovtx_http_source_results_lost_total: %w", err)
+			}
+		}
 	}
 	env.Mux.Handle("POST /{$}", s)
 	env.Mux.Handle("POST /vertices/{vertex}", s)
@@ -375,6 +437,10 @@ func (s *Source) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.failed {
 		writeReply(w, http.StatusInternalServerError, reply{Error: req.reason + "; retry the request", ID: single(ids), IDs: many(ids)})
+		return
+	}
+	if s.mapper != nil {
+		s.answerResults(w, r, msgs, ids)
 		return
 	}
 	writeReply(w, http.StatusOK, reply{Message: "Data received successfully", ID: single(ids), IDs: many(ids)})
@@ -707,13 +773,25 @@ func (s *Source) abandon(msgs []*runner.Message) {
 	gone := map[*entry]bool{}
 	for _, m := range msgs {
 		e := m.Offset.(*entry)
-		if e.state == queued {
+		switch e.state {
+		case queued:
 			e.state = finished
 			gone[e] = true
 			if s.inflight[e.id] == e {
 				delete(s.inflight, e.id)
 			}
+		case read:
+			// It finishes without its caller: a result is then lost.
+			e.req.gone = true
 		}
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	if req := msgs[0].Offset.(*entry).req; req.remaining == 0 && !req.failed && s.mapper != nil && !req.gone {
+		// Finished as the caller left: the answer was ready, no one took it.
+		req.gone = true
+		s.resultLost(msgs[0].Offset.(*entry).id, "the caller hung up as its result was ready")
 	}
 	if len(gone) == 0 {
 		return
@@ -813,6 +891,9 @@ func (s *Source) finish(e *entry, failure string) {
 	e.req.remaining--
 	if e.req.remaining == 0 {
 		close(e.req.done)
+		if e.req.gone && !e.req.failed && s.mapper != nil {
+			s.resultLost(e.id, "the caller hung up before its messages were written")
+		}
 	}
 }
 
@@ -867,6 +948,9 @@ func (s *Source) Close(context.Context) error {
 	s.queue = nil
 	if n > 0 {
 		s.log.Infow("http source closed; answered waiting requests with 500 so their callers retry", "messages", n)
+	}
+	if n, _ := s.lostLog.flush(); n > 0 {
+		s.log.Warnw("http source: messages were written and acked, but their result (MV_HTTP_RESPONSE=result) reached no caller", "lost_since_last_line", n, "lost_total", s.nLost.Load())
 	}
 	return nil
 }

@@ -45,7 +45,22 @@ func main() {
 	tlsClientCA := flag.String("tls-client-ca", "", "PEM CA: require a client certificate signed by it")
 	saslUser := flag.String("sasl", "", "MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512): require SASL as this user")
 	oauthTokens := flag.String("oauthbearer", "", "comma-separated tokens: require SASL OAUTHBEARER with one of them (not with -tls-cert or -sasl)")
+	listenHost := flag.String("listen-host", "127.0.0.1", "address the brokers listen on (0.0.0.0 in a pod)")
+	advertise := flag.String("advertise", "", "host the brokers name in metadata, where clients connect (default: the listen address; in a pod, its Service's name)")
 	flag.Parse()
+	// listen is where every broker listens; kfake asks for 127.0.0.1:port.
+	listen := func(network, address string) (net.Listener, error) {
+		_, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen(network, net.JoinHostPort(*listenHost, port))
+		if err != nil || *advertise == "" {
+			return ln, err
+		}
+		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		return advertised{Listener: ln, addr: hostPort(net.JoinHostPort(*advertise, port))}, nil
+	}
 
 	var portList []int
 	for _, p := range strings.Split(*ports, ",") {
@@ -87,12 +102,14 @@ func main() {
 			tokens[t] = true
 		}
 		opts = append(opts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
-			ln, err := net.Listen(network, address)
+			ln, err := listen(network, address)
 			if err != nil {
 				return nil, err
 			}
 			return &oauthListener{Listener: ln, tokens: tokens}, nil
 		}))
+	} else {
+		opts = append(opts, kfake.ListenFn(listen))
 	}
 	if *dataDir != "" {
 		opts = append(opts, kfake.DataDir(*dataDir))
@@ -167,3 +184,18 @@ func serverTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// advertised is a listener whose address, which kfake puts in metadata as
+// the broker's host and port, is the one clients should connect to.
+type advertised struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l advertised) Addr() net.Addr { return l.addr }
+
+// hostPort is a TCP address given by name.
+type hostPort string
+
+func (h hostPort) Network() string { return "tcp" }
+func (h hostPort) String() string  { return string(h) }
