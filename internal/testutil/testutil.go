@@ -77,9 +77,24 @@ func BaseEnv() []string {
 // -cover when CoverDirEnv is set), and returns the binary's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	return build(t, "", pkg)
+}
+
+// BuildTool compiles a main package of the nested module in dir (relative
+// to this module's root, such as "hack/goaws": a peer a test starts, kept
+// out of this module's graph) once per test binary, without -race or
+// -cover, which are for this module's code, and returns the binary's path.
+func BuildTool(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	return build(t, dir, pkg)
+}
+
+func build(t testing.TB, dir, pkg string) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if p, ok := built[pkg]; ok {
+	key := filepath.Join(dir, pkg)
+	if p, ok := built[key]; ok {
 		return p
 	}
 	if buildDir == "" {
@@ -95,23 +110,23 @@ func Build(t testing.TB, pkg string) string {
 		}
 		buildDir = d
 	}
-	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
+	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(key, "./"), "/", "_"))
 	args := []string{"build", "-o", out}
-	if raceEnabled {
+	if raceEnabled && dir == "" {
 		args = append(args, "-race")
 	}
-	if coverDir() != "" {
+	if coverDir() != "" && dir == "" {
 		// atomic: the only mode -race allows, and the one the unit tests'
 		// profile uses, so the two merge.
 		args = append(args, "-cover", "-covermode=atomic", "-coverpkg=github.com/monovertex/monovertex/...")
 	}
 	args = append(args, pkg)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = ModuleRoot(t)
+	cmd.Dir = filepath.Join(ModuleRoot(t), dir)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		t.Fatalf("go build %s in %s: %v\n%s", pkg, cmd.Dir, err, b)
 	}
-	built[pkg] = out
+	built[key] = out
 	return out
 }
 
