@@ -49,6 +49,8 @@ type Core struct {
 	Retry
 	// RateLimit is embedded for the same reason as Retry.
 	RateLimit
+	// StageRetries is embedded for the same reason as Retry.
+	StageRetries
 	OnFailure         string        `envconfig:"MV_ON_FAILURE" default:"retry" desc:"after the retry steps are spent: retry, fallback or drop"`
 	ShutdownTimeout   time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
 	AdminPort         int           `envconfig:"MV_ADMIN_PORT" default:"2469" desc:"port of /metrics, /livez, /readyz, /status"`
@@ -371,6 +373,11 @@ func (c *Config) validateCore() error {
 			return &runner.ConfigError{Var: "MV_STAGE_RETRY_STEPS", Value: c.Retry.StageSteps, Reason: "must be a positive whole number or unlimited (empty: MV_RETRY_STEPS)"}
 		}
 		c.StageSteps = n
+	}
+	for _, role := range []runner.Role{runner.RoleTransformer, runner.RoleUDF} {
+		if _, err := c.StageRetry(role); err != nil {
+			return err
+		}
 	}
 	return nil
 }

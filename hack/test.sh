@@ -36,6 +36,9 @@ bash hack/coverage.sh "$COVERAGE_FLOOR" "$covdir/unit.out" "$covdir/e2e.out"
 echo "== nested modules: hack/bench (its tests check the benchmark clients' counting)"
 (cd hack/bench && go vet ./... && go test ./...)
 
+echo "== nested modules: hack/goaws (the SQS server the SQS tests build and start)"
+(cd hack/goaws && go vet ./...)
+
 echo "== offline deploy proof (ko resolve against a local registry, Knative validation)"
 (cd hack/tools && go vet ./...)
 bash hack/ko-proof.sh

@@ -178,6 +178,22 @@ type Stage struct {
 	Role StageRole
 	// Transformer does the work.
 	Transformer Transformer
+	// Retry is the stage's own retry strategy; nil retries it with the
+	// sink's (Options.Retry, MV_ON_FAILURE) as before.
+	Retry *StageRetry
+}
+
+// StageRetry is a transformer's or map UDF's own retry strategy: Numaflow's
+// spec.source.transformer.retryStrategy and spec.udf.retryStrategy, which
+// numaflow-core applies with shared/retry.rs.
+type StageRetry struct {
+	// Policy is the backoff between tries; its Steps (0: unlimited) are
+	// the retries before OnFailure decides.
+	Policy RetryPolicy
+	// OnFailure is what happens once the steps are spent, as numaflow-core
+	// does it for a stage: OnFailureDrop drops the message, anything else
+	// (OnFailureRetry) hands its input back to the source (a nack).
+	OnFailure OnFailure
 }
 
 // Pipeline is what an engine runs: a source, an ordered chain of stages,
@@ -213,6 +229,16 @@ type stage struct {
 	// streams: a map UDF whose container streams its outputs (see
 	// OutputStreamer).
 	streams bool
+}
+
+// exhausted reports whether a message of the stage that failed in round
+// (counting from 0) has no retries left: by the stage's own strategy, or
+// else by the sink's stage steps.
+func (st *stage) exhausted(sink RetryPolicy, round int) bool {
+	if st.Retry != nil {
+		return st.Retry.Policy.Exhausted(round)
+	}
+	return sink.StageExhausted(round)
 }
 
 // Engine moves messages from a source through a chain of stages to the

@@ -63,7 +63,7 @@ func TestNumaflowIDs(t *testing.T) {
 			}
 			sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
 				if inputNum(t, m.ID)%5 == 0 && attempt == 1 {
-					return runner.WriteResult{Status: runner.WriteNack, NackDelay: time.Millisecond}
+					return runner.WriteResult{Status: runner.WriteNack, NackOptions: runner.Nack{Delay: time.Millisecond}}
 				}
 				return runner.WriteResult{}
 			})

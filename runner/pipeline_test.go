@@ -3,7 +3,9 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,13 +110,15 @@ func TestOnSuccessWritesTheReplacementAndAcksAfterIt(t *testing.T) {
 }
 
 // TestSinkNackHandsBackWithTheDelayAndIsNotRetried: a NACK goes back to
-// the source with its delay; the sink does not see it again in that round.
+// the source with everything it asked for (delay, reason, max deliveries,
+// nack map); the sink does not see it again in that round.
 func TestSinkNackHandsBackWithTheDelayAndIsNotRetried(t *testing.T) {
+	sent := runner.Nack{Delay: 1500 * time.Millisecond, Reason: "downstream busy", MaxDeliveries: 3, Map: map[string]string{"tenant": "a", "try": "1"}}
 	const n = 200
 	src := runnertest.NewSource(runnertest.Messages(n))
 	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
 		if num(m.ID)%4 == 0 && attempt == 1 {
-			return runner.WriteResult{Status: runner.WriteNack, NackDelay: 1500 * time.Millisecond}
+			return runner.WriteResult{Status: runner.WriteNack, NackOptions: sent}
 		}
 		return runner.WriteResult{}
 	})
@@ -128,8 +132,8 @@ func TestSinkNackHandsBackWithTheDelayAndIsNotRetried(t *testing.T) {
 		want := 0
 		if i%4 == 0 {
 			want = 1
-			if d := src.NackDelay(id); d != 1500*time.Millisecond {
-				t.Fatalf("%s nacked with delay %v, want 1.5s", id, d)
+			if got := src.NackOf(id); !reflect.DeepEqual(got, sent) {
+				t.Fatalf("%s nacked with %+v, want %+v as the sink sent it", id, got, sent)
 			}
 		}
 		if nacked[id] != want {
@@ -504,5 +508,112 @@ func TestStatusLastErrorIsSnakeCase(t *testing.T) {
 	le, ok := doc["last_error"].(map[string]any)
 	if !ok || le["at"] == nil || !strings.Contains(fmt.Sprint(le["error"]), "first try fails") {
 		t.Fatalf("last_error %v, want {at, error}", doc["last_error"])
+	}
+}
+
+// TestFanOutNacksHandBackTheInputOnceWithTheLongestWait: when two outputs
+// of one input are nacked with different options, the input goes back
+// once, with the options of the nack that asked to wait longest.
+func TestFanOutNacksHandBackTheInputOnceWithTheLongestWait(t *testing.T) {
+	const n = 40
+	short := runner.Nack{Delay: time.Second, Reason: "short"}
+	long := runner.Nack{Delay: 2 * time.Second, Reason: "long", MaxDeliveries: 5, Map: map[string]string{"k": "v"}}
+	src := runnertest.NewSource(runnertest.Messages(n))
+	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
+		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "short"), runnertest.Copy(m, "long")}}
+	})
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if attempt > 1 {
+			return runner.WriteResult{}
+		}
+		if string(m.Value) == "short" {
+			return runner.WriteResult{Status: runner.WriteNack, NackOptions: short}
+		}
+		return runner.WriteResult{Status: runner.WriteNack, NackOptions: long}
+	})
+	if _, err := runPipeline(t, runner.Options{BatchSize: 8}, runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr}}}); err != nil {
+		t.Fatal(err)
+	}
+	nacked := src.Nacked()
+	for i := range n {
+		id := fmt.Sprintf("m-%d", i)
+		if nacked[id] != 1 {
+			t.Fatalf("%s nacked %d times, want once", id, nacked[id])
+		}
+		if got := src.NackOf(id); !reflect.DeepEqual(got, long) {
+			t.Fatalf("%s nacked with %+v, want the longer wait's %+v", id, got, long)
+		}
+	}
+}
+
+// TestAStageWithItsOwnRetryStrategy: a transformer with its own retry
+// strategy (2 steps) gets 3 tries per failing message whatever the sink's
+// (unlimited here), then does what its onFailure says, as numaflow-core's
+// shared/retry.rs: drop drops the message, retry hands the input back to
+// the source with a reason.
+func TestAStageWithItsOwnRetryStrategy(t *testing.T) {
+	for _, onFailure := range []runner.OnFailure{runner.OnFailureDrop, runner.OnFailureRetry} {
+		t.Run(string(onFailure), func(t *testing.T) {
+			const n = 30
+			src := runnertest.NewSource(runnertest.Messages(n))
+			failed := map[string]bool{}
+			tr := runnertest.NewTransformer(func(m *runner.Message, attempt int) runner.TransformResult {
+				// m%3 == 0 fails its first 3 tries; once handed back and
+				// read again it passes.
+				if num(m.ID)%3 == 0 && attempt <= 3 {
+					return runner.TransformResult{Err: errors.New("not now")}
+				}
+				return runner.TransformResult{Outputs: []*runner.Message{m}}
+			})
+			sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
+			retry := &runner.StageRetry{Policy: runner.RetryPolicy{Interval: time.Millisecond, Steps: 2}, OnFailure: onFailure}
+			_, err := runPipeline(t, runner.Options{BatchSize: 10, Retry: runner.RetryPolicy{Interval: time.Millisecond}},
+				runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr, Retry: retry}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nacked := src.Nacked()
+			for i := range n {
+				id := fmt.Sprintf("m-%d", i)
+				if i%3 != 0 {
+					continue
+				}
+				failed[id] = true
+				switch onFailure {
+				case runner.OnFailureDrop:
+					if a := tr.Attempts(id); a != 3 || nacked[id] != 0 || sink.Attempts(id) != 0 {
+						t.Fatalf("%s: %d tries, %d nacks, %d writes; want 3 tries (2 retries), then dropped", id, a, nacked[id], sink.Attempts(id))
+					}
+				default:
+					if a := tr.Attempts(id); a != 4 || nacked[id] != 1 || sink.Attempts(id) != 1 || !strings.Contains(src.NackOf(id).Reason, "not now") {
+						t.Fatalf("%s: %d tries, %d nacks (%+v), %d writes; want 3 tries, a nack with the failure as its reason, then a try that passes and is written", id, a, nacked[id], src.NackOf(id), sink.Attempts(id))
+					}
+				}
+			}
+			if len(failed) != 10 {
+				t.Fatalf("%d failing messages; the test expects 10", len(failed))
+			}
+		})
+	}
+}
+
+// TestANackWithoutADelayKeepsItsReason: the first nack of an input stands
+// as it came, with no delay to compare it by.
+func TestANackWithoutADelayKeepsItsReason(t *testing.T) {
+	sent := runner.Nack{Reason: "not yet", MaxDeliveries: 2}
+	src := runnertest.NewSource(runnertest.Messages(10))
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if attempt == 1 {
+			return runner.WriteResult{Status: runner.WriteNack, NackOptions: sent}
+		}
+		return runner.WriteResult{}
+	})
+	if _, err := runPipeline(t, runner.Options{BatchSize: 5}, runner.Pipeline{Source: src, Sink: sink}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if got := src.NackOf(fmt.Sprintf("m-%d", i)); !reflect.DeepEqual(got, sent) {
+			t.Fatalf("m-%d nacked with %+v, want %+v", i, got, sent)
+		}
 	}
 }

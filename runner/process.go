@@ -19,11 +19,11 @@ import (
 // handed back.
 type inputState struct {
 	msg       *Message
-	remaining int           // outputs not yet in a final state
-	nack      bool          // give it back to the source
-	nackDelay time.Duration // the longest delay any of its outputs asked for
-	failed    bool          // it cannot reach a final state in this attempt
-	settled   bool          // acked or nacked already
+	remaining int  // outputs not yet in a final state
+	nack      bool // give it back to the source
+	nackWith  Nack // what the nack that asked to wait longest asked for
+	failed    bool // it cannot reach a final state in this attempt
+	settled   bool // acked or nacked already
 	// release is the input's own Message.Release, taken off the message
 	// as the batch starts: a transformer that copies the struct (out :=
 	// *m) must not carry it into an output, which would release the
@@ -182,11 +182,18 @@ func (b *batch) final(i int) {
 	b.inputs[i].remaining--
 }
 
-// nack marks input i to be handed back, after delay at the least.
-func (b *batch) nack(i int, delay time.Duration) {
+// nack marks input i to be handed back with n (or with an earlier nack
+// of another of its outputs that asked to wait longer).
+func (b *batch) nack(i int, n Nack) {
 	in := &b.inputs[i]
+	if in.nack {
+		in.nackWith = in.nackWith.longer(n)
+	} else {
+		// The first nack's options stand as they came, even without a
+		// delay to compare.
+		in.nackWith = n
+	}
 	in.nack = true
-	in.nackDelay = max(in.nackDelay, delay)
 }
 
 // ackFinal acks every input whose outputs are all final and which is not
@@ -279,16 +286,28 @@ func (b *batch) ack(ctx context.Context, ready []*Message) (int, error) {
 // handBack nacks what could not be finished (a nack from a stage or a
 // sink, a fallback that failed for good, or work cut short by shutdown or
 // a fatal error), so the source redelivers it; sources without Nack
-// redeliver after their own timeout. Inputs are grouped by the delay their
+// redeliver after their own timeout. Inputs are grouped by what their
 // nack asked for.
 func (b *batch) handBack(ctx context.Context) {
-	byDelay := map[time.Duration][]*Message{}
+	type group struct {
+		nack Nack
+		msgs []*Message
+	}
+	var groups []*group
+	byKey := map[string]*group{}
 	n := 0
 	for i := range b.inputs {
 		in := &b.inputs[i]
 		if !in.settled {
 			in.settled = true
-			byDelay[in.nackDelay] = append(byDelay[in.nackDelay], in.msg)
+			k := in.nackWith.key()
+			g := byKey[k]
+			if g == nil {
+				g = &group{nack: in.nackWith}
+				byKey[k] = g
+				groups = append(groups, g)
+			}
+			g.msgs = append(g.msgs, in.msg)
 			n++
 		}
 	}
@@ -300,8 +319,8 @@ func (b *batch) handBack(ctx context.Context) {
 	e.count(&e.totals.nacked, e.m.NackTotal, n)
 	// Out of the set before the nack, so a redelivery it brings at once
 	// is not taken for a duplicate.
-	for _, back := range byDelay {
-		e.settled(back)
+	for _, g := range groups {
+		e.settled(g.msgs)
 	}
 	nacker, ok := e.src.(Nacker)
 	if !ok {
@@ -319,13 +338,13 @@ func (b *batch) handBack(ctx context.Context) {
 	defer cancel()
 	nctx, span := b.startSpan(nctx, "nack", n)
 	var nackErr error
-	for delay, back := range byDelay {
+	for _, g := range groups {
 		start := time.Now()
-		err := nacker.Nack(nctx, back, delay)
+		err := nacker.Nack(nctx, g.msgs, g.nack)
 		observeSince(e.m.NackTime, start)
 		if err != nil {
 			nackErr = err
-			e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(back), zap.Error(err))
+			e.log.Warnw("nack failed, the source will redeliver after its ack timeout", "count", len(g.msgs), zap.Error(err))
 		}
 	}
 	if span != nil {
@@ -345,21 +364,25 @@ func (b *batch) callBackoff(ctx context.Context, round int) error {
 // message left failed only because its peer is away (Unavailable), it waits
 // on the call schedule and spends no retry step; otherwise it waits on
 // MV_RETRY_* and the round counts.
-func (b *batch) backoff(ctx context.Context, peerAway bool, round, calls *int) error {
+func (b *batch) backoff(ctx context.Context, policy *RetryPolicy, peerAway bool, round, calls *int) error {
 	if peerAway {
 		err := b.callBackoff(ctx, *calls)
 		*calls++
 		return err
 	}
 	*calls = 0
-	err := b.retryBackoff(ctx, *round)
+	p := b.e.opts.Retry
+	if policy != nil {
+		p = *policy
+	}
+	err := b.retryBackoff(ctx, p, *round)
 	*round++
 	return err
 }
 
 // retryBackoff waits before retrying the messages of a round that failed.
-func (b *batch) retryBackoff(ctx context.Context, round int) error {
-	if !clock.Sleep(ctx, b.e.opts.Retry.Delay(round)) {
+func (b *batch) retryBackoff(ctx context.Context, p RetryPolicy, round int) error {
+	if !clock.Sleep(ctx, p.Delay(round)) {
 		return ctx.Err()
 	}
 	return nil
@@ -391,6 +414,9 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (next []output, attempts int, err error) {
 	e := b.e
 	call := roundCall[TransformResult]{name: st.name, failed: "call failed", call: st.t.Transform, time: st.time, nErr: st.nErr, errors: st.errors}
+	if st.Retry != nil {
+		call.retry = &st.Retry.Policy
+	}
 	if et, ok := st.t.(EachTransformer); ok {
 		call.each = et.TransformEach
 		call.early = func(o output, r TransformResult) {
@@ -407,7 +433,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 			in := &b.inputs[o.parent]
 			switch {
 			case r.Nack:
-				b.nack(o.parent, r.NackDelay)
+				b.nack(o.parent, r.NackOptions)
 				b.final(o.parent)
 			case r.Err != nil:
 				b.tainted = true
@@ -419,12 +445,23 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					again = append(again, o)
 					continue
 				}
-				if !IsPermanent(r.Err) && !e.opts.Retry.StageExhausted(round) {
+				if !IsPermanent(r.Err) && !st.exhausted(e.opts.Retry, round) {
 					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
 					again = append(again, o)
 					continue
 				}
-				switch e.opts.OnFailure {
+				onFailure := e.opts.OnFailure
+				if st.Retry != nil && st.Retry.OnFailure != OnFailureDrop {
+					// numaflow-core's RetryStep::Nack: the input goes
+					// back to the source, to come again.
+					e.failures.error(st.name+" failed, its retries spent: the input is handed back to the source", r.Err, o.msg.ID, 1)
+					b.nack(o.parent, Nack{Reason: fmt.Sprintf("%s failed after its retries: %v", st.name, r.Err)})
+					b.final(o.parent)
+					continue
+				} else if st.Retry != nil {
+					onFailure = OnFailureDrop
+				}
+				switch onFailure {
 				case OnFailureFallback:
 					e.failures.error(st.name+" failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
 					b.toFallback = append(b.toFallback, o)
@@ -537,6 +574,8 @@ type roundCall[R any] struct {
 	// it arrives, in the calling goroutine.
 	each  func(ctx context.Context, msgs []*Message, done func(k int, r R)) error
 	early func(o output, r R)
+	// retry is the backoff between rounds; nil takes Options.Retry.
+	retry *RetryPolicy
 }
 
 // invoke makes one call of c over msgs, the messages of pending. got says
@@ -596,7 +635,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		if len(pending) == 0 {
 			// Only spent messages are left: the round is over.
 			pending, spent = spent, nil
-			if err := b.backoff(ctx, false, &round, &calls); err != nil {
+			if err := b.backoff(ctx, c.retry, false, &round, &calls); err != nil {
 				return attempts, err
 			}
 			continue
@@ -668,7 +707,7 @@ func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []o
 		peerAway := len(again) == away && len(spent) == 0
 		pending, spent = append(again, spent...), nil
 		if len(pending) > 0 {
-			if err := b.backoff(ctx, peerAway, &round, &calls); err != nil {
+			if err := b.backoff(ctx, c.retry, peerAway, &round, &calls); err != nil {
 				return attempts, err
 			}
 		}
@@ -790,7 +829,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				// Numaflow hands a nacked message back to the source with
 				// its options; it is not retried on the sink.
 				e.totals.sinkNacked.Add(1)
-				b.nack(o.parent, r.NackDelay)
+				b.nack(o.parent, r.NackOptions)
 				b.final(o.parent)
 				continue
 			}

@@ -7,6 +7,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -155,9 +156,44 @@ type Source interface {
 // Nacker is implemented by sources that can take messages back for
 // redelivery sooner than their ack deadline would.
 type Nacker interface {
-	// Nack hands msgs back; a positive delay asks the source to redeliver
-	// them no sooner than that (Numaflow's NackOptions.delay), where it can.
-	Nack(ctx context.Context, msgs []*Message, delay time.Duration) error
+	// Nack hands msgs back with what the stage or sink that nacked them
+	// asked for (the zero Nack when the engine hands them back itself,
+	// such as at shutdown). A source honours n.Delay where it can, and
+	// n.MaxDeliveries where it counts deliveries.
+	Nack(ctx context.Context, msgs []*Message, n Nack) error
+}
+
+// Nack is what a transformer, map UDF or sink asked of the source when it
+// nacked a message: Numaflow's NackOptions (common.NackOptions; its
+// numaflow-core form in message.rs), carried to the source's nack as they
+// came, so a user-defined source's NackFn sees them as the sink sent them.
+type Nack struct {
+	// Delay asks the source to redeliver no sooner than this (Numaflow's
+	// delay, in milliseconds on the wire); 0: no delay asked for.
+	Delay time.Duration
+	// Reason says why, in the nacking container's words; "" when none.
+	Reason string
+	// MaxDeliveries is the most deliveries the nacking side wants the
+	// message to have; 0 when none was asked for.
+	MaxDeliveries uint32
+	// Map is Numaflow's nack_map, generic values for the source.
+	Map map[string]string
+}
+
+// longer returns whichever of n and o asks for the longer delay, n on a
+// tie: when several outputs of one input nack, the input is handed back
+// once, with the options of the nack that asked to wait longest.
+func (n Nack) longer(o Nack) Nack {
+	if o.Delay > n.Delay {
+		return o
+	}
+	return n
+}
+
+// key identifies the options, so the engine can hand back the inputs
+// nacked alike in one call; fmt prints a map's keys sorted.
+func (n Nack) key() string {
+	return fmt.Sprintf("%d\x00%q\x00%d\x00%v", n.Delay, n.Reason, n.MaxDeliveries, n.Map)
 }
 
 // PendingReader is implemented by sources that know how many messages are
@@ -220,10 +256,11 @@ type TransformResult struct {
 	// Err is set when this message failed. It is retried with the retry
 	// strategy unless wrapped with Permanent, after which MV_ON_FAILURE decides.
 	Err error
-	// Nack asks the engine to hand the input back to the source unprocessed,
-	// to be redelivered after NackDelay where the source can delay it.
-	Nack      bool
-	NackDelay time.Duration
+	// Nack asks the engine to hand the input back to the source
+	// unprocessed, with NackOptions (a delay, where the source can delay
+	// it, and the rest of what the container asked for).
+	Nack        bool
+	NackOptions Nack
 }
 
 // Hold hands the engine release, which frees memory that the outputs'
@@ -269,8 +306,8 @@ const (
 	// WriteResult.OnSuccess in its place) to be written to the onSuccess
 	// sink; the input is acked only after that write.
 	WriteOnSuccess
-	// WriteNack means the sink hands the message back to the source, to be
-	// redelivered after WriteResult.NackDelay; it is not retried on the sink.
+	// WriteNack means the sink hands the message back to the source with
+	// WriteResult.NackOptions; it is not retried on the sink.
 	WriteNack
 )
 
@@ -299,9 +336,9 @@ type WriteResult struct {
 	// OnSuccess, with WriteOnSuccess, is the message to write to the
 	// onSuccess sink instead of the original; nil writes the original.
 	OnSuccess *Message
-	// NackDelay, with WriteNack, is how long the source should wait before
-	// redelivering the message.
-	NackDelay time.Duration
+	// NackOptions, with WriteNack, is what the sink asked of the source:
+	// how long to wait before redelivering the message, and why.
+	NackOptions Nack
 }
 
 // OKResults returns n successful results, for sinks that succeed or fail

@@ -16,7 +16,9 @@
 //     process sees its message id (default 13; 0 disables);
 //  3. n % EXAMPLE_NACK_EVERY == 4 is answered NACK with a redelivery delay
 //     of EXAMPLE_NACK_DELAY_MS milliseconds the first time this process sees
-//     its message id (default 0: disabled; delay default 0);
+//     its message id (default 0: disabled; delay default 0), its reason
+//     "example nack for <n> (first attempt)" and, when
+//     EXAMPLE_NACK_MAX_DELIVERIES is set, that max_deliveries;
 //  4. n % EXAMPLE_ONSUCCESS_EVERY == 3 is written, then answered ON_SUCCESS
 //     with a replacement message whose value is "onsuccess:" followed by the
 //     original value and whose keys are ["ons"] (default 0: disabled; never
@@ -82,6 +84,7 @@ func main() {
 		failEvery:      examplesrv.Int("EXAMPLE_FAIL_EVERY", 13),
 		nackEvery:      examplesrv.Int("EXAMPLE_NACK_EVERY", 0),
 		nackDelayMS:    uint64(examplesrv.Int("EXAMPLE_NACK_DELAY_MS", 0)),
+		nackMax:        uint32(examplesrv.Int("EXAMPLE_NACK_MAX_DELIVERIES", 0)),
 		onSuccessEvery: examplesrv.Int("EXAMPLE_ONSUCCESS_EVERY", 0),
 		fsync:          os.Getenv("EXAMPLE_FSYNC") == "true",
 		lock:           os.Getenv("EXAMPLE_LOCK") == "true",
@@ -122,6 +125,7 @@ func main() {
 type sink struct {
 	fallbackEvery, failEvery, nackEvery, onSuccessEvery int
 	nackDelayMS                                         uint64
+	nackMax                                             uint32 // EXAMPLE_NACK_MAX_DELIVERIES; 0: none
 	fsync                                               bool
 	lock                                                bool
 	overlapFile                                         string
@@ -186,7 +190,11 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 			continue
 		case isNum && s.nackEvery > 0 && n%s.nackEvery == 4 && firstSight(&s.mu, s.nacked, d.ID()):
 			reason, delay := fmt.Sprintf("example nack for %d (first attempt)", n), s.nackDelayMS
-			res = res.Append(sinker.ResponseNack(d.ID(), &sinker.NackOptions{Reason: &reason, Delay: &delay}))
+			opts := &sinker.NackOptions{Reason: &reason, Delay: &delay}
+			if s.nackMax > 0 {
+				opts.MaxDeliveries = &s.nackMax
+			}
+			res = res.Append(sinker.ResponseNack(d.ID(), opts))
 			continue
 		}
 		shown, ok := -1, "ok"

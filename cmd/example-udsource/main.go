@@ -19,8 +19,11 @@
 // redelivery of a nacked id, so a test can check that each redelivery came
 // after its delay:
 //
-//	<id> TAB <nack time, unix ms> TAB <delay ms>
+//	<id> TAB <nack time, unix ms> TAB <delay ms> TAB <max deliveries> TAB <reason>
 //	<id> TAB <read time, unix ms> TAB redeliver
+//
+// (max deliveries 0 and an empty reason when the nack carried none), so a
+// test can also check that the source saw what the sink's nack asked for.
 //
 // EXAMPLE_REDELIVER_AFTER=duration (Go syntax; default 0, off) makes it a
 // queue with a visibility timeout, as SQS is: an id emitted and neither
@@ -45,6 +48,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,13 +335,23 @@ func (s *source) Nack(_ context.Context, req sourcer.NackRequest) {
 		id, ok := offsetID(o.Offset)
 		if ok && s.inflight[id] {
 			var delay uint64
-			if o.NackOptions != nil && o.NackOptions.Delay != nil {
-				delay = *o.NackOptions.Delay
+			var maxDeliveries uint32
+			var reason string
+			if opts := o.NackOptions; opts != nil {
+				if opts.Delay != nil {
+					delay = *opts.Delay
+				}
+				if opts.MaxDeliveries != nil {
+					maxDeliveries = *opts.MaxDeliveries
+				}
+				if opts.Reason != nil {
+					reason = strings.NewReplacer("\t", " ", "\n", " ").Replace(*opts.Reason)
+				}
 			}
 			delete(s.inflight, id)
 			delete(s.emitted, id)
 			s.queue = append(s.queue, nacked{id: id, due: now.Add(time.Duration(delay) * time.Millisecond)})
-			lines = fmt.Appendf(lines, "%d\t%d\t%d\n", id, now.UnixMilli(), delay)
+			lines = fmt.Appendf(lines, "%d\t%d\t%d\t%d\t%s\n", id, now.UnixMilli(), delay, maxDeliveries, reason)
 		}
 	}
 	s.logNacks(lines)

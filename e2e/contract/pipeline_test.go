@@ -197,7 +197,7 @@ func (p *pipeline) readNackLog() []nackEvent {
 	var evs []nackEvent
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.Split(l, "\t")
-		if len(f) != 3 {
+		if len(f) < 3 {
 			continue
 		}
 		id, err1 := strconv.Atoi(f[0])

@@ -321,8 +321,10 @@ func (c *converter) source() {
 		c.natsSource(p, s.Nats)
 	case "serving":
 		c.fail(p, "the serving source belongs to Numaflow's ServingPipeline; Numaflow refuses it in a MonoVertex too")
-	case "pulsar", "sqs":
-		c.fail(p, "the runner has no %s source: run a Numaflow user-defined source (source.udsource) for it", kinds[0])
+	case "sqs":
+		c.sqsSource(p, s.Sqs)
+	case "pulsar":
+		c.fail(p, "the runner has no pulsar source: run a Numaflow user-defined source (source.udsource) for it")
 	}
 	t := s.UDTransformer
 	if t == nil {
@@ -346,7 +348,14 @@ func (c *converter) source() {
 		c.setEnv("MV_TRANSFORMER", "udtransformer", p)
 		c.udContainer(p, "transformer", "transformer", t.Container)
 	}
-	c.stageRetry(p+".retryStrategy", t.RetryStrategy)
+	if c.opts.TransformerFilter != "" {
+		if t.RetryStrategy != nil {
+			c.checkRetry(p+".retryStrategy", t.RetryStrategy)
+			c.warn(p+".retryStrategy", "not carried: the in-process filter that replaces the transformer has no calls to retry")
+		}
+		return
+	}
+	c.stageRetry(p+".retryStrategy", "MV_TRANSFORMER_", t.RetryStrategy)
 }
 
 func image(x *nf.Container) string {
@@ -792,7 +801,7 @@ func (c *converter) udf() {
 		c.setEnv("MV_UDF", "udmap", p)
 		c.udContainer(p, "udf", "udf", u.Container)
 	}
-	c.stageRetry(p+".retryStrategy", u.RetryStrategy)
+	c.stageRetry(p+".retryStrategy", "MV_UDF_", u.RetryStrategy)
 }
 
 // sinkKind returns the one kind set in a sink tier.
@@ -818,8 +827,8 @@ func (c *converter) sinkKind(p string, s *nf.AbstractSink) string {
 	switch kinds[0] {
 	case "serve":
 		c.fail(p+".serve", "the serve sink belongs to Numaflow's ServingPipeline; a MonoVertex has no serving store")
-	case "sqs", "pulsar":
-		c.fail(p+"."+kinds[0], "the runner has no %s sink: run a Numaflow user-defined sink (udsink) for it", kinds[0])
+	case "pulsar":
+		c.fail(p+".pulsar", "the runner has no pulsar sink: run a Numaflow user-defined sink (udsink) for it")
 	}
 	return kinds[0]
 }
@@ -881,9 +890,67 @@ func (c *converter) sink() {
 			}
 			c.kafkaConfig(p, k.Config, true, k.TLS, k.SASL)
 			c.kafkaAuth(p, k.TLS, k.SASL)
+		case "sqs":
+			prefix := map[string]string{"MV_SINK": "MV_SQS_SINK_", "MV_FALLBACK_SINK": "MV_FALLBACK_SQS_", "MV_ON_SUCCESS_SINK": "MV_ON_SUCCESS_SQS_"}[t.envKind]
+			q := t.sink.Sqs
+			c.sqsQueue(p, prefix, q.QueueName, q.AWSRegion, q.QueueOwnerAWSAccountID, q.AssumeRole)
 		}
 	}
 	c.kafkaSinkSettings()
+}
+
+// sqsQueue sets the variables naming an SQS queue (prefix QUEUE_NAME,
+// REGION, QUEUE_OWNER_ACCOUNT_ID, ASSUME_ROLE). Credentials come from the
+// default AWS chain, as in numaflow-core: the AWS_* variables the
+// containerTemplate sets from a Secret, or the pod's IAM role.
+func (c *converter) sqsQueue(p, prefix, queue, region, account string, role *nf.AWSAssumeRole) {
+	if queue == "" {
+		c.fail(p+".queueName", "required: the name of the SQS queue")
+	}
+	if region == "" {
+		c.fail(p+".awsRegion", "required: the AWS region of the queue")
+	}
+	c.setEnv(prefix+"QUEUE_NAME", queue, p+".queueName")
+	c.setEnv(prefix+"REGION", region, p+".awsRegion")
+	if account != "" {
+		c.setEnv(prefix+"QUEUE_OWNER_ACCOUNT_ID", account, p+".queueOwnerAWSAccountID")
+	}
+	if role != nil {
+		if role.RoleARN == "" {
+			c.fail(p+".assumeRole.roleArn", "required: the ARN of the role to assume")
+		}
+		b, err := json.Marshal(role)
+		if err != nil {
+			c.fail(p+".assumeRole", "%v", err)
+		}
+		c.setEnv(prefix+"ASSUME_ROLE", string(b), p+".assumeRole")
+	}
+}
+
+func (c *converter) sqsSource(p string, q *nf.SqsSource) {
+	c.setEnv("MV_SOURCE", "sqs", p)
+	c.sqsQueue(p, "MV_SQS_", q.QueueName, q.AWSRegion, q.QueueOwnerAWSAccountID, q.AssumeRole)
+	for _, f := range []struct {
+		v        *int32
+		env, sub string
+	}{
+		{q.VisibilityTimeout, "MV_SQS_VISIBILITY_TIMEOUT", "visibilityTimeout"},
+		{q.MaxNumberOfMessages, "MV_SQS_MAX_NUMBER_OF_MESSAGES", "maxNumberOfMessages"},
+		{q.WaitTimeSeconds, "MV_SQS_WAIT_TIME_SECONDS", "waitTimeSeconds"},
+	} {
+		if f.v != nil {
+			c.setEnv(f.env, strconv.Itoa(int(*f.v)), p+"."+f.sub)
+		}
+	}
+	if q.EndpointURL != nil && *q.EndpointURL != "" {
+		c.setEnv("MV_SQS_ENDPOINT_URL", *q.EndpointURL, p+".endpointUrl")
+	}
+	if len(q.AttributeNames) > 0 {
+		c.setEnv("MV_SQS_ATTRIBUTE_NAMES", strings.Join(q.AttributeNames, ","), p+".attributeNames")
+	}
+	if len(q.MessageAttributeNames) > 0 {
+		c.setEnv("MV_SQS_MESSAGE_ATTRIBUTE_NAMES", strings.Join(q.MessageAttributeNames, ","), p+".messageAttributeNames")
+	}
 }
 
 // backoffEnv is the runner's retry strategy derived from a Numaflow one.
@@ -923,17 +990,61 @@ func (c *converter) checkRetry(p string, r *nf.RetryStrategy) {
 	}
 }
 
-func (c *converter) stageRetry(p string, r *nf.RetryStrategy) {
+// stageRetry converts a transformer's or UDF's own retry strategy into its
+// MV_TRANSFORMER_* or MV_UDF_* variables (prefix), all of them, with
+// numaflow-core's defaults for what the strategy leaves out (RetryConfig's
+// default in config/components/sink.rs: 1ms, factor 1, no cap, no jitter,
+// 65535 steps, onFailure retry), not the sink's: numaflow-core gives a
+// stage strategy nothing of the sink's. As there, onFailure retry takes
+// 65535 steps whatever steps says, and once they are spent the input goes
+// back to the source (shared/retry.rs, RetryStep::Nack).
+func (c *converter) stageRetry(p, prefix string, r *nf.RetryStrategy) {
 	if r == nil {
 		return
 	}
 	c.checkRetry(p, r)
-	if r.OnFailure != nil && *r.OnFailure == nf.OnFailureFallback {
+	onFailure := nf.OnFailureRetry
+	if r.OnFailure != nil {
+		onFailure = *r.OnFailure
+	}
+	if onFailure == nf.OnFailureFallback {
 		c.fail(p+".onFailure", "fallback is for sinks; Numaflow refuses it for a transformer or UDF too")
 	}
-	if !reflect.DeepEqual(*r, c.mv.Spec.Sink.RetryStrategy) {
-		c.warn(p, "not carried: the runner retries every stage with one strategy, spec.sink.retryStrategy (MV_RETRY_*, MV_ON_FAILURE)")
+	interval, steps, factor, capDur, jitter := "1ms", uint32(65535), 1.0, "0s", 0.0
+	bp := p + ".backoff"
+	if b := r.BackOff; b != nil {
+		if b.Interval != nil {
+			interval = dur(b.Interval)
+		}
+		if b.Factor != nil {
+			factor = *b.Factor
+		}
+		if b.Cap != nil {
+			capDur = dur(b.Cap)
+		}
+		if b.Jitter != nil {
+			jitter = *b.Jitter
+		}
+		if b.Steps != nil {
+			switch n := *b.Steps & 0xffff; {
+			case onFailure == nf.OnFailureRetry:
+				c.warn(bp+".steps", "ignored with onFailure retry, as Numaflow ignores it: 65535 tries, then the input goes back to the source")
+			case n == 0:
+				c.fail(bp+".steps", "%d is 0 retries in Numaflow, which keeps steps in 16 bits; use 1 to 65535", *b.Steps)
+			default:
+				if n != *b.Steps {
+					c.warn(bp+".steps", "%d is %d retries, as Numaflow keeps steps in 16 bits", *b.Steps, n)
+				}
+				steps = n
+			}
+		}
 	}
+	c.setEnv(prefix+"RETRY_INTERVAL", interval, bp+".interval")
+	c.setEnv(prefix+"RETRY_STEPS", strconv.FormatUint(uint64(steps), 10), bp+".steps")
+	c.setEnv(prefix+"RETRY_FACTOR", strconv.FormatFloat(factor, 'g', -1, 64), bp+".factor")
+	c.setEnv(prefix+"RETRY_CAP", capDur, bp+".cap")
+	c.setEnv(prefix+"RETRY_JITTER", strconv.FormatFloat(jitter, 'g', -1, 64), bp+".jitter")
+	c.setEnv(prefix+"ON_FAILURE", string(onFailure), p+".onFailure")
 }
 
 func (c *converter) retry() {

@@ -77,29 +77,39 @@ func BaseEnv() []string {
 // -cover when CoverDirEnv is set), and returns the binary's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
-	return build(t, ModuleRoot(t), pkg, nil)
+	return build(t, "", pkg, true, nil)
 }
 
-// BuildIn compiles the main package pkg of the module in dir, another
-// module than this one (a runner built outside it), as Build does, with
-// env added to the go command's environment.
+// BuildTool compiles a main package of the nested module in dir (relative
+// to this module's root, such as "hack/goaws": a peer a test starts, kept
+// out of this module's graph) once per test binary, without -race or
+// -cover, which are for this module's code, and returns the binary's path.
+func BuildTool(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	return build(t, dir, pkg, false, nil)
+}
+
+// BuildIn compiles the main package pkg of the module in dir (an absolute
+// path), a module of its own built on this one's code (a runner with an
+// adapter from outside, docs/writing-an-adapter.md), as Build does: with
+// -race and -cover as the tests run. env is added to the go command's.
 func BuildIn(t testing.TB, dir, pkg string, env ...string) string {
 	t.Helper()
-	return build(t, dir, pkg, env)
+	return build(t, dir, pkg, true, env)
 }
 
 // Race reports whether the tests run with -race, for tests that run the go
 // command themselves and want the same.
 func Race() bool { return raceEnabled }
 
-func build(t testing.TB, dir, pkg string, env []string) string {
+// build compiles pkg in dir (relative to this module's root, or absolute);
+// ours says the binary's point is this module's code, which then gets
+// -race and -cover as the tests run.
+func build(t testing.TB, dir, pkg string, ours bool, env []string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	key := pkg
-	if dir != ModuleRoot(t) {
-		key = dir + ":" + pkg
-	}
+	key := filepath.Join(dir, pkg)
 	if p, ok := built[key]; ok {
 		return p
 	}
@@ -116,17 +126,12 @@ func build(t testing.TB, dir, pkg string, env []string) string {
 		}
 		buildDir = d
 	}
-	name := strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_")
-	if key != pkg {
-		// Another module's package: its path says nothing unique.
-		name = fmt.Sprintf("%s_%d_%s", filepath.Base(dir), len(built), name)
-	}
-	out := filepath.Join(buildDir, name)
+	out := filepath.Join(buildDir, strings.ReplaceAll(strings.Trim(key, "./"), "/", "_"))
 	args := []string{"build", "-o", out}
-	if raceEnabled {
+	if raceEnabled && ours {
 		args = append(args, "-race")
 	}
-	if coverDir() != "" {
+	if coverDir() != "" && ours {
 		// atomic: the only mode -race allows, and the one the unit tests'
 		// profile uses, so the two merge.
 		args = append(args, "-cover", "-covermode=atomic", "-coverpkg=github.com/monovertex/monovertex/...")
@@ -134,11 +139,14 @@ func build(t testing.TB, dir, pkg string, env []string) string {
 	args = append(args, pkg)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
+	if !filepath.IsAbs(dir) {
+		cmd.Dir = filepath.Join(ModuleRoot(t), dir)
+	}
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		t.Fatalf("go build %s in %s: %v\n%s", pkg, cmd.Dir, err, b)
 	}
 	built[key] = out
 	return out

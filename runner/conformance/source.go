@@ -233,7 +233,7 @@ func sourceNack(t *testing.T, c SourceCase) {
 	if err := ack(t, c, src, ctx, got[5:]); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
-	if err := callE(t, "Nack of 5 messages", c.Features.CallTimeout, func() error { return nacker.Nack(ctx, got[:5], 0) }); err != nil {
+	if err := callE(t, "Nack of 5 messages", c.Features.CallTimeout, func() error { return nacker.Nack(ctx, got[:5], runner.Nack{}) }); err != nil {
 		t.Fatalf("nack: %v", err)
 	}
 	readBack(t, c, ctx, src, back, "nack", "acked or never nacked", "nacked messages not read again")
@@ -296,7 +296,7 @@ func (c SourceCase) badInput(t *testing.T) {
 	_ = ack(t, c, src, ctx, nil)
 	_ = ack(t, c, src, ctx, foreignMessages())
 	if nacker, ok := src.(runner.Nacker); ok {
-		call(t, "Nack of messages never read", c.Features.CallTimeout, func() { _ = nacker.Nack(ctx, foreignMessages(), 0) })
+		call(t, "Nack of messages never read", c.Features.CallTimeout, func() { _ = nacker.Nack(ctx, foreignMessages(), runner.Nack{}) })
 	}
 	c.Produce(t, 5)
 	got := readN(t, c, ctx, src, 5, 10)

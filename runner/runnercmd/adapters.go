@@ -43,7 +43,9 @@ func (b built) pipeline(cfg *config.Config) runner.Pipeline {
 		kind string
 	}{{runner.RoleTransformer, runner.StageTransformer, cfg.Transformer}, {runner.RoleUDF, runner.StageUDF, cfg.UDF}} {
 		if t := b.transformer(st.role); t != nil {
-			p.Stages = append(p.Stages, runner.Stage{Kind: st.kind, Role: st.as, Transformer: t})
+			// Validate parsed it already: no error here.
+			retry, _ := cfg.StageRetry(st.role)
+			p.Stages = append(p.Stages, runner.Stage{Kind: st.kind, Role: st.as, Transformer: t, Retry: retry})
 		}
 	}
 	if f := b.transformer(runner.RoleFilter); f != nil {

@@ -26,7 +26,7 @@ type Source struct {
 	inflight map[string]*runner.Message
 	acked    map[string]int
 	nacked   map[string]int
-	delays   map[string]time.Duration
+	nacks    map[string]runner.Nack
 	reads    int
 	errs     []error
 
@@ -45,7 +45,7 @@ type Source struct {
 func NewSource(msgs []*runner.Message) *Source {
 	s := &Source{
 		cond: make(chan struct{}), all: map[string]*runner.Message{}, inflight: map[string]*runner.Message{},
-		acked: map[string]int{}, nacked: map[string]int{}, delays: map[string]time.Duration{},
+		acked: map[string]int{}, nacked: map[string]int{}, nacks: map[string]runner.Nack{},
 	}
 	for _, m := range msgs {
 		s.all[m.ID] = m
@@ -137,7 +137,7 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 }
 
 // Nack puts messages back at the end of the queue.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
@@ -147,7 +147,7 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 		}
 		delete(s.inflight, m.SourceID())
 		s.nacked[m.SourceID()]++
-		s.delays[m.SourceID()] = delay
+		s.nacks[m.SourceID()] = n
 		s.queue = append(s.queue, m)
 	}
 	s.signal()
@@ -346,11 +346,11 @@ func (t *Transformer) Transform(ctx context.Context, msgs []*runner.Message) ([]
 // Close does nothing.
 func (t *Transformer) Close(context.Context) error { return nil }
 
-// NackDelay returns the delay the last nack of the message with id asked for.
-func (s *Source) NackDelay(id string) time.Duration {
+// NackOf returns what the last nack of the message with id asked for.
+func (s *Source) NackOf(id string) runner.Nack {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.delays[id]
+	return s.nacks[id]
 }
 
 // Copy returns an output message equal to m with value v.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	"go.uber.org/zap"
@@ -79,7 +78,7 @@ func TransformResult[R TransformOutput](in *runner.Message, results []R, who, dr
 	}
 	for _, r := range results {
 		if slices.Contains(r.GetTags(), nackTag) {
-			return runner.TransformResult{Nack: true, NackDelay: time.Duration(r.GetNackOptions().GetDelay()) * time.Millisecond}
+			return runner.TransformResult{Nack: true, NackOptions: NackFromProto(r.GetNackOptions())}
 		}
 	}
 	var outs []*runner.Message

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -493,30 +492,12 @@ func (s *Sink) result(r *sinkpb.SinkResponse_Result, m *runner.Message) runner.W
 		if reason == "" {
 			reason = "no reason given"
 		}
-		if opts != nil && opts.MaxDeliveries != nil {
-			if _, loaded := s.warnOnce.LoadOrStore("max_deliveries", struct{}{}); !loaded {
-				// numaflow-core hands all nack options to a user-defined
-				// source's nack; runner.Nacker takes only the delay.
-				s.log.Warnw("the sink container nacked with max_deliveries, which the runner does not pass on to the source (only the delay); the source's own redelivery limit holds", "max_deliveries", opts.GetMaxDeliveries())
-			}
-		}
-		return runner.WriteResult{Status: runner.WriteNack, NackDelay: nackDelay(opts.GetDelay()),
+		return runner.WriteResult{Status: runner.WriteNack, NackOptions: udconn.NackFromProto(opts),
 			Err: fmt.Errorf("udsink: the %s container nacked message %s (%s); handing it back to the source", s.name, r.GetId(), reason)}
 	default:
 		return runner.WriteResult{Status: runner.WriteFailed, Err: runner.Permanent(fmt.Errorf(
 			"udsink: the %s container answered status %d for message %s, which this runner does not know (SUCCESS, FAILURE, FALLBACK, SERVE, ON_SUCCESS, NACK); update the runner or the sink's SDK so they match", s.name, int32(st), r.GetId()))}
 	}
-}
-
-// nackDelay converts NackOptions.delay, which is in milliseconds: the
-// common.NackOptions proto says "delay is the redelivery delay in
-// milliseconds", and numaflow-core keeps it as such (message.rs, struct
-// NackOptions: "Delay in milliseconds").
-func nackDelay(ms uint64) time.Duration {
-	if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ms) * time.Millisecond
 }
 
 // onSuccessMessage builds what the onSuccess sink gets for m, exactly as

@@ -218,8 +218,8 @@ func TestStatusesMapToWriteResults(t *testing.T) {
 		if r.Err != nil && runner.IsPermanent(r.Err) {
 			t.Errorf("message %d: error %v is permanent; the container's answers are all retryable", i, r.Err)
 		}
-		if r.NackDelay != w.nackDelay {
-			t.Errorf("message %d: nack delay %v, want %v (NackOptions.delay is in milliseconds)", i, r.NackDelay, w.nackDelay)
+		if r.NackOptions.Delay != w.nackDelay {
+			t.Errorf("message %d: nack delay %v, want %v (NackOptions.delay is in milliseconds)", i, r.NackOptions.Delay, w.nackDelay)
 		}
 		if (r.OnSuccess != nil) != (w.status == runner.WriteOnSuccess) {
 			t.Errorf("message %d: onSuccess message %+v", i, r.OnSuccess)
@@ -385,7 +385,7 @@ func TestOnSuccessAndNackAsTheProtocolAllows(t *testing.T) {
 		r.OnSuccess.Metadata == nil || len(r.OnSuccess.Metadata.User) != 0 {
 		t.Errorf("ON_SUCCESS with an empty message: %+v", r.OnSuccess)
 	}
-	if r := res[3]; r.Status != runner.WriteNack || r.NackDelay != 0 || r.Err == nil || !strings.Contains(r.Err.Error(), "no reason given") {
+	if r := res[3]; r.Status != runner.WriteNack || r.NackOptions.Delay != 0 || r.Err == nil || !strings.Contains(r.Err.Error(), "no reason given") {
 		t.Errorf("NACK without options: %+v", r)
 	}
 	if res[4].Status != runner.WriteOK {

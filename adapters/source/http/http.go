@@ -853,7 +853,7 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 
 // Nack fails the requests of these messages: their callers get 500 and
 // retry when they choose, so a delay has nothing to act on.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ time.Duration) error {
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ runner.Nack) error {
 	return s.settle(msgs, "the message could not be delivered")
 }
 

@@ -252,7 +252,7 @@ func TestNackAnswers500(t *testing.T) {
 	src, url := start(t, testConfig())
 	ch := post(url, nil, "hello")
 	msgs := readN(t, src, 1)
-	if err := src.Nack(context.Background(), msgs, 0); err != nil {
+	if err := src.Nack(context.Background(), msgs, runner.Nack{}); err != nil {
 		t.Fatal(err)
 	}
 	if r := await(t, ch); r.status != http.StatusInternalServerError || r.body.ID != msgs[0].ID {
@@ -508,7 +508,7 @@ func TestBatchWithOneNackIs500(t *testing.T) {
 		`[{"specversion":"1.0","id":"y-1","source":"/s","type":"t"},{"specversion":"1.0","id":"y-2","source":"/s","type":"t"}]`)
 	msgs := readN(t, src, 2)
 	_ = src.Ack(context.Background(), msgs[:1])
-	_ = src.Nack(context.Background(), msgs[1:], 0)
+	_ = src.Nack(context.Background(), msgs[1:], runner.Nack{})
 	if r := await(t, batch); r.status != http.StatusInternalServerError {
 		t.Fatalf("batch: %d, want 500", r.status)
 	}

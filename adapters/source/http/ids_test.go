@@ -66,7 +66,7 @@ func TestRequestsKeepTheirIDsWhenTheEngineRenamesTheMessages(t *testing.T) {
 			ch := post(url, h, body)
 			msgs := readN(t, src, 2)
 			renameAsEngine(msgs)
-			if err := src.Nack(ctx, msgs, 0); err != nil {
+			if err := src.Nack(ctx, msgs, runner.Nack{}); err != nil {
 				t.Fatal(err)
 			}
 			if r := await(t, ch); r.status != http.StatusInternalServerError || !slices.Equal(r.body.IDs, []string{"b-1", "b-2"}) {

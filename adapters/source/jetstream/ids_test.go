@@ -31,7 +31,7 @@ func TestNumaflowIDsAreSequenceAndReplica(t *testing.T) {
 			for _, m := range got {
 				m.ID = "mv-" + m.ID + "-0" // what runner.Engine does after Read
 			}
-			if err := src.Nack(ctx, got[1:2], 0); err != nil {
+			if err := src.Nack(ctx, got[1:2], runner.Nack{}); err != nil {
 				t.Fatal(err)
 			}
 			if err := src.Ack(ctx, []*runner.Message{got[0], got[2]}); err != nil {

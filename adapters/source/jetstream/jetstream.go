@@ -794,10 +794,14 @@ func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
 	return nil
 }
 
-// Nack asks the server to redeliver the messages after delay, or after
-// MV_JETSTREAM_NAK_DELAY when no delay is asked for. A nack that gets lost
-// only means redelivery after the ack wait instead.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
+// Nack asks the server to redeliver the messages after the nack's delay,
+// or after MV_JETSTREAM_NAK_DELAY when it asks for none. A nack that gets
+// lost only means redelivery after the ack wait instead. With
+// MaxDeliveries, a message delivered that many times already is
+// terminated instead (TermWithReason), as a consumer's MaxDeliver would
+// stop it: the server does not deliver it again.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) error {
+	delay := n.Delay
 	if delay <= 0 {
 		delay = s.cfg.NakDelay
 	}
@@ -810,9 +814,13 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 			continue
 		}
 		var err error
-		if delay > 0 {
+		switch {
+		case n.MaxDeliveries > 0 && delivered(jm) >= uint64(n.MaxDeliveries):
+			s.log.Warnw("message delivered as often as its nack's max_deliveries allows: terminated, the server will not deliver it again", "id", m.SourceID(), "max_deliveries", n.MaxDeliveries, "reason", n.Reason)
+			err = jm.TermWithReason(termReason(n))
+		case delay > 0:
 			err = jm.NakWithDelay(delay)
-		} else {
+		default:
 			err = jm.Nak()
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
@@ -926,4 +934,23 @@ func (s *Source) progressLoop() {
 			}
 		}
 	}
+}
+
+// delivered is how often the server delivered jm; 0 when unknown.
+func delivered(jm jetstream.Msg) uint64 {
+	md, err := jm.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.NumDelivered
+}
+
+// termReason is the reason a terminated message carries in the server's
+// advisory.
+func termReason(n runner.Nack) string {
+	r := fmt.Sprintf("max_deliveries %d reached", n.MaxDeliveries)
+	if n.Reason != "" {
+		r += ": " + n.Reason
+	}
+	return r
 }

@@ -180,6 +180,10 @@ type Source struct {
 	cfg    Config
 	topics map[string]bool
 	log    *zap.SugaredLogger
+	// nacked counts, per partition (its tracker) and offset, the deliveries
+	// of a record that ended in a nack, for a nack's MaxDeliveries; an
+	// entry goes once the record is acked or given up. Guarded by mu.
+	nacked map[*partTracker]map[int64]uint32
 	cl     *kgo.Client
 	adm    *kadm.Client
 	check  *commitCheck
@@ -451,6 +455,7 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 		if h.pt.ack(h.off) && s.check != nil {
 			s.check.acked(h.k, h.off)
 		}
+		s.forget(h)
 		if s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
 			delete(s.paused, h.k)
 			resume = append(resume, h.k)
@@ -465,9 +470,15 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 }
 
 // Nack hands messages back: their partitions are read again from the
-// earliest of them after delay (MV_KAFKA_NACK_DELAY when 0), and until
-// they are acked no commit passes them.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Duration) error {
+// earliest of them after the nack's delay (MV_KAFKA_NACK_DELAY when it
+// asks for none), and until they are acked no commit passes them. With
+// MaxDeliveries, a record this replica delivered that many times (each
+// ending in a nack) is given up instead: it counts as final, so commits
+// pass it, as a JetStream consumer's MaxDeliver stops a message. Kafka
+// keeps no delivery count, so the count is this replica's: a record that
+// moves to another replica in a rebalance starts again from 0 there.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) error {
+	delay := n.Delay
 	if delay <= 0 {
 		delay = s.cfg.NackDelay
 	}
@@ -476,7 +487,13 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, delay time.Dura
 	defer s.mu.Unlock()
 	for _, m := range msgs {
 		h, ok := m.Offset.(*handle)
-		if !ok || h == nil || s.parts[h.k] != h.pt || !h.pt.nack(h.off) {
+		if !ok || h == nil || s.parts[h.k] != h.pt {
+			continue
+		}
+		if n.MaxDeliveries > 0 && s.givenUp(h, n) {
+			continue
+		}
+		if !h.pt.nack(h.off) {
 			continue
 		}
 		sk, exists := s.seeks[h.k]
@@ -859,4 +876,38 @@ func (s *Source) Close(ctx context.Context) error {
 		return nil
 	}
 	return s.closeErr
+}
+
+// givenUp counts a delivery of h's record that ended in a nack with
+// MaxDeliveries and, once there were that many, acks the record instead of
+// handing it back, and reports true. Called with s.mu held.
+func (s *Source) givenUp(h *handle, n runner.Nack) bool {
+	if s.nacked == nil {
+		s.nacked = map[*partTracker]map[int64]uint32{}
+	}
+	counts := s.nacked[h.pt]
+	if counts == nil {
+		counts = map[int64]uint32{}
+		s.nacked[h.pt] = counts
+	}
+	counts[h.off]++
+	if counts[h.off] < n.MaxDeliveries {
+		return false
+	}
+	s.log.Warnw("record delivered as often as its nack's max_deliveries allows: given up, the partition's commit passes it", "topic", h.k.topic, "partition", h.k.p, "offset", h.off, "max_deliveries", n.MaxDeliveries, "reason", n.Reason)
+	if h.pt.ack(h.off) && s.check != nil {
+		s.check.acked(h.k, h.off)
+	}
+	s.forget(h)
+	return true
+}
+
+// forget drops the nack count of h's record. Called with s.mu held.
+func (s *Source) forget(h *handle) {
+	if counts := s.nacked[h.pt]; counts != nil {
+		delete(counts, h.off)
+		if len(counts) == 0 {
+			delete(s.nacked, h.pt)
+		}
+	}
 }

@@ -192,7 +192,7 @@ func TestNackSeeksBackWithoutRepeatingAckedRecords(t *testing.T) {
 		}
 	}
 	_ = s.Ack(ctx, acks)
-	_ = s.Nack(ctx, []*runner.Message{got[2]}, 0)
+	_ = s.Nack(ctx, []*runner.Message{got[2]}, runner.Nack{})
 	again := readAll(t, s, 1)
 	if len(again) != 1 || again[0].ID != "nack:0:2" || string(again[0].Value) != "2" {
 		t.Fatalf("after the nack read %v, want only nack:0:2", ids(again))
@@ -446,7 +446,7 @@ func TestReadsSeveralTopicsAsNumaflowDoes(t *testing.T) {
 	if err := s.Ack(ctx, acks); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Nack(ctx, []*runner.Message{nacked}, 0); err != nil {
+	if err := s.Nack(ctx, []*runner.Message{nacked}, runner.Nack{}); err != nil {
 		t.Fatal(err)
 	}
 	again := readAll(t, s, 1)

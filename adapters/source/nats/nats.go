@@ -232,7 +232,7 @@ func (s *Source) Buffered() (int, error) {
 func (s *Source) Ack(context.Context, []*runner.Message) error { return nil }
 
 // Nack does nothing, as in Numaflow: core NATS cannot redeliver.
-func (s *Source) Nack(context.Context, []*runner.Message, time.Duration) error { return nil }
+func (s *Source) Nack(context.Context, []*runner.Message, runner.Nack) error { return nil }
 
 // StopReading leaves the queue group at once, so the server sends the
 // next messages to the other replicas instead of to one that will not

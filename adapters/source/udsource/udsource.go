@@ -19,7 +19,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/numaproj/numaflow-go/pkg/apis/proto/common"
 	sourcepb "github.com/numaproj/numaflow-go/pkg/apis/proto/source/v1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -408,9 +407,11 @@ func (as *ackStream) answer() error {
 	return nil
 }
 
-// Nack hands messages back to the container for redelivery, with the delay
-// in NackOptions as Numaflow sends it (milliseconds).
-func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Duration) error {
+// Nack hands messages back to the container for redelivery, with what the
+// nack asked for as Numaflow's NackOptions: the delay (milliseconds), the
+// reason (the runner's own when there is none), max_deliveries and
+// nack_map, as numaflow-core passes them (source/user_defined.rs).
+func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, n runner.Nack) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -422,10 +423,10 @@ func (s *Source) Nack(ctx context.Context, msgs []*runner.Message, delay time.Du
 	if err != nil {
 		return fmt.Errorf("udsource: nack %d messages: %w", len(msgs), err)
 	}
-	return s.nack(ctx, cc, offs, delay)
+	return s.nack(ctx, cc, offs, n)
 }
 
-func (s *Source) nack(ctx context.Context, cc grpc.ClientConnInterface, offs []*sourcepb.Offset, delay time.Duration) error {
+func (s *Source) nack(ctx context.Context, cc grpc.ClientConnInterface, offs []*sourcepb.Offset, n runner.Nack) error {
 	if si := s.conn.ServerInfo(); !udconn.SupportsNack(si) {
 		// As Numaflow: an SDK from before NackFn is not nacked at all.
 		if si != nil {
@@ -437,11 +438,10 @@ func (s *Source) nack(ctx context.Context, cc grpc.ClientConnInterface, offs []*
 		}
 		return nil
 	}
-	opts := &common.NackOptions{Reason: &nackReason}
-	if delay > 0 {
-		ms := uint64(delay.Milliseconds())
-		opts.Delay = &ms
+	if n.Reason == "" {
+		n.Reason = nackReason
 	}
+	opts := udconn.NackToProto(n)
 	_, err := sourcepb.NewSourceClient(cc).NackFn(ctx, &sourcepb.NackRequest{Request: []*sourcepb.NackRequest_Request{{
 		Offsets: offs, NackOptions: opts,
 	}}})
@@ -514,7 +514,7 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 	}
 	if len(left) > 0 {
 		if cc, _, err := s.conn.Current(); err == nil {
-			if err := s.nack(dctx, cc, left, 0); err != nil {
+			if err := s.nack(dctx, cc, left, runner.Nack{}); err != nil {
 				s.log.Warnw("could not nack messages read while closing; the source redelivers them after its own timeout", "count", len(left), zap.Error(err))
 			}
 		}

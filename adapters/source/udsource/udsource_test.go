@@ -426,7 +426,7 @@ func TestASourceSDKFromBeforeNackIsNotNacked(t *testing.T) {
 			src := newSource(t, udftest.Settings(dir))
 			st.produce(3)
 			msgs := readAll(t, src, 3)
-			if err := src.Nack(context.Background(), msgs, 0); err != nil {
+			if err := src.Nack(context.Background(), msgs, runner.Nack{}); err != nil {
 				t.Fatalf("nack: %v", err)
 			}
 			if c.nacks {

@@ -276,7 +276,7 @@ func TestResultsFollowTheMap(t *testing.T) {
 			if o := res[0].Outputs; len(o) != 1 || res[0].Nack || string(o[0].Value) != "mixed" || o[0].Tags != nil {
 				t.Errorf("mixed: %+v, want the one result without the drop tag, untagged", res[0])
 			}
-			if !res[1].Nack || res[1].NackDelay != 1500*time.Millisecond || len(res[1].Outputs) != 0 {
+			if !res[1].Nack || res[1].NackOptions.Delay != 1500*time.Millisecond || len(res[1].Outputs) != 0 {
 				t.Errorf("nack: %+v, want Nack with a 1.5s delay (nack_options.delay is in ms)", res[1])
 			}
 			if o := res[2].Outputs; len(o) != 1 || fmt.Sprint(o[0].Tags) != "[sink audit]" || fmt.Sprint(o[0].Keys) != "[k]" {

@@ -211,7 +211,7 @@ func TestTagsNackDelayAndFailure(t *testing.T) {
 	if o := res[0].Outputs; len(o) != 1 || fmt.Sprint(o[0].Tags) != "[sink audit]" {
 		t.Errorf("tagged: %+v, want the container's tags on the output", o)
 	}
-	if !res[1].Nack || res[1].NackDelay != 1500*time.Millisecond {
+	if !res[1].Nack || res[1].NackOptions.Delay != 1500*time.Millisecond {
 		t.Errorf("nack: %+v, want Nack after 1.5s (nack_options.delay is in ms)", res[1])
 	}
 	if res[2].Err == nil || runner.IsPermanent(res[2].Err) || len(res[2].Outputs) != 0 {

@@ -163,9 +163,9 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 	return nil
 }
 
-// Nack queues msgs to be read again; the store has no timer, so it
-// ignores the delay.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ time.Duration) error {
+// Nack queues msgs to be read again; the store has no timer and counts
+// no deliveries, so it ignores what the nack asked for.
+func (s *Source) Nack(_ context.Context, msgs []*runner.Message, _ runner.Nack) error {
 	s.forget(msgs)
 	s.store.settle(msgs, true)
 	return nil
