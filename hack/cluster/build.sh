@@ -167,8 +167,12 @@ build_serving() {
 	built "$key" || {
 		src=$CACHE/src/$key
 		srccopy "knative.dev/serving@$SERVING_VERSION" "$src"
+		# (go list names a module's Dir only once it is downloaded: on a
+		# machine with an empty module cache it printed nothing.)
+		(cd "$src" && go mod download knative.dev/networking knative.dev/caching)
 		net=$(cd "$src" && go list -m -f '{{.Dir}}' knative.dev/networking)
 		caching=$(cd "$src" && go list -m -f '{{.Dir}}' knative.dev/caching)
+		[ -n "$net" ] && [ -n "$caching" ] || die "no module directory for knative.dev/networking or caching"
 		# These are symlinks in Serving's git tree (into knative.dev/networking
 		# and caching), which the module zip leaves out: copy them from the
 		# modules Serving requires.
