@@ -324,7 +324,7 @@ func (c *converter) source() {
 	case "sqs":
 		c.sqsSource(p, s.Sqs)
 	case "pulsar":
-		c.fail(p, "the runner has no pulsar source: run a Numaflow user-defined source (source.udsource) for it")
+		c.fail(p, "the runner has no pulsar source: no Pulsar broker can be run where it is built and tested, and none is shipped untested (docs/from-numaflow.md, Pulsar); run a Numaflow user-defined source (source.udsource) for it")
 	}
 	t := s.UDTransformer
 	if t == nil {
@@ -828,7 +828,7 @@ func (c *converter) sinkKind(p string, s *nf.AbstractSink) string {
 	case "serve":
 		c.fail(p+".serve", "the serve sink belongs to Numaflow's ServingPipeline; a MonoVertex has no serving store")
 	case "pulsar":
-		c.fail(p+".pulsar", "the runner has no pulsar sink: run a Numaflow user-defined sink (udsink) for it")
+		c.fail(p+".pulsar", "the runner has no pulsar sink: no Pulsar broker can be run where it is built and tested, and none is shipped untested (docs/from-numaflow.md, Pulsar); run a Numaflow user-defined sink (udsink) for it")
 	}
 	return kinds[0]
 }
