@@ -287,8 +287,8 @@ func everyContainerSigtermedAtOnce(t *testing.T, transport string) {
 		t.Fatalf("read %d, acked %d, nacked %d: %d messages left unfinished when the containers went", stop.Read, stop.Acked, stop.Nacked, stop.Read-stop.Acked-stop.Nacked)
 	case int64(acked) != stop.Acked:
 		t.Fatalf("the source recorded %d acks, the runner counted %d", acked, stop.Acked)
-	case strings.Contains(p.runner.Stderr.String(), "lost the Numaflow container"):
-		t.Fatalf("the runner took a graceful stop for a lost container:\n%s", testutil.Tail(p.runner.Stderr.String(), 4000))
+	case strings.Contains(p.runner.Stderr.String(), "giving up on the Numaflow container"):
+		t.Fatalf("the runner gave up on a container that was stopping gracefully:\n%s", testutil.Tail(p.runner.Stderr.String(), 4000))
 	}
 	report(t, result{Scenario: "SIGTERM to the runner and every Numaflow container at once (a pod deletion), " + transport, Messages: int(stop.Read), Lost: 0,
 		Duplicated: "0", Recovery: round(took), Notes: fmt.Sprintf("%d read, all written and acked before the containers' GracefulStop ended", stop.Read)})

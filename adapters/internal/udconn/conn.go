@@ -265,18 +265,26 @@ func (c *Conn) watch(cc Client, gen uint64) {
 		return
 	}
 	gc := cc.(*grpc.ClientConn)
+	logged := false // the transient failure since the last Ready
 	for {
 		s := gc.GetState()
 		switch s {
 		case connectivity.Shutdown:
 			return
 		case connectivity.TransientFailure:
-			c.Fail(gen, fmt.Errorf("connection to %s is %s", c.ep.Socket, s))
-			return
+			// After a GOAWAY grpc-go goes idle and a call's reconnect to
+			// the stopping container fails, while the streams it has go
+			// on (see the udwire case): a broken stream or a failed
+			// probe reports a container that is really away.
+			if !logged {
+				c.log.Infow("the connection to the Numaflow container is in transient failure; its open streams report it if they break", "socket", c.ep.Socket)
+				logged = true
+			}
+		case connectivity.Ready:
+			logged = false
 		case connectivity.Idle:
 			// grpc-go goes idle on a GOAWAY too, while the streams it
-			// has go on (see the udwire case): a stream that breaks
-			// reports it, and the next call reconnects or fails.
+			// has go on: the next call reconnects or fails.
 		}
 		if !gc.WaitForStateChange(c.ctx, s) {
 			return
