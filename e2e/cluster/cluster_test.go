@@ -392,7 +392,16 @@ func TestContainerSourceExample(t *testing.T) {
 	}
 	t.Logf("Ready after %v: broker, containersource, ksvc event-display, trigger", time.Since(start).Round(100*time.Millisecond))
 	runner := c.pod("default", "app.kubernetes.io/instance=runner-to-broker,!serving.knative.dev/service", "runner")
-	base := c.portForward("default", runner, 2469)
+	c.countAtEventDisplay("default", "runner-to-broker", c.portForward("default", runner, 2469), "event-display")
+}
+
+// countAtEventDisplay waits until the runner at base (admin port) has
+// written 20 events, then until event-display (the Knative Service
+// display) has logged every event the runner had written by then,
+// counted by distinct ID; no failures, and no ID it did not write.
+func (c *cluster) countAtEventDisplay(ns, name, base, display string) {
+	t := c.t
+	t.Helper()
 	var before totals
 	testutil.WaitFor(t, 120*time.Second, "events written to the Broker", func() bool {
 		before = metrics(t, base)
@@ -404,8 +413,8 @@ func TestContainerSourceExample(t *testing.T) {
 	})
 	idLine := regexp.MustCompile(`(?m)^  id: (.+)$`)
 	var got map[string]bool
-	testutil.WaitFor(t, 120*time.Second, fmt.Sprintf("%d events at event-display", before.written), func() bool {
-		out, err := c.try(60*time.Second, "kubectl", "logs", "-l", "serving.knative.dev/service=event-display", "-c", "user-container", "--tail=-1")
+	testutil.WaitFor(t, 120*time.Second, fmt.Sprintf("%d events at %s", before.written, display), func() bool {
+		out, err := c.try(60*time.Second, "kubectl", "-n", ns, "logs", "-l", "serving.knative.dev/service="+display, "-c", "user-container", "--tail=-1")
 		if err != nil {
 			t.Log(err)
 			return false
@@ -421,14 +430,50 @@ func TestContainerSourceExample(t *testing.T) {
 		return true
 	})
 	after := metrics(t, base)
-	t.Logf("runner-to-broker: written %d (then %d), acked %d, nacked %d, errors %d; distinct event IDs at event-display %d",
-		before.written, after.written, after.acked, after.nacked, after.errors, len(got))
+	t.Logf("%s: written %d (then %d), acked %d, nacked %d, errors %d; distinct event IDs at %s %d",
+		name, before.written, after.written, after.acked, after.nacked, after.errors, display, len(got))
 	if after.errors != 0 || after.nacked != 0 {
 		t.Fatalf("errors %d, nacked %d: want none", after.errors, after.nacked)
 	}
 	if int64(len(got)) > after.written {
-		t.Fatalf("event-display saw %d distinct IDs, more than the %d written", len(got), after.written)
+		t.Fatalf("%s saw %d distinct IDs, more than the %d written", display, len(got), after.written)
 	}
+}
+
+// TestSinkBindingToBroker: a runner as a Knative Service whose K_SINK a
+// SinkBinding injects (testdata/sinkbinding.yaml): its events reach a
+// subscriber through the Broker and a Trigger, counted by ID.
+func TestSinkBindingToBroker(t *testing.T) {
+	c := newCluster(t)
+	b, err := os.ReadFile(filepath.Join(c.root, "e2e/cluster/testdata/sinkbinding.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "sinkbinding.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(b), "EVENT_DISPLAY", c.getenv("MONOVERTEX_CLUSTER_EVENT_DISPLAY"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", file, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+			t.Log(err)
+		}
+	})
+	t.Logf("ko apply -f e2e/cluster/testdata/sinkbinding.yaml:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", file))
+	start := time.Now()
+	for _, r := range []string{"broker/sb-broker", "sinkbinding/sb-runner-to-broker", "ksvc/sb-runner", "ksvc/sb-display", "trigger/sb-broker-to-display"} {
+		if _, err := c.try(410*time.Second, "kubectl", "wait", "--for=condition=Ready", "--timeout=400s", r); err != nil {
+			c.dump("default")
+			t.Fatal(err)
+		}
+	}
+	t.Logf("Ready after %v: broker, sinkbinding, ksvc sb-runner and sb-display, trigger", time.Since(start).Round(100*time.Millisecond))
+	pod := c.runnerPod("default", "sb-runner")
+	sink := c.run(30*time.Second, "kubectl", "get", "pod", pod, "-o", `jsonpath={.spec.containers[?(@.name=="runner")].env[?(@.name=="K_SINK")].value}`)
+	t.Logf("K_SINK injected by the SinkBinding: %s", sink)
+	if !strings.Contains(sink, "broker-ingress") {
+		t.Fatalf("K_SINK %q is not the Broker's address", sink)
+	}
+	c.countAtEventDisplay("default", "sb-runner", c.portForward("default", pod, 2469), "sb-display")
 }
 
 // TestHTTPIngestExample: deploy/http-ingest/; posts through Traefik (the
