@@ -309,6 +309,19 @@ func (c *cluster) cleanupKsvc(ns string, ksvcs ...string) {
 	})
 }
 
+// deleteAtEnd deletes what the files or directories describe when the
+// test ends, waiting for it to go, so the next test starts on an empty
+// cluster.
+func (c *cluster) deleteAtEnd(files ...string) {
+	c.t.Cleanup(func() {
+		for _, f := range files {
+			if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", f, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
+				c.t.Log(err)
+			}
+		}
+	})
+}
+
 // TestFunctionExample: `ko apply -f deploy/function/` as the README says;
 // both Services become Ready and the runner's messages flow through the
 // function into the log sink, counted.
@@ -377,11 +390,7 @@ func TestContainerSourceExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", dir, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-			t.Log(err)
-		}
-	})
+	c.deleteAtEnd(dir)
 	t.Logf("ko apply -f deploy/containersource/ (event-display image %s):\n%s", display, c.run(15*time.Minute, "ko", "apply", "-f", dir))
 	start := time.Now()
 	for _, r := range []string{"broker/monovertex", "containersource/runner-to-broker", "ksvc/event-display", "trigger/monovertex-to-event-display"} {
@@ -453,11 +462,7 @@ func TestSinkBindingToBroker(t *testing.T) {
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(b), "EVENT_DISPLAY", c.getenv("MONOVERTEX_CLUSTER_EVENT_DISPLAY"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", file, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-			t.Log(err)
-		}
-	})
+	c.deleteAtEnd(file)
 	t.Logf("ko apply -f e2e/cluster/testdata/sinkbinding.yaml:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", file))
 	start := time.Now()
 	for _, r := range []string{"broker/sb-broker", "sinkbinding/sb-runner-to-broker", "ksvc/sb-runner", "ksvc/sb-display", "trigger/sb-broker-to-display"} {

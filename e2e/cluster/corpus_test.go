@@ -39,11 +39,7 @@ func TestMvctlConvertCorpus(t *testing.T) {
 					c.run(30*time.Second, "kubectl", "create", "namespace", ns)
 				}
 			}
-			t.Cleanup(func() {
-				if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", file, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-					t.Log(err)
-				}
-			})
+			c.deleteAtEnd(file)
 			t.Logf("mvctl convert -f %s.yaml | ko apply -f -:\n%s", name, c.run(15*time.Minute, "ko", "apply", "-f", file))
 			c.waitReady(ns, ksvc)
 			pod := c.runnerPod(ns, ksvc)
@@ -127,11 +123,7 @@ func serviceName(t *testing.T, yaml string) string {
 func TestFromNumaflowExample(t *testing.T) {
 	c := newCluster(t)
 	const ns, ksvc = "default", "udsource-pipeline"
-	t.Cleanup(func() {
-		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", "deploy/from-numaflow/", "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-			t.Log(err)
-		}
-	})
+	c.deleteAtEnd("deploy/from-numaflow/")
 	t.Logf("ko apply -f deploy/from-numaflow/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/from-numaflow/"))
 	c.waitReady(ns, ksvc)
 	var pods []string

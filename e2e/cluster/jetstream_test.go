@@ -38,13 +38,7 @@ func TestJetStreamCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns, ksvc := manifestNamespace(out), serviceName(t, out)
-	t.Cleanup(func() {
-		for _, f := range []string{file, "e2e/cluster/testdata/nats.yaml"} {
-			if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", f, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-				t.Log(err)
-			}
-		}
-	})
+	c.deleteAtEnd(file, "e2e/cluster/testdata/nats.yaml")
 	t.Logf("ko apply -f e2e/cluster/testdata/nats.yaml:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "e2e/cluster/testdata/nats.yaml"))
 	c.run(200*time.Second, "kubectl", "-n", "nats", "rollout", "status", "deploy/nats", "--timeout=190s")
 

@@ -20,13 +20,7 @@ import (
 func TestKafkaExample(t *testing.T) {
 	c := newCluster(t)
 	const ns, records = "default", 10_000
-	t.Cleanup(func() {
-		for _, f := range []string{"deploy/kafka-keda/", "e2e/cluster/testdata/kafka.yaml"} {
-			if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", f, "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-				t.Log(err)
-			}
-		}
-	})
+	c.deleteAtEnd("deploy/kafka-keda/", "e2e/cluster/testdata/kafka.yaml")
 	t.Logf("ko apply -f e2e/cluster/testdata/kafka.yaml:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "e2e/cluster/testdata/kafka.yaml"))
 	c.run(200*time.Second, "kubectl", "-n", ns, "rollout", "status", "deploy/kafka", "--timeout=190s")
 	t.Logf("ko apply -f deploy/kafka-keda/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/kafka-keda/"))

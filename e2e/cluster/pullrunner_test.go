@@ -98,11 +98,7 @@ func (c *cluster) setPaused(ns, cm, base string, paused bool) time.Duration {
 func TestPullRunnerExample(t *testing.T) {
 	c := newCluster(t)
 	const ns = "default"
-	t.Cleanup(func() {
-		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", "deploy/pull-runner/", "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-			t.Log(err)
-		}
-	})
+	c.deleteAtEnd("deploy/pull-runner/")
 	t.Logf("ko apply -f deploy/pull-runner/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/pull-runner/"))
 	c.waitReady(ns, "pull-runner")
 	pod := c.pod(ns, "serving.knative.dev/service=pull-runner", "runner", "udsource", "udtransformer", "udsink", "queue-proxy")
@@ -233,11 +229,7 @@ func sinkTotal(t *testing.T, out string) (written, bad int64) {
 func TestPullRunnerKedaExample(t *testing.T) {
 	c := newCluster(t)
 	const ns, ksvc = "default", "pull-runner-keda"
-	t.Cleanup(func() {
-		if _, err := c.try(3*time.Minute, "kubectl", "delete", "-f", "deploy/pull-runner-keda/", "--ignore-not-found", "--wait=true", "--timeout=150s"); err != nil {
-			t.Log(err)
-		}
-	})
+	c.deleteAtEnd("deploy/pull-runner-keda/")
 	t.Logf("ko apply -f deploy/pull-runner-keda/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/pull-runner-keda/"))
 	c.waitReady(ns, ksvc)
 	pod := c.pod(ns, "serving.knative.dev/service="+ksvc, "runner", "udsource", "udtransformer", "udsink", "queue-proxy")
