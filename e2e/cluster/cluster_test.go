@@ -472,7 +472,14 @@ func TestSinkBindingToBroker(t *testing.T) {
 		}
 	}
 	t.Logf("Ready after %v: broker, sinkbinding, ksvc sb-runner and sb-display, trigger", time.Since(start).Round(100*time.Millisecond))
-	pod := c.runnerPod("default", "sb-runner")
+	// The binding's webhook sets K_SINK when it sees the Service created;
+	// when the Service arrives first (one ko apply races the binding's
+	// informer), the binding patches it and a second revision carries
+	// K_SINK while the first, without it, exits 2. Either way the latest
+	// ready revision is the one to count.
+	rev := c.run(30*time.Second, "kubectl", "get", "ksvc", "sb-runner", "-o", "jsonpath={.status.latestReadyRevisionName}")
+	t.Logf("latest ready revision of sb-runner: %s", rev)
+	pod := c.pod("default", "serving.knative.dev/revision="+rev, "runner", "queue-proxy")
 	sink := c.run(30*time.Second, "kubectl", "get", "pod", pod, "-o", `jsonpath={.spec.containers[?(@.name=="runner")].env[?(@.name=="K_SINK")].value}`)
 	t.Logf("K_SINK injected by the SinkBinding: %s", sink)
 	if !strings.Contains(sink, "broker-ingress") {
