@@ -1543,7 +1543,7 @@ func (c *converter) build() {
 		c.res.PodMonitor = podMonitor(mv.Name, mv.Namespace, objLabels)
 	}
 	if spec.DaemonTemplate != nil {
-		c.warn("spec.daemonTemplate", "dropped: there is no daemon; the runner serves /status and the metrics the daemon served (pending, rates) on its admin port, and the Knative autoscaler (%s) takes the daemon's scaling decisions", c.opts.Scaler)
+		c.warn("spec.daemonTemplate", "dropped: there is no daemon Deployment; the runner serves Numaflow's daemon API itself when MV_DAEMON_PORT is set (4327, as the daemon's), /status and the metrics the daemon served (pending, rates) on its admin port, and the Knative autoscaler (%s) takes the daemon's scaling decisions", c.opts.Scaler)
 	}
 }
 
