@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/monovertex/monovertex/internal/numaflowapi/mvtxdaemon"
+	mvtxdaemon "github.com/monovertex/monovertex/e2e/numaflow/internal/nfdaemon"
 	"github.com/monovertex/monovertex/internal/procstat"
 	"github.com/monovertex/monovertex/internal/testutil"
 	"github.com/monovertex/monovertex/runner"
