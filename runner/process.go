@@ -464,6 +464,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				switch onFailure {
 				case OnFailureFallback:
 					e.failures.error(st.name+" failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
+					o.msg.FallbackCause = r.Err
 					b.toFallback = append(b.toFallback, o)
 				case OnFailureDrop:
 					e.failures.error(st.name+" failed, message dropped", r.Err, o.msg.ID, 1)
@@ -875,6 +876,7 @@ func (b *batch) exhaustedFailure(t tier, o output, r WriteResult, round int, nex
 	case OnFailureFallback:
 		if next {
 			f.error(t.name+" write failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
+			o.msg.FallbackCause = r.Err
 			b.toFallback = append(b.toFallback, o)
 			return false
 		}
@@ -906,6 +908,7 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 			if e.fallback == nil {
 				return false, missingTier("FALLBACK", o.msg.ID, "MV_FALLBACK_SINK")
 			}
+			o.msg.FallbackCause = nil
 			b.toFallback = append(b.toFallback, o)
 			return false, nil
 		case WriteOnSuccess:

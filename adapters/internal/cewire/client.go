@@ -351,8 +351,9 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 	if !readBody || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// An answer outside 2xx is never a reply: only its start is read.
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			// Keep the start of an error body for the error message.
-			out.Body, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+			// Keep the start of an error body for the error message
+			// and for a dead letter's knativeerrordata.
+			out.Body, _ = io.ReadAll(io.LimitReader(resp.Body, ErrorBodyKept))
 		}
 		// Drain a little more so the connection goes back to the pool.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -548,7 +549,14 @@ func IsUnreachable(err error) bool {
 type StatusError struct {
 	URL    string
 	Status int
-	Body   string
+	// Body is the start of the answer's body as text, for the message.
+	Body string
+	// Raw is the start of the body as it came (ErrorBodyKept bytes at
+	// most), for a dead letter's knativeerrordata.
+	Raw []byte
+	// RetryAfter is what a 429 or 503 answer's Retry-After header asks
+	// for (0 when it asks nothing), not yet bounded.
+	RetryAfter time.Duration
 }
 
 // Error names the URL, the status and the start of the body.
@@ -566,7 +574,7 @@ func NewStatusError(url string, r *Response) *StatusError {
 	if len(b) > 200 {
 		b = b[:200]
 	}
-	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))}
+	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?")))), Raw: r.Body}
 }
 
 // PostError marks an error of Post for the engine: a call that never

@@ -18,6 +18,11 @@
 // cewire.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
 // redirect with MV_ON_FAILURE=retry cannot spin at the retry interval.
 //
+// The fallback sink's events carry Knative's dead-letter extensions
+// (knativeerrordest, knativeerrorcode, knativeerrordata) describing the
+// failure that sent each message there, as Knative's dispatcher adds them
+// for a deadLetterSink (see cewire.SetDeadLetterExtensions).
+//
 // K_CE_OVERRIDES is read strictly: an unknown field (such as "extension"
 // for "extensions") or anything after the object is a settings error.
 package cloudevents
@@ -138,7 +143,10 @@ type Sink struct {
 	client    *cewire.Client
 	mapper    *cewire.Mapper
 	overrides map[string]string
-	log       *zap.SugaredLogger
+	// deadLetters is set on the fallback sink: its events carry Knative's
+	// knativeerror* extensions from the message's FallbackCause.
+	deadLetters bool
+	log         *zap.SugaredLogger
 	// calls bounds the deliveries in flight across concurrent Write calls.
 	calls *cewire.Calls
 }
@@ -168,10 +176,11 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
 			Variable: variable, Log: log,
 		}),
-		mapper:    mapper,
-		overrides: ov,
-		log:       log,
-		calls:     cewire.NewCalls(cfg.Concurrency),
+		mapper:      mapper,
+		overrides:   ov,
+		deadLetters: role == runner.RoleFallbackSink,
+		log:         log,
+		calls:       cewire.NewCalls(cfg.Concurrency),
 	}, nil
 }
 
@@ -207,6 +216,11 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 	for name, value := range s.overrides {
 		if err := ev.Context.SetExtension(name, value); err != nil {
 			return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: K_CE_OVERRIDES %s: %w", m.ID, name, err))
+		}
+	}
+	if s.deadLetters {
+		if err := cewire.SetDeadLetterExtensions(&ev, m.FallbackCause); err != nil {
+			return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: dead-letter extensions: %w", m.ID, err))
 		}
 	}
 	resp, err := s.client.Post(ctx, &ev, false)

@@ -1,0 +1,81 @@
+package cewire
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
+
+	"github.com/monovertex/monovertex/runner"
+)
+
+func TestDeadLetterExtensions(t *testing.T) {
+	long := []byte(strings.Repeat("x", 2000))
+	refusal := func(body []byte) error {
+		return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: %w", "m", &StatusError{URL: "https://broker.example/ns/default", Status: 400, Raw: body}))
+	}
+	cases := []struct {
+		name  string
+		cause error
+		want  map[string]any // extension -> value; absent: not set
+	}{
+		{"no cause: the sink asked for the fallback", nil, map[string]any{}},
+		{"refusal with a short body", refusal([]byte("bad")), map[string]any{
+			ErrorDestExtension: "https://broker.example/ns/default", ErrorCodeExtension: int32(400), ErrorDataExtension: "YmFk"}},
+		{"refusal with an empty body", refusal(nil), map[string]any{
+			ErrorDestExtension: "https://broker.example/ns/default", ErrorCodeExtension: int32(400), ErrorDataExtension: ""}},
+		{"refusal with a body Knative cuts", refusal(long), map[string]any{
+			ErrorDestExtension: "https://broker.example/ns/default", ErrorCodeExtension: int32(400),
+			ErrorDataExtension: base64.StdEncoding.EncodeToString(long)[:1024]}},
+		{"no answer", &TransportError{URL: "http://sink.example/", Err: errors.New("connection reset by peer")}, map[string]any{
+			ErrorDestExtension: "http://sink.example/", ErrorCodeExtension: int32(500),
+			ErrorDataExtension: base64.StdEncoding.EncodeToString([]byte("dispatch error: connection reset by peer"))}},
+		{"a sink that is not CloudEvents", errors.New("kafka: topic missing"), map[string]any{
+			ErrorCodeExtension: int32(500), ErrorDataExtension: base64.StdEncoding.EncodeToString([]byte("dispatch error: kafka: topic missing"))}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ev := event.New()
+			ev.SetID("m")
+			ev.SetSource("/s")
+			ev.SetType("t")
+			if err := SetDeadLetterExtensions(&ev, c.cause); err != nil {
+				t.Fatal(err)
+			}
+			ext := ev.Extensions()
+			if len(ext) != len(c.want) {
+				t.Fatalf("extensions %v, want %v", ext, c.want)
+			}
+			for k, v := range c.want {
+				got := ext[k]
+				if k == ErrorDestExtension {
+					got, _ = types.Format(got)
+				}
+				if got != v {
+					t.Errorf("%s = %#v, want %#v", k, got, v)
+				}
+			}
+			// Structured mode carries the code as a JSON number, as
+			// Knative's integer extension.
+			if c.cause != nil {
+				b, err := json.Marshal(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var m map[string]any
+				_ = json.Unmarshal(b, &m)
+				if _, ok := m[ErrorCodeExtension].(float64); !ok {
+					t.Errorf("knativeerrorcode in JSON is %#v, want a number", m[ErrorCodeExtension])
+				}
+			}
+		})
+	}
+	if got := len(ErrorData(long)); got != 1024 {
+		t.Errorf("ErrorData of 2000 bytes is %d characters, want 1024", got)
+	}
+}
