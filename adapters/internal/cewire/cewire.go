@@ -8,7 +8,9 @@
 //
 //   - id: Message.ID (surrounding spaces trimmed; an empty id is an error).
 //   - source: the "ce-source" header when it holds a URI-reference, else
-//     MV_CE_SOURCE (default /monovertex/<MV_NAME>).
+//     MV_CE_SOURCE (default /monovertex/<MV_NAME>, or
+//     /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME> where Knative
+//     sets NAMESPACE).
 //   - type: the "ce-type" header when set, else MV_CE_TYPE.
 //   - subject, dataschema: the "ce-subject" and "ce-dataschema" headers.
 //   - time: Message.EventTime (omitted when zero or outside years 0-9999).
@@ -67,8 +69,12 @@ const MaxExtensionNameLength = 20
 // Config holds the attributes of events the runner produces. Adapters that
 // speak CloudEvents embed it in their settings.
 type Config struct {
-	Source string `envconfig:"MV_CE_SOURCE" desc:"CloudEvents source of events the runner produces when the message carries none (default /monovertex/<MV_NAME>)"`
+	Source string `envconfig:"MV_CE_SOURCE" desc:"CloudEvents source of events the runner produces when the message carries none (default /monovertex/<MV_NAME>, or /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME> where NAMESPACE is set)"`
 	Type   string `envconfig:"MV_CE_TYPE" default:"dev.monovertex.message" desc:"CloudEvents type of events the runner produces when the message carries none"`
+	// Namespace is the namespace Knative's source controllers set for an
+	// adapter; with it the default source names the runner as Knative's
+	// sources name themselves (/apis/v1/namespaces/<ns>/pingsources/<name>).
+	Namespace string `envconfig:"NAMESPACE" desc:"namespace Knative sets for an adapter: the default CloudEvents source becomes /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME>"`
 }
 
 // Validate checks MV_CE_SOURCE and MV_CE_TYPE.
@@ -100,7 +106,11 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Mapper, error) {
 		log = zap.NewNop().Sugar()
 	}
 	src := cfg.Source
-	if src == "" {
+	switch {
+	case src != "":
+	case cfg.Namespace != "":
+		src = "/apis/v1/namespaces/" + url.PathEscape(cfg.Namespace) + "/monovertices/" + url.PathEscape(name)
+	default:
 		src = "/monovertex/" + url.PathEscape(name)
 	}
 	u, err := url.Parse(src)

@@ -79,3 +79,29 @@ func TestDeadLetterExtensions(t *testing.T) {
 		t.Errorf("ErrorData of 2000 bytes is %d characters, want 1024", got)
 	}
 }
+
+// TestDefaultSourceNamesTheRunner: where Knative sets NAMESPACE, the
+// default source names the runner as Knative's sources name themselves;
+// MV_CE_SOURCE still wins.
+func TestDefaultSourceNamesTheRunner(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "/monovertex/orders"},
+		{Config{Namespace: "shop"}, "/apis/v1/namespaces/shop/monovertices/orders"},
+		{Config{Namespace: "shop", Source: "https://example.com/orders"}, "https://example.com/orders"},
+	} {
+		m, err := New(c.cfg, "orders", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := m.ToEvent(&runner.Message{ID: "m", Value: []byte("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Source() != c.want {
+			t.Errorf("%+v: source %q, want %q", c.cfg, ev.Source(), c.want)
+		}
+	}
+}

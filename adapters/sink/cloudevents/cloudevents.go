@@ -46,18 +46,37 @@ import (
 
 // Config holds the sink's settings for every role.
 type Config struct {
-	Sink         string        `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
-	FallbackURL  string        `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
-	OnSuccessURL string        `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
-	Overrides    string        `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
-	Mode         string        `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
-	Concurrency  int           `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
-	Timeout      time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
-	H2C          bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	Sink         string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	FallbackURL  string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
+	OnSuccessURL string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
+	Overrides    string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
+	Mode         string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
+	Concurrency  int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
+	Timeout      *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
+	SinkTimeout  *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
+	H2C          bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
 	Connection runner.Connection `ignored:"true"`
+}
+
+// DefaultTimeout bounds a delivery when neither MV_CE_SINK_TIMEOUT nor
+// K_SINK_TIMEOUT is set.
+const DefaultTimeout = 30 * time.Second
+
+// DeliveryTimeout is the bound of one delivery: MV_CE_SINK_TIMEOUT, else
+// K_SINK_TIMEOUT (whole seconds, as Knative's adapters read it in
+// pkg/adapter/v2/config.go GetSinktimeout), else DefaultTimeout; 0 means
+// none.
+func (c *Config) DeliveryTimeout() time.Duration {
+	switch {
+	case c.Timeout != nil:
+		return *c.Timeout
+	case c.SinkTimeout != nil:
+		return time.Duration(*c.SinkTimeout) * time.Second
+	}
+	return DefaultTimeout
 }
 
 // target returns the URL and the variable it comes from for a role.
@@ -96,8 +115,11 @@ func (c *Config) Validate(role runner.Role) error {
 	if c.Concurrency <= 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_CONCURRENCY", Value: strconv.Itoa(c.Concurrency), Reason: "must be a positive whole number"}
 	}
-	if c.Timeout < 0 {
+	if c.Timeout != nil && *c.Timeout < 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_TIMEOUT", Value: c.Timeout.String(), Reason: "must be a positive duration such as 30s, or 0 for none"}
+	}
+	if c.SinkTimeout != nil && *c.SinkTimeout < 0 {
+		return &runner.ConfigError{Var: "K_SINK_TIMEOUT", Value: strconv.Itoa(*c.SinkTimeout), Reason: "must be whole seconds, 0 or more"}
 	}
 	return c.Config.Validate()
 }
@@ -173,7 +195,7 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	target, variable := cfg.target(role)
 	return &Sink{
 		client: cewire.NewClient(cewire.ClientOptions{
-			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
+			URL: target, Mode: mode, Timeout: cfg.DeliveryTimeout(), Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
 			Variable: variable, Log: log,
 		}),
 		mapper:      mapper,
