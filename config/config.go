@@ -222,7 +222,7 @@ func process(e env, spec any) error {
 func typeWord(t string) string {
 	switch strings.TrimPrefix(t, "*") {
 	case "time.Duration", "Duration":
-		return "a duration such as 500ms, 1s or 2m"
+		return "a duration such as 500ms, 1s or 2m, or ISO 8601 such as PT0.5S"
 	case "int", "int64", "int32", "uint", "uint64":
 		return "a whole number"
 	case "float64", "float32":
