@@ -74,6 +74,7 @@ type Config struct {
 	// Namespace is the namespace Knative's source controllers set for an
 	// adapter; with it the default source names the runner as Knative's
 	// sources name themselves (/apis/v1/namespaces/<ns>/pingsources/<name>).
+	CACerts   string `envconfig:"K_CA_CERTS" desc:"PEM of CAs trusted, besides the system's, for https:// receivers and functions (Knative injects it with transport-encryption), or the path of a PEM file, read again when it changes"`
 	Namespace string `envconfig:"NAMESPACE" desc:"namespace Knative sets for an adapter: the default CloudEvents source becomes /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME>"`
 }
 
@@ -83,6 +84,13 @@ func (c *Config) Validate() error {
 		if _, err := url.Parse(c.Source); err != nil {
 			return &runner.ConfigError{Var: "MV_CE_SOURCE", Value: c.Source, Reason: "must be a URI-reference such as /monovertex/my-vertex or https://example.com/orders"}
 		}
+	}
+	if _, err := LoadTrust(c.CACerts); err != nil {
+		v := c.CACerts
+		if len(v) > 40 {
+			v = v[:40] + "..."
+		}
+		return &runner.ConfigError{Var: "K_CA_CERTS", Value: v, Reason: err.Error()}
 	}
 	if c.Type != "" && !validString(c.Type) {
 		return &runner.ConfigError{Var: "MV_CE_TYPE", Value: c.Type, Reason: "must be printable text such as dev.monovertex.message"}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,9 +31,11 @@ type Client struct {
 	mode     Mode
 	timeout  time.Duration
 	maxReply int64
-	budget   *Budget
-	header   http.Header
-	http     *http.Client
+	// retryAfterMax: see ClientOptions.RetryAfterMax.
+	retryAfterMax time.Duration
+	budget        *Budget
+	header        http.Header
+	http          *http.Client
 	// direct, when set, carries the posts instead of http's transport
 	// (see direct).
 	direct *direct
@@ -74,6 +78,13 @@ type ClientOptions struct {
 	// what a client can tell; a pooled connection's loss is not); nil
 	// reports nothing.
 	Connection runner.Connection
+	// RetryAfterMax bounds the wait a 429 or 503 answer's Retry-After
+	// asks for before the message's retry (Knative's retryAfterMax); 0
+	// ignores Retry-After, as Knative's PT0S does.
+	RetryAfterMax time.Duration
+	// Trust, when set, is what https:// receivers are verified against
+	// (K_CA_CERTS and the system's CAs); nil: the system's.
+	Trust *Trust
 	// Variable names the setting URL comes from (MV_TRANSFORMER_URL,
 	// K_SINK, ...), for the log line that says the peer is away.
 	Variable string
@@ -114,6 +125,12 @@ func NewClient(o ClientOptions) *Client {
 		// Payloads are often already compressed; never pay to gunzip replies.
 		DisableCompression: true,
 	}
+	if o.Trust != nil {
+		tr.TLSClientConfig = o.Trust.TLSConfig()
+		// A TLSClientConfig of its own turns net/http's HTTP/2 off unless
+		// asked for; keep what an https:// receiver got without one.
+		tr.ForceAttemptHTTP2 = true
+	}
 	if o.H2C {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
@@ -130,7 +147,7 @@ func NewClient(o ClientOptions) *Client {
 		o.Variable = "URL"
 	}
 	return &Client{
-		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, budget: o.Budget, header: o.Header, direct: d,
+		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, retryAfterMax: o.RetryAfterMax, budget: o.Budget, header: o.Header, direct: d,
 		variable: o.Variable, log: o.Log, https: strings.HasPrefix(strings.ToLower(o.URL), "https://"),
 		http: &http.Client{
 			Transport: tr,
@@ -602,9 +619,37 @@ func (c *Client) CheckStatus(r *Response) error {
 	case r.Status >= 200 && r.Status <= 299:
 		return nil
 	case RetryableStatus(r.Status):
-		return NewStatusError(c.url, r)
+		se := NewStatusError(c.url, r)
+		if r.Status == http.StatusTooManyRequests || r.Status == http.StatusServiceUnavailable {
+			se.RetryAfter = parseRetryAfter(r.Header.Get("Retry-After"), time.Now())
+			return runner.RetryAfter(se, min(se.RetryAfter, c.retryAfterMax))
+		}
+		return se
 	}
 	return runner.Permanent(NewStatusError(c.url, r))
+}
+
+// parseRetryAfter reads a Retry-After header as Knative's dispatcher
+// does (parseRetryAfterDuration in pkg/kncloudevents/retries.go):
+// delay-seconds or an HTTP-date; 0 when absent, unreadable or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		// Beyond this a wait in seconds would overflow a Duration; no
+		// bound a user sets comes near it.
+		const most = int64(math.MaxInt64 / int64(time.Second))
+		return time.Duration(min(n, most)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 // RetryableStatus reports whether Knative's delivery rules retry a status:

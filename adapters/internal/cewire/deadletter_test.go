@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
@@ -102,6 +104,56 @@ func TestDefaultSourceNamesTheRunner(t *testing.T) {
 		}
 		if ev.Source() != c.want {
 			t.Errorf("%+v: source %q, want %q", c.cfg, ev.Source(), c.want)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0},
+		{"3", 3 * time.Second},
+		{" 120 ", 2 * time.Minute},
+		{"0", 0},
+		{"-5", 0},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0},
+		{"soon", 0},
+	} {
+		if got := parseRetryAfter(c.v, now); got != c.want {
+			t.Errorf("Retry-After %q: %v, want %v", c.v, got, c.want)
+		}
+	}
+}
+
+// TestCheckStatusAsksForTheRetryAfter: a 429 or 503 asks the engine to
+// wait what Retry-After says, bounded by RetryAfterMax (0: ignored); other
+// retried statuses ask nothing.
+func TestCheckStatusAsksForTheRetryAfter(t *testing.T) {
+	for _, c := range []struct {
+		status   int
+		header   string
+		max      time.Duration
+		wantWait time.Duration
+	}{
+		{429, "5", time.Minute, 5 * time.Second},
+		{503, "3600", time.Minute, time.Minute},
+		{503, "5", 0, 0},
+		{500, "5", time.Minute, 0},
+		{429, "", time.Minute, 0},
+	} {
+		cl := NewClient(ClientOptions{URL: "http://127.0.0.1:1/", RetryAfterMax: c.max})
+		err := cl.CheckStatus(&Response{Status: c.status, Header: http.Header{"Retry-After": {c.header}}})
+		var se *StatusError
+		if !errors.As(err, &se) || runner.IsPermanent(err) {
+			t.Fatalf("%d: %v, want a retried StatusError", c.status, err)
+		}
+		got := runner.RetryAfterOf(err)
+		if got != c.wantWait {
+			t.Errorf("%d Retry-After %q max %v: asked %v, want %v", c.status, c.header, c.max, got, c.wantWait)
 		}
 	}
 }

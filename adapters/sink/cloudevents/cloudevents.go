@@ -46,15 +46,16 @@ import (
 
 // Config holds the sink's settings for every role.
 type Config struct {
-	Sink         string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
-	FallbackURL  string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
-	OnSuccessURL string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
-	Overrides    string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
-	Mode         string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
-	Concurrency  int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
-	Timeout      *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
-	SinkTimeout  *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
-	H2C          bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	Sink          string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	FallbackURL   string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
+	OnSuccessURL  string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
+	Overrides     string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
+	Mode          string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
+	Concurrency   int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
+	Timeout       *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
+	SinkTimeout   *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
+	RetryAfterMax time.Duration  `envconfig:"MV_CE_SINK_RETRY_AFTER_MAX" default:"60s" desc:"longest wait a 429 or 503 answer's Retry-After may impose before the retry (Knative's delivery.retryAfterMax); 0 ignores Retry-After"`
+	H2C           bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
@@ -117,6 +118,9 @@ func (c *Config) Validate(role runner.Role) error {
 	}
 	if c.Timeout != nil && *c.Timeout < 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_TIMEOUT", Value: c.Timeout.String(), Reason: "must be a positive duration such as 30s, or 0 for none"}
+	}
+	if c.RetryAfterMax < 0 {
+		return &runner.ConfigError{Var: "MV_CE_SINK_RETRY_AFTER_MAX", Value: c.RetryAfterMax.String(), Reason: "must be 0 (ignore Retry-After) or a positive duration such as 60s"}
 	}
 	if c.SinkTimeout != nil && *c.SinkTimeout < 0 {
 		return &runner.ConfigError{Var: "K_SINK_TIMEOUT", Value: strconv.Itoa(*c.SinkTimeout), Reason: "must be whole seconds, 0 or more"}
@@ -190,12 +194,17 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	if err != nil {
 		return nil, err
 	}
+	trust, err := cewire.LoadTrust(cfg.CACerts)
+	if err != nil {
+		return nil, &runner.ConfigError{Var: "K_CA_CERTS", Value: "", Reason: err.Error()}
+	}
 	ov, _ := parseOverrides(cfg.Overrides)
 	mode, _ := cewire.ParseMode(cfg.Mode)
 	target, variable := cfg.target(role)
 	return &Sink{
 		client: cewire.NewClient(cewire.ClientOptions{
 			URL: target, Mode: mode, Timeout: cfg.DeliveryTimeout(), Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
+			RetryAfterMax: cfg.RetryAfterMax, Trust: trust,
 			Variable: variable, Log: log,
 		}),
 		mapper:      mapper,
