@@ -31,6 +31,8 @@ type Client struct {
 	mode     Mode
 	timeout  time.Duration
 	maxReply int64
+	// token: see ClientOptions.Token.
+	token TokenSource
 	// retryAfterMax: see ClientOptions.RetryAfterMax.
 	retryAfterMax time.Duration
 	budget        *Budget
@@ -85,6 +87,9 @@ type ClientOptions struct {
 	// Trust, when set, is what https:// receivers are verified against
 	// (K_CA_CERTS and the system's CAs); nil: the system's.
 	Trust *Trust
+	// Token, when set, gives the OIDC token sent as Authorization: Bearer
+	// with every request (Knative Eventing's authentication-oidc).
+	Token TokenSource
 	// Variable names the setting URL comes from (MV_TRANSFORMER_URL,
 	// K_SINK, ...), for the log line that says the peer is away.
 	Variable string
@@ -147,7 +152,7 @@ func NewClient(o ClientOptions) *Client {
 		o.Variable = "URL"
 	}
 	return &Client{
-		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, retryAfterMax: o.RetryAfterMax, budget: o.Budget, header: o.Header, direct: d,
+		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, retryAfterMax: o.RetryAfterMax, token: o.Token, budget: o.Budget, header: o.Header, direct: d,
 		variable: o.Variable, log: o.Log, https: strings.HasPrefix(strings.ToLower(o.URL), "https://"),
 		http: &http.Client{
 			Transport: tr,
@@ -331,6 +336,17 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 	for k, v := range c.header {
 		req.Header[k] = v
 	}
+	if c.token != nil {
+		tok, err := c.token.Token(ctx)
+		if err != nil {
+			reason := "cannot get its OIDC token: " + err.Error()
+			if caller.Err() == nil {
+				c.markAway(reason)
+			}
+			return nil, &TransportError{URL: c.url, Err: err, away: reason}
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	if err := WriteRequest(ctx, req, ev, c.mode); err != nil {
 		return nil, err
 	}
@@ -362,7 +378,11 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		}
 		return nil, te
 	}
-	c.markBack()
+	if reason := c.authRefusal(resp.StatusCode); reason != "" {
+		c.markAway(reason)
+	} else {
+		c.markBack()
+	}
 	defer resp.Body.Close()
 	out := &Response{Status: resp.StatusCode, Header: resp.Header}
 	if !readBody || resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -530,6 +550,23 @@ func awayReason(err error) string {
 	return ""
 }
 
+// authRefusal says, for a 401 or 403 answer, why the receiver refuses the
+// runner (Knative's OIDC verifier answers 401 to a missing or invalid
+// token, 403 to a subject no EventPolicy allows: pkg/auth/verifier.go),
+// and what to set; "" for any other status.
+func (c *Client) authRefusal(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		if c.token == nil {
+			return "answered 401 Unauthorized: it takes only events with an OIDC token, and the runner sends none (set K_AUDIENCE to its audience with K_OIDC_SERVICE_ACCOUNT, or mount a token for it at MV_OIDC_TOKEN_PATH)"
+		}
+		return "answered 401 Unauthorized: it refused the runner's OIDC token (is K_AUDIENCE its audience, status.address.audience, and the token current?)"
+	case http.StatusForbidden:
+		return "answered 403 Forbidden: it does not let the runner's identity send (an EventPolicy must name the runner's service account, and its filters take the events)"
+	}
+	return ""
+}
+
 // markAway records that calls do not reach the peer, and says so in the
 // log once until the peer answers again (the reason may differ from call
 // to call: a plain HTTP server answers some handshakes and waits on
@@ -618,6 +655,11 @@ func (c *Client) CheckStatus(r *Response) error {
 	switch {
 	case r.Status >= 200 && r.Status <= 299:
 		return nil
+	case r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden:
+		// The receiver refuses the runner, not the message: held like an
+		// unreachable peer (see authRefusal), never dropped or sent to the
+		// fallback sink for it.
+		return runner.Unavailable(NewStatusError(c.url, r))
 	case RetryableStatus(r.Status):
 		se := NewStatusError(c.url, r)
 		if r.Status == http.StatusTooManyRequests || r.Status == http.StatusServiceUnavailable {

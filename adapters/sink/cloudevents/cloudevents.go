@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 
@@ -46,16 +47,19 @@ import (
 
 // Config holds the sink's settings for every role.
 type Config struct {
-	Sink          string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
-	FallbackURL   string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
-	OnSuccessURL  string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
-	Overrides     string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
-	Mode          string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
-	Concurrency   int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
-	Timeout       *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
-	SinkTimeout   *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
-	RetryAfterMax time.Duration  `envconfig:"MV_CE_SINK_RETRY_AFTER_MAX" default:"60s" desc:"longest wait a 429 or 503 answer's Retry-After may impose before the retry (Knative's delivery.retryAfterMax); 0 ignores Retry-After"`
-	H2C           bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	Sink               string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	FallbackURL        string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
+	OnSuccessURL       string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
+	Overrides          string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
+	Mode               string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
+	Concurrency        int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
+	Timeout            *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
+	SinkTimeout        *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
+	RetryAfterMax      time.Duration  `envconfig:"MV_CE_SINK_RETRY_AFTER_MAX" default:"60s" desc:"longest wait a 429 or 503 answer's Retry-After may impose before the retry (Knative's delivery.retryAfterMax); 0 ignores Retry-After"`
+	Audience           string         `envconfig:"K_AUDIENCE" desc:"OIDC audience of K_SINK (its status.address.audience): with K_OIDC_SERVICE_ACCOUNT, every delivery to K_SINK carries a token for it from the TokenRequest API"`
+	OIDCServiceAccount string         `envconfig:"K_OIDC_SERVICE_ACCOUNT" desc:"service account, in NAMESPACE, whose tokens for K_AUDIENCE the runner requests (it needs create on serviceaccounts/token)"`
+	OIDCTokenPath      string         `envconfig:"MV_OIDC_TOKEN_PATH" default:"/oidc/token" desc:"file of an OIDC token for K_SINK, read again as it is renewed: a projected service account token, or the Secret a SinkBinding mounts at /oidc; used when present and K_OIDC_SERVICE_ACCOUNT is not set"`
+	H2C                bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
@@ -78,6 +82,33 @@ func (c *Config) DeliveryTimeout() time.Duration {
 		return time.Duration(*c.SinkTimeout) * time.Second
 	}
 	return DefaultTimeout
+}
+
+// tokenSource is where the OIDC token sent to K_SINK comes from, as
+// Knative's adapters get theirs: with K_AUDIENCE and
+// K_OIDC_SERVICE_ACCOUNT, the TokenRequest API (pkg/adapter/v2
+// cloudevents.go withAuthHeader); else the token file, where one is
+// mounted (a SinkBinding's /oidc/token, or a projected service account
+// token); else none.
+func (c *Config) tokenSource() (cewire.TokenSource, error) {
+	if c.Audience != "" && c.OIDCServiceAccount != "" {
+		in, err := cewire.FindInCluster(c.Namespace)
+		if err != nil {
+			return nil, &runner.ConfigError{Var: "K_OIDC_SERVICE_ACCOUNT", Value: c.OIDCServiceAccount, Reason: err.Error()}
+		}
+		return cewire.NewRequestedToken(in, c.OIDCServiceAccount, c.Audience)
+	}
+	if c.OIDCTokenPath == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(c.OIDCTokenPath); err != nil {
+		return nil, nil
+	}
+	tok, err := cewire.NewFileToken(c.OIDCTokenPath)
+	if err != nil {
+		return nil, &runner.ConfigError{Var: "MV_OIDC_TOKEN_PATH", Value: c.OIDCTokenPath, Reason: err.Error()}
+	}
+	return tok, nil
 }
 
 // target returns the URL and the variable it comes from for a role.
@@ -121,6 +152,11 @@ func (c *Config) Validate(role runner.Role) error {
 	}
 	if c.RetryAfterMax < 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_RETRY_AFTER_MAX", Value: c.RetryAfterMax.String(), Reason: "must be 0 (ignore Retry-After) or a positive duration such as 60s"}
+	}
+	if role == runner.RoleSink && c.Audience != "" && c.OIDCServiceAccount == "" {
+		if _, err := os.Stat(c.OIDCTokenPath); err != nil {
+			return &runner.ConfigError{Var: "K_AUDIENCE", Value: c.Audience, Reason: "needs a token: set K_OIDC_SERVICE_ACCOUNT (tokens from the TokenRequest API), or mount a projected service account token for this audience at MV_OIDC_TOKEN_PATH (" + c.OIDCTokenPath + ")"}
+		}
 	}
 	if c.SinkTimeout != nil && *c.SinkTimeout < 0 {
 		return &runner.ConfigError{Var: "K_SINK_TIMEOUT", Value: strconv.Itoa(*c.SinkTimeout), Reason: "must be whole seconds, 0 or more"}
@@ -198,13 +234,19 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	if err != nil {
 		return nil, &runner.ConfigError{Var: "K_CA_CERTS", Value: "", Reason: err.Error()}
 	}
+	var token cewire.TokenSource
+	if role == runner.RoleSink {
+		if token, err = cfg.tokenSource(); err != nil {
+			return nil, err
+		}
+	}
 	ov, _ := parseOverrides(cfg.Overrides)
 	mode, _ := cewire.ParseMode(cfg.Mode)
 	target, variable := cfg.target(role)
 	return &Sink{
 		client: cewire.NewClient(cewire.ClientOptions{
 			URL: target, Mode: mode, Timeout: cfg.DeliveryTimeout(), Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
-			RetryAfterMax: cfg.RetryAfterMax, Trust: trust,
+			RetryAfterMax: cfg.RetryAfterMax, Trust: trust, Token: token,
 			Variable: variable, Log: log,
 		}),
 		mapper:      mapper,

@@ -104,7 +104,10 @@ func TestStatusesFollowKnativeRules(t *testing.T) {
 		{200, true, false}, {201, true, false}, {202, true, false}, {204, true, false},
 		{500, false, false}, {502, false, false}, {503, false, false},
 		{404, false, false}, {408, false, false}, {409, false, false}, {429, false, false},
-		{400, false, true}, {401, false, true}, {403, false, true}, {413, false, true}, {422, false, true},
+		{400, false, true}, {413, false, true}, {422, false, true},
+		// 401 and 403 refuse the runner (an OIDC token, an EventPolicy),
+		// not the message: held (Unavailable), never dropped for it.
+		{401, false, false}, {403, false, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.code), func(t *testing.T) {
