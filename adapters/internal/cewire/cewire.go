@@ -140,10 +140,24 @@ var specAttributes = map[string]bool{
 	PartitionKeyExtension: true,
 }
 
+// KnativeKafkaHeaderPrefix starts the extensions in which a Knative
+// KafkaSource delivers a record's headers (kafkaheader<name>). It makes
+// them at any length, so they may be longer than MaxExtensionNameLength
+// (a SHOULD of the spec): a Trigger filtering on one must find it.
+const KnativeKafkaHeaderPrefix = "kafkaheader"
+
+// maxKafkaHeaderExtension bounds those names all the same.
+const maxKafkaHeaderExtension = 255
+
 // ValidExtensionName reports whether name may be used as an extension:
-// lower-case letters and digits, 1 to 20 characters, not a spec attribute.
+// lower-case letters and digits, 1 to 20 characters (up to 255 for
+// KnativeKafkaHeaderPrefix's), not a spec attribute.
 func ValidExtensionName(name string) bool {
-	if name == "" || len(name) > MaxExtensionNameLength || specAttributes[name] {
+	most := MaxExtensionNameLength
+	if strings.HasPrefix(name, KnativeKafkaHeaderPrefix) {
+		most = maxKafkaHeaderExtension
+	}
+	if name == "" || len(name) > most || specAttributes[name] {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
