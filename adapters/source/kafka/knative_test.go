@@ -77,7 +77,7 @@ func TestKnativeCEModeMakesKafkaSourceEvents(t *testing.T) {
 	for id, w := range map[string]want{
 		"partition:0/offset:0": {knativeEventType, src, "partition:0#0", "application/json", at, map[string]string{
 			"key": "user-1", "partitionkey": "user-1", "kafkaheaderxtraceid": "abc", "kafkaheadermyverylongheadername": "v"}},
-		"evt-9": {"com.example.order", "/shop/orders", "", "application/json", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), map[string]string{"myext": "x"}},
+		"evt-9":                {"com.example.order", "/shop/orders", "", "application/json", time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), map[string]string{"myext": "x"}},
 		"partition:1/offset:0": {knativeEventType, src, "partition:1#0", "", at, map[string]string{}},
 	} {
 		ev, ok := got[id]
@@ -128,4 +128,3 @@ func TestKnativeCEModeSettings(t *testing.T) {
 		t.Errorf("header extension %q", got)
 	}
 }
-
