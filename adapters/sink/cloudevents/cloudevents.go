@@ -59,6 +59,10 @@ type Config struct {
 	Audience           string         `envconfig:"K_AUDIENCE" desc:"OIDC audience of K_SINK (its status.address.audience): with K_OIDC_SERVICE_ACCOUNT, every delivery to K_SINK carries a token for it from the TokenRequest API"`
 	OIDCServiceAccount string         `envconfig:"K_OIDC_SERVICE_ACCOUNT" desc:"service account, in NAMESPACE, whose tokens for K_AUDIENCE the runner requests (it needs create on serviceaccounts/token)"`
 	OIDCTokenPath      string         `envconfig:"MV_OIDC_TOKEN_PATH" default:"/oidc/token" desc:"file of an OIDC token for K_SINK, read again as it is renewed: a projected service account token, or the Secret a SinkBinding mounts at /oidc; used when present and K_OIDC_SERVICE_ACCOUNT is not set"`
+	FallbackAudience   string         `envconfig:"MV_FALLBACK_SINK_AUDIENCE" desc:"OIDC audience of MV_FALLBACK_SINK_URL (a dead-letter Broker with authentication-oidc): its token comes from the TokenRequest API for K_OIDC_SERVICE_ACCOUNT, or from MV_FALLBACK_OIDC_TOKEN_PATH"`
+	FallbackTokenPath  string         `envconfig:"MV_FALLBACK_OIDC_TOKEN_PATH" desc:"file of an OIDC token for MV_FALLBACK_SINK_URL, read again as it is renewed (a projected service account token for its audience)"`
+	OnSuccessAudience  string         `envconfig:"MV_ON_SUCCESS_SINK_AUDIENCE" desc:"OIDC audience of MV_ON_SUCCESS_SINK_URL, as MV_FALLBACK_SINK_AUDIENCE"`
+	OnSuccessTokenPath string         `envconfig:"MV_ON_SUCCESS_OIDC_TOKEN_PATH" desc:"file of an OIDC token for MV_ON_SUCCESS_SINK_URL, as MV_FALLBACK_OIDC_TOKEN_PATH"`
 	H2C                bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
@@ -84,29 +88,64 @@ func (c *Config) DeliveryTimeout() time.Duration {
 	return DefaultTimeout
 }
 
-// tokenSource is where the OIDC token sent to K_SINK comes from, as
-// Knative's adapters get theirs: with K_AUDIENCE and
+// oidc is the OIDC setting of a role: the audience of its URL and a
+// token file, with the variables that set them; the file is optional
+// (used only when present) where it has a default.
+type oidc struct {
+	audience, audienceVar, path, pathVar string
+	pathOptional                         bool
+}
+
+// oidcOf is the OIDC setting of role.
+func (c *Config) oidcOf(role runner.Role) oidc {
+	switch role {
+	case runner.RoleFallbackSink:
+		return oidc{c.FallbackAudience, "MV_FALLBACK_SINK_AUDIENCE", c.FallbackTokenPath, "MV_FALLBACK_OIDC_TOKEN_PATH", false}
+	case runner.RoleOnSuccessSink:
+		return oidc{c.OnSuccessAudience, "MV_ON_SUCCESS_SINK_AUDIENCE", c.OnSuccessTokenPath, "MV_ON_SUCCESS_OIDC_TOKEN_PATH", false}
+	}
+	return oidc{c.Audience, "K_AUDIENCE", c.OIDCTokenPath, "MV_OIDC_TOKEN_PATH", true}
+}
+
+// validateOIDC checks that a role with an audience can get a token for
+// it, and that a token file named on purpose exists.
+func (c *Config) validateOIDC(role runner.Role) error {
+	o := c.oidcOf(role)
+	_, statErr := os.Stat(o.path)
+	present := o.path != "" && statErr == nil
+	if o.path != "" && !o.pathOptional && !present {
+		return &runner.ConfigError{Var: o.pathVar, Value: o.path, Reason: fmt.Sprintf("cannot be read: %v", statErr)}
+	}
+	if o.audience != "" && c.OIDCServiceAccount == "" && !present {
+		return &runner.ConfigError{Var: o.audienceVar, Value: o.audience, Reason: "needs a token: set K_OIDC_SERVICE_ACCOUNT (tokens from the TokenRequest API), or mount a projected service account token for this audience and name it with " + o.pathVar}
+	}
+	return nil
+}
+
+// tokenSource is where the OIDC token sent to the role's URL comes from,
+// as Knative's adapters get theirs: with an audience and
 // K_OIDC_SERVICE_ACCOUNT, the TokenRequest API (pkg/adapter/v2
 // cloudevents.go withAuthHeader); else the token file, where one is
-// mounted (a SinkBinding's /oidc/token, or a projected service account
-// token); else none.
-func (c *Config) tokenSource() (cewire.TokenSource, error) {
-	if c.Audience != "" && c.OIDCServiceAccount != "" {
+// mounted (for K_SINK by default a SinkBinding's /oidc/token; or a
+// projected service account token); else none.
+func (c *Config) tokenSource(role runner.Role) (cewire.TokenSource, error) {
+	o := c.oidcOf(role)
+	if o.audience != "" && c.OIDCServiceAccount != "" {
 		in, err := cewire.FindInCluster(c.Namespace)
 		if err != nil {
 			return nil, &runner.ConfigError{Var: "K_OIDC_SERVICE_ACCOUNT", Value: c.OIDCServiceAccount, Reason: err.Error()}
 		}
-		return cewire.NewRequestedToken(in, c.OIDCServiceAccount, c.Audience)
+		return cewire.NewRequestedToken(in, c.OIDCServiceAccount, o.audience)
 	}
-	if c.OIDCTokenPath == "" {
+	if o.path == "" {
 		return nil, nil
 	}
-	if _, err := os.Stat(c.OIDCTokenPath); err != nil {
+	if _, err := os.Stat(o.path); err != nil && o.pathOptional {
 		return nil, nil
 	}
-	tok, err := cewire.NewFileToken(c.OIDCTokenPath)
+	tok, err := cewire.NewFileToken(o.path)
 	if err != nil {
-		return nil, &runner.ConfigError{Var: "MV_OIDC_TOKEN_PATH", Value: c.OIDCTokenPath, Reason: err.Error()}
+		return nil, &runner.ConfigError{Var: o.pathVar, Value: o.path, Reason: err.Error()}
 	}
 	return tok, nil
 }
@@ -153,10 +192,8 @@ func (c *Config) Validate(role runner.Role) error {
 	if c.RetryAfterMax < 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_RETRY_AFTER_MAX", Value: c.RetryAfterMax.String(), Reason: "must be 0 (ignore Retry-After) or a positive duration such as 60s"}
 	}
-	if role == runner.RoleSink && c.Audience != "" && c.OIDCServiceAccount == "" {
-		if _, err := os.Stat(c.OIDCTokenPath); err != nil {
-			return &runner.ConfigError{Var: "K_AUDIENCE", Value: c.Audience, Reason: "needs a token: set K_OIDC_SERVICE_ACCOUNT (tokens from the TokenRequest API), or mount a projected service account token for this audience at MV_OIDC_TOKEN_PATH (" + c.OIDCTokenPath + ")"}
-		}
+	if err := c.validateOIDC(role); err != nil {
+		return err
 	}
 	if c.SinkTimeout != nil && *c.SinkTimeout < 0 {
 		return &runner.ConfigError{Var: "K_SINK_TIMEOUT", Value: strconv.Itoa(*c.SinkTimeout), Reason: "must be whole seconds, 0 or more"}
@@ -234,11 +271,9 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	if err != nil {
 		return nil, &runner.ConfigError{Var: "K_CA_CERTS", Value: "", Reason: err.Error()}
 	}
-	var token cewire.TokenSource
-	if role == runner.RoleSink {
-		if token, err = cfg.tokenSource(); err != nil {
-			return nil, err
-		}
+	token, err := cfg.tokenSource(role)
+	if err != nil {
+		return nil, err
 	}
 	ov, _ := parseOverrides(cfg.Overrides)
 	mode, _ := cewire.ParseMode(cfg.Mode)
