@@ -555,12 +555,19 @@ func awayReason(err error) string {
 // token, 403 to a subject no EventPolicy allows: pkg/auth/verifier.go),
 // and what to set; "" for any other status.
 func (c *Client) authRefusal(status int) string {
+	audience, path := "K_AUDIENCE", "MV_OIDC_TOKEN_PATH"
+	switch c.variable {
+	case "MV_FALLBACK_SINK_URL":
+		audience, path = "MV_FALLBACK_SINK_AUDIENCE", "MV_FALLBACK_OIDC_TOKEN_PATH"
+	case "MV_ON_SUCCESS_SINK_URL":
+		audience, path = "MV_ON_SUCCESS_SINK_AUDIENCE", "MV_ON_SUCCESS_OIDC_TOKEN_PATH"
+	}
 	switch status {
 	case http.StatusUnauthorized:
 		if c.token == nil {
-			return "answered 401 Unauthorized: it takes only events with an OIDC token, and the runner sends none (set K_AUDIENCE to its audience with K_OIDC_SERVICE_ACCOUNT, or mount a token for it at MV_OIDC_TOKEN_PATH)"
+			return "answered 401 Unauthorized: it takes only events with an OIDC token, and the runner sends none (set " + audience + " to its audience with K_OIDC_SERVICE_ACCOUNT, or mount a token for it at " + path + ")"
 		}
-		return "answered 401 Unauthorized: it refused the runner's OIDC token (is K_AUDIENCE its audience, status.address.audience, and the token current?)"
+		return "answered 401 Unauthorized: it refused the runner's OIDC token (is " + audience + " its audience, status.address.audience, and the token current?)"
 	case http.StatusForbidden:
 		return "answered 403 Forbidden: it does not let the runner's identity send (an EventPolicy must name the runner's service account, and its filters take the events)"
 	}
