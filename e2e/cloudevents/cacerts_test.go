@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	httpsrc "github.com/monovertex/monovertex/adapters/source/http"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -41,30 +39,16 @@ func TestRunnerTrustsKCACerts(t *testing.T) {
 				mu.Unlock()
 				w.WriteHeader(http.StatusAccepted)
 			}))
-			p := testutil.StartRunner(t, map[string]string{
-				"MV_NAME":              "tls",
-				"MV_SOURCE":            "http",
-				"MV_SINK":              "cloudevents",
+			p := startHTTPRunner(t, "tls", map[string]string{
 				"K_SINK":               url + "/broker",
 				"MV_FALLBACK_SINK":     "cloudevents",
 				"MV_FALLBACK_SINK_URL": url + "/dlq",
 				"MV_ON_FAILURE":        "fallback",
 				"K_CA_CERTS":           c.value,
-				"MV_READ_TIMEOUT":      "50ms",
-				"MV_SHUTDOWN_TIMEOUT":  "5s",
 				// Room for the first TLS handshakes under -race.
 				"MV_CE_SINK_TIMEOUT": "10s",
 			})
-			p.WaitReady(90 * time.Second)
-			var chans []<-chan answer
-			for i := 0; i < 10; i++ {
-				chans = append(chans, sendAsync(p.PortURL+"/vertices/tls", "x", httpsrc.HeaderID, fmt.Sprintf("ev-%d", i), "Content-Type", "text/plain"))
-			}
-			for _, ch := range chans {
-				if a := wait(t, ch); a.Status != http.StatusOK {
-					t.Fatalf("answer %+v, want 200", a)
-				}
-			}
+			waitOK(t, sendEvents(p, "tls", 0, 10))
 			mu.Lock()
 			defer mu.Unlock()
 			for i := 0; i < 10; i++ {

@@ -8,11 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	httpsrc "github.com/monovertex/monovertex/adapters/source/http"
 	"github.com/monovertex/monovertex/internal/cetest"
-	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // refusingReceiver answers each binary-mode event by its ce-id with
@@ -66,31 +63,16 @@ func TestRunnerDeadLetterExtensions(t *testing.T) {
 	}
 	primary := startRefusingReceiver(t, refuse)
 	fallback := cetest.StartReceiver(t, nil)
-	p := testutil.StartRunner(t, map[string]string{
-		"MV_NAME":              "dl",
-		"MV_SOURCE":            "http",
-		"MV_SINK":              "cloudevents",
+	p := startHTTPRunner(t, "dl", map[string]string{
 		"K_SINK":               primary.URL + "/ingress",
 		"MV_FALLBACK_SINK":     "cloudevents",
 		"MV_FALLBACK_SINK_URL": fallback.URL,
 		"MV_ON_FAILURE":        "fallback",
 		"MV_RETRY_STEPS":       "3",
 		"MV_RETRY_INTERVAL":    "1ms",
-		"MV_READ_TIMEOUT":      "50ms",
-		"MV_SHUTDOWN_TIMEOUT":  "5s",
 	})
-	p.WaitReady(90 * time.Second)
 	const n = 30
-	var chans []<-chan answer
-	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("ev-%d", i)
-		chans = append(chans, sendAsync(p.PortURL+"/vertices/dl", "payload "+id, httpsrc.HeaderID, id, "Content-Type", "text/plain"))
-	}
-	for i, ch := range chans {
-		if a := wait(t, ch); a.Status != http.StatusOK {
-			t.Fatalf("ev-%d: answer %+v, want 200", i, a)
-		}
-	}
+	waitOK(t, sendEvents(p, "dl", 0, n))
 	got := map[string]int{}
 	for _, ev := range fallback.Events() {
 		got[ev.ID()]++

@@ -1,7 +1,6 @@
 package cloudevents_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	httpsrc "github.com/monovertex/monovertex/adapters/source/http"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -46,34 +44,17 @@ func TestRunnerOIDCTokenFileIsRenewed(t *testing.T) {
 	if err := os.WriteFile(path, []byte("token-1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := testutil.StartRunner(t, map[string]string{
-		"MV_NAME":             "oidc",
-		"MV_SOURCE":           "http",
-		"MV_SINK":             "cloudevents",
-		"K_SINK":              srv.URL,
-		"MV_OIDC_TOKEN_PATH":  path,
-		"MV_RETRY_STEPS":      "1",
-		"MV_ON_FAILURE":       "drop",
-		"MV_READ_TIMEOUT":     "50ms",
-		"MV_SHUTDOWN_TIMEOUT": "5s",
+	p := startHTTPRunner(t, "oidc", map[string]string{
+		"K_SINK":             srv.URL,
+		"MV_OIDC_TOKEN_PATH": path,
+		"MV_RETRY_STEPS":     "1",
+		"MV_ON_FAILURE":      "drop",
 	})
-	p.WaitReady(90 * time.Second)
-	send := func(from, to int) []<-chan answer {
-		var chans []<-chan answer
-		for i := from; i < to; i++ {
-			chans = append(chans, sendAsync(p.PortURL+"/vertices/oidc", "x", httpsrc.HeaderID, fmt.Sprintf("ev-%d", i), "Content-Type", "text/plain"))
-		}
-		return chans
-	}
-	for _, ch := range send(0, 20) {
-		if a := wait(t, ch); a.Status != http.StatusOK {
-			t.Fatalf("answer %+v, want 200", a)
-		}
-	}
+	waitOK(t, sendEvents(p, "oidc", 0, 20))
 	mu.Lock()
 	want = "token-2"
 	mu.Unlock()
-	held := send(20, 40)
+	held := sendEvents(p, "oidc", 20, 40)
 	testutil.WaitFor(t, 60*time.Second, "/readyz to answer 503 naming the 401", func() bool {
 		code, body := testutil.Get(t, p.AdminURL+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(string(body), "401")
@@ -85,11 +66,7 @@ func TestRunnerOIDCTokenFileIsRenewed(t *testing.T) {
 	if err := os.Chtimes(path, later, later); err != nil {
 		t.Fatal(err)
 	}
-	for _, ch := range held {
-		if a := wait(t, ch); a.Status != http.StatusOK {
-			t.Fatalf("answer %+v, want 200", a)
-		}
-	}
+	waitOK(t, held)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(taken["token-1"]) != 20 || len(taken["token-2"]) != 20 {

@@ -7,9 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	httpsrc "github.com/monovertex/monovertex/adapters/source/http"
-	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 // TestRunnerHonoursRetryAfter runs the runner binary against a sink that
@@ -43,28 +40,13 @@ func TestRunnerHonoursRetryAfter(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(srv.Close)
-	p := testutil.StartRunner(t, map[string]string{
-		"MV_NAME":                    "ra",
-		"MV_SOURCE":                  "http",
-		"MV_SINK":                    "cloudevents",
+	p := startHTTPRunner(t, "ra", map[string]string{
 		"K_SINK":                     srv.URL,
 		"MV_CE_SINK_RETRY_AFTER_MAX": "2s",
 		"MV_RETRY_INTERVAL":          "1ms",
-		"MV_READ_TIMEOUT":            "50ms",
-		"MV_SHUTDOWN_TIMEOUT":        "5s",
 	})
-	p.WaitReady(90 * time.Second)
 	const n = 10
-	var chans []<-chan answer
-	for i := 0; i < n; i++ {
-		id := fmt.Sprintf("ev-%d", i)
-		chans = append(chans, sendAsync(p.PortURL+"/vertices/ra", "x", httpsrc.HeaderID, id, "Content-Type", "text/plain"))
-	}
-	for i, ch := range chans {
-		if a := wait(t, ch); a.Status != http.StatusOK {
-			t.Fatalf("ev-%d: answer %+v, want 200", i, a)
-		}
-	}
+	waitOK(t, sendEvents(p, "ra", 0, n))
 	mu.Lock()
 	defer mu.Unlock()
 	if len(tries) != n {
