@@ -27,7 +27,7 @@ import (
 
 // Core holds the settings of the runner itself.
 type Core struct {
-	Name            string        `envconfig:"MV_NAME" default:"local" desc:"name of this mono vertex (metric label mvtx_name)"`
+	Name            string        `envconfig:"MV_NAME" default:"local" desc:"name of this mono vertex (metric label mvtx_name); when unset, NAME where Knative sets it"`
 	Replica         int           `envconfig:"MV_REPLICA" default:"0" desc:"replica index (metric label mvtx_replica)"`
 	Source          string        `envconfig:"MV_SOURCE" default:"generator" desc:"source kind"`
 	Transformer     string        `envconfig:"MV_TRANSFORMER" default:"none" desc:"source transformer kind (Numaflow's source.transformer), or none"`
@@ -65,12 +65,24 @@ type Core struct {
 	ScaleDownCooldown int           `envconfig:"MV_SCALE_DOWN_COOLDOWN_SECONDS" default:"90" desc:"seconds after a change of monovtx_desired_replicas before it may fall again (scale.scaleDownCooldownSeconds)"`
 	ReplicasPerUp     int           `envconfig:"MV_SCALE_REPLICAS_PER_UP" default:"2" desc:"most replicas one rise of monovtx_desired_replicas adds (scale.replicasPerScaleUp)"`
 	ReplicasPerDown   int           `envconfig:"MV_SCALE_REPLICAS_PER_DOWN" default:"2" desc:"most replicas one fall of monovtx_desired_replicas removes (scale.replicasPerScaleDown)"`
-	LogLevel          string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogLevel          string        `envconfig:"MV_LOG_LEVEL" default:"info" desc:"debug, info, warn or error; when unset, the level K_LOGGING_CONFIG gives"`
 	PProf             bool          `envconfig:"MV_PPROF" default:"false" desc:"serve /debug/pprof on the admin port"`
 	ConfigDir         string        `envconfig:"MV_CONFIG_DIR" desc:"mounted ConfigMap folder; a key paused: \"true\" stops reading until it changes"`
 	ConfigPoll        time.Duration `envconfig:"MV_CONFIG_POLL" default:"1s" desc:"how often MV_CONFIG_DIR is read"`
 	MessageIDs        string        `envconfig:"MV_MESSAGE_IDS" default:"source" desc:"message IDs sinks see: source (the source's own, -k for each of several outputs) or numaflow (Numaflow's <MV_NAME>-<offset>-<index>)"`
 	Strict            bool          `envconfig:"MV_STRICT" default:"true" desc:"an MV_ variable the runner does not know (a typo) exits 2; false only warns"`
+	// Knative holds what Knative's controllers inject into an adapter
+	// (knative.dev/eventing pkg/adapter/v2/config.go EnvConfig); embedded
+	// for the same reason as Retry.
+	Knative
+}
+
+// Knative holds the variables Knative's controllers set for an adapter
+// that name it and set its log level; see knativeDefaults.
+type Knative struct {
+	KnativeName   string `envconfig:"NAME" desc:"the adapter's name as Knative's source controllers set it: MV_NAME when that is not set"`
+	LoggingConfig string `envconfig:"K_LOGGING_CONFIG" desc:"Knative's config-logging ConfigMap as JSON: loglevel.<K_COMPONENT>, else zap-logger-config's level, is the log level when MV_LOG_LEVEL is not set"`
+	Component     string `envconfig:"K_COMPONENT" default:"monovertex" desc:"component name whose loglevel.<name> key of K_LOGGING_CONFIG applies"`
 }
 
 // Retry holds the sink and transformer retry strategy.
@@ -156,6 +168,9 @@ func load(e env, warn func(string)) (*Config, error) {
 	if err := process(e, &c.Core); err != nil {
 		return nil, err
 	}
+	if err := c.knativeDefaults(e); err != nil {
+		return nil, err
+	}
 	if err := c.validateCore(); err != nil {
 		return nil, err
 	}
@@ -208,7 +223,7 @@ func process(e env, spec any) error {
 func typeWord(t string) string {
 	switch strings.TrimPrefix(t, "*") {
 	case "time.Duration", "Duration":
-		return "a duration such as 500ms, 1s or 2m"
+		return "a duration such as 500ms, 1s or 2m, or ISO 8601 such as PT0.5S"
 	case "int", "int64", "int32", "uint", "uint64":
 		return "a whole number"
 	case "float64", "float32":

@@ -100,7 +100,7 @@ func setField(f reflect.Value, value string) error {
 		f = f.Elem()
 	}
 	if f.Type() == durationType {
-		d, err := time.ParseDuration(value)
+		d, err := parseDuration(value)
 		f.SetInt(int64(d))
 		return err
 	}

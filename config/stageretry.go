@@ -3,7 +3,6 @@ package config
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/monovertex/monovertex/runner"
 )
@@ -51,7 +50,7 @@ func (c *Config) StageRetry(role runner.Role) (*runner.StageRetry, error) {
 		return &runner.ConfigError{Var: prefix + name, Value: value, Reason: reason}
 	}
 	if s := v[0]; s != "" {
-		d, err := time.ParseDuration(s)
+		d, err := parseDuration(s)
 		if err != nil || d <= 0 {
 			return nil, bad("RETRY_INTERVAL", s, "must be a positive duration such as 1ms")
 		}
@@ -76,7 +75,7 @@ func (c *Config) StageRetry(role runner.Role) (*runner.StageRetry, error) {
 		r.Policy.Factor = f
 	}
 	if s := v[3]; s != "" {
-		d, err := time.ParseDuration(s)
+		d, err := parseDuration(s)
 		if err != nil || d < 0 {
 			return nil, bad("RETRY_CAP", s, "must be 0 (no cap) or a positive duration")
 		}

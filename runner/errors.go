@@ -1,6 +1,9 @@
 package runner
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // markedError wraps an error with a kind the engine acts on. The kind is a
 // type parameter so that each mark is its own type to errors.As and one
@@ -66,3 +69,33 @@ func Unavailable(err error) error { return mark[unavailableKind](err) }
 // IsUnavailable reports whether err, or an error it wraps, was marked
 // Unavailable.
 func IsUnavailable(err error) bool { return isMarked[unavailableKind](err) }
+
+// retryAfterError is an error whose peer asked for a wait before the next
+// try.
+type retryAfterError struct {
+	err error
+	d   time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter marks err, a failure the engine retries, with how long its
+// peer asked to wait before the next try (an HTTP Retry-After on a 429 or
+// 503, already bounded by the adapter): the engine's backoff before that
+// retry is at least d. The try still spends a retry step.
+func RetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &retryAfterError{err, d}
+}
+
+// RetryAfterOf is the wait err asked for with RetryAfter, 0 if none.
+func RetryAfterOf(err error) time.Duration {
+	var ra *retryAfterError
+	if err != nil && errors.As(err, &ra) {
+		return ra.d
+	}
+	return 0
+}

@@ -65,6 +65,9 @@ type batch struct {
 	// span is the batch's trace span; nil when tracing is off, which every
 	// tracing step checks first so that it costs nothing then.
 	span trace.Span
+	// retryAfter is the longest wait a failure of this round asked for
+	// before its retry (RetryAfter); the backoff waits at least that.
+	retryAfter time.Duration
 	// tainted is set once a call failed or a message had to be retried: an
 	// attempt that was cut short may still read its payloads, so from then
 	// on the batch releases none of them (see Message.Release).
@@ -380,12 +383,25 @@ func (b *batch) backoff(ctx context.Context, policy *RetryPolicy, peerAway bool,
 	return err
 }
 
-// retryBackoff waits before retrying the messages of a round that failed.
+// retryBackoff waits before retrying the messages of a round that failed:
+// the policy's delay, or longer where a failure asked to wait longer
+// (RetryAfter), as Knative's dispatcher takes the larger of its backoff
+// and a Retry-After (generateBackoffFn in pkg/kncloudevents/retries.go).
 func (b *batch) retryBackoff(ctx context.Context, p RetryPolicy, round int) error {
-	if !clock.Sleep(ctx, p.Delay(round)) {
+	d := max(p.Delay(round), b.retryAfter)
+	b.retryAfter = 0
+	if !clock.Sleep(ctx, d) {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// waitAsked records how long err asked the next try to wait (RetryAfter),
+// for the backoff before the round that retries it.
+func (b *batch) waitAsked(err error) {
+	if d := RetryAfterOf(err); d > b.retryAfter {
+		b.retryAfter = d
+	}
 }
 
 // exhausted reports whether a message that failed in round (counting from
@@ -447,6 +463,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				}
 				if !IsPermanent(r.Err) && !st.exhausted(e.opts.Retry, round) {
 					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
+					b.waitAsked(r.Err)
 					again = append(again, o)
 					continue
 				}
@@ -464,6 +481,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 				switch onFailure {
 				case OnFailureFallback:
 					e.failures.error(st.name+" failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
+					o.msg.FallbackCause = r.Err
 					b.toFallback = append(b.toFallback, o)
 				case OnFailureDrop:
 					e.failures.error(st.name+" failed, message dropped", r.Err, o.msg.ID, 1)
@@ -475,6 +493,7 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 					b.final(o.parent)
 				default:
 					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
+					b.waitAsked(r.Err)
 					again = append(again, o)
 				}
 			case len(r.Outputs) == 0:
@@ -838,6 +857,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				return nil, 0, err
 			}
 			if retry {
+				b.waitAsked(r.Err)
 				again = append(again, o)
 			}
 		}
@@ -875,6 +895,7 @@ func (b *batch) exhaustedFailure(t tier, o output, r WriteResult, round int, nex
 	case OnFailureFallback:
 		if next {
 			f.error(t.name+" write failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
+			o.msg.FallbackCause = r.Err
 			b.toFallback = append(b.toFallback, o)
 			return false
 		}
@@ -906,6 +927,7 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 			if e.fallback == nil {
 				return false, missingTier("FALLBACK", o.msg.ID, "MV_FALLBACK_SINK")
 			}
+			o.msg.FallbackCause = nil
 			b.toFallback = append(b.toFallback, o)
 			return false, nil
 		case WriteOnSuccess:

@@ -30,6 +30,13 @@ type Message struct {
 	Tags []string
 	// Metadata is Numaflow's per-message metadata; nil when there is none.
 	Metadata *Metadata
+	// FallbackCause, on a message the engine writes to the fallback sink,
+	// is the failure that sent it there: the sink's (or a stage's) last
+	// error once MV_ON_FAILURE=fallback applied. It is nil when the sink
+	// asked for the fallback itself (WriteFallback). A fallback sink may
+	// record it, as the CloudEvents sink does in Knative's knativeerror*
+	// extensions.
+	FallbackCause error
 	// Offset is the source's own handle, given back to it in Ack and Nack.
 	// The engine and sinks never look inside it.
 	Offset any

@@ -93,7 +93,9 @@ func startPipeline(t *testing.T, spec pipelineSpec) *pipeline {
 			t.Fatal(err)
 		}
 	}
-	sinkCfg := cesink.Config{Sink: spec.sinkURL, FallbackURL: spec.fallback, Mode: "binary", Concurrency: 32, Timeout: 5 * time.Second}
+	sinkCfg := cesink.Config{Sink: spec.sinkURL, FallbackURL: spec.fallback, Mode: "binary", Concurrency: 32}
+	sinkTimeout := 5 * time.Second
+	sinkCfg.Timeout = &sinkTimeout
 	sinkCfg.Type = "com.example.test"
 	if spec.sink != nil {
 		spec.sink(&sinkCfg)

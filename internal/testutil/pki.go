@@ -4,11 +4,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -62,4 +65,19 @@ func NewPKI(t testing.TB) PKI {
 	p.ServerCert, p.ServerKey = leaf(2, "broker", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
 	p.ClientCert, p.ClientKey = leaf(3, "relay", x509.ExtKeyUsageClientAuth, nil)
 	return p
+}
+
+// StartTLSServer serves h over https on 127.0.0.1 with the PKI's server
+// certificate, until the test ends, and returns its URL.
+func StartTLSServer(t testing.TB, p PKI, h http.Handler) string {
+	t.Helper()
+	cert, err := tls.X509KeyPair(p.ServerCert, p.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

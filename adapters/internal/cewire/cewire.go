@@ -8,7 +8,9 @@
 //
 //   - id: Message.ID (surrounding spaces trimmed; an empty id is an error).
 //   - source: the "ce-source" header when it holds a URI-reference, else
-//     MV_CE_SOURCE (default /monovertex/<MV_NAME>).
+//     MV_CE_SOURCE (default /monovertex/<MV_NAME>, or
+//     /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME> where Knative
+//     sets NAMESPACE).
 //   - type: the "ce-type" header when set, else MV_CE_TYPE.
 //   - subject, dataschema: the "ce-subject" and "ce-dataschema" headers.
 //   - time: Message.EventTime (omitted when zero or outside years 0-9999).
@@ -67,8 +69,13 @@ const MaxExtensionNameLength = 20
 // Config holds the attributes of events the runner produces. Adapters that
 // speak CloudEvents embed it in their settings.
 type Config struct {
-	Source string `envconfig:"MV_CE_SOURCE" desc:"CloudEvents source of events the runner produces when the message carries none (default /monovertex/<MV_NAME>)"`
+	Source string `envconfig:"MV_CE_SOURCE" desc:"CloudEvents source of events the runner produces when the message carries none (default /monovertex/<MV_NAME>, or /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME> where NAMESPACE is set)"`
 	Type   string `envconfig:"MV_CE_TYPE" default:"dev.monovertex.message" desc:"CloudEvents type of events the runner produces when the message carries none"`
+	// Namespace is the namespace Knative's source controllers set for an
+	// adapter; with it the default source names the runner as Knative's
+	// sources name themselves (/apis/v1/namespaces/<ns>/pingsources/<name>).
+	CACerts   string `envconfig:"K_CA_CERTS" desc:"PEM of CAs trusted, besides the system's, for https:// receivers and functions (Knative injects it with transport-encryption), or the path of a PEM file, read again when it changes"`
+	Namespace string `envconfig:"NAMESPACE" desc:"namespace Knative sets for an adapter: the default CloudEvents source becomes /apis/v1/namespaces/<NAMESPACE>/monovertices/<MV_NAME>"`
 }
 
 // Validate checks MV_CE_SOURCE and MV_CE_TYPE.
@@ -77,6 +84,13 @@ func (c *Config) Validate() error {
 		if _, err := url.Parse(c.Source); err != nil {
 			return &runner.ConfigError{Var: "MV_CE_SOURCE", Value: c.Source, Reason: "must be a URI-reference such as /monovertex/my-vertex or https://example.com/orders"}
 		}
+	}
+	if _, err := LoadTrust(c.CACerts); err != nil {
+		v := c.CACerts
+		if len(v) > 40 {
+			v = v[:40] + "..."
+		}
+		return &runner.ConfigError{Var: "K_CA_CERTS", Value: v, Reason: err.Error()}
 	}
 	if c.Type != "" && !validString(c.Type) {
 		return &runner.ConfigError{Var: "MV_CE_TYPE", Value: c.Type, Reason: "must be printable text such as dev.monovertex.message"}
@@ -100,7 +114,11 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Mapper, error) {
 		log = zap.NewNop().Sugar()
 	}
 	src := cfg.Source
-	if src == "" {
+	switch {
+	case src != "":
+	case cfg.Namespace != "":
+		src = "/apis/v1/namespaces/" + url.PathEscape(cfg.Namespace) + "/monovertices/" + url.PathEscape(name)
+	default:
 		src = "/monovertex/" + url.PathEscape(name)
 	}
 	u, err := url.Parse(src)
@@ -122,10 +140,24 @@ var specAttributes = map[string]bool{
 	PartitionKeyExtension: true,
 }
 
+// KnativeKafkaHeaderPrefix starts the extensions in which a Knative
+// KafkaSource delivers a record's headers (kafkaheader<name>). It makes
+// them at any length, so they may be longer than MaxExtensionNameLength
+// (a SHOULD of the spec): a Trigger filtering on one must find it.
+const KnativeKafkaHeaderPrefix = "kafkaheader"
+
+// maxKafkaHeaderExtension bounds those names all the same.
+const maxKafkaHeaderExtension = 255
+
 // ValidExtensionName reports whether name may be used as an extension:
-// lower-case letters and digits, 1 to 20 characters, not a spec attribute.
+// lower-case letters and digits, 1 to 20 characters (up to 255 for
+// KnativeKafkaHeaderPrefix's), not a spec attribute.
 func ValidExtensionName(name string) bool {
-	if name == "" || len(name) > MaxExtensionNameLength || specAttributes[name] {
+	most := MaxExtensionNameLength
+	if strings.HasPrefix(name, KnativeKafkaHeaderPrefix) {
+		most = maxKafkaHeaderExtension
+	}
+	if name == "" || len(name) > most || specAttributes[name] {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,9 +31,13 @@ type Client struct {
 	mode     Mode
 	timeout  time.Duration
 	maxReply int64
-	budget   *Budget
-	header   http.Header
-	http     *http.Client
+	// token: see ClientOptions.Token.
+	token TokenSource
+	// retryAfterMax: see ClientOptions.RetryAfterMax.
+	retryAfterMax time.Duration
+	budget        *Budget
+	header        http.Header
+	http          *http.Client
 	// direct, when set, carries the posts instead of http's transport
 	// (see direct).
 	direct *direct
@@ -74,6 +80,16 @@ type ClientOptions struct {
 	// what a client can tell; a pooled connection's loss is not); nil
 	// reports nothing.
 	Connection runner.Connection
+	// RetryAfterMax bounds the wait a 429 or 503 answer's Retry-After
+	// asks for before the message's retry (Knative's retryAfterMax); 0
+	// ignores Retry-After, as Knative's PT0S does.
+	RetryAfterMax time.Duration
+	// Trust, when set, is what https:// receivers are verified against
+	// (K_CA_CERTS and the system's CAs); nil: the system's.
+	Trust *Trust
+	// Token, when set, gives the OIDC token sent as Authorization: Bearer
+	// with every request (Knative Eventing's authentication-oidc).
+	Token TokenSource
 	// Variable names the setting URL comes from (MV_TRANSFORMER_URL,
 	// K_SINK, ...), for the log line that says the peer is away.
 	Variable string
@@ -114,6 +130,12 @@ func NewClient(o ClientOptions) *Client {
 		// Payloads are often already compressed; never pay to gunzip replies.
 		DisableCompression: true,
 	}
+	if o.Trust != nil {
+		tr.TLSClientConfig = o.Trust.TLSConfig()
+		// A TLSClientConfig of its own turns net/http's HTTP/2 off unless
+		// asked for; keep what an https:// receiver got without one.
+		tr.ForceAttemptHTTP2 = true
+	}
 	if o.H2C {
 		var p http.Protocols
 		p.SetUnencryptedHTTP2(true)
@@ -130,7 +152,7 @@ func NewClient(o ClientOptions) *Client {
 		o.Variable = "URL"
 	}
 	return &Client{
-		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, budget: o.Budget, header: o.Header, direct: d,
+		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, retryAfterMax: o.RetryAfterMax, token: o.Token, budget: o.Budget, header: o.Header, direct: d,
 		variable: o.Variable, log: o.Log, https: strings.HasPrefix(strings.ToLower(o.URL), "https://"),
 		http: &http.Client{
 			Transport: tr,
@@ -314,6 +336,17 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 	for k, v := range c.header {
 		req.Header[k] = v
 	}
+	if c.token != nil {
+		tok, err := c.token.Token(ctx)
+		if err != nil {
+			reason := "cannot get its OIDC token: " + err.Error()
+			if caller.Err() == nil {
+				c.markAway(reason)
+			}
+			return nil, &TransportError{URL: c.url, Err: err, away: reason}
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	if err := WriteRequest(ctx, req, ev, c.mode); err != nil {
 		return nil, err
 	}
@@ -345,14 +378,19 @@ func (c *Client) post(ctx context.Context, ev *event.Event, readBody bool, bodie
 		}
 		return nil, te
 	}
-	c.markBack()
+	if reason := c.authRefusal(resp.StatusCode); reason != "" {
+		c.markAway(reason)
+	} else {
+		c.markBack()
+	}
 	defer resp.Body.Close()
 	out := &Response{Status: resp.StatusCode, Header: resp.Header}
 	if !readBody || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// An answer outside 2xx is never a reply: only its start is read.
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
-			// Keep the start of an error body for the error message.
-			out.Body, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+			// Keep the start of an error body for the error message
+			// and for a dead letter's knativeerrordata.
+			out.Body, _ = io.ReadAll(io.LimitReader(resp.Body, ErrorBodyKept))
 		}
 		// Drain a little more so the connection goes back to the pool.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -512,6 +550,30 @@ func awayReason(err error) string {
 	return ""
 }
 
+// authRefusal says, for a 401 or 403 answer, why the receiver refuses the
+// runner (Knative's OIDC verifier answers 401 to a missing or invalid
+// token, 403 to a subject no EventPolicy allows: pkg/auth/verifier.go),
+// and what to set; "" for any other status.
+func (c *Client) authRefusal(status int) string {
+	audience, path := "K_AUDIENCE", "MV_OIDC_TOKEN_PATH"
+	switch c.variable {
+	case "MV_FALLBACK_SINK_URL":
+		audience, path = "MV_FALLBACK_SINK_AUDIENCE", "MV_FALLBACK_OIDC_TOKEN_PATH"
+	case "MV_ON_SUCCESS_SINK_URL":
+		audience, path = "MV_ON_SUCCESS_SINK_AUDIENCE", "MV_ON_SUCCESS_OIDC_TOKEN_PATH"
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		if c.token == nil {
+			return "answered 401 Unauthorized: it takes only events with an OIDC token, and the runner sends none (set " + audience + " to its audience with K_OIDC_SERVICE_ACCOUNT, or mount a token for it at " + path + ")"
+		}
+		return "answered 401 Unauthorized: it refused the runner's OIDC token (is " + audience + " its audience, status.address.audience, and the token current?)"
+	case http.StatusForbidden:
+		return "answered 403 Forbidden: it does not let the runner's identity send (an EventPolicy must name the runner's service account, and its filters take the events)"
+	}
+	return ""
+}
+
 // markAway records that calls do not reach the peer, and says so in the
 // log once until the peer answers again (the reason may differ from call
 // to call: a plain HTTP server answers some handshakes and waits on
@@ -548,7 +610,14 @@ func IsUnreachable(err error) bool {
 type StatusError struct {
 	URL    string
 	Status int
-	Body   string
+	// Body is the start of the answer's body as text, for the message.
+	Body string
+	// Raw is the start of the body as it came (ErrorBodyKept bytes at
+	// most), for a dead letter's knativeerrordata.
+	Raw []byte
+	// RetryAfter is what a 429 or 503 answer's Retry-After header asks
+	// for (0 when it asks nothing), not yet bounded.
+	RetryAfter time.Duration
 }
 
 // Error names the URL, the status and the start of the body.
@@ -566,7 +635,7 @@ func NewStatusError(url string, r *Response) *StatusError {
 	if len(b) > 200 {
 		b = b[:200]
 	}
-	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?"))))}
+	return &StatusError{URL: url, Status: r.Status, Body: strings.TrimSpace(string(bytes.ToValidUTF8(b, []byte("?")))), Raw: r.Body}
 }
 
 // PostError marks an error of Post for the engine: a call that never
@@ -593,10 +662,43 @@ func (c *Client) CheckStatus(r *Response) error {
 	switch {
 	case r.Status >= 200 && r.Status <= 299:
 		return nil
+	case r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden:
+		// The receiver refuses the runner, not the message: held like an
+		// unreachable peer (see authRefusal), never dropped or sent to the
+		// fallback sink for it.
+		return runner.Unavailable(NewStatusError(c.url, r))
 	case RetryableStatus(r.Status):
-		return NewStatusError(c.url, r)
+		se := NewStatusError(c.url, r)
+		if r.Status == http.StatusTooManyRequests || r.Status == http.StatusServiceUnavailable {
+			se.RetryAfter = parseRetryAfter(r.Header.Get("Retry-After"), time.Now())
+			return runner.RetryAfter(se, min(se.RetryAfter, c.retryAfterMax))
+		}
+		return se
 	}
 	return runner.Permanent(NewStatusError(c.url, r))
+}
+
+// parseRetryAfter reads a Retry-After header as Knative's dispatcher
+// does (parseRetryAfterDuration in pkg/kncloudevents/retries.go):
+// delay-seconds or an HTTP-date; 0 when absent, unreadable or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		// Beyond this a wait in seconds would overflow a Duration; no
+		// bound a user sets comes near it.
+		const most = int64(math.MaxInt64 / int64(time.Second))
+		return time.Duration(min(n, most)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 // RetryableStatus reports whether Knative's delivery rules retry a status:

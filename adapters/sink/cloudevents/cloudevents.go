@@ -18,6 +18,11 @@
 // cewire.PermanentRetryFloor (1s), whatever MV_RETRY_INTERVAL says, so a
 // redirect with MV_ON_FAILURE=retry cannot spin at the retry interval.
 //
+// The fallback sink's events carry Knative's dead-letter extensions
+// (knativeerrordest, knativeerrorcode, knativeerrordata) describing the
+// failure that sent each message there, as Knative's dispatcher adds them
+// for a deadLetterSink (see cewire.SetDeadLetterExtensions).
+//
 // K_CE_OVERRIDES is read strictly: an unknown field (such as "extension"
 // for "extensions") or anything after the object is a settings error.
 package cloudevents
@@ -30,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 
@@ -41,18 +47,107 @@ import (
 
 // Config holds the sink's settings for every role.
 type Config struct {
-	Sink         string        `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
-	FallbackURL  string        `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
-	OnSuccessURL string        `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
-	Overrides    string        `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
-	Mode         string        `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
-	Concurrency  int           `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
-	Timeout      time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" default:"30s" desc:"longest wait for one delivery; a timeout is retried"`
-	H2C          bool          `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	Sink               string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	FallbackURL        string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
+	OnSuccessURL       string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
+	Overrides          string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
+	Mode               string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
+	Concurrency        int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
+	Timeout            *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
+	SinkTimeout        *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
+	RetryAfterMax      time.Duration  `envconfig:"MV_CE_SINK_RETRY_AFTER_MAX" default:"60s" desc:"longest wait a 429 or 503 answer's Retry-After may impose before the retry (Knative's delivery.retryAfterMax); 0 ignores Retry-After"`
+	Audience           string         `envconfig:"K_AUDIENCE" desc:"OIDC audience of K_SINK (its status.address.audience): with K_OIDC_SERVICE_ACCOUNT, every delivery to K_SINK carries a token for it from the TokenRequest API"`
+	OIDCServiceAccount string         `envconfig:"K_OIDC_SERVICE_ACCOUNT" desc:"service account, in NAMESPACE, whose tokens for K_AUDIENCE the runner requests (it needs create on serviceaccounts/token)"`
+	OIDCTokenPath      string         `envconfig:"MV_OIDC_TOKEN_PATH" default:"/oidc/token" desc:"file of an OIDC token for K_SINK, read again as it is renewed: a projected service account token, or the Secret a SinkBinding mounts at /oidc; used when present and K_OIDC_SERVICE_ACCOUNT is not set"`
+	FallbackAudience   string         `envconfig:"MV_FALLBACK_SINK_AUDIENCE" desc:"OIDC audience of MV_FALLBACK_SINK_URL (a dead-letter Broker with authentication-oidc): its token comes from the TokenRequest API for K_OIDC_SERVICE_ACCOUNT, or from MV_FALLBACK_OIDC_TOKEN_PATH"`
+	FallbackTokenPath  string         `envconfig:"MV_FALLBACK_OIDC_TOKEN_PATH" desc:"file of an OIDC token for MV_FALLBACK_SINK_URL, read again as it is renewed (a projected service account token for its audience)"`
+	OnSuccessAudience  string         `envconfig:"MV_ON_SUCCESS_SINK_AUDIENCE" desc:"OIDC audience of MV_ON_SUCCESS_SINK_URL, as MV_FALLBACK_SINK_AUDIENCE"`
+	OnSuccessTokenPath string         `envconfig:"MV_ON_SUCCESS_OIDC_TOKEN_PATH" desc:"file of an OIDC token for MV_ON_SUCCESS_SINK_URL, as MV_FALLBACK_OIDC_TOKEN_PATH"`
+	H2C                bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
 	Connection runner.Connection `ignored:"true"`
+}
+
+// DefaultTimeout bounds a delivery when neither MV_CE_SINK_TIMEOUT nor
+// K_SINK_TIMEOUT is set.
+const DefaultTimeout = 30 * time.Second
+
+// DeliveryTimeout is the bound of one delivery: MV_CE_SINK_TIMEOUT, else
+// K_SINK_TIMEOUT (whole seconds, as Knative's adapters read it in
+// pkg/adapter/v2/config.go GetSinktimeout), else DefaultTimeout; 0 means
+// none.
+func (c *Config) DeliveryTimeout() time.Duration {
+	switch {
+	case c.Timeout != nil:
+		return *c.Timeout
+	case c.SinkTimeout != nil:
+		return time.Duration(*c.SinkTimeout) * time.Second
+	}
+	return DefaultTimeout
+}
+
+// oidc is the OIDC setting of a role: the audience of its URL and a
+// token file, with the variables that set them; the file is optional
+// (used only when present) where it has a default.
+type oidc struct {
+	audience, audienceVar, path, pathVar string
+	pathOptional                         bool
+}
+
+// oidcOf is the OIDC setting of role.
+func (c *Config) oidcOf(role runner.Role) oidc {
+	switch role {
+	case runner.RoleFallbackSink:
+		return oidc{c.FallbackAudience, "MV_FALLBACK_SINK_AUDIENCE", c.FallbackTokenPath, "MV_FALLBACK_OIDC_TOKEN_PATH", false}
+	case runner.RoleOnSuccessSink:
+		return oidc{c.OnSuccessAudience, "MV_ON_SUCCESS_SINK_AUDIENCE", c.OnSuccessTokenPath, "MV_ON_SUCCESS_OIDC_TOKEN_PATH", false}
+	}
+	return oidc{c.Audience, "K_AUDIENCE", c.OIDCTokenPath, "MV_OIDC_TOKEN_PATH", true}
+}
+
+// validateOIDC checks that a role with an audience can get a token for
+// it, and that a token file named on purpose exists.
+func (c *Config) validateOIDC(role runner.Role) error {
+	o := c.oidcOf(role)
+	_, statErr := os.Stat(o.path)
+	present := o.path != "" && statErr == nil
+	if o.path != "" && !o.pathOptional && !present {
+		return &runner.ConfigError{Var: o.pathVar, Value: o.path, Reason: fmt.Sprintf("cannot be read: %v", statErr)}
+	}
+	if o.audience != "" && c.OIDCServiceAccount == "" && !present {
+		return &runner.ConfigError{Var: o.audienceVar, Value: o.audience, Reason: "needs a token: set K_OIDC_SERVICE_ACCOUNT (tokens from the TokenRequest API), or mount a projected service account token for this audience and name it with " + o.pathVar}
+	}
+	return nil
+}
+
+// tokenSource is where the OIDC token sent to the role's URL comes from,
+// as Knative's adapters get theirs: with an audience and
+// K_OIDC_SERVICE_ACCOUNT, the TokenRequest API (pkg/adapter/v2
+// cloudevents.go withAuthHeader); else the token file, where one is
+// mounted (for K_SINK by default a SinkBinding's /oidc/token; or a
+// projected service account token); else none.
+func (c *Config) tokenSource(role runner.Role) (cewire.TokenSource, error) {
+	o := c.oidcOf(role)
+	if o.audience != "" && c.OIDCServiceAccount != "" {
+		in, err := cewire.FindInCluster(c.Namespace)
+		if err != nil {
+			return nil, &runner.ConfigError{Var: "K_OIDC_SERVICE_ACCOUNT", Value: c.OIDCServiceAccount, Reason: err.Error()}
+		}
+		return cewire.NewRequestedToken(in, c.OIDCServiceAccount, o.audience)
+	}
+	if o.path == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(o.path); err != nil && o.pathOptional {
+		return nil, nil
+	}
+	tok, err := cewire.NewFileToken(o.path)
+	if err != nil {
+		return nil, &runner.ConfigError{Var: o.pathVar, Value: o.path, Reason: err.Error()}
+	}
+	return tok, nil
 }
 
 // target returns the URL and the variable it comes from for a role.
@@ -91,8 +186,17 @@ func (c *Config) Validate(role runner.Role) error {
 	if c.Concurrency <= 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_CONCURRENCY", Value: strconv.Itoa(c.Concurrency), Reason: "must be a positive whole number"}
 	}
-	if c.Timeout < 0 {
+	if c.Timeout != nil && *c.Timeout < 0 {
 		return &runner.ConfigError{Var: "MV_CE_SINK_TIMEOUT", Value: c.Timeout.String(), Reason: "must be a positive duration such as 30s, or 0 for none"}
+	}
+	if c.RetryAfterMax < 0 {
+		return &runner.ConfigError{Var: "MV_CE_SINK_RETRY_AFTER_MAX", Value: c.RetryAfterMax.String(), Reason: "must be 0 (ignore Retry-After) or a positive duration such as 60s"}
+	}
+	if err := c.validateOIDC(role); err != nil {
+		return err
+	}
+	if c.SinkTimeout != nil && *c.SinkTimeout < 0 {
+		return &runner.ConfigError{Var: "K_SINK_TIMEOUT", Value: strconv.Itoa(*c.SinkTimeout), Reason: "must be whole seconds, 0 or more"}
 	}
 	return c.Config.Validate()
 }
@@ -138,7 +242,10 @@ type Sink struct {
 	client    *cewire.Client
 	mapper    *cewire.Mapper
 	overrides map[string]string
-	log       *zap.SugaredLogger
+	// deadLetters is set on the fallback sink: its events carry Knative's
+	// knativeerror* extensions from the message's FallbackCause.
+	deadLetters bool
+	log         *zap.SugaredLogger
 	// calls bounds the deliveries in flight across concurrent Write calls.
 	calls *cewire.Calls
 }
@@ -160,18 +267,28 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 	if err != nil {
 		return nil, err
 	}
+	trust, err := cewire.LoadTrust(cfg.CACerts)
+	if err != nil {
+		return nil, &runner.ConfigError{Var: "K_CA_CERTS", Value: "", Reason: err.Error()}
+	}
+	token, err := cfg.tokenSource(role)
+	if err != nil {
+		return nil, err
+	}
 	ov, _ := parseOverrides(cfg.Overrides)
 	mode, _ := cewire.ParseMode(cfg.Mode)
 	target, variable := cfg.target(role)
 	return &Sink{
 		client: cewire.NewClient(cewire.ClientOptions{
-			URL: target, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
+			URL: target, Mode: mode, Timeout: cfg.DeliveryTimeout(), Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
+			RetryAfterMax: cfg.RetryAfterMax, Trust: trust, Token: token,
 			Variable: variable, Log: log,
 		}),
-		mapper:    mapper,
-		overrides: ov,
-		log:       log,
-		calls:     cewire.NewCalls(cfg.Concurrency),
+		mapper:      mapper,
+		overrides:   ov,
+		deadLetters: role == runner.RoleFallbackSink,
+		log:         log,
+		calls:       cewire.NewCalls(cfg.Concurrency),
 	}, nil
 }
 
@@ -207,6 +324,11 @@ func (s *Sink) deliver(ctx context.Context, m *runner.Message) error {
 	for name, value := range s.overrides {
 		if err := ev.Context.SetExtension(name, value); err != nil {
 			return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: K_CE_OVERRIDES %s: %w", m.ID, name, err))
+		}
+	}
+	if s.deadLetters {
+		if err := cewire.SetDeadLetterExtensions(&ev, m.FallbackCause); err != nil {
+			return runner.Permanent(fmt.Errorf("cloudevents sink: message %q: dead-letter extensions: %w", m.ID, err))
 		}
 	}
 	resp, err := s.client.Post(ctx, &ev, false)

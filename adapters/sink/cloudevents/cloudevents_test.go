@@ -2,6 +2,7 @@ package cloudevents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,7 +42,7 @@ func messages(t *testing.T, r *cetest.Receiver) []*runner.Message {
 
 func newSink(t *testing.T, role runner.Role, url string, edit func(*Config)) *Sink {
 	t.Helper()
-	cfg := Config{Mode: "binary", Concurrency: 16, Timeout: 10 * time.Second}
+	cfg := Config{Mode: "binary", Concurrency: 16, Timeout: ptr(10 * time.Second)}
 	if role == runner.RoleFallbackSink {
 		cfg.FallbackURL = url
 	} else {
@@ -103,7 +104,10 @@ func TestStatusesFollowKnativeRules(t *testing.T) {
 		{200, true, false}, {201, true, false}, {202, true, false}, {204, true, false},
 		{500, false, false}, {502, false, false}, {503, false, false},
 		{404, false, false}, {408, false, false}, {409, false, false}, {429, false, false},
-		{400, false, true}, {401, false, true}, {403, false, true}, {413, false, true}, {422, false, true},
+		{400, false, true}, {413, false, true}, {422, false, true},
+		// 401 and 403 refuse the runner (an OIDC token, an EventPolicy),
+		// not the message: held (Unavailable), never dropped for it.
+		{401, false, false}, {403, false, false},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprint(c.code), func(t *testing.T) {
@@ -249,10 +253,20 @@ func TestTimeoutIsRetryable(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	s := newSink(t, runner.RoleSink, srv.URL, func(c *Config) { c.Timeout = 200 * time.Millisecond })
-	res, err := s.Write(context.Background(), []*runner.Message{{ID: "t", Value: []byte("x")}})
-	if err != nil || res[0].Status != runner.WriteFailed || runner.IsPermanent(res[0].Err) {
-		t.Fatalf("want a retryable failure, got %v %v", res, err)
+	for _, c := range []struct {
+		name string
+		set  func(*Config)
+	}{
+		{"MV_CE_SINK_TIMEOUT", func(c *Config) { c.Timeout = ptr(200 * time.Millisecond) }},
+		// Knative's K_SINK_TIMEOUT bounds the delivery when
+		// MV_CE_SINK_TIMEOUT is not set.
+		{"K_SINK_TIMEOUT", func(c *Config) { c.Timeout, c.SinkTimeout = nil, ptr(1) }},
+	} {
+		s := newSink(t, runner.RoleSink, srv.URL, c.set)
+		res, err := s.Write(context.Background(), []*runner.Message{{ID: "t", Value: []byte("x")}})
+		if err != nil || res[0].Status != runner.WriteFailed || runner.IsPermanent(res[0].Err) || !errors.Is(res[0].Err, context.DeadlineExceeded) {
+			t.Fatalf("%s: want a retryable timeout, got %v %v", c.name, res, err)
+		}
 	}
 }
 
@@ -288,7 +302,7 @@ func TestInvalidMessageIDIsPermanent(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	ok := Config{Sink: "http://broker-ingress.knative-eventing.svc/ns/default", Mode: "binary", Concurrency: 1, Timeout: time.Second}
+	ok := Config{Sink: "http://broker-ingress.knative-eventing.svc/ns/default", Mode: "binary", Concurrency: 1, Timeout: ptr(time.Second)}
 	type cases = []runnertest.ConfigCase[Config]
 	runnertest.ConfigErrors(t, ok, runner.RoleSink, cases{
 		{Name: "missing K_SINK", Edit: func(c *Config) { c.Sink = "" }, Var: "K_SINK"},
@@ -311,3 +325,5 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("valid overrides rejected: %v", err)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

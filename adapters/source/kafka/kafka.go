@@ -54,7 +54,12 @@ type Config struct {
 	NackDelay      time.Duration `envconfig:"MV_KAFKA_NACK_DELAY" default:"0s" desc:"delay before a nacked record is read again when the nack asks for none"`
 	MaxHeld        int           `envconfig:"MV_KAFKA_MAX_HELD" default:"100000" desc:"most records of one partition tracked while an unacked record holds its commit back; reading that partition pauses beyond it"`
 	CheckCommits   bool          `envconfig:"MV_KAFKA_CHECK_COMMITS" default:"false" desc:"test hook: check every commit against a separate account of unacked records and stop (exit 1) if one is beyond them"`
+	CEMode         string        `envconfig:"MV_KAFKA_CE_MODE" default:"none" desc:"none, or knative: each record becomes the CloudEvent a Knative KafkaSource delivers (type dev.knative.kafka.event, id partition:<p>/offset:<o>, kafkaheader<name> extensions), so Triggers filtering on them keep working"`
+	CESourceName   string        `envconfig:"MV_KAFKA_CE_SOURCE_NAME" desc:"the KafkaSource's name in the events' source under MV_KAFKA_CE_MODE=knative (/apis/v1/namespaces/<NAMESPACE>/kafkasources/<name>#<topic>); default MV_NAME"`
+	Namespace      string        `envconfig:"NAMESPACE" desc:"the KafkaSource's namespace in the events' source under MV_KAFKA_CE_MODE=knative"`
 	kafkaconn.Auth
+	// Name is MV_NAME (set from runner.Env, not from the environment).
+	Name string `ignored:"true"`
 	// MessageIDs is how the runner forms message IDs (set from
 	// runner.Env, not from the environment).
 	MessageIDs runner.MessageIDs `ignored:"true"`
@@ -95,6 +100,10 @@ func (c *Config) Validate(runner.Role) error {
 		return &runner.ConfigError{Var: "MV_KAFKA_NACK_DELAY", Value: c.NackDelay.String(), Reason: "must be 0 or a positive duration"}
 	case c.MaxHeld < 1:
 		return &runner.ConfigError{Var: "MV_KAFKA_MAX_HELD", Value: strconv.Itoa(c.MaxHeld), Reason: "must be a positive whole number"}
+	case c.CEMode != "" && c.CEMode != ceModeNone && c.CEMode != ceModeKnative:
+		return &runner.ConfigError{Var: "MV_KAFKA_CE_MODE", Value: c.CEMode, Reason: "must be none or knative"}
+	case c.CEMode == ceModeKnative && strings.TrimSpace(c.Namespace) == "":
+		return &runner.ConfigError{Var: "NAMESPACE", Value: c.Namespace, Reason: "is required with MV_KAFKA_CE_MODE=knative: the namespace of the KafkaSource whose events the runner's replace (its events' source names it)"}
 	}
 	return c.Auth.Validate()
 }
@@ -111,7 +120,7 @@ func (c *Config) topics() []string {
 
 func init() {
 	runner.RegisterSource("kafka", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
-		cfg.MessageIDs = env.MessageIDs
+		cfg.MessageIDs, cfg.Name = env.MessageIDs, env.Name
 		return New(ctx, *cfg, fmt.Sprintf("monovertex-%s-%d", env.Name, env.Replica), env.Logger)
 	})
 }
@@ -193,6 +202,9 @@ type Source struct {
 	// source_partition label.
 	bases       map[string]int
 	numaflowIDs bool
+	// knative, under MV_KAFKA_CE_MODE=knative, makes each message the
+	// event a Knative KafkaSource delivers.
+	knative *knativeEvents
 
 	readMu sync.Mutex // one poll at a time: AllowRebalance ends every poll
 
@@ -249,6 +261,9 @@ var (
 func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
+	}
+	if cfg.CEMode == ceModeKnative && cfg.MessageIDs == runner.NumaflowIDs {
+		return nil, &runner.ConfigError{Var: "MV_KAFKA_CE_MODE", Value: cfg.CEMode, Reason: "cannot be knative with MV_MESSAGE_IDS=numaflow: a KafkaSource's event IDs are partition:<p>/offset:<o>"}
 	}
 	brokers, err := kafkaconn.Brokers("MV_KAFKA_BROKERS", cfg.Brokers)
 	if err != nil {
@@ -318,6 +333,13 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		return nil, err
 	}
 	s.bases, s.numaflowIDs = partitionBases(counts), cfg.MessageIDs == runner.NumaflowIDs
+	if cfg.CEMode == ceModeKnative {
+		name := cfg.CESourceName
+		if name == "" {
+			name = cfg.Name
+		}
+		s.knative = &knativeEvents{namespace: strings.TrimSpace(cfg.Namespace), name: name}
+	}
 	s.ids, s.gone = ids, map[string]string{}
 	go s.commitLoop()
 	return s, nil
@@ -434,6 +456,9 @@ func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *r
 	}
 	for _, h := range r.Headers {
 		m.Headers[h.Key] = string(h.Value)
+	}
+	if s.knative != nil {
+		s.knative.message(m, r)
 	}
 	m.Headers[TopicHeader] = r.Topic
 	runner.SetSourcePartition(m, uint16(gpid))

@@ -56,14 +56,15 @@ import (
 
 // Config holds the transformer's settings.
 type Config struct {
-	URL         string        `envconfig:"MV_TRANSFORMER_URL" desc:"URL of the CloudEvents function to call (required)"`
-	Mode        string        `envconfig:"MV_TRANSFORMER_MODE" default:"binary" desc:"CloudEvents content mode of requests: binary or structured"`
-	Concurrency int           `envconfig:"MV_TRANSFORMER_CONCURRENCY" default:"64" desc:"calls to the function in flight at once, over kept-alive connections"`
-	Timeout     time.Duration `envconfig:"MV_TRANSFORMER_TIMEOUT" default:"30s" desc:"longest wait for one call, reply included; a timeout is retried"`
-	H2C         bool          `envconfig:"MV_TRANSFORMER_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
-	MaxReply    int64         `envconfig:"MV_TRANSFORMER_MAX_REPLY" default:"67108864" desc:"largest reply body in bytes (at most 1 GiB); a larger reply is read no further and is a permanent failure"`
-	ReplyBudget int64         `envconfig:"MV_TRANSFORMER_REPLY_BUDGET" default:"268435456" desc:"bytes that replies being read and decoded may hold at once, shared by all calls (each decoded event counts 1 KiB more); reading waits while it is spent. At least 2 x MV_TRANSFORMER_MAX_REPLY + MV_TRANSFORMER_MAX_REPLY_EVENTS KiB + 1, at most 64 GiB"`
-	MaxEvents   int           `envconfig:"MV_TRANSFORMER_MAX_REPLY_EVENTS" default:"10000" desc:"most events one reply may fan out to (at most 1000000); a larger batch is a permanent failure"`
+	URL           string        `envconfig:"MV_TRANSFORMER_URL" desc:"URL of the CloudEvents function to call (required)"`
+	Mode          string        `envconfig:"MV_TRANSFORMER_MODE" default:"binary" desc:"CloudEvents content mode of requests: binary or structured"`
+	Concurrency   int           `envconfig:"MV_TRANSFORMER_CONCURRENCY" default:"64" desc:"calls to the function in flight at once, over kept-alive connections"`
+	Timeout       time.Duration `envconfig:"MV_TRANSFORMER_TIMEOUT" default:"30s" desc:"longest wait for one call, reply included; a timeout is retried"`
+	RetryAfterMax time.Duration `envconfig:"MV_TRANSFORMER_RETRY_AFTER_MAX" default:"60s" desc:"longest wait a 429 or 503 answer's Retry-After may impose before the retry (Knative's delivery.retryAfterMax); 0 ignores Retry-After"`
+	H2C           bool          `envconfig:"MV_TRANSFORMER_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
+	MaxReply      int64         `envconfig:"MV_TRANSFORMER_MAX_REPLY" default:"67108864" desc:"largest reply body in bytes (at most 1 GiB); a larger reply is read no further and is a permanent failure"`
+	ReplyBudget   int64         `envconfig:"MV_TRANSFORMER_REPLY_BUDGET" default:"268435456" desc:"bytes that replies being read and decoded may hold at once, shared by all calls (each decoded event counts 1 KiB more); reading waits while it is spent. At least 2 x MV_TRANSFORMER_MAX_REPLY + MV_TRANSFORMER_MAX_REPLY_EVENTS KiB + 1, at most 64 GiB"`
+	MaxEvents     int           `envconfig:"MV_TRANSFORMER_MAX_REPLY_EVENTS" default:"10000" desc:"most events one reply may fan out to (at most 1000000); a larger batch is a permanent failure"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
@@ -109,6 +110,9 @@ func (c *Config) Validate(role runner.Role) error {
 			slot = "MV_UDF"
 		}
 		return &runner.ConfigError{Var: "MV_TRANSFORMER_URL", Value: "", Reason: "required with " + slot + "=cloudevents: the URL of the CloudEvents function, e.g. http://my-fn.default.svc.cluster.local"}
+	}
+	if c.RetryAfterMax < 0 {
+		return &runner.ConfigError{Var: "MV_TRANSFORMER_RETRY_AFTER_MAX", Value: c.RetryAfterMax.String(), Reason: "must be 0 (ignore Retry-After) or a positive duration such as 60s"}
 	}
 	if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return &runner.ConfigError{Var: "MV_TRANSFORMER_URL", Value: c.URL, Reason: "must be an absolute http:// or https:// URL"}
@@ -172,12 +176,17 @@ func New(cfg Config, name string, log *zap.SugaredLogger) (*Transformer, error) 
 	if err != nil {
 		return nil, err
 	}
+	trust, err := cewire.LoadTrust(cfg.CACerts)
+	if err != nil {
+		return nil, &runner.ConfigError{Var: "K_CA_CERTS", Value: "", Reason: err.Error()}
+	}
 	mode, _ := cewire.ParseMode(cfg.Mode)
 	budget := cewire.NewBudget(cfg.ReplyBudget)
 	return &Transformer{
 		client: cewire.NewClient(cewire.ClientOptions{
 			URL: cfg.URL, Mode: mode, Timeout: cfg.Timeout, Concurrency: cfg.Concurrency,
 			H2C: cfg.H2C, MaxReply: cfg.MaxReply, Budget: budget,
+			RetryAfterMax: cfg.RetryAfterMax, Trust: trust,
 			Header: http.Header{"Prefer": {"reply"}}, Connection: cfg.Connection,
 			Variable: "MV_TRANSFORMER_URL", Log: log,
 		}),

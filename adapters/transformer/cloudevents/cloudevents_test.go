@@ -95,8 +95,9 @@ func TestAnswersDecideTheResult(t *testing.T) {
 		{"409", status(409, ""), retryable},
 		{"429", status(429, ""), retryable},
 		{"400", status(400, "bad"), permanent},
-		{"401", status(401, ""), permanent},
-		{"403", status(403, ""), permanent},
+		// The function refuses the runner, not the message: held.
+		{"401", status(401, ""), retryable},
+		{"403", status(403, ""), retryable},
 		{"413", status(413, ""), permanent},
 		{"422", status(422, ""), permanent},
 		{"302 is not followed", func(w http.ResponseWriter, r *http.Request, _ *event.Event, _ int) {
