@@ -80,6 +80,10 @@ type Options struct {
 	// (MV_CONCURRENCY, Numaflow's spec.limits.concurrency); it defaults to
 	// BatchSize, as Numaflow's does.
 	Concurrency int
+	// Ordering is which messages keep their read order through the
+	// stages and sinks (MV_ORDERING, see Ordering); empty is
+	// OrderingUnordered.
+	Ordering Ordering
 	// MessageIDs is how message IDs are formed (MV_MESSAGE_IDS); empty
 	// is SourceIDs.
 	MessageIDs MessageIDs
@@ -132,6 +136,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.OnFailure == "" {
 		o.OnFailure = OnFailureRetry
+	}
+	if o.Ordering == "" {
+		o.Ordering = OrderingUnordered
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 20 * time.Second
@@ -324,6 +331,9 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	opts.setDefaults()
 	if opts.OnFailure == OnFailureFallback && p.Fallback == nil {
 		return nil, &ConfigError{Var: "MV_ON_FAILURE", Value: string(opts.OnFailure), Reason: "needs a fallback sink: set MV_FALLBACK_SINK"}
+	}
+	if !opts.Ordering.valid() {
+		return nil, &ConfigError{Var: "MV_ORDERING", Value: string(opts.Ordering), Reason: "must be unordered, partition or key"}
 	}
 	m, err := NewMetrics(opts.Registerer, opts.Name, opts.Replica)
 	if err != nil {
@@ -643,6 +653,10 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 			}
 		}}
 	defer close(w.jobs)
+	var ordered *lanes
+	if e.opts.Ordering != OrderingUnordered {
+		ordered = newLanes(e, workCtx, onFatal, inflight)
+	}
 	failures := 0
 	for {
 		if !e.waitResumed(ctx) {
@@ -690,10 +704,14 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 				e.release(n - len(msgs))
 			}
 		}
-		if len(msgs) > 0 {
+		switch {
+		case len(msgs) > 0 && ordered != nil:
+			wg.Add(1)
+			ordered.add(msgs, start, readEnd, func() { <-slots; wg.Done() })
+		case len(msgs) > 0:
 			wg.Add(1)
 			w.run(batchJob{msgs: msgs, start: start, readEnd: readEnd})
-		} else {
+		default:
 			<-slots
 		}
 		// A source that never blocks (the generator, a deep backlog) and the
