@@ -42,6 +42,7 @@ type Core struct {
 	ReadTimeout     time.Duration `envconfig:"MV_READ_TIMEOUT" default:"1s" desc:"longest wait for a batch to fill"`
 	InflightBatches int           `envconfig:"MV_INFLIGHT_BATCHES" default:"4" desc:"read batches being transformed, written or acked at once (batch mode)"`
 	Streaming       bool          `envconfig:"MV_STREAMING" default:"false" desc:"streaming mode (Numaflow's spec.streaming): per-message acks, reading again as soon as any message is settled, bounded by MV_CONCURRENCY"`
+	Ordering        string        `envconfig:"MV_ORDERING" default:"unordered" desc:"which messages reach the transformer and the sink one at a time in read order: unordered (batches overlap freely), partition (each source partition, as Knative's KafkaSource ordered; a source without partitions is one lane) or key (each key of a partition, different keys in parallel); see docs/delivery.md"`
 	Concurrency     int           `envconfig:"MV_CONCURRENCY" default:"0" desc:"Numaflow's spec.limits.concurrency: most messages read but not yet acked in streaming mode, and most requests in flight to a transformer or map container in either mode; 0 means MV_READ_BATCH_SIZE"`
 	// Retry is embedded, not nested under a prefix: envconfig would also
 	// read a nested field's bare name (STEPS for MV_RETRY_STEPS) from the
@@ -284,6 +285,8 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_READ_BATCH_SIZE", Value: itoa(c.ReadBatchSize), Reason: "must be a positive whole number, at most " + itoa(maxBatchSize)}
 	case c.ReadTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_READ_TIMEOUT", Value: c.ReadTimeout.String(), Reason: "must be a positive duration such as 1s"}
+	case !runner.Ordering(c.Ordering).Valid():
+		return &runner.ConfigError{Var: "MV_ORDERING", Value: c.Ordering, Reason: "must be unordered, partition or key"}
 	case c.Concurrency < 0 || c.Concurrency > maxConcurrency:
 		return &runner.ConfigError{Var: "MV_CONCURRENCY", Value: itoa(c.Concurrency), Reason: "must be 0 (the read batch size) or a positive whole number, at most " + itoa(maxConcurrency)}
 	case c.Transformer == misplaced[runner.RoleTransformer]:
@@ -424,6 +427,7 @@ func (c *Config) RunnerOptions() runner.Options {
 		InflightBatches: c.InflightBatches,
 		Streaming:       c.Streaming,
 		Concurrency:     c.Concurrency,
+		Ordering:        runner.Ordering(c.Ordering),
 		MessageIDs:      runner.MessageIDs(c.MessageIDs),
 		Retry: runner.RetryPolicy{
 			Interval: c.Retry.Interval, Steps: c.Steps, StageSteps: c.StageSteps, Factor: c.Retry.Factor,

@@ -61,7 +61,7 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 	o := c.RunnerOptions()
 	if c.Name != "local" || c.Source != "generator" || c.Transformer != "none" || c.Sink != "log" || c.FallbackSink != "none" ||
 		o.BatchSize != 500 || o.ReadTimeout != time.Second || o.Retry.Interval != time.Millisecond || o.Retry.Steps != 0 ||
-		o.Retry.Factor != 1 || o.OnFailure != runner.OnFailureRetry || o.ShutdownTimeout != 20*time.Second ||
+		o.Retry.Factor != 1 || o.OnFailure != runner.OnFailureRetry || o.Ordering != runner.OrderingUnordered || o.ShutdownTimeout != 20*time.Second ||
 		c.AdminPort != 2469 || c.Port != 8080 || o.Lookback != 120*time.Second {
 		t.Fatalf("defaults differ from DESIGN.md: %+v", c.Core)
 	}
@@ -70,10 +70,10 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 func TestValuesReachTheEngineOptions(t *testing.T) {
 	o := load(t, map[string]string{
 		"MV_RETRY_STEPS": "7", "MV_RETRY_FACTOR": "2.5", "MV_RETRY_CAP": "3s", "MV_ON_FAILURE": "drop",
-		"MV_SCALE_TARGET_SECONDS": "45", "MV_MAX_SCALE": "9", "MV_STAGE_RETRY_STEPS": "unlimited",
+		"MV_SCALE_TARGET_SECONDS": "45", "MV_MAX_SCALE": "9", "MV_STAGE_RETRY_STEPS": "unlimited", "MV_ORDERING": "key",
 	}).RunnerOptions()
 	if o.Retry.Steps != 7 || o.Retry.StageSteps != -1 || o.Retry.Factor != 2.5 || o.Retry.Cap != 3*time.Second || o.OnFailure != runner.OnFailureDrop ||
-		o.Scaling.TargetSeconds != 45 || o.Scaling.Max != 9 || o.Scaling.Min != 1 {
+		o.Scaling.TargetSeconds != 45 || o.Scaling.Max != 9 || o.Scaling.Min != 1 || o.Ordering != runner.OrderingKey {
 		t.Fatalf("options %+v", o)
 	}
 }
@@ -89,6 +89,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"MV_DAEMON_PORT", "70000", "0 (off) or a port"},
 		{"MV_DAEMON_PORT", "2469", "must differ from PORT and MV_ADMIN_PORT"},
 		{"MV_DAEMON_PORT", "9091", "reserved by Knative"},
+		{"MV_ORDERING", "ordered", "must be unordered, partition or key"},
 	})
 }
 

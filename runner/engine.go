@@ -332,7 +332,7 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	if opts.OnFailure == OnFailureFallback && p.Fallback == nil {
 		return nil, &ConfigError{Var: "MV_ON_FAILURE", Value: string(opts.OnFailure), Reason: "needs a fallback sink: set MV_FALLBACK_SINK"}
 	}
-	if !opts.Ordering.valid() {
+	if !opts.Ordering.Valid() {
 		return nil, &ConfigError{Var: "MV_ORDERING", Value: string(opts.Ordering), Reason: "must be unordered, partition or key"}
 	}
 	m, err := NewMetrics(opts.Registerer, opts.Name, opts.Replica)

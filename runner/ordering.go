@@ -46,8 +46,8 @@ const (
 	OrderingKey Ordering = "key"
 )
 
-// valid reports whether o is one of the choices.
-func (o Ordering) valid() bool {
+// Valid reports whether o is one of the choices.
+func (o Ordering) Valid() bool {
 	return o == OrderingUnordered || o == OrderingPartition || o == OrderingKey
 }
 
