@@ -146,7 +146,7 @@ func catalogue() []*family {
 			what:  "raw Unix-socket byte pump, one writer and one reader: the physical limit for large payloads",
 			sides: (*harness).sidesPump,
 		},
-	}, append(inprocFamilies(), rateLimitFamilies()...)...)
+	}, append(append(inprocFamilies(), rateLimitFamilies()...), orderingFamilies()...)...)
 }
 
 func selectScenarios(fams []*family, filter *regexp.Regexp) []scenario {
