@@ -18,12 +18,14 @@ import (
 )
 
 // orderedReceiver is a CloudEvents receiver that takes each event a
-// random 0-4ms and checks, per key, that events come one at a time in
-// offset order; it counts the events it got and the most at once.
+// random 0-4ms and checks, per lane (key, or partition with byPartition),
+// that events come one at a time in offset order; it counts the events it
+// got and the most at once.
 type orderedReceiver struct {
+	byPartition bool
 	mu          sync.Mutex
-	last        map[string]int64 // key -> latest offset
-	busy        map[string]int   // key -> events of the key being received
+	last        map[string]int64 // lane -> latest offset
+	busy        map[string]int   // lane -> events of the lane being received
 	got         map[string]int   // partition:<p>/offset:<o> -> deliveries
 	now, peak   int
 	overtaken   int
@@ -31,18 +33,21 @@ type orderedReceiver struct {
 	firstBroken string
 }
 
-func newOrderedReceiver() *orderedReceiver {
-	return &orderedReceiver{last: map[string]int64{}, busy: map[string]int{}, got: map[string]int{}}
+func newOrderedReceiver(byPartition bool) *orderedReceiver {
+	return &orderedReceiver{byPartition: byPartition, last: map[string]int64{}, busy: map[string]int{}, got: map[string]int{}}
 }
 
 func (o *orderedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, key := r.Header.Get("ce-id"), r.Header.Get("ce-key")
 	// A KafkaSource's event ID: partition:<p>/offset:<o>.
-	_, offStr, _ := strings.Cut(id, "/offset:")
+	part, offStr, _ := strings.Cut(id, "/offset:")
 	off, err := strconv.ParseInt(offStr, 10, 64)
 	if key == "" || err != nil {
 		http.Error(w, "want ce-key and a KafkaSource's ce-id, got "+key+" "+id, http.StatusBadRequest)
 		return
+	}
+	if o.byPartition {
+		key = part
 	}
 	o.mu.Lock()
 	o.now++
@@ -50,14 +55,14 @@ func (o *orderedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if last, ok := o.last[key]; ok && off <= last {
 		o.overtaken++
 		if o.firstBroken == "" {
-			o.firstBroken = fmt.Sprintf("key %s: offset %d after %d", key, off, last)
+			o.firstBroken = fmt.Sprintf("%s: offset %d after %d", key, off, last)
 		}
 	}
 	o.last[key] = max(o.last[key], off)
 	if o.busy[key]++; o.busy[key] > 1 {
 		o.together++
 		if o.firstBroken == "" {
-			o.firstBroken = fmt.Sprintf("key %s: %d events at once", key, o.busy[key])
+			o.firstBroken = fmt.Sprintf("%s: %d events at once", key, o.busy[key])
 		}
 	}
 	o.mu.Unlock()
@@ -70,18 +75,25 @@ func (o *orderedReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-// TestKeyOrderingToACloudEventsSink: 3000 records over 100 keys in 4
+// TestOrderingToACloudEventsSink: 3000 records over 100 keys in 4
 // partitions, read by the Kafka source as a KafkaSource's events
-// (MV_KAFKA_CE_MODE=knative) and delivered with MV_ORDERING=key to a
-// receiver that takes 0-4ms per event. Per key the receiver sees the
-// offsets strictly increasing, one event at a time; keys overlap; every
-// record arrives and the group's commits reach the end of every partition.
-func TestKeyOrderingToACloudEventsSink(t *testing.T) {
+// (MV_KAFKA_CE_MODE=knative) and delivered to a receiver that takes 0-4ms
+// per event. With MV_ORDERING=key the receiver sees each key's offsets
+// strictly increasing, one event at a time, and keys overlap; with
+// partition (Knative's ordered) each partition's. Every record arrives
+// and the group's commits reach the end of every partition.
+func TestOrderingToACloudEventsSink(t *testing.T) {
+	for _, mode := range []string{"key", "partition"} {
+		t.Run(mode, func(t *testing.T) { orderingToACloudEventsSink(t, mode) })
+	}
+}
+
+func orderingToACloudEventsSink(t *testing.T, mode string) {
 	const n, keys = 3000, 100
 	c := kafkatest.Start(t, 1, map[string]int{"in": 4})
 	cl := c.Client(kgo.ProducerLinger(5 * time.Millisecond))
 	kafkatest.Produce(t, cl, "in", values(0, n), func(i int) []byte { return []byte("key-" + strconv.Itoa(i%keys)) })
-	recv := newOrderedReceiver()
+	recv := newOrderedReceiver(mode == "partition")
 	srv := httptest.NewServer(recv)
 	t.Cleanup(srv.Close)
 
@@ -91,9 +103,9 @@ func TestKeyOrderingToACloudEventsSink(t *testing.T) {
 	env["K_SINK"] = srv.URL
 	env["MV_KAFKA_CE_MODE"] = "knative"
 	env["NAMESPACE"] = "e2e"
-	env["MV_ORDERING"] = "key"
-	start := time.Now()
+	env["MV_ORDERING"] = mode
 	r := testutil.StartRunner(t, env)
+	start := time.Now() // after the build StartRunner may do
 	waitCommittedToEnd(t, cl, 120*time.Second)
 	took := time.Since(start)
 	stop(t, r)
@@ -105,16 +117,16 @@ func TestKeyOrderingToACloudEventsSink(t *testing.T) {
 	for _, c := range recv.got {
 		dups += c - 1
 	}
-	t.Logf("%d records over %d keys in %v; %d events received (%d distinct, %d duplicates); most at once %d; %d commits checked",
-		n, keys, took.Round(time.Millisecond), len(recv.got)+dups, len(recv.got), dups, recv.peak, commits)
+	t.Logf("MV_ORDERING=%s: %d records over %d keys committed %v after the start; %d events received (%d distinct, %d duplicates); most at once %d; %d commits checked",
+		mode, n, keys, took.Round(time.Millisecond), len(recv.got)+dups, len(recv.got), dups, recv.peak, commits)
 	if len(recv.got) != n {
 		t.Fatalf("%d distinct events received, want %d", len(recv.got), n)
 	}
 	if recv.overtaken > 0 || recv.together > 0 {
-		t.Fatalf("per key: %d events at or below an offset already received, %d while another of the key was in; first: %s",
+		t.Fatalf("per %s: %d events at or below an offset already received, %d while another of the same was in; first: %s", mode,
 			recv.overtaken, recv.together, recv.firstBroken)
 	}
 	if recv.peak < 2 {
-		t.Fatalf("at most %d event at once across %d keys; want keys to overlap", recv.peak, keys)
+		t.Fatalf("at most %d event at once; want the %ss to overlap", recv.peak, mode)
 	}
 }
