@@ -160,6 +160,10 @@ func (l *lanes) takeLocked() [][]laneItem {
 	return subs
 }
 
+// start runs each batch on a goroutine of its own rather than on the
+// read loop's batch workers, whose slots count read batches, which a lane
+// batch is not; the stack growth the workers save (see readLoop) is small
+// beside a lane batch's round trip.
 func (l *lanes) start(subs [][]laneItem) {
 	for _, sub := range subs {
 		go l.run(sub)
@@ -200,8 +204,8 @@ func (l *lanes) finish(sub []laneItem) {
 	}
 	subs := l.takeLocked()
 	l.mu.Unlock()
-	// Started before the places go back, so the wait group cannot reach
-	// zero while lanes still hold messages.
+	// Whatever is still queued belongs to a read batch not yet done, so
+	// the read loop's wait group cannot reach zero while lanes hold work.
 	l.start(subs)
 	for _, d := range dones {
 		d()
