@@ -269,6 +269,9 @@ type Engine struct {
 	// inflight are the source IDs in flight, for a source that may
 	// deliver them again meanwhile (RedeliversInFlight); nil otherwise.
 	inflight *inflightIDs
+	// lanes keep the read order under MV_ORDERING partition or key; nil
+	// when unordered. The read loop sets it before any batch starts.
+	lanes *lanes
 	// results takes each acked input's written outputs (a ResultTaker
 	// source that asked for them); nil otherwise.
 	results ResultTaker
@@ -655,7 +658,8 @@ func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFa
 	defer close(w.jobs)
 	var ordered *lanes
 	if e.opts.Ordering != OrderingUnordered {
-		ordered = newLanes(e, workCtx, onFatal, inflight)
+		ordered = newLanes(e, workCtx, onFatal)
+		e.lanes = ordered
 	}
 	failures := 0
 	for {

@@ -21,10 +21,15 @@ import (
 // every stage sees a lane's messages one at a time, in read order.
 // Different lanes proceed at once: the heads of the lanes that are free
 // go together as one batch through the ordinary batch path (process), up
-// to MV_READ_BATCH_SIZE of them, with as many such batches in flight as
-// read batches may be (MV_INFLIGHT_BATCHES, or MV_CONCURRENCY in streaming
-// mode). A read batch keeps its place in the read loop until every one of
-// its messages is done, so memory stays bounded as in unordered mode.
+// to MV_READ_BATCH_SIZE of them. A lane is free again as soon as its
+// message is acked or handed back, which the batch does round by round,
+// not when the whole batch ends: a message being retried holds only its
+// own lane, and the lanes freed together (those written in one round) go
+// on together as the next batch. No bound on batches is needed beyond
+// one message per lane: the lanes hold only what was read, which the read
+// loop bounds as in unordered mode (MV_INFLIGHT_BATCHES read batches, or
+// MV_CONCURRENCY messages in streaming mode), and a read batch keeps its
+// place there until the batches that carried its messages have ended.
 // Acks come out of read order across lanes, which sources allow: the
 // Kafka source commits only the acked prefix of each partition.
 //
@@ -86,18 +91,19 @@ type lanes struct {
 	e       *Engine
 	ctx     context.Context // the work context
 	onFatal func(error)
-	// max is how many batches may be in flight, size how many messages
-	// one takes at most.
-	max, size int
+	// size is the most messages one batch takes.
+	size int
 
-	mu      sync.Mutex
-	byKey   map[laneKey]*lane
-	ready   []*lane // free lanes with messages queued, in the order they became so
-	running int
+	mu    sync.Mutex
+	byKey map[laneKey]*lane
+	ready []*lane // free lanes with messages queued, in the order they became so
+	// busy maps each message started and not yet acked or handed back
+	// to its lane.
+	busy map[*Message]*lane
 }
 
-func newLanes(e *Engine, ctx context.Context, onFatal func(error), max int) *lanes {
-	return &lanes{e: e, ctx: ctx, onFatal: onFatal, max: max, size: e.opts.BatchSize, byKey: map[laneKey]*lane{}}
+func newLanes(e *Engine, ctx context.Context, onFatal func(error)) *lanes {
+	return &lanes{e: e, ctx: ctx, onFatal: onFatal, size: e.opts.BatchSize, byKey: map[laneKey]*lane{}, busy: map[*Message]*lane{}}
 }
 
 // keyOf is the lane of m.
@@ -140,10 +146,10 @@ func (l *lanes) add(msgs []*Message, start, readEnd time.Time, done func()) {
 }
 
 // takeLocked takes the batches that may start now: the heads of the free
-// lanes, while fewer than max batches run.
+// lanes.
 func (l *lanes) takeLocked() [][]laneItem {
 	var subs [][]laneItem
-	for l.running < l.max && len(l.ready) > 0 {
+	for len(l.ready) > 0 {
 		n := min(l.size, len(l.ready))
 		sub := make([]laneItem, 0, n)
 		for _, ln := range l.ready[:n] {
@@ -151,13 +157,44 @@ func (l *lanes) takeLocked() [][]laneItem {
 			ln.queue[0] = laneItem{}
 			ln.queue = ln.queue[1:]
 			ln.busy = true
+			l.busy[it.m] = ln
 			sub = append(sub, it)
 		}
 		l.ready = append(l.ready[:0], l.ready[n:]...)
-		l.running++
 		subs = append(subs, sub)
 	}
 	return subs
+}
+
+// freeLocked frees the lane of a message that is done.
+func (l *lanes) freeLocked(m *Message) {
+	ln, ok := l.busy[m]
+	if !ok {
+		return
+	}
+	delete(l.busy, m)
+	ln.busy = false
+	if len(ln.queue) > 0 {
+		l.ready = append(l.ready, ln)
+	} else {
+		delete(l.byKey, ln.key)
+	}
+}
+
+// freeLanes frees the lanes of msgs, inputs a batch acked or handed back,
+// and starts what that lets start; without ordering it does nothing.
+func (e *Engine) freeLanes(msgs []*Message) {
+	l := e.lanes
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	for _, m := range msgs {
+		l.freeLocked(m)
+	}
+	subs := l.takeLocked()
+	l.mu.Unlock()
+	l.start(subs)
 }
 
 // start runs each batch on a goroutine of its own rather than on the
@@ -184,28 +221,22 @@ func (l *lanes) run(sub []laneItem) {
 	}
 }
 
-// finish frees the lanes of a processed batch, starts what that lets
-// start, and hands back the places of the read batches it completed.
+// finish, once a batch ended, frees the lanes it did not free as it went
+// (none, unless the batch ended by runtime.Goexit), starts what that lets
+// start, and hands back the places of the read batches it completed: only
+// now, so that the read loop's wait group stays above zero while a batch
+// runs, and what is still queued belongs to a read batch not yet done.
 func (l *lanes) finish(sub []laneItem) {
 	var dones []func()
 	l.mu.Lock()
-	l.running--
 	for _, it := range sub {
-		ln := it.lane
-		ln.busy = false
-		if len(ln.queue) > 0 {
-			l.ready = append(l.ready, ln)
-		} else {
-			delete(l.byKey, ln.key)
-		}
+		l.freeLocked(it.m)
 		if it.read.left--; it.read.left == 0 {
 			dones = append(dones, it.read.done)
 		}
 	}
 	subs := l.takeLocked()
 	l.mu.Unlock()
-	// Whatever is still queued belongs to a read batch not yet done, so
-	// the read loop's wait group cannot reach zero while lanes hold work.
 	l.start(subs)
 	for _, d := range dones {
 		d()

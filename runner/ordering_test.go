@@ -425,3 +425,31 @@ func TestOrderedShutdownAndFatalErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestRetriedMessageHoldsOnlyItsOwnLane: key a's first message fails 20
+// times; key b's ten messages, read in the same batches, are all written
+// meanwhile, and a's later ones wait for it.
+func TestRetriedMessageHoldsOnlyItsOwnLane(t *testing.T) {
+	var msgs []*runner.Message
+	for i := range 10 {
+		for _, k := range []string{"a", "b"} {
+			msgs = append(msgs, &runner.Message{ID: fmt.Sprintf("%s-%d", k, i), Keys: []string{k}, Value: []byte("v")})
+		}
+	}
+	sink := runnertest.NewSink(func(m *runner.Message, attempt int) runner.WriteResult {
+		if m.ID == "a-0" && attempt <= 20 {
+			return runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("not yet")}
+		}
+		return runner.WriteResult{}
+	})
+	src := runnertest.NewSource(msgs)
+	run(t, runner.Options{BatchSize: 20, Ordering: runner.OrderingKey, Retry: runner.RetryPolicy{Interval: 5 * time.Millisecond}}, src, nil, sink, nil)
+	order := sink.WrittenIDs()
+	if len(order) != 20 {
+		t.Fatalf("written %v, want all 20", order)
+	}
+	want := []string{"b-0", "b-1", "b-2", "b-3", "b-4", "b-5", "b-6", "b-7", "b-8", "b-9", "a-0", "a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7", "a-8", "a-9"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("written in the order %v, want %v: b goes on while a-0 is retried, a waits for it", order, want)
+	}
+}

@@ -220,6 +220,8 @@ func (b *batch) ackFinal(ctx context.Context) {
 	}
 	e := b.e
 	defer e.release(len(ready))
+	// After the ack: the next message of each one's lane may start.
+	defer e.freeLanes(ready)
 	// Out of the set before the ack, as numaflow-core takes an offset out
 	// of its tracker before it acks (source.rs): whatever the ack's
 	// outcome, the source may deliver it again from now on.
@@ -319,6 +321,11 @@ func (b *batch) handBack(ctx context.Context) {
 	}
 	e := b.e
 	defer e.release(n)
+	defer func() {
+		for _, g := range groups {
+			e.freeLanes(g.msgs)
+		}
+	}()
 	e.count(&e.totals.nacked, e.m.NackTotal, n)
 	// Out of the set before the nack, so a redelivery it brings at once
 	// is not taken for a duplicate.
