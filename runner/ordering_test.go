@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -451,5 +452,24 @@ func TestRetriedMessageHoldsOnlyItsOwnLane(t *testing.T) {
 	want := []string{"b-0", "b-1", "b-2", "b-3", "b-4", "b-5", "b-6", "b-7", "b-8", "b-9", "a-0", "a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7", "a-8", "a-9"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Fatalf("written in the order %v, want %v: b goes on while a-0 is retried, a waits for it", order, want)
+	}
+}
+
+// TestOrderedRunLeavesNoGoroutines: the lane batches' goroutines are gone
+// once Run returns.
+func TestOrderedRunLeavesNoGoroutines(t *testing.T) {
+	before := runtime.NumGoroutine()
+	sink := runnertest.NewSink(nil)
+	sink.Latency = time.Millisecond
+	run(t, runner.Options{BatchSize: 10, InflightBatches: 4, Ordering: runner.OrderingKey}, runnertest.NewSource(orderedMessages(400, 20, 2, 5)), nil, sink, nil)
+	if n := len(sink.WrittenIDs()); n != 400 {
+		t.Fatalf("written %d, want 400", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines 10 s after Run returned, %d before it", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
