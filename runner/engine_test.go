@@ -466,80 +466,110 @@ func (p *peakSource) Ack(ctx context.Context, msgs []*runner.Message) error {
 	return p.Source.Ack(ctx, msgs)
 }
 
+// The shutdown and fatal-error tests run unordered and under key
+// ordering (MV_ORDERING=key), where what waits in the lanes must follow
+// the same rules.
 func TestShutdownFinishesInflightWork(t *testing.T) {
-	sink := runnertest.NewSink(nil)
-	sink.Latency = 50 * time.Millisecond
-	src := runnertest.NewSource(runnertest.Messages(100000))
-	src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
-	e, err := runner.New(runner.Options{BatchSize: 100, ShutdownTimeout: 10 * time.Second}, src, nil, sink, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	if err := e.Run(ctx); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	if err := src.Errors(); err != nil {
-		t.Fatal(err)
-	}
-	written := sink.WrittenIDs()
-	acked := src.Acked()
-	if len(written) == 0 || len(written) != len(acked) {
-		t.Fatalf("written %d, acked %d: after a graceful stop they must match", len(written), len(acked))
-	}
-	if st := e.Status(); st.Totals.Read != int64(len(acked)) || st.State != "stopped" {
-		t.Fatalf("read %d, acked %d, state %s", st.Totals.Read, len(acked), st.State)
+	for _, tc := range []struct {
+		ordering runner.Ordering
+		latency  time.Duration
+	}{
+		{runner.OrderingUnordered, 50 * time.Millisecond},
+		// Four keys drain four messages per call: a shorter call.
+		{runner.OrderingKey, 5 * time.Millisecond},
+	} {
+		t.Run(string(tc.ordering), func(t *testing.T) {
+			sink := runnertest.NewSink(nil)
+			sink.Latency = tc.latency
+			src := runnertest.NewSource(runnertest.Messages(100000))
+			src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
+			e, err := runner.New(runner.Options{BatchSize: 100, ShutdownTimeout: 10 * time.Second, Ordering: tc.ordering}, src, nil, sink, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+			if err := e.Run(ctx); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if err := src.Errors(); err != nil {
+				t.Fatal(err)
+			}
+			written := sink.WrittenIDs()
+			acked := src.Acked()
+			if len(written) == 0 || len(written) != len(acked) {
+				t.Fatalf("written %d, acked %d: after a graceful stop they must match", len(written), len(acked))
+			}
+			if st := e.Status(); st.Totals.Read != int64(len(acked)) || st.State != "stopped" {
+				t.Fatalf("read %d, acked %d, state %s", st.Totals.Read, len(acked), st.State)
+			}
+		})
 	}
 }
 
 func TestShutdownTimeoutLeavesUnfinishedMessagesUnacked(t *testing.T) {
-	sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult {
-		return runner.WriteResult{Status: runner.WriteFailed, Err: errors.New("down")}
-	})
-	src := runnertest.NewSource(runnertest.Messages(30))
-	e, err := runner.New(runner.Options{BatchSize: 10, ShutdownTimeout: 300 * time.Millisecond, Retry: runner.RetryPolicy{Interval: 10 * time.Millisecond}}, src, nil, sink, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	start := time.Now()
-	if err := e.Run(ctx); !errors.Is(err, runner.ErrShutdownTimeout) {
-		t.Fatalf("run returned %v, want ErrShutdownTimeout", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("run took %v with a 300ms budget", d)
-	}
-	if len(src.Acked()) != 0 {
-		t.Fatalf("acked %d messages that were never written", len(src.Acked()))
-	}
-	if st := e.Status().Totals; st.Nacked != st.Read || st.Read == 0 {
-		t.Fatalf("read %d, nacked %d: unfinished messages must be handed back", st.Read, st.Nacked)
+	for _, ordering := range []runner.Ordering{runner.OrderingUnordered, runner.OrderingKey} {
+		t.Run(string(ordering), func(t *testing.T) {
+			sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult {
+				return runner.WriteResult{Status: runner.WriteFailed, Err: errors.New("down")}
+			})
+			src := runnertest.NewSource(runnertest.Messages(30))
+			e, err := runner.New(runner.Options{BatchSize: 10, ShutdownTimeout: 300 * time.Millisecond, Retry: runner.RetryPolicy{Interval: 10 * time.Millisecond}, Ordering: ordering}, src, nil, sink, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+			start := time.Now()
+			if err := e.Run(ctx); !errors.Is(err, runner.ErrShutdownTimeout) {
+				t.Fatalf("run returned %v, want ErrShutdownTimeout", err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("run took %v with a 300ms budget", d)
+			}
+			if len(src.Acked()) != 0 {
+				t.Fatalf("acked %d messages that were never written", len(src.Acked()))
+			}
+			// Under ordering, those still waiting in their lanes too.
+			if st := e.Status().Totals; st.Nacked != st.Read || st.Read == 0 {
+				t.Fatalf("read %d, nacked %d: unfinished messages must be handed back", st.Read, st.Nacked)
+			}
+		})
 	}
 }
 
 func TestFatalErrorStopsTheRunWithoutAckingUnwritten(t *testing.T) {
-	var calls atomic.Int64
-	sink := runnertest.NewSink(nil)
-	sink.CallError = func(call int) error {
-		if calls.Add(1) > 3 {
-			return runner.Fatal(errors.New("udsink: sidecar gone for 60s"))
-		}
-		return nil
-	}
-	src := runnertest.NewSource(runnertest.Messages(10000))
-	src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
-	e, _ := runner.New(runner.Options{BatchSize: 100}, src, nil, sink, nil)
-	err := e.Run(context.Background())
-	if !runner.IsFatal(err) {
-		t.Fatalf("run returned %v, want the fatal error", err)
-	}
-	if err := src.Errors(); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := len(src.Acked()), len(sink.WrittenIDs()); got != want || got != 300 {
-		t.Fatalf("acked %d, written %d; want 300 each", got, want)
+	for _, tc := range []struct {
+		ordering runner.Ordering
+		written  int
+	}{
+		{runner.OrderingUnordered, 300},
+		// Four keys: each call that passed carried one message of each.
+		{runner.OrderingKey, 12},
+	} {
+		t.Run(string(tc.ordering), func(t *testing.T) {
+			var calls atomic.Int64
+			sink := runnertest.NewSink(nil)
+			sink.CallError = func(call int) error {
+				if calls.Add(1) > 3 {
+					return runner.Fatal(errors.New("udsink: sidecar gone for 60s"))
+				}
+				return nil
+			}
+			src := runnertest.NewSource(runnertest.Messages(10000))
+			src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
+			e, _ := runner.New(runner.Options{BatchSize: 100, Ordering: tc.ordering}, src, nil, sink, nil)
+			err := e.Run(context.Background())
+			if !runner.IsFatal(err) {
+				t.Fatalf("run returned %v, want the fatal error", err)
+			}
+			if err := src.Errors(); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := len(src.Acked()), len(sink.WrittenIDs()); got != want || got != tc.written {
+				t.Fatalf("acked %d, written %d; want %d each", got, want, tc.written)
+			}
+		})
 	}
 }
 

@@ -2,14 +2,12 @@ package runner_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,86 +343,6 @@ func TestKeyOrderingInStreamingMode(t *testing.T) {
 	if p := sk.peak.Load(); p < 2 {
 		t.Fatalf("peak in flight at the sink %d, want keys to overlap", p)
 	}
-}
-
-// TestOrderedShutdownAndFatalErrors: under key ordering, what the lanes
-// hold is drained on a graceful stop, handed back when the shutdown budget
-// runs out, and never acked unwritten after a fatal error.
-func TestOrderedShutdownAndFatalErrors(t *testing.T) {
-	key := runner.Options{Ordering: runner.OrderingKey}
-	t.Run("graceful stop drains the lanes", func(t *testing.T) {
-		sink := runnertest.NewSink(nil)
-		sink.Latency = 5 * time.Millisecond
-		src := runnertest.NewSource(runnertest.Messages(100000))
-		src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
-		opts := key
-		opts.BatchSize, opts.ShutdownTimeout = 100, 20*time.Second
-		e, err := runner.New(opts, src, nil, sink, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-		if err := e.Run(ctx); err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		if err := src.Errors(); err != nil {
-			t.Fatal(err)
-		}
-		st := e.Status().Totals
-		if written := len(sink.WrittenIDs()); written == 0 || int64(written) != st.Read || st.Acked != st.Read || st.Nacked != 0 {
-			t.Fatalf("read %d, written %d, acked %d, nacked %d: every message read must be written and acked", st.Read, written, st.Acked, st.Nacked)
-		}
-	})
-	t.Run("shutdown timeout hands the lanes back", func(t *testing.T) {
-		sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult {
-			return runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("down")}
-		})
-		src := runnertest.NewSource(runnertest.Messages(30))
-		opts := key
-		opts.BatchSize, opts.ShutdownTimeout, opts.Retry = 10, 300*time.Millisecond, runner.RetryPolicy{Interval: 10 * time.Millisecond}
-		e, err := runner.New(opts, src, nil, sink, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-		if err := e.Run(ctx); !errors.Is(err, runner.ErrShutdownTimeout) {
-			t.Fatalf("run returned %v, want ErrShutdownTimeout", err)
-		}
-		if n := len(src.Acked()); n != 0 {
-			t.Fatalf("acked %d messages that were never written", n)
-		}
-		if st := e.Status().Totals; st.Nacked != st.Read || st.Read != 30 {
-			t.Fatalf("read %d, nacked %d: want all 30 read and handed back, those waiting in their lanes too", st.Read, st.Nacked)
-		}
-	})
-	t.Run("fatal error acks nothing unwritten", func(t *testing.T) {
-		var calls atomic.Int64
-		sink := runnertest.NewSink(nil)
-		sink.CallError = func(int) error {
-			if calls.Add(1) > 3 {
-				return runner.Fatal(fmt.Errorf("udsink: sidecar gone for 60s"))
-			}
-			return nil
-		}
-		src := runnertest.NewSource(runnertest.Messages(10000))
-		src.OnAck = ackOnlyIfWritten(sink.Written, "acked unwritten")
-		opts := key
-		opts.BatchSize = 100
-		e, _ := runner.New(opts, src, nil, sink, nil)
-		if err := e.Run(context.Background()); !runner.IsFatal(err) {
-			t.Fatalf("run returned %v, want the fatal error", err)
-		}
-		if err := src.Errors(); err != nil {
-			t.Fatal(err)
-		}
-		// Four keys: each of the three calls that passed wrote one
-		// message of each.
-		if got, want := len(src.Acked()), len(sink.WrittenIDs()); got != want || got != 12 {
-			t.Fatalf("acked %d, written %d; want 12 each", got, want)
-		}
-	})
 }
 
 // TestRetriedMessageHoldsOnlyItsOwnLane: key a's first message fails 20
