@@ -440,6 +440,13 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	if n := len(inner.WrittenIDs()); n != 400 {
 		t.Fatalf("written %d, want 400", n)
 	}
+	waitGoroutines(t, before)
+}
+
+// waitGoroutines waits, up to 10s, until no more goroutines run than
+// before, and fails t otherwise.
+func waitGoroutines(t *testing.T, before int) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {

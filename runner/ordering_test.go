@@ -383,11 +383,5 @@ func TestOrderedRunLeavesNoGoroutines(t *testing.T) {
 	if n := len(sink.WrittenIDs()); n != 400 {
 		t.Fatalf("written %d, want 400", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines 10 s after Run returned, %d before it", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitGoroutines(t, before)
 }
