@@ -1,9 +1,4 @@
-// Package numaflowapi holds the Numaflow MonoVertex API types
-// (numaflow.numaproj.io/v1alpha1) that mvctl reads. The module
-// github.com/numaproj/numaflow is not served by the Go module proxy, so the
-// types are mirrored here with Numaflow's JSON names (zz_types.go); the
-// Kubernetes types they embed come from k8s.io/api.
-package numaflowapi
+package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,19 +10,61 @@ const (
 	Kind       = "MonoVertex"
 )
 
-// MonoVertex is Numaflow's MonoVertex object. Status is kept as free-form
-// data: the converter drops it (the Numaflow controller writes it).
+// MonoVertex is Numaflow's MonoVertex object. The converter drops Status;
+// cmd/controller writes it (Numaflow's controller does in a Numaflow
+// cluster).
+//
+// +genclient
+// +resourceName=monovertices
+// +genreconciler:krshapedlogic=false
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type MonoVertex struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              MonoVertexSpec `json:"spec"`
-	Status            map[string]any `json:"status,omitempty"`
+	Spec              MonoVertexSpec   `json:"spec"`
+	Status            MonoVertexStatus `json:"status,omitempty"`
+}
+
+// MonoVertexList is a list of MonoVertex objects.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+type MonoVertexList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MonoVertex `json:"items"`
+}
+
+// MonoVertexStatus is Numaflow's MonoVertex status, field for field, so
+// `kubectl get mvtx` prints the same columns (the CRD's printer columns
+// read phase, desiredReplicas, replicas, readyReplicas, reason, message).
+type MonoVertexStatus struct {
+	// Conditions are metav1.Conditions, as Numaflow's: each has a
+	// reason, a message and a transition time.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Phase      MonoVertexPhase    `json:"phase,omitempty"`
+	// Replicas counts the pods of the MonoVertex (the scale
+	// subresource's status replicas).
+	Replicas        uint32 `json:"replicas"`
+	DesiredReplicas uint32 `json:"desiredReplicas"`
+	// Selector selects the pods (the scale subresource's selector).
+	Selector             string      `json:"selector,omitempty"`
+	Reason               string      `json:"reason,omitempty"`
+	Message              string      `json:"message,omitempty"`
+	LastUpdated          metav1.Time `json:"lastUpdated,omitempty"`
+	LastScaledAt         metav1.Time `json:"lastScaledAt,omitempty"`
+	ObservedGeneration   int64       `json:"observedGeneration,omitempty"`
+	ReadyReplicas        uint32      `json:"readyReplicas,omitempty"`
+	UpdatedReplicas      uint32      `json:"updatedReplicas,omitempty"`
+	UpdatedReadyReplicas uint32      `json:"updatedReadyReplicas,omitempty"`
+	CurrentHash          string      `json:"currentHash,omitempty"`
+	UpdateHash           string      `json:"updateHash,omitempty"`
 }
 
 // Numaflow's values for the enumerations mvctl reads.
 const (
 	PhasePaused  MonoVertexPhase = "Paused"
 	PhaseRunning MonoVertexPhase = "Running"
+	PhaseFailed  MonoVertexPhase = "Failed"
 
 	OnFailureRetry    OnFailureRetryStrategy = "retry"
 	OnFailureFallback OnFailureRetryStrategy = "fallback"
