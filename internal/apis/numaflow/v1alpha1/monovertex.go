@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // Group, Version and Kind of a Numaflow MonoVertex.
 const (
@@ -123,4 +126,10 @@ func (s Scale) GetMaxReplicas() int32 {
 		return *s.Max
 	}
 	return DefaultMaxReplicas
+}
+
+// GetGroupVersionKind is numaflow.numaproj.io/v1alpha1 MonoVertex: it makes
+// a MonoVertex a kmeta.OwnerRefable, the owner of what it is converted into.
+func (*MonoVertex) GetGroupVersionKind() schema.GroupVersionKind {
+	return SchemeGroupVersion.WithKind(Kind)
 }
