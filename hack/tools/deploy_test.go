@@ -85,7 +85,9 @@ func TestDeployPath(t *testing.T) {
 			gotBinaries := map[string]bool{}
 			images := map[string]bool{}
 			for _, m := range docs {
-				for _, img := range stringsUnder(m.obj, "image") {
+				// An env value is an image too when ko resolved it (the
+				// controller's MV_CONTROLLER_RUNNER_IMAGE).
+				for _, img := range append(stringsUnder(m.obj, "image"), stringsUnder(m.obj, "value")...) {
 					if strings.HasPrefix(img, host+"/") {
 						images[img] = true
 					}
