@@ -12,7 +12,7 @@ import (
 
 // openAPISchema is the part of an OpenAPI v3 openAPISchema the comparison reads.
 type openAPISchema struct {
-	Type                 string            `json:"type"`
+	Type                 string                   `json:"type"`
 	Properties           map[string]openAPISchema `json:"properties"`
 	Items                *openAPISchema           `json:"items"`
 	AdditionalProperties *openAPISchema           `json:"additionalProperties"`
