@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/monovertex/monovertex/internal/mvconvert"
+	"github.com/monovertex/monovertex/internal/testutil"
 )
 
 func corpusObject(t *testing.T, file string) *unstructured.Unstructured {
@@ -89,6 +91,29 @@ func TestOptionsFromEnv(t *testing.T) {
 		_, err := optionsFromEnv(env(bad))
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "MV_CONTROLLER_") {
 			t.Errorf("%v: error %v, want one line naming the variable", bad, err)
+		}
+	}
+}
+
+// TestBadSettingsExitTwo: the built controller exits 2 with one stderr
+// line naming the variable, before it touches a cluster.
+func TestBadSettingsExitTwo(t *testing.T) {
+	bin := testutil.Build(t, "./cmd/controller")
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "MV_CONTROLLER_RUNNER_IMAGE"},
+		{[]string{"MV_CONTROLLER_RUNNER_IMAGE=r:1", "MV_CONTROLLER_SCALER=vpa"}, "MV_CONTROLLER_SCALER"},
+	} {
+		cmd := exec.Command(bin)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, tc.env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+		if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("env %v: %v, stderr %q; want exit 2 and one line naming %s", tc.env, err, stderr.String(), tc.want)
 		}
 	}
 }
