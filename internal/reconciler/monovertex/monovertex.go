@@ -57,6 +57,7 @@ const (
 	ReasonConversionFailed = "ConversionFailed"
 	ReasonNotOwned         = "NotOwned"
 	ReasonApplyFailed      = "ApplyFailed"
+	ReasonRejected         = "Rejected"
 	ReasonDeployed         = "Deployed"
 	ReasonServiceReady     = "ServiceReady"
 	ReasonServicePending   = "ServiceNotReconciled"
@@ -148,6 +149,14 @@ func (r *Reconciler) deployFailed(st *nf.MonoVertexStatus, err error) error {
 	if errors.As(err, &oe) {
 		markFailed(st, ReasonNotOwned, err.Error())
 		return controller.NewPermanentError(pkgreconciler.NewEvent(corev1.EventTypeWarning, ReasonNotOwned, "%s", err.Error()))
+	}
+	if apierrs.IsInvalid(err) || apierrs.IsBadRequest(err) {
+		// Refused by the API server or Knative's webhook (a feature flag
+		// the Service needs, say): retrying the same object cannot help;
+		// a change to the MonoVertex or the config-features reconciles
+		// again.
+		markFailed(st, ReasonRejected, err.Error())
+		return controller.NewPermanentError(pkgreconciler.NewEvent(corev1.EventTypeWarning, ReasonRejected, "%s", err.Error()))
 	}
 	markFailed(st, ReasonApplyFailed, err.Error())
 	return err // retried with backoff

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -354,5 +355,24 @@ func TestServiceOfAnotherOwnerIsLeftAlone(t *testing.T) {
 	}
 	if got.Status.Reason != ReasonNotOwned || got.Status.Phase != nf.PhaseFailed {
 		t.Errorf("phase %q reason %q, want Failed %s", got.Status.Phase, got.Status.Reason, ReasonNotOwned)
+	}
+}
+
+func TestServiceRejectedByKnativeIsPermanent(t *testing.T) {
+	mv := corpusMonoVertex(t, "generator-log")
+	e := newEnv(t, mv)
+	msg := `admission webhook "validation.webhook.serving.knative.dev" denied the request: validation failed: must not set the field(s): spec.template.spec.nodeSelector`
+	fakeservingclient.Get(e.ctx).PrependReactor("create", "services", func(clientgotesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrs.NewBadRequest(msg)
+	})
+	err, got := e.reconcile(t, mv)
+	if err == nil || !controller.IsPermanentError(err) {
+		t.Errorf("reconcile error %v, want a permanent one", err)
+	}
+	if got.Status.Phase != nf.PhaseFailed || got.Status.Reason != ReasonRejected || got.Status.Message != msg {
+		t.Errorf("phase %q reason %q message %q", got.Status.Phase, got.Status.Reason, got.Status.Message)
+	}
+	if c := condition(got, ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonRejected {
+		t.Errorf("Ready %+v", c)
 	}
 }
