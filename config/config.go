@@ -55,6 +55,7 @@ type Core struct {
 	ShutdownTimeout   time.Duration `envconfig:"MV_SHUTDOWN_TIMEOUT" default:"20s" desc:"graceful shutdown budget"`
 	AdminPort         int           `envconfig:"MV_ADMIN_PORT" default:"2469" desc:"port of /metrics, /livez, /readyz, /status"`
 	Port              int           `envconfig:"PORT" default:"8080" desc:"Knative's serving port: /healthz, and the http source"`
+	DaemonPort        int           `envconfig:"MV_DAEMON_PORT" default:"0" desc:"port of Numaflow's MonoVertex daemon API (gRPC MonoVertexDaemonService and its REST paths, over TLS with a self-signed certificate, as Numaflow's daemon serves them on 4327), 0 for off"`
 	PendingInterval   time.Duration `envconfig:"MV_PENDING_INTERVAL" default:"5s" desc:"how often the source's pending count is read"`
 	LookbackSeconds   int           `envconfig:"MV_LOOKBACK_SECONDS" default:"120" desc:"window of the processing rate used for scaling (at most 900)"`
 	ScaleTarget       float64       `envconfig:"MV_SCALE_TARGET_SECONDS" default:"20" desc:"backlog drain time the scaling signals aim at (Numaflow's targetProcessingSeconds)"`
@@ -296,6 +297,12 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "must differ from PORT"}
 	case c.AdminPort == 9090 || c.AdminPort == 9091:
 		return &runner.ConfigError{Var: "MV_ADMIN_PORT", Value: itoa(c.AdminPort), Reason: "9090 and 9091 are reserved by Knative's queue-proxy; pick another port"}
+	case c.DaemonPort < 0 || c.DaemonPort > 65535:
+		return &runner.ConfigError{Var: "MV_DAEMON_PORT", Value: itoa(c.DaemonPort), Reason: "must be 0 (off) or a port between 1 and 65535"}
+	case c.DaemonPort != 0 && (c.DaemonPort == c.Port || c.DaemonPort == c.AdminPort):
+		return &runner.ConfigError{Var: "MV_DAEMON_PORT", Value: itoa(c.DaemonPort), Reason: "must differ from PORT and MV_ADMIN_PORT"}
+	case c.DaemonPort == 9090 || c.DaemonPort == 9091:
+		return &runner.ConfigError{Var: "MV_DAEMON_PORT", Value: itoa(c.DaemonPort), Reason: "9090 and 9091 are reserved by Knative's queue-proxy; pick another port"}
 	case c.PendingInterval <= 0:
 		return &runner.ConfigError{Var: "MV_PENDING_INTERVAL", Value: c.PendingInterval.String(), Reason: "must be a positive duration"}
 	case c.ScaleTarget <= 0:

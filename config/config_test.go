@@ -86,6 +86,9 @@ func TestErrorsNameTheVariable(t *testing.T) {
 		{"MV_MAX_SCALE", "-2", "0 (no bound)"},
 		{"MV_GENERATOR_RPU", "-1", "positive"},
 		{"MV_STAGE_RETRY_STEPS", "0", "positive whole number or unlimited"},
+		{"MV_DAEMON_PORT", "70000", "0 (off) or a port"},
+		{"MV_DAEMON_PORT", "2469", "must differ from PORT and MV_ADMIN_PORT"},
+		{"MV_DAEMON_PORT", "9091", "reserved by Knative"},
 	})
 }
 

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,11 +34,17 @@ type pendingWindow struct {
 	samples  []pendingSample
 	lookback int64
 	gauge    *prometheus.GaugeVec
+
+	// mu guards means: the values last set on the gauge, by period, for
+	// the daemon API and /status to read without scraping the registry.
+	mu    sync.Mutex
+	means map[string]int64
 }
 
 func newPendingWindow(lookback time.Duration, labels prometheus.Labels) *pendingWindow {
 	return &pendingWindow{
 		lookback: max(int64(lookback/time.Second), 1),
+		means:    map[string]int64{},
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name:        "monovtx_pending",
 			Help:        "Messages pending at the source, averaged over the period (1m, 5m, 15m, default = MV_LOOKBACK_SECONDS), as Numaflow's MonoVertex daemon exports it.",
@@ -79,7 +87,18 @@ func (w *pendingWindow) publish(label string, secs int64, now time.Time) {
 	}
 	if mean := sum / int64(n-start); mean != -1 {
 		w.gauge.WithLabelValues(label).Set(float64(mean))
+		w.mu.Lock()
+		w.means[label] = mean
+		w.mu.Unlock()
 	}
+}
+
+// averages returns what monovtx_pending{period} holds now, by period; a
+// period never published is absent, as it is from /metrics.
+func (w *pendingWindow) averages() map[string]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.means)
 }
 
 // lookbackGauge is Numaflow's monovtx_lookback_window_seconds: the window

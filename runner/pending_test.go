@@ -56,6 +56,10 @@ func TestPendingAveragedAsNumaflowsDaemon(t *testing.T) {
 		if got, ok := gaugeValue(t, w, period); !ok || got != want {
 			t.Errorf("period %s: %v (set %v), want %v", period, got, ok, want)
 		}
+		// The daemon API and /status read the same values.
+		if got, ok := w.averages()[period]; !ok || float64(got) != want {
+			t.Errorf("averages()[%s] = %v (set %v), want %v as on the gauge", period, got, ok, want)
+		}
 	}
 	if len(w.samples) != 17 {
 		t.Errorf("%d samples kept, want the 17 of the last 15 minutes", len(w.samples))
@@ -74,6 +78,9 @@ func TestPendingAveragedAsNumaflowsDaemon(t *testing.T) {
 	}
 	if v, ok := gaugeValue(t, w3, "1m"); ok {
 		t.Errorf("published %v for a source without a pending count", v)
+	}
+	if a := w3.averages(); len(a) != 0 {
+		t.Errorf("averages() = %v for a source without a pending count, want none", a)
 	}
 	// The second-to-last sample older than the window: not available,
 	// even with the last one inside it.

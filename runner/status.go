@@ -35,8 +35,14 @@ type Status struct {
 	// Rate is acked input messages per second over each window.
 	Rate map[string]float64 `json:"processing_rate"`
 	// Pending is the source's last reported pending count; -1 is unknown.
-	Pending int64        `json:"pending"`
-	Scaling ScaleSignals `json:"scaling"`
+	Pending int64 `json:"pending"`
+	// PendingAverages is monovtx_pending{period}: the pending count
+	// averaged over 1m, 5m, 15m and default (the lookback), as Numaflow's
+	// daemon averages it; a period not computable yet is absent.
+	PendingAverages map[string]int64 `json:"pending_averages"`
+	Scaling         ScaleSignals     `json:"scaling"`
+	// Health is the data-flow health Numaflow's daemon reports.
+	Health Health `json:"health"`
 	// RateLimit is the read rate limiter's state, absent without one.
 	RateLimit *ratelimit.Status `json:"rate_limit,omitempty"`
 	LastError *errorRecord      `json:"last_error,omitempty"`
@@ -164,33 +170,41 @@ func (e *Engine) Status() Status {
 			FilterDropped: t.filterDropped.Load(), FilterErrors: t.filterErrors.Load(),
 			Bypassed: t.bypassed.Load(), BypassDropped: t.bypassDropped.Load(), DuplicateDropped: t.duplicates.Load(),
 		},
-		Mode:   mode,
-		Chain:  e.Chain(),
-		Bypass: bypass,
-		Rate: map[string]float64{
-			"1m":       e.rate.perSecond(now, time.Minute),
-			"5m":       e.rate.perSecond(now, 5*time.Minute),
-			"15m":      e.rate.perSecond(now, 15*time.Minute),
-			"lookback": e.rate.perSecond(now, e.opts.Lookback),
-		},
-		Pending:   e.pending.Load(),
-		Scaling:   e.ScaleSignals(),
-		LastError: e.lastErr.Load(),
-		Time:      now, Started: e.started,
+		Mode:            mode,
+		Chain:           e.Chain(),
+		Bypass:          bypass,
+		Rate:            statusRates(e.ProcessingRates(now)),
+		Pending:         e.pending.Load(),
+		PendingAverages: e.PendingAverages(),
+		Scaling:         e.ScaleSignals(),
+		LastError:       e.lastErr.Load(),
+		Time:            now, Started: e.started,
 		Build:          BuildInfo{Version: version.Version, Commit: version.Commit, GoVersion: runtime.Version()},
-		Errors:         e.replicaErrors(),
+		Errors:         e.ReplicaErrors(),
 		CriticalErrors: e.cerrs.Critical(),
 		RecentErrors:   e.recent.List(),
 		Latency:        e.Latencies(),
 	}
+	st.Health = e.health(st.Scaling)
 	tt := &st.Totals
 	tt.Errors = tt.FilterErrors + tt.TransformerErrors + tt.UDFErrors + tt.SinkErrors + tt.FallbackErrors + tt.OnSuccessErrors + tt.AckErrors
 	return st
 }
 
-// replicaErrors is this replica's entry of Numaflow's errors response,
+// statusRates keys the daemon's rates as /status always has: the
+// lookback's as "lookback", not "default".
+func statusRates(r map[string]float64) map[string]float64 {
+	r["lookback"] = r["default"]
+	delete(r, "default")
+	return r
+}
+
+// Name is the mono vertex's name (MV_NAME).
+func (e *Engine) Name() string { return e.opts.Name }
+
+// ReplicaErrors is this replica's entry of Numaflow's errors response,
 // named as Numaflow's daemon names replicas (<name>-mv-<index>).
-func (e *Engine) replicaErrors() []ReplicaErrors {
+func (e *Engine) ReplicaErrors() []ReplicaErrors {
 	list := e.cerrs.List()
 	if len(list) == 0 {
 		return []ReplicaErrors{}
@@ -225,7 +239,8 @@ func (e *Engine) Readiness(ctx context.Context) []AdapterStatus {
 
 // AdminHandler serves /metrics from gatherer, /livez, /readyz (ready only
 // while every adapter says so and the engine is reading), /status as JSON,
-// and /debug/pprof when withPProf is set.
+// numaflow-core's /sidecar-livez and /runtime/errors, and /debug/pprof
+// when withPProf is set.
 func (e *Engine) AdminHandler(gatherer prometheus.Gatherer, withPProf bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -247,6 +262,10 @@ func (e *Engine) AdminHandler(gatherer prometheus.Gatherer, withPProf bool) http
 		st := e.Status()
 		st.Adapters = e.Readiness(ctx)
 		writeJSON(w, st)
+	})
+	mux.HandleFunc("/sidecar-livez", e.sidecarLivez)
+	mux.HandleFunc("/runtime/errors", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, e.RuntimeErrors())
 	})
 	mux.HandleFunc("/status/history", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, e.History())

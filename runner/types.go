@@ -217,6 +217,17 @@ type Readier interface {
 	Ready(ctx context.Context) error
 }
 
+// Sidecar is implemented by adapters whose peer is a user container in the
+// pod (a Numaflow SDK server on a Unix socket). /sidecar-livez asks only
+// these, as numaflow-core's asks only its user containers: a broker being
+// away must not get the pod's containers restarted.
+type Sidecar interface {
+	Readier
+	// SidecarContainer is the container's name in a Numaflow MonoVertex
+	// pod (udsource, transformer, udf, udsink, fb-udsink, ons-udsink).
+	SidecarContainer() string
+}
+
 // Transformer maps each input message to zero, one or many outputs.
 type Transformer interface {
 	// Transform returns one result per input, in input order. A non-nil error

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,7 +218,6 @@ var negativeCases = []struct {
 	{"fallback without a fallback sink", strings.Replace(base, "    log: {}\n", "    log: {}\n    retryStrategy:\n      onFailure: fallback\n", 1), "spec.sink.retryStrategy.onFailure"},
 	{"steps 0", strings.Replace(base, "    log: {}\n", "    log: {}\n    retryStrategy:\n      backoff:\n        steps: 0\n", 1), "spec.sink.retryStrategy.backoff.steps"},
 	{"empty fallback tier", strings.Replace(base, "    log: {}\n", "    log: {}\n    fallback: {}\n", 1), "spec.sink.fallback"},
-	{"cron with the HPA class", base + "  scale:\n    cron:\n      schedules:\n        - {start: '0 0 8 * * *', end: '0 0 9 * * *', min: 1, max: 2}\n", "spec.scale.cron"},
 	{"generator valueBlob not base64", strings.Replace(base, "    generator: {}\n", "    generator:\n      valueBlob: abcdef\n", 1), "spec.source.generator.valueBlob"},
 	{"jetstream deliver policy Numaflow cannot read", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      deliver_policy: by_start_sequence x\n", 1), "spec.source.jetstream.deliver_policy"},
 	{"jetstream nkey without a key", strings.Replace(base, "    generator: {}\n", "    jetstream:\n      url: nats://n:4222\n      stream: s\n      auth:\n        nkey: {name: nk}\n", 1), "spec.source.jetstream.auth.nkey"},
@@ -298,7 +298,8 @@ func TestWarningsNameTheirPaths(t *testing.T) {
 		"spec.tolerations: carried over; Knative needs the feature flag kubernetes.podspec-tolerations",
 		"spec.affinity: carried over; Knative needs the feature flag kubernetes.podspec-affinity",
 		"spec.daemonTemplate: dropped: there is no daemon",
-		"spec.updateStrategy.rollingUpdate.maxUnavailable: dropped",
+		"spec.udf.container.livenessProbe: carried as Numaflow probes a user-defined container: GET /sidecar-livez on the runner's admin port with these timings",
+		"Knative needs the feature flag multi-container-probing",
 		"spec.priority: dropped",
 		"status: dropped",
 	} {
@@ -311,8 +312,15 @@ func TestWarningsNameTheirPaths(t *testing.T) {
 			t.Errorf("stderr line is not a warning: %q", l)
 		}
 	}
-	// Paused: the ConfigMap says so; replicas 3 is the initial scale.
-	for _, want := range []string{`paused: "true"`, `autoscaling.knative.dev/initial-scale: "3"`, `"kind":"ScaledObject"`} {
+	if strings.Contains(errs.String(), "maxUnavailable") {
+		t.Errorf("maxUnavailable is carried with spec.replicas, yet warned about:\n%s", errs.String())
+	}
+	// Paused: the ConfigMap says so; replicas 3 less maxUnavailable 1 is
+	// the initial scale; the udf sidecar has Numaflow's liveness probe
+	// with the container's period and failures and Numaflow's delay and
+	// timeout.
+	for _, want := range []string{`paused: "true"`, `autoscaling.knative.dev/initial-scale: "2"`, `"kind":"ScaledObject"`,
+		"livenessProbe:\n          failureThreshold: 3\n          httpGet:\n            path: /sidecar-livez\n            port: 2469\n          initialDelaySeconds: 30\n          periodSeconds: 20\n          timeoutSeconds: 30\n        name: udf\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
@@ -480,4 +488,75 @@ func TestEnvironmentContract(t *testing.T) {
 		"MV_SCALE_REPLICAS_PER_UP": "4", "MV_SCALE_REPLICAS_PER_DOWN": "4", "MV_MIN_SCALE": "1", "MV_MAX_SCALE": "30",
 	})
 	check("kafka-relay secrets", secrets, map[string]string{"MV_KAFKA_SASL_USER": "kafka-user/user", "MV_KAFKA_SASL_PASSWORD": "kafka-user/password"})
+}
+
+// TestWhatCannotComeOverSaysWhy: each Numaflow feature that cannot come
+// over (Python multiprocess map over TCP, Redis Sentinel, scale to zero)
+// has its line in `mvctl explain` with what happens and why, and mvctl's
+// refusal or warning for it gives the same reason in one line naming the
+// path.
+func TestWhatCannotComeOverSaysWhy(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"explain"}, nil, &out, &out); code != 0 {
+		t.Fatal(out.String())
+	}
+	for _, want := range []string{
+		"| Python multiprocess map over TCP", "| the runner exits 2 at start naming `map.sock` |",
+		"| Redis Sentinel (`spec.limits.rateLimit.store.redisStore.sentinel`) | mvctl exits 2 naming the path |",
+		"| Scale to zero (`spec.scale.min: 0`) | raised to 1 with a warning naming the path |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("mvctl explain lacks %q", want)
+		}
+	}
+	for _, c := range []struct {
+		name, yaml, line string
+		code             int
+	}{
+		{"sentinel", base + "  limits:\n    rateLimit:\n      max: 10\n      store:\n        redisStore:\n          mode: sentinel\n          sentinel: {masterName: m, endpoints: ['s:26379']}\n",
+			"spec.limits.rateLimit.store.redisStore.sentinel: Redis Sentinel is not supported: the runner's redis store connects to one server and does not follow a Sentinel failover", 2},
+		{"scale to zero", base + "  scale: {min: 0, max: 3}\n",
+			"spec.scale.min: 0 raised to 1 (no scale to zero): a pull worker at zero pods reads nothing, and the backlog that scales it is exported by its own pods, so nothing would wake it", 0},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"convert", "-f", "-"}, strings.NewReader(c.yaml), &stdout, &stderr)
+		if code != c.code || !strings.Contains(stderr.String(), c.line) || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and one line saying %q", c.name, code, stderr.String(), c.code, c.line)
+		}
+	}
+}
+
+// TestCronWindowsAsKnativeCanCarryThem: with KEDA a window's max equal to
+// scale.max converts, above it warns (one ceiling for all hours), below it
+// exits 2 naming the path and what to do (nothing lowers the ceiling for a
+// window); the HPA class converts the rest of the manifest and says, in
+// one warning on spec.scale.cron, what it cannot do.
+func TestCronWindowsAsKnativeCanCarryThem(t *testing.T) {
+	cron := func(max int) string {
+		return base + fmt.Sprintf("  scale:\n    max: 4\n    cron:\n      schedules:\n        - {start: '0 0 8 * * *', end: '0 0 9 * * *', min: 2, max: %d}\n", max)
+	}
+	for _, c := range []struct {
+		name, scaler string
+		max, code    int
+		stderr, out  string
+	}{
+		{"keda, max as scale.max", "keda", 4, 0, "", `{"type":"cron","metadata":{"desiredReplicas":"2"`},
+		{"keda, max above", "keda", 6, 0, "spec.scale.cron.schedules[0].max: 6 is above spec.scale.max (4): the ceiling stays max-scale (4) in the window too", `{"type":"cron","metadata":{"desiredReplicas":"2"`},
+		{"keda, max below", "keda", 3, 2, "spec.scale.cron.schedules[0].max: 3 is below spec.scale.max (4): KEDA's cron trigger raises the floor to min in the window, but nothing in Knative or KEDA lowers the ceiling for a window, so the Service could scale past 3; set it to 4, or set spec.scale.max to 3 for all hours", ""},
+		{"hpa", "hpa", 3, 0, "spec.scale.cron: not carried with the HPA class, which has no time-based trigger: the windows' min and max are not applied, the rest of spec.scale is; convert with --scaler keda", "autoscaling.knative.dev/max-scale: \"4\""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			code := run([]string{"convert", "--scaler", c.scaler, "-f", "-"}, strings.NewReader(cron(c.max)), &out, &errs)
+			if code != c.code || !strings.Contains(errs.String(), c.stderr) || !strings.Contains(out.String(), c.out) {
+				t.Fatalf("exit %d, want %d; stderr %q, want it to hold %q; output holds %q: %v", code, c.code, errs.String(), c.stderr, c.out, strings.Contains(out.String(), c.out))
+			}
+			if c.stderr == "" && strings.Contains(errs.String(), "spec.scale.cron") {
+				t.Errorf("warned about the cron windows: %s", errs.String())
+			}
+			if c.code == 2 && (out.Len() != 0 || strings.Count(strings.TrimSpace(errs.String()), "\n") != 0) {
+				t.Errorf("refusal wrote output or more than one line: %q", errs.String())
+			}
+		})
+	}
 }

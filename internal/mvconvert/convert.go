@@ -761,10 +761,12 @@ func (c *converter) udContainer(p, name, containerType string, x *nf.Container) 
 		ctr.ImagePullPolicy = *x.ImagePullPolicy
 	}
 	if x.ReadinessProbe != nil {
-		c.warn(cp+".readinessProbe", "dropped: Knative runs no probes on sidecars unless multi-container-probing is enabled; the runner's /healthz answers 503 while this container is away")
+		c.warn(cp+".readinessProbe", "dropped, as Numaflow ignores it on a user-defined container (it probes them for liveness only); the runner's /healthz answers 503 while this container is away")
 	}
 	if x.LivenessProbe != nil {
-		c.warn(cp+".livenessProbe", "dropped: Knative runs no probes on sidecars unless multi-container-probing is enabled; the runner waits for a restarted container (MV_UDF_RECONNECT_TIMEOUT)")
+		ctr.LivenessProbe = sidecarLivenessProbe(x.LivenessProbe)
+		c.feature("multi-container-probing", cp+".livenessProbe",
+			"carried as Numaflow probes a user-defined container: GET /sidecar-livez on the runner's admin port with these timings (Numaflow's 30s delay, 60s period, 30s timeout, 5 failures where unset)")
 	}
 	if len(x.Ports) > 0 {
 		c.warn(cp+".ports", "dropped: Knative allows one port per pod, the runner's")
@@ -1219,7 +1221,7 @@ func (c *converter) redisStore(p string, r *nf.RateLimiterRedisStore) {
 	switch strings.ToLower(r.Mode) {
 	case "single":
 	case "sentinel":
-		c.fail(p+".sentinel", "Redis Sentinel is not supported by the runner's rate limiter store; use mode single with the primary's URL")
+		c.fail(p+".sentinel", "Redis Sentinel is not supported: %s", whySentinel)
 	default:
 		c.fail(p+".mode", "%q: want single (sentinel is not supported)", r.Mode)
 	}
@@ -1347,7 +1349,7 @@ func (c *converter) scale() scaleSettings {
 		case *sc.Min < 0:
 			c.fail(p+".min", "must not be negative, got %d", *sc.Min)
 		case *sc.Min == 0:
-			c.warn(p+".min", "0 raised to 1: a pull worker at zero pods reads nothing and exports no backlog to wake it up (Numaflow peeks every zeroReplicaSleepSeconds instead)")
+			c.warn(p+".min", "0 raised to 1 (no scale to zero): %s", whyZero)
 		default:
 			st.min = *sc.Min
 		}
@@ -1412,9 +1414,6 @@ func perScale(v, deprecated *uint32) *uint32 {
 }
 
 func (c *converter) checkCron(p string, cr *nf.CronScheduling) {
-	if c.opts.Scaler != ScalerKEDA {
-		c.fail(p, "the HPA class cannot carry cron windows: convert with --scaler keda, which adds a KEDA cron trigger per schedule")
-	}
 	if cr.Timezone != "" {
 		if _, err := time.LoadLocation(cr.Timezone); err != nil {
 			c.fail(p+".timezone", "%q is not an IANA time zone", cr.Timezone)
@@ -1440,9 +1439,22 @@ func (c *converter) checkCron(p string, cr *nf.CronScheduling) {
 		if s.Max == nil || *s.Max < *s.Min {
 			c.fail(sp+".max", "required, at least min")
 		}
-		if sc := c.mv.Spec.Scale; *s.Max != sc.GetMaxReplicas() {
-			c.warn(sp+".max", "not carried: KEDA's cron trigger raises the floor to min during the window; the ceiling stays max-scale (%d)", sc.GetMaxReplicas())
+		if c.opts.Scaler != ScalerKEDA {
+			continue
 		}
+		// KEDA's cron trigger raises the floor to min in the window; the
+		// HPA takes the largest of its triggers, so nothing lowers the
+		// ceiling for a window, and a replica count above it would break
+		// what the window promises (a downstream kept below a load).
+		switch maxR := c.mv.Spec.Scale.GetMaxReplicas(); {
+		case *s.Max < maxR:
+			c.fail(sp+".max", "%d is below spec.scale.max (%d): KEDA's cron trigger raises the floor to min in the window, but nothing in Knative or KEDA lowers the ceiling for a window, so the Service could scale past %d; set it to %d, or set spec.scale.max to %d for all hours", *s.Max, maxR, *s.Max, maxR, *s.Max)
+		case *s.Max > maxR:
+			c.warn(sp+".max", "%d is above spec.scale.max (%d): the ceiling stays max-scale (%d) in the window too, as KEDA's maxReplicaCount is one for all hours; raise spec.scale.max to %d to allow it", *s.Max, maxR, maxR, *s.Max)
+		}
+	}
+	if c.opts.Scaler != ScalerKEDA {
+		c.warn(p, "not carried with the HPA class, which has no time-based trigger: the windows' min and max are not applied, the rest of spec.scale is; convert with --scaler keda for a KEDA cron trigger per schedule")
 	}
 }
 
@@ -1463,6 +1475,7 @@ func kedaCron(s string) (string, error) {
 func (c *converter) build() {
 	mv, spec := c.mv, &c.mv.Spec
 	st := c.scale()
+	c.maxUnavailable(&st)
 	c.setEnv("MV_SCALE_TARGET_SECONDS", strconv.FormatUint(uint64(st.target), 10), "spec.scale.targetProcessingSeconds")
 	c.setEnv("MV_MIN_SCALE", strconv.Itoa(int(st.min)), "spec.scale.min")
 	c.setEnv("MV_MAX_SCALE", strconv.Itoa(int(st.max)), "spec.scale.max")
@@ -1530,7 +1543,7 @@ func (c *converter) build() {
 		c.res.PodMonitor = podMonitor(mv.Name, mv.Namespace, objLabels)
 	}
 	if spec.DaemonTemplate != nil {
-		c.warn("spec.daemonTemplate", "dropped: there is no daemon; the runner serves /status and the metrics the daemon served (pending, rates) on its admin port, and the Knative autoscaler (%s) takes the daemon's scaling decisions", c.opts.Scaler)
+		c.warn("spec.daemonTemplate", "dropped: there is no daemon Deployment; the runner serves Numaflow's daemon API itself when MV_DAEMON_PORT is set (4327, as the daemon's), /status and the metrics the daemon served (pending, rates) on its admin port, and the Knative autoscaler (%s) takes the daemon's scaling decisions", c.opts.Scaler)
 	}
 }
 
@@ -1543,8 +1556,31 @@ func (c *converter) updateStrategy() {
 		if _, err := intstr.GetScaledValueFromIntOrPercent(u.RollingUpdate.MaxUnavailable, 1, true); err != nil {
 			c.fail("spec.updateStrategy.rollingUpdate.maxUnavailable", "%v", err)
 		}
-		c.warn("spec.updateStrategy.rollingUpdate.maxUnavailable", "dropped: a Knative rollout starts the new revision's pods and retires the old revision only once they are ready, so none is unavailable (--rollout-duration spreads it out)")
 	}
+}
+
+// maxUnavailable is Numaflow's updateStrategy.rollingUpdate.maxUnavailable
+// as Knative's rollout can carry it. A Knative rollout starts the new
+// revision with initial-scale pods, retires the old revision once they are
+// ready, and the autoscaler takes it on from there: so at most replicas -
+// initial-scale are unavailable, and maxUnavailable sets initial-scale to
+// replicas - maxUnavailable (no lower than min-scale), which also keeps the
+// surge of new pods that small, as Numaflow's update replaces pods without
+// a surge. Without spec.replicas there is no count to take it from.
+func (c *converter) maxUnavailable(st *scaleSettings) {
+	u := c.mv.Spec.UpdateStrategy.RollingUpdate
+	if u == nil || u.MaxUnavailable == nil {
+		return
+	}
+	p := "spec.updateStrategy.rollingUpdate.maxUnavailable"
+	r := c.mv.Spec.Replicas
+	if r == nil || st.fixed {
+		c.warn(p, "not carried: it counts from spec.replicas, which is not set (or scale is disabled, so every pod starts at once); the new revision starts with initial-scale pods and the old one is retired once they are ready")
+		return
+	}
+	// Numaflow rounds a percentage down.
+	n, _ := intstr.GetScaledValueFromIntOrPercent(u.MaxUnavailable, int(*r), false)
+	st.initial = min(max(*r-int32(n), st.min), st.max)
 }
 
 // scalerAnnotations wires the Service to the autoscaler.
@@ -1766,6 +1802,21 @@ func envValue(env []corev1.EnvVar, name string) string {
 		}
 	}
 	return name
+}
+
+// sidecarLivenessProbe is the liveness probe Numaflow puts on a
+// user-defined container: numaflow-core's /sidecar-livez, which fails
+// while any user container does not answer IsReady, here on the runner's
+// admin port (plain HTTP, where Numaflow's is HTTPS), with the container's
+// timings or Numaflow's UDContainerLivez defaults. A success threshold
+// other than 1 is not allowed on a liveness probe, so it is not taken.
+func sidecarLivenessProbe(p *nf.Probe) *corev1.Probe {
+	lp := &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/sidecar-livez", Port: intstr.FromInt32(adminPort)}},
+		InitialDelaySeconds: 30, PeriodSeconds: 60, TimeoutSeconds: 30, FailureThreshold: 5,
+	}
+	applyProbe(lp, &nf.Probe{InitialDelaySeconds: p.InitialDelaySeconds, TimeoutSeconds: p.TimeoutSeconds, PeriodSeconds: p.PeriodSeconds, FailureThreshold: p.FailureThreshold})
+	return lp
 }
 
 func applyProbe(dst *corev1.Probe, p *nf.Probe) {

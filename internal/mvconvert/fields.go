@@ -83,7 +83,8 @@ var Table = []Row{
 	{[]string{"spec.udf"}, Mapped, "`MV_UDF=udmap` (map, batch map or map stream, as the container's server-info says); the container as sidecar `udf`"},
 	{[]string{"spec.udf.groupBy"}, Refused, "reduce needs Numaflow's windows and buffer; Numaflow refuses it in a MonoVertex too"},
 	{[]string{"<container>.image", "<container>.command", "<container>.args", "<container>.env", "<container>.envFrom", "<container>.volumeMounts", "<container>.resources", "<container>.securityContext", "<container>.imagePullPolicy"}, Mapped, "the sidecar's, with the socket `emptyDir` at `/var/run/numaflow` and `NUMAFLOW_UD_CONTAINER_TYPE` as Numaflow sets it; env from the downward API adds a flag warning (`kubernetes.podspec-fieldref`)"},
-	{[]string{"<container>.readinessProbe", "<container>.livenessProbe"}, Warns, "dropped: no probes on Knative sidecars; the runner's `/healthz` answers 503 while a container is away"},
+	{[]string{"<container>.livenessProbe"}, Flag, "the sidecar's liveness probe, as Numaflow probes a user-defined container: GET `/sidecar-livez` on the runner's admin port (2469; 503 while any user container does not answer `IsReady`) with these timings, Numaflow's 30s delay, 60s period, 30s timeout and 5 failures where unset; Knative runs sidecar probes with `multi-container-probing`"},
+	{[]string{"<container>.readinessProbe"}, Warns, "dropped, as Numaflow ignores it on a user-defined container (it probes them for liveness only); the runner's `/healthz` answers 503 while a container is away"},
 	{[]string{"<container>.ports"}, Warns, "dropped: Knative allows one port per pod"},
 	{[]string{"spec.sink"}, Mapped, "exactly one sink kind per tier, else exit 2"},
 	{[]string{"<sink>.log", "<sink>.blackhole", "<sink>.udsink", "<sink>.kafka"}, Mapped, "`MV_SINK`, `MV_FALLBACK_SINK`, `MV_ON_SUCCESS_SINK` = `log` (with `MV_LOG_FORMAT=numaflow`: numaflow-core's JSON log record), `blackhole`, `udsink` (sidecars `udsink`, `fb-udsink`, `ons-udsink`) or `kafka` (with `MV_KAFKA_SINK_TIMESTAMP=write`: records are stamped when written, as Numaflow's Kafka sink leaves it to the producer; the runner's `Mv-Msg-Id` header is added)"},
@@ -102,13 +103,13 @@ var Table = []Row{
 	{[]string{"spec.limits.rateLimit.resumedRampUp", "spec.limits.rateLimit.ttl"}, Mapped, "`MV_RATE_LIMIT_RESUMED_RAMP_UP`, `MV_RATE_LIMIT_TTL`"},
 	{[]string{"spec.limits.rateLimit.store.inMemoryStore"}, Mapped, "`MV_RATE_LIMIT_STORE=memory` (per replica)"},
 	{[]string{"spec.limits.rateLimit.store.redisStore.mode", "spec.limits.rateLimit.store.redisStore.url", "spec.limits.rateLimit.store.redisStore.db"}, Mapped, "mode `single`: `MV_RATE_LIMIT_STORE=redis`, `MV_RATE_LIMIT_REDIS_URL` (db as the URL's path)"},
-	{[]string{"spec.limits.rateLimit.store.redisStore.sentinel"}, Refused, "Redis Sentinel is not supported; use mode single with the primary's URL"},
+	{[]string{"spec.limits.rateLimit.store.redisStore.sentinel"}, Refused, "Redis Sentinel: " + whySentinel},
 	{[]string{"spec.scale.disabled"}, Mapped, "a fixed count: min-scale = max-scale = `spec.replicas`, Knative's default autoscaler, no metric"},
-	{[]string{"spec.scale.min", "spec.scale.max"}, Mapped, "`autoscaling.knative.dev/min-scale`, `max-scale` and `MV_MIN_SCALE`, `MV_MAX_SCALE` (defaults 1 and Numaflow's 50; min 0 is raised to 1 with a warning: a pull worker at zero pods reads nothing)"},
+	{[]string{"spec.scale.min", "spec.scale.max"}, Mapped, "`autoscaling.knative.dev/min-scale`, `max-scale` and `MV_MIN_SCALE`, `MV_MAX_SCALE` (defaults 1 and Numaflow's 50; min 0 is raised to 1 with a warning: a pull worker at zero pods reads nothing and nothing would wake it)"},
 	{[]string{"spec.scale.lookbackSeconds"}, Mapped, "`MV_LOOKBACK_SECONDS` (capped at 600, as Numaflow does)"},
 	{[]string{"spec.scale.targetProcessingSeconds"}, Mapped, "`autoscaling.knative.dev/target`, `MV_SCALE_TARGET_SECONDS` and the KEDA threshold (default 20)"},
 	{[]string{"spec.scale.scaleUpCooldownSeconds", "spec.scale.scaleDownCooldownSeconds", "spec.scale.replicasPerScaleUp", "spec.scale.replicasPerScaleDown", "spec.scale.replicasPerScale"}, Mapped, "`MV_SCALE_UP_COOLDOWN_SECONDS`, `_DOWN_COOLDOWN_SECONDS`, `MV_SCALE_REPLICAS_PER_UP`, `_PER_DOWN`; KEDA: the HPA `behavior` (a Pods policy of N replicas per cooldown each way, scale-down stabilization = its cooldown; Numaflow's defaults 90s and 2); HPA class: one `autoscaling.knative.dev/window` (warning)"},
-	{[]string{"spec.scale.cron"}, Mapped, "KEDA: a `cron` trigger per schedule raising the floor to `min` in the window (`max` is not carried: warning); HPA class: exit 2"},
+	{[]string{"spec.scale.cron"}, Mapped, "KEDA: a `cron` trigger per schedule raising the floor to `min` in the window; a window's `max` equal to `scale.max` is carried as the ceiling, above it warns (KEDA's maxReplicaCount is one for all hours), below it exits 2 (nothing in Knative or KEDA lowers the ceiling for a window, so the Service could scale past it: set it to `scale.max`, or `scale.max` to it). HPA class: not carried, with a warning (it has no time-based trigger); the rest of `scale` is"},
 	{[]string{"spec.scale.zeroReplicaSleepSeconds", "spec.scale.targetBufferAvailability"}, Warns, "dropped: the Service never scales to zero; buffer availability is for a pipeline's vertices"},
 	{[]string{"spec.lifecycle.desiredPhase"}, Mapped, "`Paused` -> the ConfigMap's `paused: \"true\"` (the runner stays up and reads nothing), `Running` -> `\"false\"`"},
 	{[]string{"spec.bypass"}, Mapped, "`MV_BYPASS_SINK`, `MV_BYPASS_FALLBACK`, `MV_BYPASS_ON_SUCCESS` as `operator:tag,tag`"},
@@ -121,12 +122,30 @@ var Table = []Row{
 	{[]string{"spec.automountServiceAccountToken"}, Mapped, "`false` is carried; `true` (Kubernetes' default) is dropped with a warning"},
 	{[]string{"spec.priority"}, Warns, "dropped: Knative does not allow it; it follows from priorityClassName"},
 	{[]string{"spec.resourceClaims"}, Refused, "a Knative Service cannot claim dynamic resources"},
-	{[]string{"spec.daemonTemplate"}, Warns, "dropped: there is no daemon; the runner serves `/status` and the metrics itself, and the Knative autoscaler (HPA class or KEDA) replaces the daemon's scaling"},
+	{[]string{"spec.daemonTemplate"}, Warns, "dropped: there is no daemon Deployment; the runner serves Numaflow's daemon API itself (`MV_DAEMON_PORT`, see \"Numaflow's UI and CLI\" below), `/status` and the metrics, and the Knative autoscaler (HPA class or KEDA) replaces the daemon's scaling"},
 	{[]string{"spec.updateStrategy.type"}, Mapped, "`RollingUpdate` is Knative's revision rollout: new pods ready before the old revision is retired; `--rollout-duration` sets `serving.knative.dev/rollout-duration`"},
-	{[]string{"spec.updateStrategy.rollingUpdate.maxUnavailable"}, Warns, "dropped: a Knative rollout keeps every replica available"},
+	{[]string{"spec.updateStrategy.rollingUpdate.maxUnavailable"}, Mapped, "with `spec.replicas`: `autoscaling.knative.dev/initial-scale` = replicas - maxUnavailable (a percentage rounded down, as Numaflow; no lower than min-scale): a Knative rollout starts the new revision with that many pods and retires the old one once they are ready, so at most maxUnavailable are unavailable and the surge of new pods is that small; without `spec.replicas` (or with `scale.disabled`) dropped with a warning"},
 }
 
-// WriteTable writes the field table as Markdown.
+// Why the Numaflow features in NotSupported cannot come over; mvctl's
+// refusals and warnings say the same.
+const (
+	whySentinel = "the runner's redis store connects to one server and does not follow a Sentinel failover; set mode single with the URL of the primary (or of a Service that always points at it)"
+	whyZero     = "a pull worker at zero pods reads nothing, and the backlog that scales it is exported by its own pods, so nothing would wake it (Numaflow's daemon peeks the source every zeroReplicaSleepSeconds instead); keep min 1, or pause it (lifecycle.desiredPhase: Paused) to stop reading"
+)
+
+// NotSupported are the Numaflow features a MonoVertex cannot bring over,
+// each with what happens and why in one line; mvctl explain prints them
+// after the field table.
+var NotSupported = []struct{ What, Happens, Why string }{
+	{"Python multiprocess map over TCP (pynumaflow's 2024 `MapMultiprocServer`, server-info `protocol: tcp`)", "the runner exits 2 at start naming `map.sock`",
+		"the runner calls a map container over its Unix socket only and does not spread calls over per-process TCP ports; use a pynumaflow release whose `MapMultiprocServer` listens on `map.sock`, or `MapServer`"},
+	{"Redis Sentinel (`spec.limits.rateLimit.store.redisStore.sentinel`)", "mvctl exits 2 naming the path", whySentinel},
+	{"Scale to zero (`spec.scale.min: 0`)", "raised to 1 with a warning naming the path", whyZero},
+}
+
+// WriteTable writes the field table as Markdown, then the features that
+// cannot come over.
 func WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "`<container>` is each user-defined container: "+codeList(Placeholders[0].Means)+"; `<sink>` is "+codeList(Placeholders[1].Means)+".")
 	fmt.Fprintln(w)
@@ -134,6 +153,12 @@ func WriteTable(w io.Writer) {
 	fmt.Fprintln(w, "|---|---|---|")
 	for _, r := range Table {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", codeList(r.Paths), r.Status, r.Becomes)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| not supported | what happens | why, and what to do |")
+	fmt.Fprintln(w, "|---|---|---|")
+	for _, n := range NotSupported {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", n.What, n.Happens, n.Why)
 	}
 }
 

@@ -11,6 +11,7 @@ package runnercmd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +28,7 @@ import (
 	"github.com/monovertex/monovertex/config"
 	"github.com/monovertex/monovertex/internal/version"
 	"github.com/monovertex/monovertex/runner"
+	"github.com/monovertex/monovertex/runner/daemon"
 )
 
 // Exit statuses: 2 for configuration the runner cannot use, 1 for a run
@@ -99,8 +101,11 @@ type process struct {
 	// labels are the mono vertex's metric labels (mvtx_name, mvtx_replica).
 	labels  prometheus.Labels
 	portMux *http.ServeMux
-	// portLn and adminLn are nil once their servers own them.
-	portLn, adminLn net.Listener
+	// portLn, adminLn and daemonLn are nil once their servers own them
+	// (daemonLn also while MV_DAEMON_PORT is 0).
+	portLn, adminLn, daemonLn net.Listener
+	// daemonTLS is the daemon API's self-signed certificate.
+	daemonTLS *tls.Config
 	// adapters is nil once the engine owns them.
 	adapters    built
 	stopTracing func()
@@ -117,6 +122,9 @@ func (p *process) release() {
 	}
 	if p.adminLn != nil {
 		p.adminLn.Close()
+	}
+	if p.daemonLn != nil {
+		p.daemonLn.Close()
 	}
 	if p.stopTracing != nil {
 		// Last, so the spans of the last batches are sent on every way out.
@@ -154,6 +162,14 @@ func (p *process) prepare(ctx context.Context) (*runner.Engine, int, error) {
 	}
 	if p.adminLn, err = listen(cfg.AdminPort, "MV_ADMIN_PORT"); err != nil {
 		return nil, exitConfig, err
+	}
+	if cfg.DaemonPort != 0 {
+		if p.daemonLn, err = listen(cfg.DaemonPort, "MV_DAEMON_PORT"); err != nil {
+			return nil, exitConfig, err
+		}
+		if p.daemonTLS, err = daemon.SelfSigned(); err != nil {
+			return nil, exitFailed, fmt.Errorf("daemon API certificate: %w", err)
+		}
 	}
 
 	// The adapters are built before the engine, so the ring their
@@ -262,13 +278,20 @@ func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit 
 	if g, ok := src.(portGuard); ok {
 		portLn = g.GuardPort(portSrv, portLn)
 	}
-	adminSrv := &http.Server{Handler: eng.AdminHandler(p.reg, cfg.PProf), ReadHeaderTimeout: 10 * time.Second}
+	admin := eng.AdminHandler(p.reg, cfg.PProf)
+	adminSrv := &http.Server{Handler: admin, ReadHeaderTimeout: 10 * time.Second}
 	go serve(log, portSrv, portLn, "PORT")
 	go serve(log, adminSrv, p.adminLn, "admin")
 	p.portLn, p.adminLn = nil, nil
+	var daemonSrv *http.Server
+	if p.daemonLn != nil {
+		daemonSrv = &http.Server{Handler: daemon.Handler(daemon.NewService(eng), admin), TLSConfig: p.daemonTLS, ReadHeaderTimeout: 10 * time.Second}
+		go serveTLS(log, daemonSrv, p.daemonLn)
+		p.daemonLn = nil
+	}
 
 	log.Infow("runner started", append([]any{"chain", eng.Chain(), "streaming", cfg.Streaming, "port", cfg.Port, "admin_port", cfg.AdminPort,
-		"version", version.Version, "commit", version.Commit}, memLimit...)...)
+		"daemon_port", cfg.DaemonPort, "version", version.Version, "commit", version.Commit}, memLimit...)...)
 	if cfg.ConfigDir != "" {
 		// Read once before Run, so a runner started paused reads nothing.
 		if paused, ok := readPaused(cfg.ConfigDir, log); ok {
@@ -285,6 +308,9 @@ func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit 
 	defer cancel()
 	portSrv.Shutdown(shutdownCtx)
 	adminSrv.Shutdown(shutdownCtx)
+	if daemonSrv != nil {
+		daemonSrv.Shutdown(shutdownCtx)
+	}
 
 	st := eng.Status()
 	log.Infow("runner stopped", "after", time.Since(started).String(), "read", st.Totals.Read, "acked", st.Totals.Acked,
@@ -333,6 +359,13 @@ func listen(port int, variable string) (net.Listener, error) {
 		return nil, &runner.ConfigError{Var: variable, Value: strconv.Itoa(port), Reason: fmt.Sprintf("cannot listen: %v; pick a free port", err)}
 	}
 	return ln, nil
+}
+
+// serveTLS serves the daemon API with srv's TLSConfig, HTTP/2 included.
+func serveTLS(log *zap.SugaredLogger, srv *http.Server, ln net.Listener) {
+	if err := srv.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Errorw("http server stopped", "server", "daemon", zap.Error(err))
+	}
 }
 
 func serve(log *zap.SugaredLogger, srv *http.Server, ln net.Listener, name string) {

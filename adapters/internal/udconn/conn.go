@@ -118,6 +118,10 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 // restarts.
 func (c *Conn) ServerInfo() *info.ServerInfo { return c.si.Load() }
 
+// SidecarContainer is the container's name in a Numaflow MonoVertex pod;
+// the adapters pass it on as runner.Sidecar.
+func (c *Conn) SidecarContainer() string { return c.ep.Numaflow }
+
 // MaxMessageSize is the largest gRPC message either side may send.
 func (c *Conn) MaxMessageSize() int { return c.set.MaxMessageSize }
 

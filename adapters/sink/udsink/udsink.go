@@ -134,6 +134,11 @@ func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 // Ready reports whether the sink container is connected and ready.
 func (s *Sink) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 
+var _ runner.Sidecar = (*Sink)(nil)
+
+// SidecarContainer is the user container's name, for /sidecar-livez.
+func (s *Sink) SidecarContainer() string { return s.conn.SidecarContainer() }
+
 // Write sends msgs as one batch (or a few, when IDs repeat) and returns the
 // container's result for each. It waits for a free stream first, as long
 // as ctx allows. A broken stream fails the whole call, and the next call

@@ -105,6 +105,11 @@ func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 // Ready reports whether the source container is connected and ready.
 func (s *Source) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 
+var _ runner.Sidecar = (*Source)(nil)
+
+// SidecarContainer is the user container's name, for /sidecar-livez.
+func (s *Source) SidecarContainer() string { return s.conn.SidecarContainer() }
+
 // The Numaflow source protocols: ReadFn and AckFn, each opened with a handshake.
 var (
 	readFn = udconn.NewProtocol[sourcepb.ReadRequest, sourcepb.ReadResponse]("ReadFn", sourcepb.NewSourceClient, sourcepb.SourceClient.ReadFn)

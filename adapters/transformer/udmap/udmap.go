@@ -134,6 +134,11 @@ func (t *Transformer) Mode() udconn.MapMode { return t.mode }
 // Ready reports whether the map container is connected and ready.
 func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
 
+var _ runner.Sidecar = (*Transformer)(nil)
+
+// SidecarContainer is the user container's name, for /sidecar-livez.
+func (t *Transformer) SidecarContainer() string { return t.conn.SidecarContainer() }
+
 // Transform sends every message and waits for all their results. A broken
 // stream fails the whole call, and the engine retries it; the next call
 // waits for the container to come back.

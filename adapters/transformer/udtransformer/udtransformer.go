@@ -99,6 +99,11 @@ func (t *Transformer) SetConcurrency(n int) {
 // Ready reports whether the transformer container is connected and ready.
 func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
 
+var _ runner.Sidecar = (*Transformer)(nil)
+
+// SidecarContainer is the user container's name, for /sidecar-livez.
+func (t *Transformer) SidecarContainer() string { return t.conn.SidecarContainer() }
+
 // reply is one response routed to the call that sent its request.
 type reply struct {
 	k    int // index in the call's messages
