@@ -288,12 +288,19 @@ func conditionReason(s, def string) string {
 	return s
 }
 
+// maxMessage is the longest condition message the CRD's schema takes.
+const maxMessage = 32768
+
 // setCondition sets one condition, keeping its transition time when its
 // status does not change (as meta.SetStatusCondition does). The message
-// is required by the CRD's schema, so it is never empty.
+// is required by the CRD's schema, so it is never empty, and cut to its
+// limit, or the status write would fail.
 func setCondition(st *nf.MonoVertexStatus, typ string, status metav1.ConditionStatus, reason, msg string) {
 	if msg == "" {
 		msg = reason
+	}
+	if len(msg) > maxMessage {
+		msg = strings.ToValidUTF8(msg[:maxMessage-3], "") + "..."
 	}
 	c := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
 	for i := range st.Conditions {

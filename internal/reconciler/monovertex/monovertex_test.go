@@ -376,3 +376,11 @@ func TestServiceRejectedByKnativeIsPermanent(t *testing.T) {
 		t.Errorf("Ready %+v", c)
 	}
 }
+
+func TestLongMessageFitsTheSchema(t *testing.T) {
+	var st nf.MonoVertexStatus
+	setCondition(&st, ConditionReady, metav1.ConditionFalse, "X", strings.Repeat("é", maxMessage))
+	if n := len(st.Conditions[0].Message); n > maxMessage || n < maxMessage-8 {
+		t.Errorf("message of %d bytes, want at most %d", n, maxMessage)
+	}
+}
