@@ -65,7 +65,9 @@ func newValidationController(opts mvconvert.Options) injection.ControllerConstru
 		return validation.NewAdmissionController(ctx, validationWebhookName, "/validate-monovertex",
 			map[schema.GroupVersionKind]resourcesemantics.GenericCRD{monoVertexGVK: &admitted{}},
 			func(ctx context.Context) context.Context { return ctx },
-			true,
+			// Unknown fields are left to validateMonoVertex, which names
+			// their whole path (encoding/json names only the key).
+			false,
 			map[schema.GroupVersionKind]validation.Callback{
 				monoVertexGVK: validation.NewCallback(check, webhook.Create, webhook.Update),
 			})
