@@ -39,6 +39,9 @@ echo "== nested modules: hack/bench (its tests check the benchmark clients' coun
 echo "== nested modules: hack/goaws (the SQS server the SQS tests build and start)"
 (cd hack/goaws && go vet ./...)
 
+echo "== the MonoVertex API's generated clients are current (hack/codegen.sh)"
+bash hack/codegen.sh --verify
+
 echo "== offline deploy proof (ko resolve against a local registry, Knative validation)"
 (cd hack/tools && go vet ./...)
 bash hack/ko-proof.sh
@@ -80,7 +83,7 @@ if [ "${MONOVERTEX_CLUSTER:-1}" != 0 ]; then
   # /dev/stderr would reopen, and truncate, a log file stderr points to).
   bash hack/cluster/up.sh | tee "$covdir/cluster-up.log"
   envfile=$(tail -1 "$covdir/cluster-up.log")
-  MONOVERTEX_CLUSTER_ENV="$envfile" go test -count=1 -v -timeout 30m ./e2e/cluster/
+  MONOVERTEX_CLUSTER_ENV="$envfile" go test -count=1 -v -timeout 45m ./e2e/cluster/
   bash hack/cluster/down.sh
 else
   echo "== a real cluster: skipped (MONOVERTEX_CLUSTER=0)"

@@ -26,10 +26,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	numaflowapi "github.com/monovertex/monovertex/internal/apis/numaflow/v1alpha1"
 	"github.com/monovertex/monovertex/internal/kafkatest"
 	"github.com/monovertex/monovertex/internal/mvconvert"
 	"github.com/monovertex/monovertex/internal/natstest"
-	"github.com/monovertex/monovertex/internal/numaflowapi"
 	"github.com/monovertex/monovertex/internal/redistest"
 	"github.com/monovertex/monovertex/internal/testutil"
 )

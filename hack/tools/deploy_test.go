@@ -85,7 +85,9 @@ func TestDeployPath(t *testing.T) {
 			gotBinaries := map[string]bool{}
 			images := map[string]bool{}
 			for _, m := range docs {
-				for _, img := range stringsUnder(m.obj, "image") {
+				// An env value is an image too when ko resolved it (the
+				// controller's MV_CONTROLLER_RUNNER_IMAGE).
+				for _, img := range append(stringsUnder(m.obj, "image"), stringsUnder(m.obj, "value")...) {
 					if strings.HasPrefix(img, host+"/") {
 						images[img] = true
 					}
@@ -349,7 +351,9 @@ func koEnv(host, base string) []string {
 // both streams when the command fails.
 func run(t *testing.T, dir string, env []string, name string, args ...string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	// Cold, ko builds the controller (client-go, knative.dev/pkg and
+	// serving's clients) for minutes on a shared machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir

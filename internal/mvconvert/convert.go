@@ -23,9 +23,9 @@ import (
 
 	"github.com/monovertex/monovertex/adapters/source/generator"
 	"github.com/monovertex/monovertex/adapters/transformer/jsonata"
+	nf "github.com/monovertex/monovertex/internal/apis/numaflow/v1alpha1"
 	"github.com/monovertex/monovertex/internal/kafkaconn"
 	"github.com/monovertex/monovertex/internal/natsjs"
-	nf "github.com/monovertex/monovertex/internal/numaflowapi"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -269,7 +269,7 @@ func (c *converter) metadata() {
 	if _, ok := md.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
 		c.warn(fmt.Sprintf("metadata.annotations[%q]", corev1.LastAppliedConfigAnnotation), "dropped: kubectl's record of the MonoVertex, not of the Service")
 	}
-	if c.mv.Status != nil {
+	if !reflect.DeepEqual(c.mv.Status, nf.MonoVertexStatus{}) {
 		c.warn("status", "dropped: written by the Numaflow controller")
 	}
 }

@@ -27,7 +27,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/monovertex/monovertex/internal/numaflowapi"
+	numaflowapi "github.com/monovertex/monovertex/internal/apis/numaflow/v1alpha1"
 	"github.com/monovertex/monovertex/internal/textdist"
 )
 

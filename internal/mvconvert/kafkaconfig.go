@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	nf "github.com/monovertex/monovertex/internal/numaflowapi"
+	nf "github.com/monovertex/monovertex/internal/apis/numaflow/v1alpha1"
 )
 
 // kafkaTuning are librdkafka properties that tune the client (buffers,

@@ -9,7 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	nf "github.com/monovertex/monovertex/internal/numaflowapi"
+	nf "github.com/monovertex/monovertex/internal/apis/numaflow/v1alpha1"
 )
 
 var (

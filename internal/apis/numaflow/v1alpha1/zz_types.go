@@ -4,7 +4,7 @@
 // from MonoVertexSpec, with the same JSON names, and no methods. Regenerate
 // rather than edit by hand when Numaflow's CRD changes.
 
-package numaflowapi
+package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
