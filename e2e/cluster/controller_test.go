@@ -11,11 +11,12 @@ import (
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
-// ctlNS is the one namespace TestController uses: the controller runs in
-// it (deploy/controller's monovertex-system renamed) and so do the
-// MonoVertex objects; the CRD and the webhook configuration are the only
-// cluster-scoped objects it creates.
-const ctlNS = "mvtx-ctl-test"
+// The controller runs where deploy/controller/ puts it; TestController's
+// MonoVertex objects live in a namespace of their own.
+const (
+	ctlSystemNS = "monovertex-system"
+	ctlNS       = "mvtx-ctl-test"
+)
 
 // writeTemp writes s to a file of the test's temporary directory.
 func writeTemp(t *testing.T, name, s string) string {
@@ -27,15 +28,13 @@ func writeTemp(t *testing.T, name, s string) string {
 	return f
 }
 
-// installController resolves deploy/controller/ with ko, into ctlNS, applies
-// it and waits for the controller and its webhook.
+// installController runs `ko apply -f deploy/controller/` as the docs
+// say, and waits for the controller and its webhook.
 func (c *cluster) installController() {
 	c.t.Helper()
-	out := c.run(15*time.Minute, "ko", "resolve", "-f", "deploy/controller/")
-	file := writeTemp(c.t, "controller.yaml", strings.ReplaceAll(out, "monovertex-system", ctlNS))
-	c.deleteAtEnd(file)
-	c.t.Logf("ko resolve -f deploy/controller/ | kubectl apply -f -:\n%s", c.run(2*time.Minute, "kubectl", "apply", "-f", file))
-	c.run(6*time.Minute, "kubectl", "-n", ctlNS, "rollout", "status", "deployment/monovertex-controller", "--timeout=300s")
+	c.deleteAtEnd(filepath.Join(c.root, "deploy/controller"))
+	c.t.Logf("ko apply -f deploy/controller/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/controller/"))
+	c.run(6*time.Minute, "kubectl", "-n", ctlSystemNS, "rollout", "status", "deployment/monovertex-controller", "--timeout=300s")
 	// The webhook writes its rules into the configuration once it runs.
 	testutil.WaitFor(c.t, 120*time.Second, "the webhook's rules", func() bool {
 		out, _ := c.try(30*time.Second, "kubectl", "get", "validatingwebhookconfiguration", "validation.webhook.monovertex.numaflow.numaproj.io",
@@ -86,7 +85,7 @@ func waitWritten(t *testing.T, base string, n int64) int64 {
 	return w
 }
 
-// TestController: `ko apply -f deploy/controller/` (into ctlNS), then
+// TestController: `ko apply -f deploy/controller/`, then
 // `kubectl apply` of a corpus MonoVertex: it becomes Ready with a running
 // pod that processes messages (counted); desiredPhase Paused and back keeps
 // the pod (same UID) and stops then resumes processing; a changed field
@@ -196,10 +195,10 @@ func TestController(t *testing.T) {
 
 	t.Run("controller killed mid-reconcile converges", func(t *testing.T) {
 		c := c.with(t)
-		ctl := c.pod(ctlNS, "app=monovertex-controller")
+		ctl := c.pod(ctlSystemNS, "app=monovertex-controller")
 		c.run(30*time.Second, "kubectl", "-n", ctlNS, "patch", "mvtx", name, "--type", "merge", "-p", `{"spec":{"limits":{"readBatchSize":9}}}`)
 		// SIGKILL: no grace period, no lease release.
-		c.run(60*time.Second, "kubectl", "-n", ctlNS, "delete", "pod", ctl, "--grace-period=0", "--force")
+		c.run(60*time.Second, "kubectl", "-n", ctlSystemNS, "delete", "pod", ctl, "--grace-period=0", "--force")
 		testutil.WaitFor(t, 400*time.Second, "MV_READ_BATCH_SIZE=9 and Ready", func() bool {
 			env := c.run(30*time.Second, "kubectl", "-n", ctlNS, "get", "ksvc", name, "-o",
 				`jsonpath={.spec.template.spec.containers[0].env[?(@.name=="MV_READ_BATCH_SIZE")].value}`)
