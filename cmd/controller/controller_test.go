@@ -107,7 +107,7 @@ func TestBadSettingsExitTwo(t *testing.T) {
 		{[]string{"MV_CONTROLLER_RUNNER_IMAGE=r:1", "MV_CONTROLLER_SCALER=vpa"}, "MV_CONTROLLER_SCALER"},
 	} {
 		cmd := exec.Command(bin)
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, tc.env...)
+		cmd.Env = append(testutil.BaseEnv(), tc.env...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		err := cmd.Run()

@@ -51,9 +51,11 @@ var loadValue = regexp.MustCompile(`^sink id="[^"]*" .*value="(load-[0-9]+-[0-9]
 // TestHTTPIngestScalesOut: deploy/http-ingest/ under load through the
 // ingress. Knative's autoscaler (KPA, concurrency target 200 per pod) takes
 // it above one pod and within max-scale 10, and back down once the load
-// stops; every post answered 2xx was written by exactly one pod exactly
-// once, and a post answered otherwise (429 while a pod's buffer is full) is
-// sent again by the client, as the example's docs tell users to do.
+// stops; every post answered 2xx was written, a post sent once was written
+// exactly once by exactly one pod, and a post answered otherwise (429
+// while a pod's buffer is full, 503 from the proxies) is sent again by the
+// client, as the example's docs tell users to do: that one may be written
+// twice (at least once), and is counted apart.
 func TestHTTPIngestScalesOut(t *testing.T) {
 	c := newCluster(t)
 	const ns, ksvc = "default", "http-ingest"
@@ -82,6 +84,7 @@ func TestHTTPIngestScalesOut(t *testing.T) {
 	var (
 		answered, retried, failed atomic.Int64
 		accepted                  sync.Map // body -> true, answered 2xx
+		resent                    sync.Map // body -> true, sent again after a 429/503
 		stop                      atomic.Bool
 		wg                        sync.WaitGroup
 	)
@@ -123,6 +126,7 @@ func TestHTTPIngestScalesOut(t *testing.T) {
 						return
 					}
 					retried.Add(1)
+					resent.Store(body, true)
 					time.Sleep(100 * time.Millisecond)
 				}
 			}
@@ -188,7 +192,7 @@ func TestHTTPIngestScalesOut(t *testing.T) {
 		t.Logf("pod %s wrote %d load posts", p, n)
 	}
 	mu.Unlock()
-	var acceptedN, missing, dup, unanswered int
+	var acceptedN, missing, dup, dupResent, unanswered int
 	accepted.Range(func(k, _ any) bool {
 		acceptedN++
 		if seen[k.(string)] == 0 {
@@ -197,20 +201,25 @@ func TestHTTPIngestScalesOut(t *testing.T) {
 		return true
 	})
 	for v, n := range seen {
-		if n > 1 {
+		if _, again := resent.Load(v); n > 1 && again {
+			// At least once: a 503 from the proxies in front of the pod
+			// can come after the runner wrote the post, and the client
+			// sends it again.
+			dupResent++
+		} else if n > 1 {
 			dup++
 		}
 		if _, ok := accepted.Load(v); !ok {
 			unanswered++
 		}
 	}
-	t.Logf("posts answered 2xx %d (retried after 429/503: %d), written %d distinct; missing %d, written twice %d, written but not answered 2xx %d; peak %d ready pods (max-scale 10), out at t=%v",
-		acceptedN, retried.Load(), len(seen), missing, dup, unanswered, peak, outAt)
+	t.Logf("posts answered 2xx %d (retried after 429/503: %d), written %d distinct; missing %d, written twice %d (and %d more that the client sent twice), written but not answered 2xx %d; peak %d ready pods (max-scale 10), out at t=%v",
+		acceptedN, retried.Load(), len(seen), missing, dup, dupResent, unanswered, peak, outAt)
 	switch {
 	case failed.Load() != 0:
 		t.Fatalf("%d posts failed", failed.Load())
 	case missing != 0 || dup != 0:
-		t.Fatalf("%d answered posts not written, %d written twice", missing, dup)
+		t.Fatalf("%d answered posts not written, %d sent once and written twice", missing, dup)
 	case unanswered != 0:
 		t.Fatalf("%d posts written but never answered 2xx", unanswered)
 	case peak < 2:
