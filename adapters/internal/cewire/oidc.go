@@ -38,8 +38,7 @@ type fileToken struct {
 	path    string
 	mu      sync.Mutex
 	tok     string
-	mod     time.Time
-	size    int64
+	seen    fileStamp // the file's version tok was read from
 	checked time.Time
 }
 
@@ -63,7 +62,7 @@ func (f *fileToken) Token(context.Context) (string, error) {
 	}
 	f.checked = now
 	fi, err := os.Stat(f.path)
-	if err == nil && f.tok != "" && fi.ModTime().Equal(f.mod) && fi.Size() == f.size {
+	if err == nil && f.tok != "" && f.seen.same(fi) {
 		return f.tok, nil
 	}
 	var b []byte
@@ -81,7 +80,7 @@ func (f *fileToken) Token(context.Context) (string, error) {
 		}
 		return "", fmt.Errorf("read the OIDC token %s: %w", f.path, err)
 	}
-	f.tok, f.mod, f.size = tok, fi.ModTime(), fi.Size()
+	f.tok, f.seen = tok, stampOf(fi)
 	return tok, nil
 }
 

@@ -27,9 +27,8 @@ type Trust struct {
 	path string
 	mu   sync.Mutex
 	pool *x509.CertPool
-	// mod and size are the file's when pool was made from it.
-	mod  time.Time
-	size int64
+	// seen is the file's version pool was made from.
+	seen fileStamp
 	// stale is why the file could not be read again, said once in the
 	// handshake errors while it lasts; the last pool stays in use.
 	stale error
@@ -77,7 +76,7 @@ func (t *Trust) reload() error {
 	if err != nil {
 		return fmt.Errorf("is neither PEM nor a readable file: %w", err)
 	}
-	if t.pool != nil && fi.ModTime().Equal(t.mod) && fi.Size() == t.size {
+	if t.pool != nil && t.seen.same(fi) {
 		return nil
 	}
 	b, err := os.ReadFile(t.path)
@@ -88,7 +87,7 @@ func (t *Trust) reload() error {
 	if err != nil {
 		return fmt.Errorf("file %s %w", t.path, err)
 	}
-	t.pool, t.mod, t.size = pool, fi.ModTime(), fi.Size()
+	t.pool, t.seen = pool, stampOf(fi)
 	return nil
 }
 
@@ -137,3 +136,16 @@ func (t *Trust) TLSConfig() *tls.Config {
 		},
 	}
 }
+
+// fileStamp is the version of a file that a kubelet or a controller
+// rewrites in place (a mounted Secret, a projected token): its modification
+// time and size, compared before reading it again.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(fi os.FileInfo) fileStamp { return fileStamp{fi.ModTime(), fi.Size()} }
+
+// same reports whether fi is the version s was taken from.
+func (s fileStamp) same(fi os.FileInfo) bool { return fi.ModTime().Equal(s.mod) && fi.Size() == s.size }
