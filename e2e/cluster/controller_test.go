@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/monovertex/monovertex/internal/testutil"
+	"github.com/monovertex/monovertex/runner"
 )
 
 // The controller runs where deploy/controller/ puts it; TestController's
@@ -64,6 +66,78 @@ func (c *cluster) corpusInNS(name string, edit func(string) string) string {
 	return writeTemp(c.t, name+".yaml", s)
 }
 
+var metaName = regexp.MustCompile(`(?m)^  name: (\S+)$`)
+
+// corpusThroughController applies the corpus MonoVertex of file with
+// `ko apply` (it builds the ko:// images the manifest names; kubectl apply
+// after ko resolve is the same), waits for Ready with one revision, counts
+// 100 messages finished in its pod, then deletes it and waits until what
+// it owned is gone.
+func (c *cluster) corpusThroughController(file string) {
+	t := c.t
+	mvFile := c.corpusInNS(file, nil)
+	b, err := os.ReadFile(mvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := metaName.FindStringSubmatch(string(b))[1]
+	t.Logf("ko apply -f %s.yaml: %s", file, c.run(15*time.Minute, "ko", "apply", "-f", mvFile))
+	defer func() {
+		c.run(3*time.Minute, "kubectl", "-n", ctlNS, "delete", "mvtx", name, "--wait=true", "--timeout=150s")
+		testutil.WaitFor(t, 180*time.Second, "the Service and ConfigMap of "+name+" to be collected", func() bool {
+			out := c.run(30*time.Second, "kubectl", "-n", ctlNS, "get", "ksvc,configmap", "-l", "app.kubernetes.io/instance="+name, "-o", "name")
+			if strings.TrimSpace(out) == "" {
+				return true
+			}
+			time.Sleep(2 * time.Second)
+			return false
+		})
+	}()
+	if _, err := c.try(410*time.Second, "kubectl", "-n", ctlNS, "wait", "--for=condition=Ready", "--timeout=400s", "mvtx/"+name); err != nil {
+		c.dump(ctlNS)
+		t.Fatalf("%v; status: %s", err, c.mvtx(name, "{.status}"))
+	}
+	rev := c.run(30*time.Second, "kubectl", "-n", ctlNS, "get", "ksvc", name, "-o", "jsonpath={.status.latestCreatedRevisionName}")
+	// udsource-pipeline asks for two replicas: any running one will do.
+	var pod string
+	testutil.WaitFor(t, 180*time.Second, "a running pod of "+name, func() bool {
+		out, _ := c.try(30*time.Second, "kubectl", "-n", ctlNS, "get", "pods", "-l", "serving.knative.dev/service="+name,
+			"--field-selector=status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}")
+		if f := strings.Fields(out); len(f) > 0 {
+			pod = f[0]
+			return true
+		}
+		time.Sleep(time.Second)
+		return false
+	})
+	base := c.portForward(ctlNS, pod, 2469)
+	if file == "http-blackhole" {
+		c.postTo(ctlNS, pod, 100)
+	}
+	var st runner.Status
+	testutil.WaitFor(t, 180*time.Second, "100 messages finished in "+pod, func() bool {
+		st = status(t, base)
+		if st.Totals.Acked < 100 {
+			time.Sleep(time.Second)
+			return false
+		}
+		return true
+	})
+	t.Logf("mvtx/%s Ready (%s, phase %s, revision %s); %s (%s): read %d, written %d, fallback %d, on-success %d, acked %d, sink dropped %d",
+		name, c.run(30*time.Second, "kubectl", "-n", ctlNS, "get", "mvtx", name, "--no-headers"), c.mvtx(name, "{.status.phase}"), rev,
+		pod, strings.Join(st.Chain, " -> "), st.Totals.Read, st.Totals.Written, st.Totals.FallbackWritten, st.Totals.OnSuccessWritten, st.Totals.Acked, st.Totals.SinkDropped)
+	switch {
+	case rev != name+"-00001":
+		t.Errorf("latest created revision %q, want %s-00001", rev, name)
+	case st.Totals.SinkDropped != 0:
+		t.Errorf("%d messages dropped at the sink", st.Totals.SinkDropped)
+	case st.Totals.Acked > st.Totals.Read:
+		t.Errorf("acked %d of %d read", st.Totals.Acked, st.Totals.Read)
+	case file == "http-blackhole" && (st.Totals.Read != 100 || st.Totals.Written != 100 || st.Totals.Acked != 100):
+		t.Errorf("100 posts answered 2xx, yet read %d, written %d, acked %d", st.Totals.Read, st.Totals.Written, st.Totals.Acked)
+	}
+}
+
 func (c *cluster) mvtx(name, jsonpath string) string {
 	out, _ := c.try(30*time.Second, "kubectl", "-n", ctlNS, "get", "mvtx", name, "-o", "jsonpath="+jsonpath)
 	return out
@@ -113,11 +187,23 @@ func TestController(t *testing.T) {
 		t.Fatalf("phase %q, want Running", ph)
 	}
 
+	// One revision: the controller does not rewrite the Service Knative
+	// defaulted on create.
+	if rev := c.run(30*time.Second, "kubectl", "-n", ctlNS, "get", "ksvc", name, "-o", "jsonpath={.status.latestCreatedRevisionName}"); rev != name+"-00001" {
+		t.Errorf("latest created revision %q after the create, want %s-00001", rev, name)
+	}
+
 	pod := c.runnerPod(ctlNS, name)
 	uid, _ := c.podUID(ctlNS, pod)
 	base := c.portForward(ctlNS, pod, 2469)
 	w := waitWritten(t, base, 100)
 	t.Logf("running: %d written", w)
+
+	t.Run("every corpus MonoVertex the tests build", func(t *testing.T) {
+		for _, file := range []string{"generator-blob-log", "http-blackhole", "udf-onsuccess-bypass", "udsource-transformer-udsink"} {
+			t.Run(file, func(t *testing.T) { c.with(t).corpusThroughController(file) })
+		}
+	})
 
 	t.Run("pause and resume keep the pod", func(t *testing.T) {
 		c := c.with(t)

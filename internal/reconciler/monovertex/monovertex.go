@@ -207,14 +207,40 @@ func (r *Reconciler) applyService(ctx context.Context, mv *nf.MonoVertex, want *
 	// timeouts) the converter leaves unset: DeepDerivative compares only
 	// what the converter sets, so a defaulted Service is not rewritten on
 	// every pass, while a changed or removed field is.
+	want = withKnativeDefaults(ctx, want)
 	if equality.Semantic.DeepDerivative(want.Spec, have.Spec) && subset(want.Labels, have.Labels) && subset(want.Annotations, have.Annotations) {
 		return have, nil
 	}
 	upd := have.DeepCopy()
 	upd.Spec = want.Spec
+	// Knative defaults enableServiceLinks on create only; an update that
+	// dropped it would roll a revision that differs in nothing else.
+	if upd.Spec.Template.Spec.EnableServiceLinks == nil {
+		upd.Spec.Template.Spec.EnableServiceLinks = have.Spec.Template.Spec.EnableServiceLinks
+	}
 	upd.Labels = mergeInto(upd.Labels, want.Labels)
 	upd.Annotations = mergeInto(upd.Annotations, want.Annotations)
 	return r.ServingClient.ServingV1().Services(want.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+}
+
+// withKnativeDefaults is a copy of want with the defaults Knative's webhook
+// writes into fields DeepDerivative cannot take as unset: integers and
+// booleans (a readiness probe's successThreshold, failureThreshold and
+// timeoutSeconds; readOnly on volume mounts). Knative's own defaulting
+// computes them, so they follow its version; pointers, maps and strings
+// the converter leaves empty are left so, as DeepDerivative ignores them.
+func withKnativeDefaults(ctx context.Context, want *servingv1.Service) *servingv1.Service {
+	want = want.DeepCopy()
+	d := want.Spec.Template.Spec.DeepCopy()
+	d.SetDefaults(ctx)
+	for i := range want.Spec.Template.Spec.Containers {
+		c, dc := &want.Spec.Template.Spec.Containers[i], &d.Containers[i]
+		if c.ReadinessProbe != nil {
+			c.ReadinessProbe = dc.ReadinessProbe
+		}
+		c.VolumeMounts = dc.VolumeMounts
+	}
+	return want
 }
 
 // propagateService carries the Service's readiness, and its latest ready

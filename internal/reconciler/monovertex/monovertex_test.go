@@ -167,13 +167,15 @@ func runnerEnv(svc *servingv1.Service, name string) string {
 	return ""
 }
 
-// existing returns the objects a previous reconcile of mv wrote.
+// existing returns the objects a previous reconcile of mv wrote, the
+// Service as Knative's webhook stored it (its own defaulting code).
 func existing(t *testing.T, mv *nf.MonoVertex) (*corev1.ConfigMap, *servingv1.Service) {
 	t.Helper()
 	res, err := Desired(mv, mvconvert.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	res.Service.SetDefaults(apis.WithinCreate(context.Background()))
 	return res.ConfigMap, res.Service
 }
 
@@ -229,8 +231,6 @@ func TestReconcileUpdatesAChangedField(t *testing.T) {
 	cm, svc := existing(t, old)
 	// Knative's webhook defaults fields the converter leaves unset; they
 	// must not count as a difference.
-	cc := int64(0)
-	svc.Spec.Template.Spec.ContainerConcurrency = &cc
 	svc.Spec.Template.Spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent
 
 	t.Run("unchanged", func(t *testing.T) {
@@ -261,7 +261,35 @@ func TestReconcileUpdatesAChangedField(t *testing.T) {
 		if got.Status.ObservedGeneration != 4 {
 			t.Errorf("observedGeneration %d, want 4", got.Status.ObservedGeneration)
 		}
+		// Knative sets it on create only: dropped, it would roll one
+		// more revision.
+		if l := e.service(t, "streams", "generator-log").Spec.Template.Spec.EnableServiceLinks; l == nil || *l {
+			t.Errorf("enableServiceLinks %v after the update, want false as Knative set it on create", l)
+		}
 	})
+}
+
+// TestKnativeDefaultedServiceIsLeftAlone: each corpus MonoVertex's Service,
+// as Knative's own defaulting (the webhook's code) stores it on create, is
+// up to date: no write, so no second revision after the first.
+func TestKnativeDefaultedServiceIsLeftAlone(t *testing.T) {
+	names := []string{"generator-log", "generator-blob-log", "http-blackhole", "udf-onsuccess-bypass", "udsource-transformer-udsink", "jetstream-log", "kafka-oauth", "sqs-source-log"}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			mv := corpusMonoVertex(t, name)
+			cm, svc := existing(t, mv)
+			if svc.Spec.Template.Spec.EnableServiceLinks == nil {
+				t.Fatal("Knative's create defaults did not run")
+			}
+			e := newEnv(t, mv, cm, svc)
+			if err, _ := e.reconcile(t, mv); err != nil {
+				t.Fatal(err)
+			}
+			if w := e.writes(); len(w) != 0 {
+				t.Errorf("writes %q to a Service as Knative stored it, want none", w)
+			}
+		})
+	}
 }
 
 func TestPauseChangesOnlyTheConfigMap(t *testing.T) {
