@@ -11,7 +11,8 @@
 # much as one a unit test reached. Test helpers (internal/testutil, cetest,
 # natstest, kafkatest and its kfake program, redistest, runner/runnertest,
 # runner/conformance, .../udftest, e2e/numaflow/internal/nfdaemon: Numaflow's
-# generated daemon client) and the hack/ programs are left out:
+# generated daemon client; e2e/cluster/internal: the cluster tests' own
+# containers) and the hack/ programs are left out:
 # they are not what users run. So is the MonoVertex API's generated code
 # (internal/client and zz_generated.deepcopy.go, hack/codegen.sh): written
 # by client-gen and injection-gen, not by us.
@@ -29,7 +30,7 @@ awk -v module="$module/" -v floor="$floor" '
     for (b in stmts) {
       file = b; sub(/:.*/, "", file)
       pkg = file; sub(/\/[^\/]*$/, "", pkg); sub("^" module, "", pkg)
-      if (pkg ~ /^internal\/(testutil|cetest|natstest|redistest|kafkatest|kafkatest\/cmd\/kfake)$|^runner\/(runnertest|conformance)$|udftest$|^e2e\/numaflow\/internal\/nfdaemon$|^hack\/|^internal\/client\//) continue
+      if (pkg ~ /^internal\/(testutil|cetest|natstest|redistest|kafkatest|kafkatest\/cmd\/kfake)$|^runner\/(runnertest|conformance)$|udftest$|^e2e\/numaflow\/internal\/nfdaemon$|^e2e\/cluster\/internal\/|^hack\/|^internal\/client\//) continue
       if (file ~ /\/zz_generated\.deepcopy\.go$/) continue
       all[pkg] += stmts[b]; total += stmts[b]
       if (b in hit) { cov[pkg] += stmts[b]; covered += stmts[b] }
