@@ -1,0 +1,434 @@
+package main
+
+// --cluster: a deploy/ example in a Knative pod on the project's cluster
+// (hack/cluster/up.sh) against the same programs, with the same
+// environment, run as processes on this machine, in alternating rounds.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+var (
+	clusterMode   = flag.Bool("cluster", false, "run the deploy/ examples in a Knative pod on the cluster hack/cluster/up.sh started, against the same programs run as processes here, and print the table (--rounds, --warmup, --duration, --markdown apply)")
+	clusterEnvArg = flag.String("cluster-env", "", "the cluster's env file (default $MONOVERTEX_CLUSTER_ENV, else /var/cache/monovertex-cluster/state/env)")
+)
+
+// podExample is a deploy/ example the --cluster run deploys.
+type podExample struct {
+	pipeline string // as the scenario names it
+	dir      string // deploy/<dir>/, applied whole with ko apply
+	ksvc     string // its Knative Service (namespace default)
+	adminEnv string // the runner's admin port variable's value in the pod
+}
+
+var podExamples = []podExample{
+	{pipeline: "udsource->udtransformer->udsink", dir: "deploy/pull-runner", ksvc: "pull-runner", adminEnv: "2469"},
+}
+
+// podContainer is what the run needs of a container of the example's pod.
+type podContainer struct {
+	Name      string `json:"name"`
+	Image     string `json:"image"`
+	Env       []struct{ Name, Value string }
+	Resources struct {
+		Requests map[string]string `json:"requests"`
+		Limits   map[string]string `json:"limits"`
+	} `json:"resources"`
+}
+
+// clusterRow is one pipeline's result.
+type clusterRow struct {
+	ex         podExample
+	procs, pod []float64 // messages per second, per round
+	resources  string
+}
+
+func runClusterBench(ctx context.Context, repo string, rounds int, warm, window time.Duration, mdPath string) error {
+	env, err := clusterEnv()
+	if err != nil {
+		return err
+	}
+	bin, err := os.MkdirTemp("", "mvcluster")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bin)
+	var rows []clusterRow
+	for _, ex := range podExamples {
+		containers, err := exampleContainers(ctx, repo, env, ex)
+		if err != nil {
+			return err
+		}
+		row := clusterRow{ex: ex, resources: describeResources(containers)}
+		for _, c := range containers {
+			pkg, ok := strings.CutPrefix(c.Image, "ko://github.com/monovertex/monovertex/")
+			if !ok {
+				return fmt.Errorf("%s: container %s has image %s, not one of this module's ko:// images", ex.dir, c.Name, c.Image)
+			}
+			if out, err := command(ctx, repo, nil, "go", "build", "-o", filepath.Join(bin, c.Name), "./"+pkg).CombinedOutput(); err != nil {
+				return fmt.Errorf("go build ./%s: %v\n%s", pkg, err, out)
+			}
+		}
+		for r := 0; r < rounds; r++ {
+			rate, err := measureProcesses(ctx, bin, containers, warm, window)
+			if err != nil {
+				return fmt.Errorf("%s as processes: %w", ex.pipeline, err)
+			}
+			row.procs = append(row.procs, rate)
+			fmt.Printf("round %d  %-34s processes %10.0f msgs/s\n", r+1, ex.pipeline, rate)
+			rate, err = measurePod(ctx, repo, env, ex, warm, window)
+			if err != nil {
+				return fmt.Errorf("%s in a pod: %w", ex.pipeline, err)
+			}
+			row.pod = append(row.pod, rate)
+			fmt.Printf("round %d  %-34s pod       %10.0f msgs/s\n", r+1, ex.pipeline, rate)
+		}
+		rows = append(rows, row)
+	}
+	table := clusterTable(rows, rounds, warm, window)
+	fmt.Print("\n" + table)
+	if mdPath != "" {
+		return os.WriteFile(mdPath, []byte(table), 0o644)
+	}
+	return nil
+}
+
+// clusterEnv is this process' environment with the cluster's env file
+// applied (KUBECONFIG, KO_DOCKER_REPO, PATH with kubectl and ko).
+func clusterEnv() ([]string, error) {
+	path := *clusterEnvArg
+	if path == "" {
+		path = os.Getenv("MONOVERTEX_CLUSTER_ENV")
+	}
+	if path == "" {
+		path = "/var/cache/monovertex-cluster/state/env"
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's env file: %w (start the cluster with bash hack/cluster/up.sh)", err)
+	}
+	defer f.Close()
+	vars := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "export ")
+		if !ok {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		vars[k] = os.Expand(v, func(name string) string { return vars[name] })
+	}
+	var env []string
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env, sc.Err()
+}
+
+func command(ctx context.Context, dir string, env []string, name string, args ...string) *exec.Cmd {
+	if env != nil {
+		for _, kv := range env {
+			if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+				for _, d := range filepath.SplitList(p) {
+					if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+						name = filepath.Join(d, name)
+						break
+					}
+				}
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	return cmd
+}
+
+// exampleContainers reads the example's Knative Service as kubectl parses
+// it (client side: the manifest's own env, images and resources).
+func exampleContainers(ctx context.Context, repo string, env []string, ex podExample) ([]podContainer, error) {
+	out, err := command(ctx, repo, env, "kubectl", "create", "--dry-run=client", "-o", "json", "-f", ex.dir).Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl create --dry-run=client -f %s: %w", ex.dir, err)
+	}
+	// One JSON object per document of the directory, one after another.
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var it struct {
+			Kind     string `json:"kind"`
+			Metadata struct{ Name string }
+			Spec     struct {
+				Template struct {
+					Spec struct {
+						Containers []podContainer `json:"containers"`
+					}
+				}
+			}
+		}
+		if err := dec.Decode(&it); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("kubectl create --dry-run=client -f %s: %w", ex.dir, err)
+		}
+		if it.Kind == "Service" && it.Metadata.Name == ex.ksvc {
+			cs := it.Spec.Template.Spec.Containers
+			// Sidecars first: the runner waits for their sockets anyway.
+			slices.SortStableFunc(cs, func(a, b podContainer) int {
+				return runnerLast(a) - runnerLast(b)
+			})
+			return cs, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: no Knative Service %s", ex.dir, ex.ksvc)
+}
+
+func runnerLast(c podContainer) int {
+	if c.Name == "runner" {
+		return 1
+	}
+	return 0
+}
+
+func describeResources(cs []podContainer) string {
+	var parts []string
+	for _, c := range cs {
+		d := c.Name + ": requests " + kv(c.Resources.Requests)
+		if len(c.Resources.Limits) > 0 {
+			d += ", limits " + kv(c.Resources.Limits)
+		}
+		parts = append(parts, d)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func kv(m map[string]string) string {
+	var s []string
+	for k, v := range m {
+		s = append(s, k+" "+v)
+	}
+	slices.Sort(s)
+	return strings.Join(s, ", ")
+}
+
+// measureProcesses runs the pod's containers as processes with the pod's
+// environment (the socket and config directories made here instead of
+// the pod's volumes) and returns the runner's write rate.
+func measureProcesses(ctx context.Context, bin string, cs []podContainer, warm, window time.Duration) (float64, error) {
+	dir, err := os.MkdirTemp("", "mvc")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "config")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "paused"), []byte("false"), 0o644); err != nil {
+		return 0, err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	var procs []*exec.Cmd
+	defer func() {
+		for _, p := range procs {
+			_ = p.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+	}()
+	for _, c := range cs {
+		env := os.Environ()
+		for _, e := range c.Env {
+			env = append(env, e.Name+"="+e.Value)
+		}
+		env = append(env, "MV_UDS_DIR="+dir, "MV_CONFIG_DIR="+cfg, fmt.Sprintf("MV_ADMIN_PORT=%d", admin), fmt.Sprintf("PORT=%d", port))
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, c.Name))
+		cmd.Env, cmd.Dir = env, dir
+		log, err := os.Create(filepath.Join(dir, c.Name+".log"))
+		if err != nil {
+			return 0, err
+		}
+		defer log.Close()
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		procs = append(procs, cmd)
+	}
+	rate, err := measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", admin), warm, window)
+	if err != nil {
+		for _, c := range cs {
+			if b, rerr := os.ReadFile(filepath.Join(dir, c.Name+".log")); rerr == nil {
+				err = fmt.Errorf("%w\n%s's log ends:\n%s", err, c.Name, tail(string(b), 1500))
+			}
+		}
+	}
+	return rate, err
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// measurePod applies the example with ko as a user does, waits for its
+// pod, measures the runner's write rate through a port-forward, and
+// deletes the example again.
+func measurePod(ctx context.Context, repo string, env []string, ex podExample, warm, window time.Duration) (float64, error) {
+	if out, err := command(ctx, repo, env, "ko", "apply", "-f", ex.dir).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("ko apply -f %s: %v\n%s", ex.dir, err, out)
+	}
+	defer func() {
+		_ = command(context.Background(), repo, env, "kubectl", "delete", "-f", ex.dir, "--wait=true", "--timeout=180s").Run()
+		// The next round starts once the pod is gone (the runner drains
+		// for up to its shutdown timeout).
+		for i := 0; i < 120; i++ {
+			out, _ := command(context.Background(), repo, env, "kubectl", "get", "pods", "-l", "serving.knative.dev/service="+ex.ksvc, "-o", "name").Output()
+			if strings.TrimSpace(string(out)) == "" {
+				return
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}()
+	if out, err := command(ctx, repo, env, "kubectl", "wait", "--for=condition=Ready", "--timeout=300s", "ksvc/"+ex.ksvc).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("ksvc/%s not Ready: %v\n%s", ex.ksvc, err, out)
+	}
+	var pod string
+	for i := 0; i < 60 && pod == ""; i++ {
+		out, _ := command(ctx, repo, env, "kubectl", "get", "pods", "-l", "serving.knative.dev/service="+ex.ksvc,
+			"--field-selector=status.phase=Running", "-o", "jsonpath={.items[0].metadata.name}").Output()
+		if pod = strings.TrimSpace(string(out)); pod == "" {
+			time.Sleep(2 * time.Second)
+		}
+	}
+	if pod == "" {
+		return 0, fmt.Errorf("no running pod of %s", ex.ksvc)
+	}
+	local, err := freePort()
+	if err != nil {
+		return 0, err
+	}
+	pf := command(ctx, repo, env, "kubectl", "port-forward", "pod/"+pod, fmt.Sprintf("%d:%s", local, ex.adminEnv))
+	if err := pf.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
+	return measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", local), warm, window)
+}
+
+// measureRate waits for the runner's /status, lets it warm up, and returns
+// the messages written per second over the window.
+func measureRate(ctx context.Context, base string, warm, window time.Duration) (float64, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, _, err := written(ctx, base); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s/status: %w", base, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(warm)
+	w0, t0, err := written(ctx, base)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(window)
+	w1, t1, err := written(ctx, base)
+	if err != nil {
+		return 0, err
+	}
+	if w1 <= w0 {
+		return 0, fmt.Errorf("nothing written in %v (%d then %d)", window, w0, w1)
+	}
+	return float64(w1-w0) / t1.Sub(t0).Seconds(), nil
+}
+
+func written(ctx context.Context, base string) (int64, time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/status", nil)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	defer resp.Body.Close()
+	at := time.Now()
+	var st struct {
+		Totals struct {
+			Written int64 `json:"written"`
+		} `json:"totals"`
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, at, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, at, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return 0, at, err
+	}
+	return st.Totals.Written, at, nil
+}
+
+func clusterTable(rows []clusterRow, rounds int, warm, window time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| pipeline | processes (msgs/s, median of %d) | pod (msgs/s, median of %d) | pod / processes | resources in the example |\n|---|---|---|---|---|\n", rounds, rounds)
+	for _, r := range rows {
+		p, q := median(r.procs), median(r.pod)
+		fmt.Fprintf(&b, "| %s (`%s/`) | %.0f | %.0f | %.2f | %s |\n", r.ex.pipeline, r.ex.dir, p, q, q/p, r.resources)
+	}
+	fmt.Fprintf(&b, "\nEach round: the processes, then the pod, %v warm-up and %v measured each, from the runner's /status written count.\n", warm, window)
+	return b.String()
+}
+
+// runClusterMain is main for --cluster: three rounds of 10s warm-up and 20s
+// measured unless the flags say otherwise.
+func runClusterMain(rounds int, warm, window time.Duration, mdPath string) {
+	if rounds == 0 {
+		rounds = 3
+	}
+	if warm == 0 {
+		warm = 10 * time.Second
+	}
+	if window == 0 {
+		window = 20 * time.Second
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	_, repo, err := findDirs()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	if err := runClusterBench(ctx, repo, rounds, warm, window, mdPath); err != nil {
+		fatalf("--cluster: %v", err)
+	}
+}
