@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	mappb "github.com/numaproj/numaflow-go/pkg/apis/proto/map/v1"
 	"github.com/numaproj/numaflow-go/pkg/mapper"
@@ -200,15 +199,12 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	if err != nil {
 		return fmt.Errorf("udmap: %w", err)
 	}
-
-	replies := make(chan reply, sending)
 	ids := make([]string, 0, sending)
 	defer func() { st.waiting.Forget(ids) }()
 	var eot <-chan struct{}
 	if batch {
 		eot = st.beginBatch()
 	}
-	waitingFor := sending
 	inflight := t.inflight
 	if batch {
 		inflight = nil // one batch at a time is the bound
@@ -224,75 +220,54 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 		res runner.TransformResult
 	}
 	var whole []answer
-	take := func(r reply) {
+	x := udconn.NewExchange(sending, claim, st, func(r reply) {
 		res := result(msgs[r.k], r.results)
 		udconn.GiveBuffers(&res, r.bufs...)
-		waitingFor--
-		claim.Answered()
 		if batch {
 			whole = append(whole, answer{r.k, res})
 			return
 		}
 		done(r.k, res)
+	}, func(err error) error { return t.broken(st, err) })
+	if err := t.send(ctx, st, x, reqs, &ids); err != nil {
+		return err
 	}
-	// broken fails the call, first handing over the answers that came
-	// before the stream broke: they stand.
-	broken := func(err error) error {
-		udconn.Drain(replies, take)
-		return t.broken(st, err)
+	var canceled func()
+	if batch {
+		if err := st.Send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
+			return x.Broken(err)
+		}
+		// The container still works on this batch and will end it with an
+		// EOT the next batch would take for its own: a call given up
+		// starts the next batch on a new stream.
+		canceled = func() { t.reset(st) }
 	}
-	dead := func() error { return broken(st.Err()) }
+	// The receiver closes eot only once every result of the batch is in
+	// the replies.
+	if err := x.Await(ctx, eot, t.conn.CallTimeout(), sending, canceled); err != nil {
+		return err
+	}
+	for _, a := range whole {
+		done(a.k, a.res)
+	}
+	return nil
+}
+
+// send sends the requests of reqs that are not nil on st, each once x
+// lets it out, recording their ids.
+func (t *Transformer) send(ctx context.Context, st *stream, x *udconn.Exchange[reply], reqs []*mappb.MapRequest, ids *[]string) error {
 	for k, req := range reqs {
 		if req == nil {
 			continue
 		}
-		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
+		err := x.Send(ctx, func() error {
+			st.waiting.Add(req.GetId(), &waiter{k: k, ch: x.Replies()})
+			*ids = append(*ids, req.GetId())
+			return st.Send(req)
+		})
+		if err != nil {
 			return err
 		}
-		if err := st.Err(); err != nil {
-			return broken(err)
-		}
-		st.waiting.Add(req.GetId(), &waiter{k: k, ch: replies})
-		ids = append(ids, req.GetId())
-		if err := st.Send(req); err != nil {
-			return broken(err)
-		}
-	}
-	if batch {
-		if err := st.Send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
-			return broken(err)
-		}
-	}
-	timer := time.NewTimer(t.conn.CallTimeout())
-	defer timer.Stop()
-	for waitingFor > 0 || eot != nil {
-		select {
-		case r := <-replies:
-			take(r)
-		case <-eot:
-			// The receiver closes it only once every result of the batch
-			// is in replies.
-			eot = nil
-		case <-st.Dead():
-			return dead()
-		case <-timer.C:
-			if udconn.Drain(replies, take); waitingFor == 0 && eot == nil {
-				continue
-			}
-			// Reset the stream: the engine retries the rest on a new one.
-			return broken(fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, sending, t.conn.CallTimeout()))
-		case <-ctx.Done():
-			if batch {
-				// The container still works on this batch and will end it
-				// with an EOT the next batch would take for its own: start
-				// the next batch on a new stream.
-				t.reset(st)
-			}
-			return ctx.Err()
-		}
-	}
-	for _, a := range whole {
-		done(a.k, a.res)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
@@ -150,28 +149,16 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	if err != nil {
 		return fmt.Errorf("udtransformer: %w", err)
 	}
-
-	replies := make(chan reply, len(msgs))
 	ids := make([]string, 0, len(msgs))
 	defer func() { st.waiting.Forget(ids) }()
 	limit := t.conn.MaxMessageSize()
-	waitingFor := 0
 	claim := t.inflight.Claim()
 	defer claim.Close()
-	take := func(r reply) {
+	x := udconn.NewExchange(len(msgs), claim, st, func(r reply) {
 		res := result(msgs[r.k], r.resp)
 		udconn.GiveBuffers(&res, r.buf)
-		waitingFor--
-		claim.Answered()
 		done(r.k, res)
-	}
-	// broken fails the call, first handing over the answers that came
-	// before the stream broke: they stand.
-	broken := func(err error) error {
-		udconn.Drain(replies, take)
-		return t.broken(st, err)
-	}
-	dead := func() error { return broken(st.Err()) }
+	}, func(err error) error { return t.broken(st, err) })
 	for k, m := range msgs {
 		id := strconv.FormatUint(t.ids.Add(1), 36)
 		req := request(m, id)
@@ -179,38 +166,16 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 			done(k, runner.TransformResult{Err: runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))})
 			continue
 		}
-		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
+		err := x.Send(ctx, func() error {
+			st.waiting.Add(id, waiter{k: k, ch: x.Replies()})
+			ids = append(ids, id)
+			return st.Send(req)
+		})
+		if err != nil {
 			return err
 		}
-		if err := st.Err(); err != nil {
-			return broken(err)
-		}
-		st.waiting.Add(id, waiter{k: k, ch: replies})
-		ids = append(ids, id)
-		waitingFor++
-		if err := st.Send(req); err != nil {
-			return broken(err)
-		}
 	}
-	timer := time.NewTimer(t.conn.CallTimeout())
-	defer timer.Stop()
-	for waitingFor > 0 {
-		select {
-		case r := <-replies:
-			take(r)
-		case <-st.Dead():
-			return dead()
-		case <-timer.C:
-			if udconn.Drain(replies, take); waitingFor == 0 {
-				continue
-			}
-			// Reset the stream: the engine retries the rest on a new one.
-			return broken(fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, len(msgs), t.conn.CallTimeout()))
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return x.Await(ctx, nil, t.conn.CallTimeout(), len(msgs), nil)
 }
 
 // requestBlock holds the three messages of one request, allocated
