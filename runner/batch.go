@@ -124,8 +124,8 @@ func (b *batch) run(ctx context.Context) error {
 		for _, o := range outs {
 			// numaflow-core acks them and counts them in no metric
 			// (sinker/sink.rs, process_batch's bypass check).
-			e.totals.bypassDropped.Add(1)
-			e.totals.dropped.Add(1)
+			e.totals.bypassDropped.add(1)
+			e.totals.dropped.add(1)
 			b.final(o.parent)
 		}
 		outs = nil
@@ -162,7 +162,7 @@ func (b *batch) bypass(outs []output, toSink *[]output) []output {
 			rest = append(rest, o)
 			continue
 		}
-		b.e.totals.bypassed.Add(1)
+		b.e.totals.bypassed.add(1)
 	}
 	return rest
 }
@@ -206,7 +206,7 @@ func (b *batch) ackFinal(ctx context.Context) {
 		return
 	}
 	e := b.e
-	defer e.release(len(ready))
+	defer e.budget.release(len(ready))
 	// After the ack: the next message of each one's lane may start.
 	defer e.freeLanes(ready)
 	// Out of the set before the ack, as numaflow-core takes an offset out
@@ -259,11 +259,11 @@ func (b *batch) ack(ctx context.Context, ready []*Message) (int, error) {
 		err := e.src.Ack(ctx, ready)
 		observeSince(e.m.AckTime, start)
 		if err == nil {
-			e.count(&e.totals.acked, e.m.AckTotal, len(ready))
-			e.rate.add(time.Now(), int64(len(ready)))
+			e.totals.acked.add(len(ready))
+			e.load.rate.add(time.Now(), int64(len(ready)))
 			return attempt + 1, nil
 		}
-		e.totals.ackErrors.Add(1)
+		e.totals.ackErrors.add(1)
 		e.recordError(fmt.Errorf("source ack: %w", err))
 		if attempt >= 4 || ctx.Err() != nil {
 			e.log.Errorw("ack failed, the source will redeliver these messages", "count", len(ready), zap.Error(err))
@@ -307,13 +307,13 @@ func (b *batch) handBack(ctx context.Context) {
 		return
 	}
 	e := b.e
-	defer e.release(n)
+	defer e.budget.release(n)
 	defer func() {
 		for _, g := range groups {
 			e.freeLanes(g.msgs)
 		}
 	}()
-	e.count(&e.totals.nacked, e.m.NackTotal, n)
+	e.totals.nacked.add(n)
 	// Out of the set before the nack, so a redelivery it brings at once
 	// is not taken for a duplicate.
 	for _, g := range groups {

@@ -173,11 +173,10 @@ type Engine struct {
 	bypass    Bypass
 	kinds     struct{ Source, Sink, Fallback, OnSuccess string }
 	m         *Metrics
-	// readTotals caches monovtx_read_total by Message.partition.
-	readTotals map[int32]prometheus.Counter
-	tracer     trace.Tracer
-	// tokens bound the messages in flight in streaming mode; nil in batch mode.
-	tokens chan struct{}
+	tracer    trace.Tracer
+	// budget bounds the messages in flight in streaming mode; nil in
+	// batch mode.
+	budget *messageBudget
 	// inflight are the source IDs in flight, for a source that may
 	// deliver them again meanwhile (RedeliversInFlight); nil otherwise.
 	inflight *inflightIDs
@@ -188,16 +187,14 @@ type Engine struct {
 	// source that asked for them); nil otherwise.
 	results ResultTaker
 
-	totals        counters
-	rate          *rateCounter
-	groupProgress progressSamples
-	pending       atomic.Int64
-	// pendingAvg is monovtx_pending{period}; only the pending loop uses it.
-	pendingAvg *pendingWindow
-	lastErr    atomic.Pointer[errorRecord]
-	state      atomic.Value // string
-	started    time.Time
-	hist       history
+	// totals are every count /status and the Prometheus counters report.
+	totals *tally
+	// load is what the engine measures for scaling.
+	load    loadSignals
+	lastErr atomic.Pointer[errorRecord]
+	state   atomic.Value // string
+	started time.Time
+	hist    history
 	// cerrs are the containers' runtime errors (/status errors), recent
 	// the engine's own, both bounded.
 	cerrs, recent *ContainerErrors
@@ -205,22 +202,7 @@ type Engine struct {
 	// period rather than per message.
 	failures *failureLog
 
-	pauseMu sync.Mutex
-	paused  bool
-	resume  chan struct{}
-
-	scaleGov scaleGovernor
-}
-
-type counters struct {
-	read, readBytes, acked, nacked               atomic.Int64
-	written, fallbackWritten, dropped            atomic.Int64
-	transformerDropped, sinkDropped, sinkErrors  atomic.Int64
-	fallbackErrors, transformerErrors, ackErrors atomic.Int64
-	onSuccessWritten, onSuccessErrors            atomic.Int64
-	udfDropped, udfErrors, sinkNacked            atomic.Int64
-	bypassed, bypassDropped, duplicates          atomic.Int64
-	filterDropped, filterErrors                  atomic.Int64
+	pause pauseGate
 }
 
 type errorRecord struct {
@@ -256,9 +238,10 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
-		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()), tracer: opts.Tracer,
+		bypass: p.Bypass, kinds: p.Kinds, m: m, totals: newTally(m, opts.Replica), tracer: opts.Tracer,
 		started: time.Now(), cerrs: opts.ContainerErrors, recent: NewContainerErrors(), failures: newFailureLog(opts.Logger),
 	}
+	e.load.rate = newRateCounter(time.Now())
 	if e.cerrs == nil {
 		e.cerrs = NewContainerErrors()
 	}
@@ -272,21 +255,18 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 		}
 		switch st.Role {
 		case StageTransformer:
-			s.time, s.errors, s.dropped = m.TransformerTime, m.TransformerErrors, m.TransformerDropped
-			s.nErr, s.nDropped = &e.totals.transformerErrors, &e.totals.transformerDropped
+			s.time, s.errors, s.dropped = m.TransformerTime, &e.totals.transformerErrors, &e.totals.transformerDropped
 		case StageUDF:
-			s.time, s.errors, s.dropped = m.UDFTime, m.UDFErrors, m.UDFDropped
-			s.nErr, s.nDropped = &e.totals.udfErrors, &e.totals.udfDropped
+			s.time, s.errors, s.dropped = m.UDFTime, &e.totals.udfErrors, &e.totals.udfDropped
 		case StageFilter:
-			s.time, s.errors, s.dropped = m.FilterTime, m.FilterErrors, m.FilterDropped
-			s.nErr, s.nDropped = &e.totals.filterErrors, &e.totals.filterDropped
+			s.time, s.errors, s.dropped = m.FilterTime, &e.totals.filterErrors, &e.totals.filterDropped
 		default:
 			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q, %q or %q", i, st.Kind, st.Role, StageTransformer, StageUDF, StageFilter)
 		}
 		e.stages = append(e.stages, s)
 	}
 	if opts.Streaming {
-		e.tokens = make(chan struct{}, opts.Concurrency)
+		e.budget = newMessageBudget(opts.Concurrency)
 	}
 	if r, ok := p.Source.(ResultTaker); ok && r.TakesResults() {
 		e.results = r
@@ -301,14 +281,14 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	if err := opts.Registerer.Register(newCriticalCollector(e.cerrs, labels)); err != nil {
 		return nil, fmt.Errorf("runner: register critical error metric: %w", err)
 	}
-	e.pendingAvg = newPendingWindow(opts.Lookback, labels)
-	if err := opts.Registerer.Register(e.pendingAvg.gauge); err != nil {
+	e.load.pendingAvg = newPendingWindow(opts.Lookback, labels)
+	if err := opts.Registerer.Register(e.load.pendingAvg.gauge); err != nil {
 		return nil, fmt.Errorf("runner: register monovtx_pending: %w", err)
 	}
 	if err := opts.Registerer.Register(lookbackGauge(opts.Lookback, labels)); err != nil {
 		return nil, fmt.Errorf("runner: register monovtx_lookback_window_seconds: %w", err)
 	}
-	e.pending.Store(-1)
+	e.load.pending.Store(-1)
 	m.PendingRaw.Set(-1)
 	e.state.Store("starting")
 	return e, nil
@@ -458,16 +438,6 @@ func (e *Engine) adapters() []namedAdapter {
 		}
 	}
 	return all
-}
-
-// count adds n to one of the engine's totals and to its Prometheus
-// counter, which /status and /metrics report alike.
-func (e *Engine) count(total *atomic.Int64, c prometheus.Counter, n int) {
-	if n == 0 {
-		return
-	}
-	total.Add(int64(n))
-	c.Add(float64(n))
 }
 
 func (e *Engine) recordError(err error) {

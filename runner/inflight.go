@@ -81,8 +81,8 @@ func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	if len(dropped) == 0 {
 		return msgs
 	}
-	e.totals.duplicates.Add(int64(len(dropped)))
-	e.count(&e.totals.dropped, e.m.DroppedTotal, len(dropped))
+	e.totals.duplicates.add(len(dropped))
+	e.totals.dropped.add(len(dropped))
 	for _, m := range dropped {
 		if m.Release != nil {
 			m.Release()

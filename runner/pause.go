@@ -2,38 +2,46 @@ package runner
 
 import (
 	"context"
+	"sync"
 )
 
-// SetPaused stops reading (in-flight work still finishes) or resumes it.
-func (e *Engine) SetPaused(p bool) {
-	e.pauseMu.Lock()
-	defer e.pauseMu.Unlock()
-	if p == e.paused {
-		return
+// pauseGate stops the read loop while reading is paused (the pause
+// ConfigMap, Numaflow's lifecycle.desiredPhase); in-flight work goes on.
+type pauseGate struct {
+	mu     sync.Mutex
+	paused bool
+	resume chan struct{} // closed when a pause ends
+}
+
+// set pauses or resumes reading; it reports whether that changed anything.
+func (g *pauseGate) set(p bool) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p == g.paused {
+		return false
 	}
-	e.paused = p
+	g.paused = p
 	if p {
-		e.resume = make(chan struct{})
-		e.log.Infow("paused: reading stopped, in-flight messages finish")
+		g.resume = make(chan struct{})
 	} else {
-		close(e.resume)
-		e.log.Infow("resumed reading")
+		close(g.resume)
 	}
+	return true
 }
 
-// Paused reports whether reading is paused.
-func (e *Engine) Paused() bool {
-	e.pauseMu.Lock()
-	defer e.pauseMu.Unlock()
-	return e.paused
+// isPaused reports whether reading is paused.
+func (g *pauseGate) isPaused() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused
 }
 
-// waitResumed blocks while paused; it reports false if ctx ended first.
-func (e *Engine) waitResumed(ctx context.Context) bool {
-	e.pauseMu.Lock()
-	ch := e.resume
-	paused := e.paused
-	e.pauseMu.Unlock()
+// wait blocks while paused; it reports false if ctx ended first.
+func (g *pauseGate) wait(ctx context.Context) bool {
+	g.mu.Lock()
+	ch := g.resume
+	paused := g.paused
+	g.mu.Unlock()
 	if !paused {
 		return true
 	}
@@ -44,3 +52,18 @@ func (e *Engine) waitResumed(ctx context.Context) bool {
 		return false
 	}
 }
+
+// SetPaused stops reading (in-flight work still finishes) or resumes it.
+func (e *Engine) SetPaused(p bool) {
+	if !e.pause.set(p) {
+		return
+	}
+	if p {
+		e.log.Infow("paused: reading stopped, in-flight messages finish")
+	} else {
+		e.log.Infow("resumed reading")
+	}
+}
+
+// Paused reports whether reading is paused.
+func (e *Engine) Paused() bool { return e.pause.isPaused() }

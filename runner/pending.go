@@ -126,7 +126,7 @@ func (e *Engine) pollPending(ctx context.Context) {
 	for {
 		if gp != nil {
 			if c, err := gp.GroupProcessed(ctx); err == nil {
-				e.groupProgress.add(time.Now(), c, e.opts.Lookback)
+				e.load.groupProgress.add(time.Now(), c, e.opts.Lookback)
 			}
 		}
 		n, err := pr.Pending(ctx)
@@ -140,9 +140,9 @@ func (e *Engine) pollPending(ctx context.Context) {
 		if n < 0 {
 			n = -1
 		}
-		e.pending.Store(n)
+		e.load.pending.Store(n)
 		e.m.PendingRaw.Set(float64(n))
-		e.pendingAvg.add(time.Now(), n)
+		e.load.pendingAvg.add(time.Now(), n)
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,8 +93,7 @@ type roundCall[R any] struct {
 	failed string
 	call   func(context.Context, []*Message) ([]R, error)
 	time   prometheus.Observer
-	nErr   *atomic.Int64
-	errors prometheus.Counter
+	errors *count
 	// errorsPerMessage counts a failed call once per message in it (a
 	// sink write fails every message it carried) instead of once.
 	errorsPerMessage bool
@@ -150,99 +148,153 @@ func countTrue(bs []bool) int {
 	return n
 }
 
-// runRounds is the retry loop a stage and a tier share: it calls c with
+// settleFunc takes the results of a call over pending, in round
+// (counting from 0), and returns the outputs to offer again, how many of
+// those only found their peer away (Unavailable), and an error that stops
+// the rounds.
+type settleFunc[R any] func(ctx context.Context, pending []output, results []R, round int) (again []output, away int, err error)
+
+// retryRounds is the retry loop a stage and a tier share: it calls c with
 // the messages of pending, retries a failed call after the call backoff,
 // hands the results of a call to settle, and offers what settle returns
 // again after the round backoff (or the wait for an unavailable peer when
-// every one of them was unavailable). It returns how many calls it made.
-func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []output, settle func(ctx context.Context, pending []output, results []R, round int) (again []output, away int, err error)) (attempts int, err error) {
-	e := b.e
-	msgs := make([]*Message, 0, len(pending))
-	// spent holds the messages that failed in this round in the part of a
-	// call that was answered before the call failed: they have had this
-	// round's try, so they wait for the next round with its backoff instead
-	// of riding along when the rest of the call is offered again.
-	var spent []output
-	for round, calls := 0, 0; len(pending) > 0 || len(spent) > 0; {
-		if len(pending) == 0 {
+// every one of them was unavailable).
+type retryRounds[R any] struct {
+	b      *batch
+	c      roundCall[R]
+	settle settleFunc[R]
+	// pending are offered in the next call. spent holds the messages that
+	// failed in this round in the part of a call that was answered before
+	// the call failed: they have had this round's try, so they wait for
+	// the next round with its backoff instead of riding along when the
+	// rest of the call is offered again.
+	pending, spent []output
+	// round counts the rounds (retry steps), calls the calls that failed
+	// as a whole in a row, attempts every call made.
+	round, calls, attempts int
+	msgs                   []*Message
+}
+
+// runRounds runs the retry rounds of c over pending until each output is
+// settled, and returns how many calls it made.
+func runRounds[R any](ctx context.Context, b *batch, c roundCall[R], pending []output, settle settleFunc[R]) (attempts int, err error) {
+	r := &retryRounds[R]{b: b, c: c, settle: settle, pending: pending, msgs: make([]*Message, 0, len(pending))}
+	err = r.run(ctx)
+	return r.attempts, err
+}
+
+func (r *retryRounds[R]) run(ctx context.Context) error {
+	for len(r.pending) > 0 || len(r.spent) > 0 {
+		if len(r.pending) == 0 {
 			// Only spent messages are left: the round is over.
-			pending, spent = spent, nil
-			if err := b.backoff(ctx, c.retry, false, &round, &calls); err != nil {
-				return attempts, err
+			r.pending, r.spent = r.spent, nil
+			if err := r.b.backoff(ctx, r.c.retry, false, &r.round, &r.calls); err != nil {
+				return err
 			}
 			continue
 		}
-		msgs = msgs[:0]
-		for _, o := range pending {
-			if c.stamp {
-				stampRetryCount(o.msg, round)
-			}
-			msgs = append(msgs, o.msg)
-		}
-		start := time.Now()
-		attempts++
-		results, got, err := c.invoke(ctx, msgs, pending)
-		observeSince(c.time, start)
-		if err == nil && len(results) != len(msgs) {
-			err = fmt.Errorf("%s returned %d results for %d messages", c.name, len(results), len(msgs))
-		}
+		results, got, err := r.call(ctx)
 		if err != nil {
-			b.tainted = true
-			if IsFatal(err) || ctx.Err() != nil {
-				return attempts, err
+			if err := r.callFailed(ctx, err, results, got); err != nil {
+				return err
 			}
-			n := 1
-			if c.errorsPerMessage {
-				n = len(msgs)
-			}
-			e.count(c.nErr, c.errors, n)
-			e.recordError(fmt.Errorf("%s: %w", c.name, err))
-			e.failures.warn(c.name+" "+c.failed+", retrying", err, "", len(msgs)-countTrue(got))
-			if got != nil {
-				// The results handed over before the failure stand (their
-				// inputs' payloads may be gone already); only the messages
-				// without one are offered again in this round. Those that
-				// failed wait for the next round, unless all of them only
-				// found their peer away, which spends no step.
-				var done, rest []output
-				var doneRes []R
-				for k, o := range pending {
-					if got[k] {
-						done, doneRes = append(done, o), append(doneRes, results[k])
-					} else {
-						rest = append(rest, o)
-					}
-				}
-				again, away, err := settle(ctx, done, doneRes, round)
-				if err != nil {
-					return attempts, err
-				}
-				if len(again) == away {
-					pending = append(rest, again...)
-				} else {
-					pending, spent = rest, append(spent, again...)
-				}
-				if len(pending) == 0 {
-					continue
-				}
-			}
-			if err := b.callBackoff(ctx, calls); err != nil {
-				return attempts, err
-			}
-			calls++
 			continue
 		}
-		again, away, err := settle(ctx, pending, results, round)
-		if err != nil {
-			return attempts, err
-		}
-		peerAway := len(again) == away && len(spent) == 0
-		pending, spent = append(again, spent...), nil
-		if len(pending) > 0 {
-			if err := b.backoff(ctx, c.retry, peerAway, &round, &calls); err != nil {
-				return attempts, err
-			}
+		if err := r.settleRound(ctx, results); err != nil {
+			return err
 		}
 	}
-	return attempts, nil
+	return nil
+}
+
+// call offers the pending messages once, and times the call.
+func (r *retryRounds[R]) call(ctx context.Context) (results []R, got []bool, err error) {
+	r.msgs = r.msgs[:0]
+	for _, o := range r.pending {
+		if r.c.stamp {
+			stampRetryCount(o.msg, r.round)
+		}
+		r.msgs = append(r.msgs, o.msg)
+	}
+	start := time.Now()
+	r.attempts++
+	results, got, err = r.c.invoke(ctx, r.msgs, r.pending)
+	observeSince(r.c.time, start)
+	if err == nil && len(results) != len(r.msgs) {
+		err = fmt.Errorf("%s returned %d results for %d messages", r.c.name, len(results), len(r.msgs))
+	}
+	return results, got, err
+}
+
+// callFailed counts and logs a call that failed as a whole, settles what
+// it answered before it failed, and waits before the next call; it
+// returns an error when the rounds must stop (a fatal error, ctx ended).
+func (r *retryRounds[R]) callFailed(ctx context.Context, err error, results []R, got []bool) error {
+	b, e, c := r.b, r.b.e, r.c
+	b.tainted = true
+	if IsFatal(err) || ctx.Err() != nil {
+		return err
+	}
+	n := 1
+	if c.errorsPerMessage {
+		n = len(r.msgs)
+	}
+	c.errors.add(n)
+	e.recordError(fmt.Errorf("%s: %w", c.name, err))
+	e.failures.warn(c.name+" "+c.failed+", retrying", err, "", len(r.msgs)-countTrue(got))
+	if got != nil {
+		if err := r.settleAnswered(ctx, results, got); err != nil {
+			return err
+		}
+		if len(r.pending) == 0 {
+			return nil
+		}
+	}
+	if err := b.callBackoff(ctx, r.calls); err != nil {
+		return err
+	}
+	r.calls++
+	return nil
+}
+
+// settleAnswered settles the results a failed call handed over before it
+// failed: they stand (their inputs' payloads may be gone already); only
+// the messages without one are offered again in this round. Those that
+// failed wait for the next round, unless all of them only found their peer
+// away, which spends no step.
+func (r *retryRounds[R]) settleAnswered(ctx context.Context, results []R, got []bool) error {
+	var done, rest []output
+	var doneRes []R
+	for k, o := range r.pending {
+		if got[k] {
+			done, doneRes = append(done, o), append(doneRes, results[k])
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	again, away, err := r.settle(ctx, done, doneRes, r.round)
+	if err != nil {
+		return err
+	}
+	if len(again) == away {
+		r.pending = append(rest, again...)
+	} else {
+		r.pending, r.spent = rest, append(r.spent, again...)
+	}
+	return nil
+}
+
+// settleRound settles the results of a call that answered for every
+// message, and backs off before offering what failed again.
+func (r *retryRounds[R]) settleRound(ctx context.Context, results []R) error {
+	again, away, err := r.settle(ctx, r.pending, results, r.round)
+	if err != nil {
+		return err
+	}
+	peerAway := len(again) == away && len(r.spent) == 0
+	r.pending, r.spent = append(again, r.spent...), nil
+	if len(r.pending) > 0 {
+		return r.b.backoff(ctx, r.c.retry, peerAway, &r.round, &r.calls)
+	}
+	return nil
 }

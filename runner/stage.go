@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -54,11 +53,11 @@ type StageRetry struct {
 // stage is a Stage with its metrics.
 type stage struct {
 	Stage
-	name            string
-	t               Transformer
-	time            prometheus.Observer
-	errors, dropped prometheus.Counter
-	nErr, nDropped  *atomic.Int64
+	name string
+	t    Transformer
+	time prometheus.Observer
+	// errors and dropped are the stage's counts in the engine's tally.
+	errors, dropped *count
 	// streams: a map UDF whose container streams its outputs (see
 	// OutputStreamer).
 	streams bool
@@ -102,8 +101,7 @@ func (b *batch) transform(ctx context.Context, st *stage, outs []output) ([]outp
 // transformRounds is transform without its span; it also returns how many
 // calls it made.
 func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (next []output, attempts int, err error) {
-	e := b.e
-	call := roundCall[TransformResult]{name: st.name, failed: "call failed", call: st.t.Transform, time: st.time, nErr: st.nErr, errors: st.errors}
+	call := roundCall[TransformResult]{name: st.name, failed: "call failed", call: st.t.Transform, time: st.time, errors: st.errors}
 	if st.Retry != nil {
 		call.retry = &st.Retry.Policy
 	}
@@ -120,100 +118,24 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 		away := 0
 		for j, r := range results {
 			o := pending[j]
-			in := &b.inputs[o.parent]
 			switch {
 			case r.Nack:
 				b.nack(o.parent, r.NackOptions)
 				b.final(o.parent)
 			case r.Err != nil:
-				b.tainted = true
-				e.count(st.nErr, st.errors, 1)
-				e.recordError(fmt.Errorf("%s: message %s: %w", st.name, o.msg.ID, r.Err))
-				if IsUnavailable(r.Err) {
-					e.failures.warn(st.name+" unavailable, retrying", r.Err, o.msg.ID, 1)
+				retry, peerAway := b.stageFailed(st, o, r.Err, round)
+				if peerAway {
 					away++
-					again = append(again, o)
-					continue
 				}
-				if !IsPermanent(r.Err) && !st.exhausted(e.opts.Retry, round) {
-					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
-					b.waitAsked(r.Err)
-					again = append(again, o)
-					continue
-				}
-				onFailure := e.opts.OnFailure
-				if st.Retry != nil && st.Retry.OnFailure != OnFailureDrop {
-					// numaflow-core's RetryStep::Nack: the input goes
-					// back to the source, to come again.
-					e.failures.error(st.name+" failed, its retries spent: the input is handed back to the source", r.Err, o.msg.ID, 1)
-					b.nack(o.parent, Nack{Reason: fmt.Sprintf("%s failed after its retries: %v", st.name, r.Err)})
-					b.final(o.parent)
-					continue
-				} else if st.Retry != nil {
-					onFailure = OnFailureDrop
-				}
-				switch onFailure {
-				case OnFailureFallback:
-					e.failures.error(st.name+" failed, message sent to the fallback sink", r.Err, o.msg.ID, 1)
-					o.msg.FallbackCause = r.Err
-					b.toFallback = append(b.toFallback, o)
-				case OnFailureDrop:
-					e.failures.error(st.name+" failed, message dropped", r.Err, o.msg.ID, 1)
-					// numaflow-core counts a stage's retry-exhausted drops
-					// in the stage's dropped counter (transformer.rs,
-					// mapper/map.rs), not in monovtx_dropped_total.
-					e.count(st.nDropped, st.dropped, 1)
-					e.totals.dropped.Add(1)
-					b.final(o.parent)
-				default:
-					e.failures.warn(st.name+" failed, retrying", r.Err, o.msg.ID, 1)
-					b.waitAsked(r.Err)
+				if retry {
 					again = append(again, o)
 				}
 			case len(r.Outputs) == 0:
-				e.count(st.nDropped, st.dropped, 1)
-				e.totals.dropped.Add(1)
+				st.dropped.add(1)
+				b.e.totals.dropped.add(1)
 				b.final(o.parent)
 			default:
-				in.remaining += len(r.Outputs) - 1
-				b.freeInput(o, r.Outputs)
-				for k, out := range r.Outputs {
-					if out.Release != nil && out != o.msg {
-						in.releases = append(in.releases, out.Release)
-						out.Release = nil
-					}
-					if out == in.msg && len(r.Outputs) > 1 {
-						// The input passed on beside other outputs stays the
-						// source's ack handle: its ID must not become an
-						// output's, and a later stage replacing it must not
-						// look like that stage replacing the input (a sibling
-						// may still read its payload). Passed on alone, it
-						// keeps its ID and has no sibling: no copy.
-						cp := *out
-						out = &cp
-					}
-					place := k
-					if len(r.Indexes) == len(r.Outputs) {
-						place = r.Indexes[k]
-					}
-					out.ID = e.outputID(st, o.msg, k, place, len(r.Outputs))
-					out.offset = o.msg.offset
-					if out.EventTime.IsZero() {
-						out.EventTime = o.msg.EventTime
-					}
-					if out.Keys == nil {
-						out.Keys = o.msg.Keys
-					}
-					if out.Headers == nil {
-						out.Headers = o.msg.Headers
-					} else {
-						carryTrace(out.Headers, o.msg.Headers)
-					}
-					if out.Metadata == nil {
-						out.Metadata = o.msg.Metadata
-					}
-					next = append(next, output{msg: out, parent: o.parent})
-				}
+				next = b.passOn(st, o, r, next)
 			}
 		}
 		return again, away, nil
@@ -222,6 +144,105 @@ func (b *batch) transformRounds(ctx context.Context, st *stage, outs []output) (
 		return nil, attempts, err
 	}
 	return next, attempts, nil
+}
+
+// stageFailed applies the retry strategy to a message the stage failed in
+// round (counting from 0): it reports whether to offer the message again,
+// and whether only because its peer is away (which spends no retry step).
+// With the retries spent, the stage's own strategy hands the input back or
+// drops it; without one, MV_ON_FAILURE decides, as for a sink.
+func (b *batch) stageFailed(st *stage, o output, err error, round int) (retry, peerAway bool) {
+	e := b.e
+	b.tainted = true
+	st.errors.add(1)
+	e.recordError(fmt.Errorf("%s: message %s: %w", st.name, o.msg.ID, err))
+	if IsUnavailable(err) {
+		e.failures.warn(st.name+" unavailable, retrying", err, o.msg.ID, 1)
+		return true, true
+	}
+	if !IsPermanent(err) && !st.exhausted(e.opts.Retry, round) {
+		e.failures.warn(st.name+" failed, retrying", err, o.msg.ID, 1)
+		b.waitAsked(err)
+		return true, false
+	}
+	onFailure := e.opts.OnFailure
+	if st.Retry != nil && st.Retry.OnFailure != OnFailureDrop {
+		// numaflow-core's RetryStep::Nack: the input goes
+		// back to the source, to come again.
+		e.failures.error(st.name+" failed, its retries spent: the input is handed back to the source", err, o.msg.ID, 1)
+		b.nack(o.parent, Nack{Reason: fmt.Sprintf("%s failed after its retries: %v", st.name, err)})
+		b.final(o.parent)
+		return false, false
+	} else if st.Retry != nil {
+		onFailure = OnFailureDrop
+	}
+	switch onFailure {
+	case OnFailureFallback:
+		e.failures.error(st.name+" failed, message sent to the fallback sink", err, o.msg.ID, 1)
+		o.msg.FallbackCause = err
+		b.toFallback = append(b.toFallback, o)
+	case OnFailureDrop:
+		e.failures.error(st.name+" failed, message dropped", err, o.msg.ID, 1)
+		// numaflow-core counts a stage's retry-exhausted drops
+		// in the stage's dropped counter (transformer.rs,
+		// mapper/map.rs), not in monovtx_dropped_total.
+		st.dropped.add(1)
+		e.totals.dropped.add(1)
+		b.final(o.parent)
+	default:
+		e.failures.warn(st.name+" failed, retrying", err, o.msg.ID, 1)
+		b.waitAsked(err)
+		return true, false
+	}
+	return false, false
+}
+
+// passOn makes r's outputs of o the stage's outputs, appended to next:
+// each counts toward its input's final state, takes an ID of its own, and
+// keeps what the stage left unset from its input.
+func (b *batch) passOn(st *stage, o output, r TransformResult, next []output) []output {
+	e := b.e
+	in := &b.inputs[o.parent]
+	in.remaining += len(r.Outputs) - 1
+	b.freeInput(o, r.Outputs)
+	for k, out := range r.Outputs {
+		if out.Release != nil && out != o.msg {
+			in.releases = append(in.releases, out.Release)
+			out.Release = nil
+		}
+		if out == in.msg && len(r.Outputs) > 1 {
+			// The input passed on beside other outputs stays the
+			// source's ack handle: its ID must not become an
+			// output's, and a later stage replacing it must not
+			// look like that stage replacing the input (a sibling
+			// may still read its payload). Passed on alone, it
+			// keeps its ID and has no sibling: no copy.
+			cp := *out
+			out = &cp
+		}
+		place := k
+		if len(r.Indexes) == len(r.Outputs) {
+			place = r.Indexes[k]
+		}
+		out.ID = e.outputID(st, o.msg, k, place, len(r.Outputs))
+		out.offset = o.msg.offset
+		if out.EventTime.IsZero() {
+			out.EventTime = o.msg.EventTime
+		}
+		if out.Keys == nil {
+			out.Keys = o.msg.Keys
+		}
+		if out.Headers == nil {
+			out.Headers = o.msg.Headers
+		} else {
+			carryTrace(out.Headers, o.msg.Headers)
+		}
+		if out.Metadata == nil {
+			out.Metadata = o.msg.Metadata
+		}
+		next = append(next, output{msg: out, parent: o.parent})
+	}
+	return next
 }
 
 // freeInput lets go of the payload of o's input when only outs, none of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,10 +16,8 @@ type tier struct {
 	spanName string
 	sink     Sink
 	time     prometheus.Observer
-	written  prometheus.Counter
-	errors   prometheus.Counter
-	nWrit    *atomic.Int64
-	nErr     *atomic.Int64
+	// written and errors are the tier's counts in the engine's tally.
+	written, errors *count
 	// stamp writes the retry count into Numaflow metadata (MetadataSink).
 	stamp bool
 	// keeps: what this tier writes is a result (ResultTaker): the sink's
@@ -28,25 +25,25 @@ type tier struct {
 	keeps bool
 }
 
-func newTier(name, kind string, s Sink, time prometheus.Observer, written, errors prometheus.Counter, nWrit, nErr *atomic.Int64) tier {
+func newTier(name, kind string, s Sink, time prometheus.Observer, written, errors *count) tier {
 	_, stamp := s.(MetadataSink)
-	return tier{name, adapterName(name, kind), s, time, written, errors, nWrit, nErr, stamp, false}
+	return tier{name, adapterName(name, kind), s, time, written, errors, stamp, false}
 }
 
 func (e *Engine) primaryTier() tier {
-	t := newTier("sink", e.kinds.Sink, e.sink, e.m.SinkTime, e.m.SinkWriteTotal, e.m.SinkWriteErrors, &e.totals.written, &e.totals.sinkErrors)
+	t := newTier("sink", e.kinds.Sink, e.sink, e.m.SinkTime, &e.totals.written, &e.totals.sinkErrors)
 	t.keeps = true
 	return t
 }
 
 func (e *Engine) fallbackTier() tier {
-	t := newTier("fallback sink", e.kinds.Fallback, e.fallback, e.m.FallbackSinkTime, e.m.FallbackSinkWriteTotal, e.m.FallbackSinkErrors, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
+	t := newTier("fallback sink", e.kinds.Fallback, e.fallback, e.m.FallbackSinkTime, &e.totals.fallbackWritten, &e.totals.fallbackErrors)
 	t.keeps = true
 	return t
 }
 
 func (e *Engine) onSuccessTier() tier {
-	return newTier("onSuccess sink", e.kinds.OnSuccess, e.onSuccess, e.m.OnSuccessSinkTime, e.m.OnSuccessSinkWriteTotal, e.m.OnSuccessSinkErrors, &e.totals.onSuccessWritten, &e.totals.onSuccessErrors)
+	return newTier("onSuccess sink", e.kinds.OnSuccess, e.onSuccess, e.m.OnSuccessSinkTime, &e.totals.onSuccessWritten, &e.totals.onSuccessErrors)
 }
 
 // Numaflow's system metadata group and key that tell a sink how many times
@@ -92,7 +89,7 @@ func (b *batch) write(ctx context.Context, t tier, outs []output, onResult func(
 // messages the sink took and how many calls it made.
 func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult func(o output, r WriteResult, round int) (again bool, err error), afterRound func(context.Context) error) (total, attempts int, err error) {
 	e := b.e
-	call := roundCall[WriteResult]{name: t.name, failed: "write failed", call: t.sink.Write, time: t.time, nErr: t.nErr, errors: t.errors, errorsPerMessage: true, stamp: t.stamp}
+	call := roundCall[WriteResult]{name: t.name, failed: "write failed", call: t.sink.Write, time: t.time, errors: t.errors, errorsPerMessage: true, stamp: t.stamp}
 	attempts, err = runRounds(ctx, b, call, outs, func(ctx context.Context, outs []output, results []WriteResult, round int) ([]output, int, error) {
 		var again []output
 		written, away := 0, 0
@@ -108,7 +105,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				continue
 			case WriteFailed:
 				b.tainted = true
-				e.count(t.nErr, t.errors, 1)
+				t.errors.add(1)
 				if r.Err == nil {
 					r.Err = fmt.Errorf("%s reported failure for message %s", t.name, o.msg.ID)
 				}
@@ -122,7 +119,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 			case WriteNack:
 				// Numaflow hands a nacked message back to the source with
 				// its options; it is not retried on the sink.
-				e.totals.sinkNacked.Add(1)
+				e.totals.sinkNacked.add(1)
 				b.nack(o.parent, r.NackOptions)
 				b.final(o.parent)
 				continue
@@ -136,7 +133,7 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 				again = append(again, o)
 			}
 		}
-		e.count(t.nWrit, t.written, written)
+		t.written.add(written)
 		total += written
 		b.ackFinal(ctx)
 		if afterRound != nil {
@@ -152,8 +149,8 @@ func (b *batch) writeRounds(ctx context.Context, t tier, outs []output, onResult
 // drop settles an output on purpose after its retries were spent.
 func (b *batch) drop(o output) {
 	e := b.e
-	e.count(&e.totals.sinkDropped, e.m.SinkDropped, 1)
-	e.totals.dropped.Add(1)
+	e.totals.sinkDropped.add(1)
+	e.totals.dropped.add(1)
 	b.final(o.parent)
 }
 
@@ -208,7 +205,7 @@ func (b *batch) writePrimary(ctx context.Context, outs []output) error {
 		case WriteOnSuccess:
 			// The primary sink wrote it; the input is final once the
 			// onSuccess sink wrote it too.
-			e.count(&e.totals.written, e.m.SinkWriteTotal, 1)
+			e.totals.written.add(1)
 			b.keepResult(o)
 			if e.onSuccess == nil {
 				return false, missingTier("ON_SUCCESS", o.msg.ID, "MV_ON_SUCCESS_SINK")
@@ -259,13 +256,13 @@ func (b *batch) lastTierResult(t tier) func(o output, r WriteResult, round int) 
 	return func(o output, r WriteResult, round int) (bool, error) {
 		switch r.Status {
 		case WriteFallback:
-			e.count(t.nErr, t.errors, 1)
+			t.errors.add(1)
 			e.recordError(fmt.Errorf("%s answered \"fallback\" for message %s: it must write or fail; the message goes back to the source", t.name, o.msg.ID))
 			e.failures.error(t.name+" answered \"fallback\", which it may not: message handed back to the source", nil, "", 1)
 			b.inputs[o.parent].failed = true
 			return false, nil
 		case WriteOnSuccess:
-			e.count(t.nWrit, t.written, 1)
+			t.written.add(1)
 			if t.keeps {
 				b.keepResult(o)
 			}
