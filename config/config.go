@@ -1,6 +1,6 @@
 // Package config reads the runner's settings from the environment (the
-// contract in DESIGN.md), validates them in one place, and prints --help
-// from the same structs.
+// contract docs/configuration.md lists), validates them in one place, and
+// prints --help from the same structs.
 package config
 
 import (

@@ -8,8 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
-
-	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // inputState tracks one message read from the source until it is acked or
@@ -269,7 +267,7 @@ func (b *batch) ack(ctx context.Context, ready []*Message) (int, error) {
 			e.log.Errorw("ack failed, the source will redeliver these messages", "count", len(ready), zap.Error(err))
 			return attempt + 1, err
 		}
-		if !clock.Sleep(ctx, e.callDelay(attempt)) {
+		if !Sleep(ctx, e.callDelay(attempt)) {
 			return attempt + 1, err
 		}
 	}

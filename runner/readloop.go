@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // messageBudget bounds the messages in flight in streaming mode
@@ -223,7 +221,7 @@ func (r *readLoop) afterRead(ctx context.Context, err error) (stop bool, _ error
 	default:
 		e.recordError(fmt.Errorf("source read: %w", err))
 		e.log.Warnw("source read failed, retrying", zap.Error(err))
-		if !clock.Sleep(ctx, e.callDelay(r.failures)) {
+		if !Sleep(ctx, e.callDelay(r.failures)) {
 			return true, nil
 		}
 		r.failures++

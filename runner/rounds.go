@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/monovertex/monovertex/internal/clock"
 )
 
 // Calls that fail as a whole (a sidecar away, a connection refused, a
@@ -32,7 +30,7 @@ func (e *Engine) callDelay(failures int) time.Duration {
 
 // callBackoff waits before retrying a call that failed as a whole.
 func (b *batch) callBackoff(ctx context.Context, round int) error {
-	if !clock.Sleep(ctx, b.e.callDelay(round)) {
+	if !Sleep(ctx, b.e.callDelay(round)) {
 		return ctx.Err()
 	}
 	return nil
@@ -65,7 +63,7 @@ func (b *batch) backoff(ctx context.Context, policy *RetryPolicy, peerAway bool,
 func (b *batch) retryBackoff(ctx context.Context, p RetryPolicy, round int) error {
 	d := max(p.Delay(round), b.retryAfter)
 	b.retryAfter = 0
-	if !clock.Sleep(ctx, d) {
+	if !Sleep(ctx, d) {
 		return ctx.Err()
 	}
 	return nil

@@ -12,12 +12,9 @@ import (
 // the writer goroutine. It never blocks on the socket, so the reader can
 // use it to answer pings and grant windows while a large write waits.
 //
-// Why not always the writer goroutine: at 1 MiB it woke about 1.7 times
-// per message, mostly for window updates, often on a thread the runtime
-// had to wake too; writing control frames at once took its wake-ups in a
-// run of udsource->udsink at 1 MiB from 7,126 to 2,090 (a debug build's
-// count; hack/bench RESULTS.md, "Control frames written by their
-// sender").
+// Why not always the writer goroutine: waking it for every window update
+// woke threads too, which writing control frames at once mostly avoids
+// (hack/bench/RESULTS.md, "Control frames written by their sender").
 // A message (sendQueued) only wakes the writer goroutine, so that the
 // messages of a batch gather into one system call; an inline write takes
 // whatever is batched, such messages included.
