@@ -103,7 +103,7 @@ func (b *batch) run(ctx context.Context) error {
 	// Numaflow checks the bypass conditions as messages leave the source
 	// (after its transformer) and as they leave each map UDF.
 	// A filter changes no tags, so it neither moves nor adds a check.
-	if first := e.firstWorkStage(); first == nil || first.Role != StageTransformer {
+	if first := e.firstWorkStage(); first == nil || first.Role != RoleTransformer {
 		outs = b.bypass(outs, &toSink)
 	}
 	for _, st := range e.stages {
@@ -112,7 +112,7 @@ func (b *batch) run(ctx context.Context) error {
 			return err
 		}
 		b.ackFinal(ctx)
-		if st.Role != StageFilter {
+		if st.Role != RoleFilter {
 			outs = b.bypass(outs, &toSink)
 		}
 	}

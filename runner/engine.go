@@ -215,7 +215,7 @@ type errorRecord struct {
 func New(opts Options, src Source, tr Transformer, sink, fallback Sink) (*Engine, error) {
 	p := Pipeline{Source: src, Sink: sink, Fallback: fallback}
 	if tr != nil {
-		p.Stages = []Stage{{Role: StageTransformer, Transformer: tr}}
+		p.Stages = []Stage{{Role: RoleTransformer, Transformer: tr}}
 	}
 	return NewPipeline(opts, p)
 }
@@ -254,14 +254,14 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 			s.streams = ost.StreamsOutputs()
 		}
 		switch st.Role {
-		case StageTransformer:
+		case RoleTransformer:
 			s.time, s.errors, s.dropped = m.TransformerTime, &e.totals.transformerErrors, &e.totals.transformerDropped
-		case StageUDF:
+		case RoleUDF:
 			s.time, s.errors, s.dropped = m.UDFTime, &e.totals.udfErrors, &e.totals.udfDropped
-		case StageFilter:
+		case RoleFilter:
 			s.time, s.errors, s.dropped = m.FilterTime, &e.totals.filterErrors, &e.totals.filterDropped
 		default:
-			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q, %q or %q", i, st.Kind, st.Role, StageTransformer, StageUDF, StageFilter)
+			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q, %q or %q", i, st.Kind, st.Role, RoleTransformer, RoleUDF, RoleFilter)
 		}
 		e.stages = append(e.stages, s)
 	}

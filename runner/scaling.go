@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -21,15 +20,6 @@ type loadSignals struct {
 	// pendingAvg is monovtx_pending{period}; only the pending loop uses it.
 	pendingAvg *pendingWindow
 	gov        scaleGovernor
-}
-
-// GroupProgressReader is implemented by sources that several replicas
-// share (a JetStream durable consumer) and that can tell how many messages
-// the whole group has finished so far. From it each replica derives the
-// group's processing rate, which per-pod scaling metrics need: a replica's
-// own rate times an unknown replica count would not do.
-type GroupProgressReader interface {
-	GroupProcessed(ctx context.Context) (int64, error)
 }
 
 // Scaling holds the bounds and target of the replica recommendation.

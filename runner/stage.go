@@ -7,29 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// StageRole says what a stage is in Numaflow's terms, which picks its
-// metric names: the source transformer (monovtx_transformer_*) or a map
-// UDF (monovtx_udf_*).
-type StageRole string
-
-// The stage roles.
-const (
-	StageTransformer StageRole = "transformer"
-	StageUDF         StageRole = "udf"
-	// StageFilter is an in-process filter (MV_FILTER): it passes each
-	// message on unchanged, keeping its ID, or drops it
-	// (monovtx_filter_*). It may stand anywhere in the chain.
-	StageFilter StageRole = "filter"
-)
-
 // Stage is one step of the chain between the source and the sinks.
 type Stage struct {
 	// Kind is the adapter kind (udtransformer, cloudevents, udmap), for
 	// logs and /status.
 	Kind string
-	// Role is the stage's place: the source transformer comes first, map
-	// UDFs after it.
-	Role StageRole
+	// Role is the stage's place, the same Role its adapter was built for,
+	// which picks its metric names: RoleTransformer (the source
+	// transformer, first, monovtx_transformer_*), RoleUDF (a map UDF after
+	// it, monovtx_udf_*) or RoleFilter (an in-process filter that passes a
+	// message on unchanged or drops it, anywhere in the chain,
+	// monovtx_filter_*).
+	Role Role
 	// Transformer does the work.
 	Transformer Transformer
 	// Retry is the stage's own retry strategy; nil retries it with the
@@ -76,7 +65,7 @@ func (st *stage) exhausted(sink RetryPolicy, round int) bool {
 // firstWorkStage is the first stage that is not a filter, or nil.
 func (e *Engine) firstWorkStage() *stage {
 	for _, st := range e.stages {
-		if st.Role != StageFilter {
+		if st.Role != RoleFilter {
 			return st
 		}
 	}

@@ -97,9 +97,15 @@ type Sink struct {
 }
 
 var (
-	_ runner.Sink    = (*Sink)(nil)
-	_ runner.Readier = (*Sink)(nil)
+	_ runner.Sink         = (*Sink)(nil)
+	_ runner.Readier      = (*Sink)(nil)
+	_ runner.MetadataSink = (*Sink)(nil)
 )
+
+// PassesMetadata marks the sink as one whose container reads Numaflow's
+// system metadata, so the engine stamps sink/retry_count before every
+// write, as numaflow-core does.
+func (s *Sink) PassesMetadata() {}
 
 // New waits for the sink container that serves role (the sink, the
 // fallback sink or the onSuccess sink) to be up and compatible, and
