@@ -18,8 +18,10 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +32,75 @@ import (
 	"github.com/monovertex/monovertex/internal/natsjs"
 	"github.com/monovertex/monovertex/runner"
 )
+
+// Config holds the JetStream source's settings.
+type Config struct {
+	URL           string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
+	Stream        string        `envconfig:"MV_JETSTREAM_STREAM" desc:"stream to read (must exist)"`
+	Consumer      string        `envconfig:"MV_JETSTREAM_CONSUMER" desc:"durable pull consumer; created with explicit acks if missing, shared by all replicas"`
+	FilterSubject string        `envconfig:"MV_JETSTREAM_FILTER_SUBJECT" desc:"subject filter of a consumer the runner creates; empty reads the whole stream"`
+	DeliverPolicy string        `envconfig:"MV_JETSTREAM_DELIVER_POLICY" default:"all" desc:"where a consumer the runner creates starts, as Numaflow's deliver_policy: all, new, last, last_per_subject, by_start_sequence N or by_start_time EPOCH_MS"`
+	AckWait       time.Duration `envconfig:"MV_JETSTREAM_ACK_WAIT" default:"30s" desc:"ack wait of a consumer the runner creates: unacked messages are redelivered after it"`
+	MaxAckPending int           `envconfig:"MV_JETSTREAM_MAX_ACK_PENDING" default:"20000" desc:"max ack pending of a consumer the runner creates; at least replicas x MV_READ_BATCH_SIZE x MV_INFLIGHT_BATCHES"`
+	NakDelay      time.Duration `envconfig:"MV_JETSTREAM_NAK_DELAY" default:"1s" desc:"delay before a nacked message is redelivered"`
+	AckSync       bool          `envconfig:"MV_JETSTREAM_ACK_SYNC" default:"true" desc:"wait for the server to confirm every ack (double ack); false sends acks and only flushes the connection"`
+	InProgress    bool          `envconfig:"MV_JETSTREAM_IN_PROGRESS" default:"true" desc:"tell the server that messages held longer than a third of the ack wait are still being worked on, so they are not redelivered meanwhile"`
+	Creds         string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
+	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	APITimeout    time.Duration `envconfig:"MV_JETSTREAM_API_TIMEOUT" default:"5s" desc:"timeout of JetStream API calls and ack confirmations"`
+	MissingWait   time.Duration `envconfig:"MV_JETSTREAM_CONSUMER_TIMEOUT" default:"60s" desc:"how long a deleted consumer the runner did not create may stay away before the runner exits 1 (0: at once); one the runner created is created again at once"`
+	// Auth is TLS and the user, NKey or token, shared by every JetStream
+	// connection of the runner.
+	natsjs.Auth
+	// Connection takes the connection's state changes (set from
+	// runner.Env, not from the environment).
+	Connection runner.Connection `ignored:"true"`
+	// MessageIDs is how the runner forms message IDs (set from
+	// runner.Env, not from the environment).
+	MessageIDs runner.MessageIDs `ignored:"true"`
+	// Replica is this runner's MV_REPLICA (set from runner.Env), which
+	// numaflow-core's JetStream offsets carry.
+	Replica int `ignored:"true"`
+}
+
+// Validate checks the values that parse but cannot be used.
+func (c *Config) Validate(runner.Role) error {
+	if strings.TrimSpace(c.URL) == "" {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: "is required for MV_SOURCE=jetstream, e.g. nats://nats:4222"}
+	}
+	if err := natsjs.CheckURLs(c.URL); err != nil {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: err.Error()}
+	}
+	switch {
+	case !validName(c.Stream):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: c.Stream, Reason: "must name a stream: 1 to 255 bytes of printable text without spaces, '.', '*', '>', '/' or '\\'"}
+	case !validName(c.Consumer):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: c.Consumer, Reason: "must name a durable consumer: 1 to 255 bytes of printable text without spaces, '.', '*', '>', '/' or '\\'"}
+	case c.FilterSubject != "" && !validFilter(c.FilterSubject):
+		return &runner.ConfigError{Var: "MV_JETSTREAM_FILTER_SUBJECT", Value: c.FilterSubject, Reason: "must be a subject such as orders.* or orders.>: dot-separated non-empty tokens without spaces, '*' and '>' only as whole tokens, '>' only last"}
+	case c.MissingWait < 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER_TIMEOUT", Value: c.MissingWait.String(), Reason: "must be 0 (exit at once) or a positive duration such as 60s"}
+	case natsjs.CheckDeliverPolicy(c.DeliverPolicy) != nil:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_DELIVER_POLICY", Value: c.DeliverPolicy, Reason: "must be all, new, last, last_per_subject, by_start_sequence N or by_start_time EPOCH_MS (Numaflow's deliver_policy)"}
+	case c.AckWait < time.Second:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_ACK_WAIT", Value: c.AckWait.String(), Reason: "must be at least 1s"}
+	case c.MaxAckPending < 1:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_MAX_ACK_PENDING", Value: strconv.Itoa(c.MaxAckPending), Reason: "must be a positive whole number"}
+	case c.NakDelay < 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_NAK_DELAY", Value: c.NakDelay.String(), Reason: "must be 0 (redeliver at once) or a positive duration"}
+	case c.ReconnectWait <= 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
+	case c.APITimeout <= 0:
+		return &runner.ConfigError{Var: "MV_JETSTREAM_API_TIMEOUT", Value: c.APITimeout.String(), Reason: "must be a positive duration such as 5s"}
+	}
+	if err := c.Auth.Validate("MV_JETSTREAM_URL", c.URL); err != nil {
+		return err
+	}
+	if c.Creds != "" && (c.HasIdentity() || natsjs.URLsCarryUser(c.URL)) {
+		return &runner.ConfigError{Var: "MV_JETSTREAM_CREDS", Value: c.Creds, Reason: "cannot be used with MV_JETSTREAM_USER, _TOKEN, _NKEY_FILE or a user in MV_JETSTREAM_URL: the credentials file is an identity of its own; set one"}
+	}
+	return nil
+}
 
 func init() {
 	runner.RegisterSource("jetstream", func(ctx context.Context, env runner.Env, cfg *Config) (runner.Source, error) {
@@ -282,6 +353,117 @@ func (s *Source) convert(jm jetstream.Msg) *runner.Message {
 	}
 	natsjs.DecodeHeaders(m, jm.Headers(), stored)
 	return m
+}
+
+// RedeliversInFlight says yes: the server hands a message out again once
+// its ack wait ran out (with MV_JETSTREAM_IN_PROGRESS=false, or a runner
+// that could not say it was still working on it), and the engine then
+// drops that delivery while the first is in flight, as numaflow-core's
+// tracker does for every source.
+func (s *Source) RedeliversInFlight() bool { return true }
+
+// Dropped forgets deliveries the engine dropped as already in flight:
+// they get no ack of their own (the first delivery's settles the
+// message), so no in-progress either.
+func (s *Source) Dropped(msgs []*runner.Message) { s.release(msgs) }
+
+func (s *Source) release(msgs []*runner.Message) {
+	if !s.cfg.InProgress {
+		return
+	}
+	s.mu.Lock()
+	for _, m := range msgs {
+		if jm, ok := m.Offset.(jetstream.Msg); ok {
+			delete(s.held, jm)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Ack acknowledges messages that reached a final state. With
+// MV_JETSTREAM_ACK_SYNC (the default) it returns only when the server
+// confirmed every ack; an ack it could not confirm makes the call fail, and
+// the message is redelivered after the ack wait unless a retry confirms it.
+func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
+	// Whatever happens now, the engine is done with these messages: stop
+	// extending their ack deadline, so an ack that is lost leads to a
+	// redelivery rather than a message held for ever.
+	s.release(msgs)
+	if !s.cfg.AckSync {
+		return s.ackAsync(ctx, msgs)
+	}
+	return s.ackConfirmed(ctx, msgs)
+}
+
+// ackAck is the body of a positive ack in the JetStream protocol.
+var ackAck = []byte("+ACK")
+
+// ackConfirmed sends every ack with its own reply subject under one inbox
+// and waits for the server's confirmations together: one round trip per
+// batch, with no goroutine per message (what DoubleAck would cost).
+func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
+	inbox := s.nc.NewInbox()
+	replies := make(chan *nats.Msg, len(msgs)+16)
+	sub, err := s.nc.ChanSubscribe(inbox+".*", replies)
+	if err != nil {
+		return fmt.Errorf("jetstream source: subscribe for ack confirmations: %w", err)
+	}
+	defer sub.Unsubscribe()
+	prefix := inbox + "."
+	for i, m := range msgs {
+		jm, ok := m.Offset.(jetstream.Msg)
+		if !ok {
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
+		}
+		err := s.nc.PublishMsg(&nats.Msg{Subject: jm.Reply(), Reply: prefix + strconv.Itoa(i), Data: ackAck})
+		if err != nil {
+			return fmt.Errorf("jetstream source: send ack %s: %w", m.SourceID(), err)
+		}
+	}
+	confirmed := make([]bool, len(msgs))
+	left := len(msgs)
+	for left > 0 {
+		select {
+		case r := <-replies:
+			if st := r.Header.Get("Status"); st != "" {
+				// "503 no responders": the consumer that delivered these
+				// messages is gone, so nothing confirms the acks.
+				return fmt.Errorf("jetstream source: acks of %d messages not taken (status %s %s: the consumer is gone); they are redelivered",
+					len(msgs), st, r.Header.Get("Description"))
+			}
+			i, err := strconv.Atoi(strings.TrimPrefix(r.Subject, prefix))
+			if err == nil && i >= 0 && i < len(msgs) && !confirmed[i] {
+				confirmed[i] = true
+				left--
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("jetstream source: %d of %d acks not confirmed by the server within %s (they are redelivered after the ack wait unless a retry succeeds): %w",
+				left, len(msgs), s.cfg.APITimeout, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// ackAsync sends the acks without waiting for confirmations, then flushes
+// the connection so that at least the server has received them.
+func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
+	for _, m := range msgs {
+		jm, ok := m.Offset.(jetstream.Msg)
+		if !ok {
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
+		}
+		if err := jm.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			return fmt.Errorf("jetstream source: ack %s: %w", m.SourceID(), err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
+	defer cancel()
+	if err := s.nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("jetstream source: flush %d acks: %w", len(msgs), err)
+	}
+	return nil
 }
 
 var _ runner.GroupProgressReader = (*Source)(nil)
