@@ -1,6 +1,6 @@
 // Package config reads the runner's settings from the environment (the
-// contract in DESIGN.md), validates them in one place, and prints --help
-// from the same structs.
+// contract docs/configuration.md lists), validates them in one place, and
+// prints --help from the same structs.
 package config
 
 import (
@@ -268,7 +268,23 @@ const (
 	maxNameLen         = 253 // a Kubernetes object name
 )
 
+// validateCore checks the runner's own settings, concern by concern, and
+// derives the parsed forms (retry steps, bypass conditions) from them.
 func (c *Config) validateCore() error {
+	for _, check := range []func() error{
+		c.validatePipeline, c.validateRetryPolicy, c.validateServing, c.validateScaling,
+		c.RateLimit.validate, c.validateRouting, c.validateLogLevel, c.parseRetrySteps,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validatePipeline checks the name, message IDs, the read batch and what
+// may be in flight, and the stage kinds' places.
+func (c *Config) validatePipeline() error {
 	itoa := strconv.Itoa
 	switch {
 	case c.Name == "":
@@ -297,6 +313,13 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_UDF", Value: c.UDF, Reason: "is already the transformer (MV_TRANSFORMER); one adapter of a kind per pipeline"}
 	case c.InflightBatches <= 0 || c.InflightBatches > maxInflightBatches:
 		return &runner.ConfigError{Var: "MV_INFLIGHT_BATCHES", Value: itoa(c.InflightBatches), Reason: "must be a positive whole number, at most " + itoa(maxInflightBatches)}
+	}
+	return nil
+}
+
+// validateRetryPolicy checks the sink retry backoff (MV_RETRY_*).
+func (c *Config) validateRetryPolicy() error {
+	switch {
 	case c.Retry.Interval <= 0:
 		return &runner.ConfigError{Var: "MV_RETRY_INTERVAL", Value: c.Retry.Interval.String(), Reason: "must be a positive duration such as 1ms"}
 	case c.Retry.Factor < 1:
@@ -305,6 +328,15 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_RETRY_CAP", Value: c.Retry.Cap.String(), Reason: "must be 0 (no cap) or a positive duration"}
 	case c.Retry.Jitter < 0 || c.Retry.Jitter > 1:
 		return &runner.ConfigError{Var: "MV_RETRY_JITTER", Value: fmt.Sprint(c.Retry.Jitter), Reason: "must be between 0 and 1"}
+	}
+	return nil
+}
+
+// validateServing checks the shutdown budget and the ports the process
+// serves on, which must differ from each other and from Knative's.
+func (c *Config) validateServing() error {
+	itoa := strconv.Itoa
+	switch {
 	case c.ShutdownTimeout <= 0:
 		return &runner.ConfigError{Var: "MV_SHUTDOWN_TIMEOUT", Value: c.ShutdownTimeout.String(), Reason: "must be a positive duration such as 20s"}
 	case c.AdminPort < 1 || c.AdminPort > 65535:
@@ -321,6 +353,15 @@ func (c *Config) validateCore() error {
 		return &runner.ConfigError{Var: "MV_DAEMON_PORT", Value: itoa(c.DaemonPort), Reason: "must differ from PORT and MV_ADMIN_PORT"}
 	case c.DaemonPort == 9090 || c.DaemonPort == 9091:
 		return &runner.ConfigError{Var: "MV_DAEMON_PORT", Value: itoa(c.DaemonPort), Reason: "9090 and 9091 are reserved by Knative's queue-proxy; pick another port"}
+	}
+	return nil
+}
+
+// validateScaling checks the pending poll, the replica recommendation's
+// bounds and targets, and the config poll.
+func (c *Config) validateScaling() error {
+	itoa := strconv.Itoa
+	switch {
 	case c.PendingInterval <= 0:
 		return &runner.ConfigError{Var: "MV_PENDING_INTERVAL", Value: c.PendingInterval.String(), Reason: "must be a positive duration"}
 	case c.ScaleTarget <= 0:
@@ -344,9 +385,12 @@ func (c *Config) validateCore() error {
 	case c.ReplicasPerDown < 1:
 		return &runner.ConfigError{Var: "MV_SCALE_REPLICAS_PER_DOWN", Value: itoa(c.ReplicasPerDown), Reason: "must be 1 or more"}
 	}
-	if err := c.RateLimit.validate(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateRouting checks MV_ON_FAILURE and parses the bypass conditions,
+// each of which must route to a sink that is set.
+func (c *Config) validateRouting() error {
 	switch runner.OnFailure(c.OnFailure) {
 	case runner.OnFailureRetry, runner.OnFailureFallback, runner.OnFailureDrop:
 	default:
@@ -372,11 +416,20 @@ func (c *Config) validateCore() error {
 		}
 		*b.dst = cond
 	}
+	return nil
+}
+
+func (c *Config) validateLogLevel() error {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
-	default:
-		return &runner.ConfigError{Var: "MV_LOG_LEVEL", Value: c.LogLevel, Reason: "must be debug, info, warn or error"}
+		return nil
 	}
+	return &runner.ConfigError{Var: "MV_LOG_LEVEL", Value: c.LogLevel, Reason: "must be debug, info, warn or error"}
+}
+
+// parseRetrySteps parses MV_RETRY_STEPS and MV_STAGE_RETRY_STEPS and
+// checks each stage's own retry strategy.
+func (c *Config) parseRetrySteps() error {
 	switch s := strings.TrimSpace(c.Retry.Steps); s {
 	case "unlimited", "":
 		c.Steps = 0

@@ -63,7 +63,7 @@ func TestDefaultsMatchTheContract(t *testing.T) {
 		o.BatchSize != 500 || o.ReadTimeout != time.Second || o.Retry.Interval != time.Millisecond || o.Retry.Steps != 0 ||
 		o.Retry.Factor != 1 || o.OnFailure != runner.OnFailureRetry || o.Ordering != runner.OrderingUnordered || o.ShutdownTimeout != 20*time.Second ||
 		c.AdminPort != 2469 || c.Port != 8080 || o.Lookback != 120*time.Second {
-		t.Fatalf("defaults differ from DESIGN.md: %+v", c.Core)
+		t.Fatalf("defaults differ from the documented ones (docs/configuration.md): %+v", c.Core)
 	}
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; .ci/run calls it):
+# The project's test command (README "Two commands"; .ci/run calls it):
 # formatting, vet, the whole test suite with -race (engine, adapters with
 # their conformance suites, end-to-end tests with real processes), the
 # offline Knative deploy-path proof, short fuzz runs, and the deploy/
@@ -21,7 +21,7 @@ echo "== go test -race, with coverage of the unit tests and of the processes the
 # and the runner and example programs the e2e tests build (internal/testutil)
 # are built with -cover and write theirs to GOCOVERDIR=$MONOVERTEX_COVERDIR.
 # atomic is the only mode -race allows. COVERAGE_FLOOR is 2 points under
-# the total measured when it was set (README "Coverage").
+# the total measured when it was set (docs/reliability.md, "Coverage").
 : "${COVERAGE_FLOOR:=87.7}"
 covdir=$(mktemp -d)
 trap 'rm -rf "$covdir"' EXIT

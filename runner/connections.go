@@ -8,31 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Connection is where an adapter reports the state of its connection to
-// its peer (a Numaflow container, a NATS server, a CloudEvents endpoint),
-// the way Benthos' inputs and outputs do: the runner turns the reports
-// into the monovtx_connection_* metrics, so a dashboard shows a peer that
-// flaps or stays away without reading logs. Adapters that cannot tell
-// (an HTTP peer never holds a connection the client could lose) report
-// what they can.
-type Connection interface {
-	// Up reports a connection established (again).
-	Up()
-	// Failed reports an attempt to connect that failed.
-	Failed(err error)
-	// Lost reports an established connection that broke.
-	Lost(err error)
-}
-
-// SDKReporter is a Connection that also takes the SDK of the Numaflow
-// container behind it: its language and version from the server-info
-// file, and its container type (the file's prefix: sourcer, sinker,
-// fb-sinker, ...). It is set again when a restarted container says
-// another.
-type SDKReporter interface {
-	SDK(language, version, container string)
-}
-
 // NoConnection is the Connection of an Env built without metrics (tests).
 var NoConnection Connection = noConnection{}
 

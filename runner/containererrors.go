@@ -58,13 +58,6 @@ type ReplicaErrors struct {
 	ContainerErrors []ContainerError `json:"containerErrors"`
 }
 
-// ErrorReporter takes the runtime errors of the containers the adapters
-// talk to (a failed call, a broken stream, a handler panic). runner.Env
-// hands one to every adapter; the engine owns what is behind it.
-type ErrorReporter interface {
-	ReportContainerError(ContainerError)
-}
-
 // Bounds of what the ring keeps: a panic's stack is a few KiB, and a
 // flood of distinct messages must not grow the runner's memory.
 const (

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/monovertex/monovertex/internal/clock"
 	"github.com/monovertex/monovertex/runner/ratelimit"
 )
 
@@ -37,26 +35,6 @@ const (
 // left unacked, so the source redelivers it. It is not a failure of the
 // run: nothing unwritten was acked.
 var ErrShutdownTimeout = errors.New("shutdown timeout: in-flight messages were left unacked for redelivery")
-
-// Calls that fail as a whole (a sidecar away, a connection refused, a
-// broker restarting) back off on their own schedule, 10ms doubling up to 1s,
-// whatever the per-message policy says: MV_RETRY_INTERVAL's 1ms default
-// would otherwise spin through thousands of failed calls a second, and the
-// cap keeps a recovered adapter noticed within a second.
-const (
-	minCallBackoff = 10 * time.Millisecond
-	maxCallBackoff = time.Second
-)
-
-// callDelay is the wait before retrying a call that failed as a whole for
-// the (failures+1)-th time in a row.
-func (e *Engine) callDelay(failures int) time.Duration {
-	d := maxCallBackoff
-	if failures < 7 {
-		d = min(minCallBackoff<<failures, maxCallBackoff)
-	}
-	return min(max(d, e.opts.Retry.Delay(failures)), maxCallBackoff)
-}
 
 // Options configure an Engine. Zero values take the documented defaults.
 type Options struct {
@@ -160,49 +138,6 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// StageRole says what a stage is in Numaflow's terms, which picks its
-// metric names: the source transformer (monovtx_transformer_*) or a map
-// UDF (monovtx_udf_*).
-type StageRole string
-
-// The stage roles.
-const (
-	StageTransformer StageRole = "transformer"
-	StageUDF         StageRole = "udf"
-	// StageFilter is an in-process filter (MV_FILTER): it passes each
-	// message on unchanged, keeping its ID, or drops it
-	// (monovtx_filter_*). It may stand anywhere in the chain.
-	StageFilter StageRole = "filter"
-)
-
-// Stage is one step of the chain between the source and the sinks.
-type Stage struct {
-	// Kind is the adapter kind (udtransformer, cloudevents, udmap), for
-	// logs and /status.
-	Kind string
-	// Role is the stage's place: the source transformer comes first, map
-	// UDFs after it.
-	Role StageRole
-	// Transformer does the work.
-	Transformer Transformer
-	// Retry is the stage's own retry strategy; nil retries it with the
-	// sink's (Options.Retry, MV_ON_FAILURE) as before.
-	Retry *StageRetry
-}
-
-// StageRetry is a transformer's or map UDF's own retry strategy: Numaflow's
-// spec.source.transformer.retryStrategy and spec.udf.retryStrategy, which
-// numaflow-core applies with shared/retry.rs.
-type StageRetry struct {
-	// Policy is the backoff between tries; its Steps (0: unlimited) are
-	// the retries before OnFailure decides.
-	Policy RetryPolicy
-	// OnFailure is what happens once the steps are spent, as numaflow-core
-	// does it for a stage: OnFailureDrop drops the message, anything else
-	// (OnFailureRetry) hands its input back to the source (a nack).
-	OnFailure OnFailure
-}
-
 // Pipeline is what an engine runs: a source, an ordered chain of stages,
 // and the sink tiers with their bypass conditions.
 type Pipeline struct {
@@ -225,29 +160,6 @@ func adapterName(place, kind string) string {
 	return place + " (" + kind + ")"
 }
 
-// stage is a Stage with its metrics.
-type stage struct {
-	Stage
-	name            string
-	t               Transformer
-	time            prometheus.Observer
-	errors, dropped prometheus.Counter
-	nErr, nDropped  *atomic.Int64
-	// streams: a map UDF whose container streams its outputs (see
-	// OutputStreamer).
-	streams bool
-}
-
-// exhausted reports whether a message of the stage that failed in round
-// (counting from 0) has no retries left: by the stage's own strategy, or
-// else by the sink's stage steps.
-func (st *stage) exhausted(sink RetryPolicy, round int) bool {
-	if st.Retry != nil {
-		return st.Retry.Policy.Exhausted(round)
-	}
-	return sink.StageExhausted(round)
-}
-
 // Engine moves messages from a source through a chain of stages to the
 // sinks, acking each message only once it reached a final state.
 type Engine struct {
@@ -261,11 +173,10 @@ type Engine struct {
 	bypass    Bypass
 	kinds     struct{ Source, Sink, Fallback, OnSuccess string }
 	m         *Metrics
-	// readTotals caches monovtx_read_total by Message.partition.
-	readTotals map[int32]prometheus.Counter
-	tracer     trace.Tracer
-	// tokens bound the messages in flight in streaming mode; nil in batch mode.
-	tokens chan struct{}
+	tracer    trace.Tracer
+	// budget bounds the messages in flight in streaming mode; nil in
+	// batch mode.
+	budget *messageBudget
 	// inflight are the source IDs in flight, for a source that may
 	// deliver them again meanwhile (RedeliversInFlight); nil otherwise.
 	inflight *inflightIDs
@@ -276,16 +187,14 @@ type Engine struct {
 	// source that asked for them); nil otherwise.
 	results ResultTaker
 
-	totals        counters
-	rate          *rateCounter
-	groupProgress progressSamples
-	pending       atomic.Int64
-	// pendingAvg is monovtx_pending{period}; only the pending loop uses it.
-	pendingAvg *pendingWindow
-	lastErr    atomic.Pointer[errorRecord]
-	state      atomic.Value // string
-	started    time.Time
-	hist       history
+	// totals are every count /status and the Prometheus counters report.
+	totals *tally
+	// load is what the engine measures for scaling.
+	load    loadSignals
+	lastErr atomic.Pointer[errorRecord]
+	state   atomic.Value // string
+	started time.Time
+	hist    history
 	// cerrs are the containers' runtime errors (/status errors), recent
 	// the engine's own, both bounded.
 	cerrs, recent *ContainerErrors
@@ -293,22 +202,7 @@ type Engine struct {
 	// period rather than per message.
 	failures *failureLog
 
-	pauseMu sync.Mutex
-	paused  bool
-	resume  chan struct{}
-
-	scaleGov scaleGovernor
-}
-
-type counters struct {
-	read, readBytes, acked, nacked               atomic.Int64
-	written, fallbackWritten, dropped            atomic.Int64
-	transformerDropped, sinkDropped, sinkErrors  atomic.Int64
-	fallbackErrors, transformerErrors, ackErrors atomic.Int64
-	onSuccessWritten, onSuccessErrors            atomic.Int64
-	udfDropped, udfErrors, sinkNacked            atomic.Int64
-	bypassed, bypassDropped, duplicates          atomic.Int64
-	filterDropped, filterErrors                  atomic.Int64
+	pause pauseGate
 }
 
 type errorRecord struct {
@@ -321,7 +215,7 @@ type errorRecord struct {
 func New(opts Options, src Source, tr Transformer, sink, fallback Sink) (*Engine, error) {
 	p := Pipeline{Source: src, Sink: sink, Fallback: fallback}
 	if tr != nil {
-		p.Stages = []Stage{{Role: StageTransformer, Transformer: tr}}
+		p.Stages = []Stage{{Role: RoleTransformer, Transformer: tr}}
 	}
 	return NewPipeline(opts, p)
 }
@@ -344,9 +238,10 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	e := &Engine{
 		opts: opts, log: opts.Logger, src: p.Source, sink: p.Sink, fallback: p.Fallback, onSuccess: p.OnSuccess,
-		bypass: p.Bypass, kinds: p.Kinds, m: m, rate: newRateCounter(time.Now()), tracer: opts.Tracer,
+		bypass: p.Bypass, kinds: p.Kinds, m: m, totals: newTally(m, opts.Replica), tracer: opts.Tracer,
 		started: time.Now(), cerrs: opts.ContainerErrors, recent: NewContainerErrors(), failures: newFailureLog(opts.Logger),
 	}
+	e.load.rate = newRateCounter(time.Now())
 	if e.cerrs == nil {
 		e.cerrs = NewContainerErrors()
 	}
@@ -359,22 +254,19 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 			s.streams = ost.StreamsOutputs()
 		}
 		switch st.Role {
-		case StageTransformer:
-			s.time, s.errors, s.dropped = m.TransformerTime, m.TransformerErrors, m.TransformerDropped
-			s.nErr, s.nDropped = &e.totals.transformerErrors, &e.totals.transformerDropped
-		case StageUDF:
-			s.time, s.errors, s.dropped = m.UDFTime, m.UDFErrors, m.UDFDropped
-			s.nErr, s.nDropped = &e.totals.udfErrors, &e.totals.udfDropped
-		case StageFilter:
-			s.time, s.errors, s.dropped = m.FilterTime, m.FilterErrors, m.FilterDropped
-			s.nErr, s.nDropped = &e.totals.filterErrors, &e.totals.filterDropped
+		case RoleTransformer:
+			s.time, s.errors, s.dropped = m.TransformerTime, &e.totals.transformerErrors, &e.totals.transformerDropped
+		case RoleUDF:
+			s.time, s.errors, s.dropped = m.UDFTime, &e.totals.udfErrors, &e.totals.udfDropped
+		case RoleFilter:
+			s.time, s.errors, s.dropped = m.FilterTime, &e.totals.filterErrors, &e.totals.filterDropped
 		default:
-			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q, %q or %q", i, st.Kind, st.Role, StageTransformer, StageUDF, StageFilter)
+			return nil, fmt.Errorf("runner: stage %d (%s) has role %q; want %q, %q or %q", i, st.Kind, st.Role, RoleTransformer, RoleUDF, RoleFilter)
 		}
 		e.stages = append(e.stages, s)
 	}
 	if opts.Streaming {
-		e.tokens = make(chan struct{}, opts.Concurrency)
+		e.budget = newMessageBudget(opts.Concurrency)
 	}
 	if r, ok := p.Source.(ResultTaker); ok && r.TakesResults() {
 		e.results = r
@@ -389,14 +281,14 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	if err := opts.Registerer.Register(newCriticalCollector(e.cerrs, labels)); err != nil {
 		return nil, fmt.Errorf("runner: register critical error metric: %w", err)
 	}
-	e.pendingAvg = newPendingWindow(opts.Lookback, labels)
-	if err := opts.Registerer.Register(e.pendingAvg.gauge); err != nil {
+	e.load.pendingAvg = newPendingWindow(opts.Lookback, labels)
+	if err := opts.Registerer.Register(e.load.pendingAvg.gauge); err != nil {
 		return nil, fmt.Errorf("runner: register monovtx_pending: %w", err)
 	}
 	if err := opts.Registerer.Register(lookbackGauge(opts.Lookback, labels)); err != nil {
 		return nil, fmt.Errorf("runner: register monovtx_lookback_window_seconds: %w", err)
 	}
-	e.pending.Store(-1)
+	e.load.pending.Store(-1)
 	m.PendingRaw.Set(-1)
 	e.state.Store("starting")
 	return e, nil
@@ -404,47 +296,6 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 
 // Metrics returns the engine's collectors.
 func (e *Engine) Metrics() *Metrics { return e.m }
-
-// SetPaused stops reading (in-flight work still finishes) or resumes it.
-func (e *Engine) SetPaused(p bool) {
-	e.pauseMu.Lock()
-	defer e.pauseMu.Unlock()
-	if p == e.paused {
-		return
-	}
-	e.paused = p
-	if p {
-		e.resume = make(chan struct{})
-		e.log.Infow("paused: reading stopped, in-flight messages finish")
-	} else {
-		close(e.resume)
-		e.log.Infow("resumed reading")
-	}
-}
-
-// Paused reports whether reading is paused.
-func (e *Engine) Paused() bool {
-	e.pauseMu.Lock()
-	defer e.pauseMu.Unlock()
-	return e.paused
-}
-
-// waitResumed blocks while paused; it reports false if ctx ended first.
-func (e *Engine) waitResumed(ctx context.Context) bool {
-	e.pauseMu.Lock()
-	ch := e.resume
-	paused := e.paused
-	e.pauseMu.Unlock()
-	if !paused {
-		return true
-	}
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // Run reads until ctx is done, the source ends (io.EOF) or a fatal error
 // happens; then it finishes what is in flight (bounded by ShutdownTimeout
@@ -589,264 +440,6 @@ func (e *Engine) adapters() []namedAdapter {
 	return all
 }
 
-// count adds n to one of the engine's totals and to its Prometheus
-// counter, which /status and /metrics report alike.
-func (e *Engine) count(total *atomic.Int64, c prometheus.Counter, n int) {
-	if n == 0 {
-		return
-	}
-	total.Add(int64(n))
-	c.Add(float64(n))
-}
-
-// acquire waits, in streaming mode, until at least one message may be read,
-// and takes up to max places; it returns how many it took (max in batch
-// mode), or 0 if ctx ended.
-func (e *Engine) acquire(ctx context.Context, max int) int {
-	if e.tokens == nil {
-		return max
-	}
-	select {
-	case e.tokens <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	n := 1
-	for n < max {
-		select {
-		case e.tokens <- struct{}{}:
-			n++
-			continue
-		default:
-		}
-		break
-	}
-	return n
-}
-
-// release gives back n places taken by acquire once their messages were
-// acked or handed back.
-func (e *Engine) release(n int) {
-	if e.tokens == nil {
-		return
-	}
-	for range n {
-		<-e.tokens
-	}
-}
-
-func (e *Engine) readLoop(ctx, workCtx context.Context, wg *sync.WaitGroup, onFatal func(error)) error {
-	inflight := e.opts.InflightBatches
-	if e.tokens != nil {
-		// Streaming mode is bounded by messages, not batches.
-		inflight = e.opts.Concurrency
-	}
-	slots := make(chan struct{}, inflight)
-	// Batches run on long-lived workers, at most one per slot, not on a
-	// goroutine each: a new goroutine's stack starts small and is copied
-	// each time the write path grows it, and at a generator's rate of
-	// small batches that copying was a quarter of the runner's CPU
-	// (generator->blackhole at 1 MiB, hack/bench/RESULTS.md). Workers
-	// stay until the loop ends, idle ones too: no more than ran at once,
-	// which the slots bound (in streaming mode, MV_CONCURRENCY).
-	w := batchWorkers{slots: slots, wg: wg, jobs: make(chan batchJob), max: int32(inflight),
-		do: func(j batchJob) {
-			if err := e.process(workCtx, j.msgs, j.start, j.readEnd); err != nil && IsFatal(err) {
-				onFatal(err)
-			}
-		}}
-	defer close(w.jobs)
-	var ordered *lanes
-	if e.opts.Ordering != OrderingUnordered {
-		ordered = newLanes(e, workCtx, onFatal)
-		e.lanes = ordered
-	}
-	failures := 0
-	for {
-		if !e.waitResumed(ctx) {
-			return nil
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		want := e.acquire(ctx, e.opts.BatchSize)
-		if want == 0 {
-			<-slots
-			return nil
-		}
-		// Numaflow's limit for a MonoVertex counts read calls: one token
-		// per read of up to a batch, taken once a read may start.
-		if l := e.opts.RateLimiter; l != nil && !l.Acquire(ctx) {
-			e.release(want)
-			<-slots
-			return nil
-		}
-		start := time.Now()
-		msgs, err := e.src.Read(ctx, want, e.opts.ReadTimeout)
-		if err == nil || len(msgs) > 0 {
-			// As numaflow-core, only a read that returned (a
-			// source's partial answer before its stream broke included)
-			// is timed and sets the batch size; a failed one is not.
-			observeSince(e.m.ReadTime, start)
-			e.m.ReadBatchSize.Set(float64(len(msgs)))
-		}
-		var readEnd time.Time
-		if e.tracer != nil {
-			readEnd = time.Now()
-		}
-		if e.tokens != nil && len(msgs) < want {
-			e.release(want - len(msgs))
-		}
-		if len(msgs) > 0 {
-			e.nameRead(msgs)
-			e.countRead(msgs)
-			if e.inflight != nil {
-				n := len(msgs)
-				msgs = e.dropRedelivered(msgs)
-				e.release(n - len(msgs))
-			}
-		}
-		switch {
-		case len(msgs) > 0 && ordered != nil:
-			wg.Add(1)
-			ordered.add(msgs, start, readEnd, func() { <-slots; wg.Done() })
-		case len(msgs) > 0:
-			wg.Add(1)
-			w.run(batchJob{msgs: msgs, start: start, readEnd: readEnd})
-		default:
-			<-slots
-		}
-		// A source that never blocks (the generator, a deep backlog) and the
-		// batch goroutines can hand the CPU to each other for seconds with
-		// GOMAXPROCS=1 (set on the container, or a one-core node), starving
-		// the admin and $PORT servers that probes hit. Yielding once per
-		// batch lets them in.
-		// With more Ps an idle one polls the network, and the yield only
-		// costs (generator->blackhole at 1 KiB, GOMAXPROCS=2, medians of 3
-		// runs: 1.69 CPU µs per message with it, 1.60 without).
-		if runtime.GOMAXPROCS(0) == 1 {
-			runtime.Gosched()
-		}
-		switch {
-		case err == nil:
-			failures = 0
-		case errors.Is(err, io.EOF):
-			return io.EOF
-		case ctx.Err() != nil:
-			return nil
-		case IsFatal(err):
-			return err
-		default:
-			e.recordError(fmt.Errorf("source read: %w", err))
-			e.log.Warnw("source read failed, retrying", zap.Error(err))
-			if !clock.Sleep(ctx, e.callDelay(failures)) {
-				return nil
-			}
-			failures++
-		}
-	}
-}
-
-// batchJob is a batch read and waiting to be processed.
-type batchJob struct {
-	msgs           []*Message
-	start, readEnd time.Time
-}
-
-// batchWorkers runs batches on goroutines that live as long as the read
-// loop, started as they are needed, up to max (the loop's slots).
-type batchWorkers struct {
-	do    func(batchJob)
-	slots chan struct{}
-	wg    *sync.WaitGroup
-	jobs  chan batchJob // closed when the read loop returns
-	// live counts the workers: only run adds, and a worker takes itself
-	// off as it ends; one ended by runtime.Goexit in a batch does so
-	// before it gives its slot up, so that run, which then takes the
-	// slot, starts another rather than wait for it.
-	live atomic.Int32
-	max  int32
-}
-
-// run hands a batch, whose slot and wg count the caller holds, to an idle
-// worker, or to a new one while fewer than max live. With max live, the
-// caller's slot leaves at most max-1 of them in a batch, so one is idle or
-// about to be.
-func (w *batchWorkers) run(j batchJob) {
-	select {
-	case w.jobs <- j:
-		return
-	default:
-	}
-	if w.live.Load() < w.max {
-		w.live.Add(1)
-		go w.work(j)
-		return
-	}
-	w.jobs <- j
-}
-
-// work processes j, then every batch it is handed, until the read loop
-// ends.
-func (w *batchWorkers) work(j batchJob) {
-	for ok := true; ok; j, ok = <-w.jobs {
-		w.process(j)
-	}
-	w.live.Add(-1)
-}
-
-// process runs one batch, then gives its slot and wg count back.
-func (w *batchWorkers) process(j batchJob) {
-	done := false
-	defer w.wg.Done()
-	defer func() {
-		if !done { // runtime.Goexit: this worker ends here
-			w.live.Add(-1)
-		}
-		<-w.slots
-	}()
-	w.do(j)
-	done = true
-}
-
-func (e *Engine) countRead(msgs []*Message) {
-	var n int64
-	// A read is mostly of one partition: add runs of equal partitions.
-	run, part := 0, msgs[0].partition
-	for _, m := range msgs {
-		n += int64(len(m.Value))
-		if m.partition != part {
-			e.readCounter(part).Add(float64(run))
-			run, part = 0, m.partition
-		}
-		run++
-	}
-	e.readCounter(part).Add(float64(run))
-	e.totals.read.Add(int64(len(msgs)))
-	e.count(&e.totals.readBytes, e.m.ReadBytesTotal, int(n))
-}
-
-// readCounter is monovtx_read_total of a message's partition field
-// (partition + 1, or 0 for the replica), kept so that a read looks the
-// label up once. Only the read loop calls it.
-func (e *Engine) readCounter(part int32) prometheus.Counter {
-	if c, ok := e.readTotals[part]; ok {
-		return c
-	}
-	label := int(part) - 1
-	if part == 0 {
-		label = e.opts.Replica
-	}
-	c := e.m.ReadTotal.WithLabelValues(strconv.Itoa(label))
-	if e.readTotals == nil {
-		e.readTotals = map[int32]prometheus.Counter{}
-	}
-	e.readTotals[part] = c
-	return c
-}
-
 func (e *Engine) recordError(err error) {
 	e.lastErr.Store(&errorRecord{At: time.Now(), Error: err.Error()})
 	e.recent.ReportContainerError(ContainerError{Container: "numa", Message: err.Error()})
@@ -854,42 +447,6 @@ func (e *Engine) recordError(err error) {
 
 // ContainerErrors is the ring of the containers' runtime errors.
 func (e *Engine) ContainerErrors() *ContainerErrors { return e.cerrs }
-
-func (e *Engine) pollPending(ctx context.Context) {
-	pr, ok := e.src.(PendingReader)
-	if !ok {
-		return
-	}
-	gp, _ := e.src.(GroupProgressReader)
-	t := time.NewTicker(e.opts.PendingInterval)
-	defer t.Stop()
-	for {
-		if gp != nil {
-			if c, err := gp.GroupProcessed(ctx); err == nil {
-				e.groupProgress.add(time.Now(), c, e.opts.Lookback)
-			}
-		}
-		n, err := pr.Pending(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			e.log.Debugw("pending unknown", zap.Error(err))
-			n = -1
-		}
-		if n < 0 {
-			n = -1
-		}
-		e.pending.Store(n)
-		e.m.PendingRaw.Set(float64(n))
-		e.pendingAvg.add(time.Now(), n)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
 
 // Ready reports nil while the engine runs (paused counts as running) and
 // every adapter that can tell says it is ready; starting, draining and

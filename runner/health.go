@@ -53,16 +53,16 @@ func (e *Engine) Health() Health { return e.health(e.ScaleSignals()) }
 // PendingAverages is what monovtx_pending{period} holds now, by period
 // (1m, 5m, 15m, default), as GetMonoVertexMetrics answers its pendings; a
 // period not computable yet is absent.
-func (e *Engine) PendingAverages() map[string]int64 { return e.pendingAvg.averages() }
+func (e *Engine) PendingAverages() map[string]int64 { return e.load.pendingAvg.averages() }
 
 // ProcessingRates are the acked inputs per second over Numaflow's windows,
 // keyed as its daemon keys them: 1m, 5m, 15m and default (the lookback).
 func (e *Engine) ProcessingRates(now time.Time) map[string]float64 {
 	return map[string]float64{
-		"1m":      e.rate.perSecond(now, time.Minute),
-		"5m":      e.rate.perSecond(now, 5*time.Minute),
-		"15m":     e.rate.perSecond(now, 15*time.Minute),
-		"default": e.rate.perSecond(now, e.opts.Lookback),
+		"1m":      e.load.rate.perSecond(now, time.Minute),
+		"5m":      e.load.rate.perSecond(now, 5*time.Minute),
+		"15m":     e.load.rate.perSecond(now, 15*time.Minute),
+		"default": e.load.rate.perSecond(now, e.opts.Lookback),
 	}
 }
 

@@ -82,7 +82,7 @@ func (e *Engine) sampleHistory(ctx context.Context) {
 	defer t.Stop()
 	for {
 		sig := e.ScaleSignals()
-		e.hist.add(time.Now(), e.totals.read.Load(), e.totals.acked.Load(), sig.Pending, sig.DesiredReplicas)
+		e.hist.add(time.Now(), e.totals.read.load(), e.totals.acked.load(), sig.Pending, sig.DesiredReplicas)
 		select {
 		case <-t.C:
 		case <-ctx.Done():

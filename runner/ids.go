@@ -30,13 +30,6 @@ const (
 	NumaflowIDs MessageIDs = "numaflow"
 )
 
-// OutputStreamer is implemented by a map UDF stage that reports whether
-// its container streams its outputs (Numaflow's map stream mode), which
-// numbers them differently under NumaflowIDs.
-type OutputStreamer interface {
-	StreamsOutputs() bool
-}
-
 // nameRead gives messages just read their engine IDs: under NumaflowIDs
 // <vertex>-<source ID>-0, the source ID being the offset numaflow-core
 // puts in the MessageID, and the offset outputs derive from the source's
@@ -62,7 +55,7 @@ func (e *Engine) nameRead(msgs []*Message) {
 // suffixes; under NumaflowIDs see NumaflowIDs. Either way the IDs are the
 // same on every redelivery, so sinks can de-duplicate on them.
 func (e *Engine) outputID(st *stage, in *Message, k, place, n int) string {
-	if st.Role == StageFilter {
+	if st.Role == RoleFilter {
 		// A filter passes its input on as it is: Numaflow has no such
 		// stage, so the ID the sink sees is the one it would see without it.
 		return in.ID
@@ -75,7 +68,7 @@ func (e *Engine) outputID(st *stage, in *Message, k, place, n int) string {
 	}
 	base := e.opts.Name + "-" + in.offset
 	switch {
-	case st.Role == StageTransformer:
+	case st.Role == RoleTransformer:
 		// MessageID{offset: the source's offset, index: the place}
 		// (transformer/user_defined.rs).
 		return base + "-" + strconv.Itoa(place)

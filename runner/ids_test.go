@@ -68,8 +68,8 @@ func TestNumaflowIDs(t *testing.T) {
 				return runner.WriteResult{}
 			})
 			runAcked(t, runner.Options{Name: "mv", BatchSize: 16, MessageIDs: runner.NumaflowIDs}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
-				{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
-				{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+				{Kind: "test", Role: runner.RoleTransformer, Transformer: tr},
+				{Kind: "test", Role: runner.RoleUDF, Transformer: udf},
 			}})
 			var want []string
 			for i := range n {
@@ -127,7 +127,7 @@ func TestSourceIDsAreTheDefault(t *testing.T) {
 		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "a")}}
 	})
 	sink := runnertest.NewSink(nil)
-	runAcked(t, runner.Options{Name: "mv", BatchSize: 8}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{{Kind: "test", Role: runner.StageTransformer, Transformer: tr}}})
+	runAcked(t, runner.Options{Name: "mv", BatchSize: 8}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{{Kind: "test", Role: runner.RoleTransformer, Transformer: tr}}})
 	var want []string
 	for i := range n {
 		if i%2 == 0 {
@@ -167,8 +167,8 @@ func TestNumaflowIDsCountTheContainersResults(t *testing.T) {
 	})
 	sink := runnertest.NewSink(nil)
 	runAcked(t, runner.Options{Name: "mv", BatchSize: 4, MessageIDs: runner.NumaflowIDs}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
-		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
-		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+		{Kind: "test", Role: runner.RoleTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.RoleUDF, Transformer: udf},
 	}})
 	var want []string
 	for i := range n {
@@ -210,10 +210,10 @@ func TestFilterStagesKeepIDsAndCountTheirDrops(t *testing.T) {
 	})
 	sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
 	e := runAcked(t, runner.Options{Name: "mv", BatchSize: 16, MessageIDs: runner.NumaflowIDs}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
-		{Kind: "test", Role: runner.StageFilter, Transformer: filter(func(m *runner.Message) bool { return inputNum(t, m.ID)%4 == 0 })},
-		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
-		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
-		{Kind: "test", Role: runner.StageFilter, Transformer: filter(func(m *runner.Message) bool { return string(m.Value) == "a!" })},
+		{Kind: "test", Role: runner.RoleFilter, Transformer: filter(func(m *runner.Message) bool { return inputNum(t, m.ID)%4 == 0 })},
+		{Kind: "test", Role: runner.RoleTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.RoleUDF, Transformer: udf},
+		{Kind: "test", Role: runner.RoleFilter, Transformer: filter(func(m *runner.Message) bool { return string(m.Value) == "a!" })},
 	}})
 	var want []string
 	for i := range n {

@@ -7,23 +7,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// RedeliversInFlight is implemented by sources that may deliver a message
-// again while an earlier delivery of it is still being processed: a
-// Numaflow user-defined source whose Read hands out every offset not yet
-// acked, or JetStream once a message's ack wait ran out (a source that
-// keeps state per delivery also implements DropNotifier). The engine then
-// drops such a delivery, as numaflow-core's tracker does (source.rs: a
-// DuplicateInflight insert is logged, counted in monovtx_dropped_total and
-// not forwarded): the delivery in flight is acked or nacked for both, so
-// the message is written once per time it is processed, not once per
-// delivery. Sources that never deliver a message twice while it is in
-// flight (the generator, Kafka, which tracks its records, the HTTP
-// source, which refuses an ID in flight) need not implement it, and pay
-// nothing for the check.
-type RedeliversInFlight interface {
-	RedeliversInFlight() bool
-}
-
 // inflightIDs are the source IDs of the messages read and not yet acked or
 // handed back.
 type inflightIDs struct {
@@ -38,13 +21,6 @@ type inflightIDs struct {
 
 // warnEvery is how often dropped deliveries are logged at most.
 const warnEvery = time.Minute
-
-// DropNotifier is implemented by sources that keep state for each
-// delivery (JetStream's in-progress acks): the engine tells them of a
-// delivery it dropped as already in flight, which it never acks or nacks.
-type DropNotifier interface {
-	Dropped(msgs []*Message)
-}
 
 // dropRedelivered takes the messages whose source IDs are not in flight
 // into the set and returns them; the rest are deliveries of a message in
@@ -81,8 +57,8 @@ func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	if len(dropped) == 0 {
 		return msgs
 	}
-	e.totals.duplicates.Add(int64(len(dropped)))
-	e.count(&e.totals.dropped, e.m.DroppedTotal, len(dropped))
+	e.totals.duplicates.add(len(dropped))
+	e.totals.dropped.add(len(dropped))
 	for _, m := range dropped {
 		if m.Release != nil {
 			m.Release()

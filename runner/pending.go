@@ -1,11 +1,13 @@
 package runner
 
 import (
+	"context"
 	"maps"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // pendingPeriods are the windows Numaflow's MonoVertex daemon averages the
@@ -111,4 +113,40 @@ func lookbackGauge(lookback time.Duration, labels prometheus.Labels) prometheus.
 	})
 	g.Set(float64(int64(lookback / time.Second)))
 	return g
+}
+
+func (e *Engine) pollPending(ctx context.Context) {
+	pr, ok := e.src.(PendingReader)
+	if !ok {
+		return
+	}
+	gp, _ := e.src.(GroupProgressReader)
+	t := time.NewTicker(e.opts.PendingInterval)
+	defer t.Stop()
+	for {
+		if gp != nil {
+			if c, err := gp.GroupProcessed(ctx); err == nil {
+				e.load.groupProgress.add(time.Now(), c, e.opts.Lookback)
+			}
+		}
+		n, err := pr.Pending(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Debugw("pending unknown", zap.Error(err))
+			n = -1
+		}
+		if n < 0 {
+			n = -1
+		}
+		e.load.pending.Store(n)
+		e.m.PendingRaw.Set(float64(n))
+		e.load.pendingAvg.add(time.Now(), n)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

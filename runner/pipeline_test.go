@@ -199,8 +199,8 @@ func TestChainOfStagesDropsFansOutAndCounts(t *testing.T) {
 		return nil
 	}
 	e := runAcked(t, runner.Options{BatchSize: 64}, src, n, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
-		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
-		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+		{Kind: "test", Role: runner.RoleTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.RoleUDF, Transformer: udf},
 	}})
 	// Per 10 inputs: 1 dropped by the transformer, 1 by the UDF, 2 outputs
 	// for the transformer's fan-out, 3 for the UDF's, 6 single ones.
@@ -259,7 +259,7 @@ func TestBypassRoutesByTagsAndDropsUnmatchedAtTheSink(t *testing.T) {
 	}
 	e := runAcked(t, runner.Options{BatchSize: 50}, src, n, runner.Pipeline{
 		Sink: sink, Fallback: fb, OnSuccess: ons,
-		Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr}, {Role: runner.StageUDF, Transformer: udf}},
+		Stages: []runner.Stage{{Role: runner.RoleTransformer, Transformer: tr}, {Role: runner.RoleUDF, Transformer: udf}},
 		Bypass: runner.Bypass{Sink: must("keep"), Fallback: must("or:bad"), OnSuccess: must("and:audit,keep")},
 	})
 	for i := range n {
@@ -531,7 +531,7 @@ func TestFanOutNacksHandBackTheInputOnceWithTheLongestWait(t *testing.T) {
 		}
 		return runner.WriteResult{Status: runner.WriteNack, NackOptions: long}
 	})
-	if _, err := runPipeline(t, runner.Options{BatchSize: 8}, runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr}}}); err != nil {
+	if _, err := runPipeline(t, runner.Options{BatchSize: 8}, runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.RoleTransformer, Transformer: tr}}}); err != nil {
 		t.Fatal(err)
 	}
 	nacked := src.Nacked()
@@ -568,7 +568,7 @@ func TestAStageWithItsOwnRetryStrategy(t *testing.T) {
 			sink := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
 			retry := &runner.StageRetry{Policy: runner.RetryPolicy{Interval: time.Millisecond, Steps: 2}, OnFailure: onFailure}
 			_, err := runPipeline(t, runner.Options{BatchSize: 10, Retry: runner.RetryPolicy{Interval: time.Millisecond}},
-				runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.StageTransformer, Transformer: tr, Retry: retry}}})
+				runner.Pipeline{Source: src, Sink: sink, Stages: []runner.Stage{{Role: runner.RoleTransformer, Transformer: tr, Retry: retry}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -202,7 +202,7 @@ func RegisterSink[C any](name string, build func(ctx context.Context, env Env, c
 // RegisterFilter makes an in-process filter kind available. Unlike the
 // other kinds no variable selects it: the runner reads its settings
 // always, and build returns a nil Transformer when they ask for no
-// filter. The runner places it as a StageFilter. C as for RegisterSource.
+// filter. The runner places it as a RoleFilter stage. C as for RegisterSource.
 func RegisterFilter[C any](name string, build func(ctx context.Context, env Env, cfg *C) (Transformer, error)) {
 	filters.register("filter", typed("filter", name, build))
 }

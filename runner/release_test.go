@@ -232,7 +232,7 @@ func TestACopyOfTheInputDoesNotCarryItsRelease(t *testing.T) {
 	})
 	sink := runnertest.NewSink(nil)
 	runAcked(t, runner.Options{BatchSize: 5}, src, 20, runner.Pipeline{Sink: sink,
-		Stages: []runner.Stage{{Kind: "test", Role: runner.StageTransformer, Transformer: tr}}})
+		Stages: []runner.Stage{{Kind: "test", Role: runner.RoleTransformer, Transformer: tr}}})
 	rel.check(t, want)
 	for _, m := range msgs {
 		if got := sink.Message(m.ID); got == nil || string(got.Value) != "new-"+m.ID {
@@ -263,8 +263,8 @@ func TestAnInputPassedOnBesideASiblingIsReleasedAfterTheAck(t *testing.T) {
 	})
 	sink := runnertest.NewSink(nil)
 	runAcked(t, runner.Options{BatchSize: 4}, src, 12, runner.Pipeline{Sink: sink, Stages: []runner.Stage{
-		{Kind: "test", Role: runner.StageTransformer, Transformer: tr},
-		{Kind: "test", Role: runner.StageUDF, Transformer: udf},
+		{Kind: "test", Role: runner.RoleTransformer, Transformer: tr},
+		{Kind: "test", Role: runner.RoleUDF, Transformer: udf},
 	}})
 	rel.check(t, want)
 	if n := len(sink.WrittenIDs()); n != 24 {

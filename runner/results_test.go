@@ -71,7 +71,7 @@ func TestResultsReachTheSourceBeforeTheAck(t *testing.T) {
 	})
 	fb := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
 	if _, err := runPipeline(t, runner.Options{BatchSize: 32}, runner.Pipeline{Source: src, Sink: sink, Fallback: fb,
-		Stages: []runner.Stage{{Kind: "test", Role: runner.StageTransformer, Transformer: tr}}}); err != nil {
+		Stages: []runner.Stage{{Kind: "test", Role: runner.RoleTransformer, Transformer: tr}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.Errors(); err != nil {

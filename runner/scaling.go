@@ -1,21 +1,25 @@
 package runner
 
 import (
-	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// GroupProgressReader is implemented by sources that several replicas
-// share (a JetStream durable consumer) and that can tell how many messages
-// the whole group has finished so far. From it each replica derives the
-// group's processing rate, which per-pod scaling metrics need: a replica's
-// own rate times an unknown replica count would not do.
-type GroupProgressReader interface {
-	GroupProcessed(ctx context.Context) (int64, error)
+// loadSignals are what the engine measures of its load for scaling:
+// its processing rate, the consumer group's where the source can tell,
+// the source's pending count, and the governor that steadies the replica
+// recommendation.
+type loadSignals struct {
+	rate          *rateCounter
+	groupProgress progressSamples
+	pending       atomic.Int64
+	// pendingAvg is monovtx_pending{period}; only the pending loop uses it.
+	pendingAvg *pendingWindow
+	gov        scaleGovernor
 }
 
 // Scaling holds the bounds and target of the replica recommendation.
@@ -146,9 +150,9 @@ func (p *progressSamples) rate() float64 {
 // ScaleSignals computes the scaling inputs and the recommendation now.
 func (e *Engine) ScaleSignals() ScaleSignals {
 	s := ScaleSignals{
-		Pending:   e.pending.Load(),
-		Rate:      e.rate.perSecond(time.Now(), e.opts.Lookback),
-		GroupRate: e.groupProgress.rate(),
+		Pending:   e.load.pending.Load(),
+		Rate:      e.load.rate.perSecond(time.Now(), e.opts.Lookback),
+		GroupRate: e.load.groupProgress.rate(),
 	}
 	s.BacklogSeconds = -1
 	if s.Pending >= 0 && s.GroupRate > 0 {
@@ -161,7 +165,7 @@ func (e *Engine) ScaleSignals() ScaleSignals {
 		st := l.Status()
 		holdUp = st.Store != "memory" && st.Throttled
 	}
-	s.DesiredReplicas = e.scaleGov.next(desiredReplicas(s.Pending, s.Rate, e.opts.Scaling), time.Now(), e.opts.Scaling, holdUp)
+	s.DesiredReplicas = e.load.gov.next(desiredReplicas(s.Pending, s.Rate, e.opts.Scaling), time.Now(), e.opts.Scaling, holdUp)
 	return s
 }
 

@@ -142,7 +142,6 @@ func (e *Engine) Status() Status {
 	if paused && state == "running" {
 		state = "paused"
 	}
-	t := &e.totals
 	mode := "batch"
 	if e.opts.Streaming {
 		mode = "streaming"
@@ -159,22 +158,12 @@ func (e *Engine) Status() Status {
 	st := Status{
 		RateLimit: rl,
 		Name:      e.opts.Name, Replica: e.opts.Replica, State: state, Paused: paused,
-		Totals: Totals{
-			Read: t.read.Load(), ReadBytes: t.readBytes.Load(), Acked: t.acked.Load(), Nacked: t.nacked.Load(),
-			Written: t.written.Load(), FallbackWritten: t.fallbackWritten.Load(), Dropped: t.dropped.Load(),
-			TransformerDropped: t.transformerDropped.Load(), SinkDropped: t.sinkDropped.Load(),
-			SinkErrors: t.sinkErrors.Load(), FallbackErrors: t.fallbackErrors.Load(),
-			TransformerErrors: t.transformerErrors.Load(), AckErrors: t.ackErrors.Load(),
-			OnSuccessWritten: t.onSuccessWritten.Load(), OnSuccessErrors: t.onSuccessErrors.Load(),
-			UDFDropped: t.udfDropped.Load(), UDFErrors: t.udfErrors.Load(), SinkNacked: t.sinkNacked.Load(),
-			FilterDropped: t.filterDropped.Load(), FilterErrors: t.filterErrors.Load(),
-			Bypassed: t.bypassed.Load(), BypassDropped: t.bypassDropped.Load(), DuplicateDropped: t.duplicates.Load(),
-		},
+		Totals:          e.totals.totals(),
 		Mode:            mode,
 		Chain:           e.Chain(),
 		Bypass:          bypass,
 		Rate:            statusRates(e.ProcessingRates(now)),
-		Pending:         e.pending.Load(),
+		Pending:         e.load.pending.Load(),
 		PendingAverages: e.PendingAverages(),
 		Scaling:         e.ScaleSignals(),
 		LastError:       e.lastErr.Load(),
@@ -186,8 +175,6 @@ func (e *Engine) Status() Status {
 		Latency:        e.Latencies(),
 	}
 	st.Health = e.health(st.Scaling)
-	tt := &st.Totals
-	tt.Errors = tt.FilterErrors + tt.TransformerErrors + tt.UDFErrors + tt.SinkErrors + tt.FallbackErrors + tt.OnSuccessErrors + tt.AckErrors
 	return st
 }
 

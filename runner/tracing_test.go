@@ -65,7 +65,7 @@ func TestTracingBatchOfOneTraceIsItsChild(t *testing.T) {
 	})
 	fb := runnertest.NewSink(func(*runner.Message, int) runner.WriteResult { return runner.WriteResult{} })
 	rec, _ := tracedEngine(t, msgs, runner.Pipeline{
-		Stages: []runner.Stage{{Kind: "mem", Role: runner.StageTransformer, Transformer: tr}}, Sink: sink, Fallback: fb,
+		Stages: []runner.Stage{{Kind: "mem", Role: runner.RoleTransformer, Transformer: tr}}, Sink: sink, Fallback: fb,
 	})
 	for _, id := range sink.WrittenIDs() {
 		h := sink.Message(id).Headers

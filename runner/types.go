@@ -6,7 +6,6 @@
 package runner
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -146,30 +145,6 @@ func cloneGroups(g map[string]map[string][]byte) map[string]map[string][]byte {
 	return out
 }
 
-// Source produces messages and takes acknowledgements for them.
-type Source interface {
-	// Read returns up to max messages, waiting at most timeout for the batch
-	// to fill; it may return fewer, or none. A finite source returns io.EOF
-	// once everything has been read. Errors other than Fatal ones are retried.
-	Read(ctx context.Context, max int, timeout time.Duration) ([]*Message, error)
-	// Ack confirms messages that reached a final state. The engine calls it
-	// only after every output of each message was written, fallback-written
-	// or dropped on purpose; calls may come out of read order.
-	Ack(ctx context.Context, msgs []*Message) error
-	// Close releases the source after the engine stopped using it.
-	Close(ctx context.Context) error
-}
-
-// Nacker is implemented by sources that can take messages back for
-// redelivery sooner than their ack deadline would.
-type Nacker interface {
-	// Nack hands msgs back with what the stage or sink that nacked them
-	// asked for (the zero Nack when the engine hands them back itself,
-	// such as at shutdown). A source honours n.Delay where it can, and
-	// n.MaxDeliveries where it counts deliveries.
-	Nack(ctx context.Context, msgs []*Message, n Nack) error
-}
-
 // Nack is what a transformer, map UDF or sink asked of the source when it
 // nacked a message: Numaflow's NackOptions (common.NackOptions; its
 // numaflow-core form in message.rs), carried to the source's nack as they
@@ -201,63 +176,6 @@ func (n Nack) longer(o Nack) Nack {
 // nacked alike in one call; fmt prints a map's keys sorted.
 func (n Nack) key() string {
 	return fmt.Sprintf("%d\x00%q\x00%d\x00%v", n.Delay, n.Reason, n.MaxDeliveries, n.Map)
-}
-
-// PendingReader is implemented by sources that know how many messages are
-// waiting to be read (and read but unacked, where the source counts those).
-// A negative count means unknown.
-type PendingReader interface {
-	Pending(ctx context.Context) (int64, error)
-}
-
-// ReadStopper is implemented by sources that want to know when the engine
-// stops reading for good (shutdown, or a fatal error), before in-flight work
-// drains: the HTTP source then turns callers away at once instead of letting
-// them wait for a read that will not come.
-type ReadStopper interface {
-	StopReading()
-}
-
-// Readier is implemented by adapters that can tell whether they can take
-// work now; /readyz is ready only while every Readier returns nil.
-type Readier interface {
-	Ready(ctx context.Context) error
-}
-
-// Sidecar is implemented by adapters whose peer is a user container in the
-// pod (a Numaflow SDK server on a Unix socket). /sidecar-livez asks only
-// these, as numaflow-core's asks only its user containers: a broker being
-// away must not get the pod's containers restarted.
-type Sidecar interface {
-	Readier
-	// SidecarContainer is the container's name in a Numaflow MonoVertex
-	// pod (udsource, transformer, udf, udsink, fb-udsink, ons-udsink).
-	SidecarContainer() string
-}
-
-// Transformer maps each input message to zero, one or many outputs.
-type Transformer interface {
-	// Transform returns one result per input, in input order. A non-nil error
-	// means the whole call failed and the batch is retried.
-	Transform(ctx context.Context, msgs []*Message) ([]TransformResult, error)
-	// Close releases the transformer.
-	Close(ctx context.Context) error
-}
-
-// EachTransformer is implemented by transformers that can hand over each
-// message's result as it arrives, before the rest of the call's: the engine
-// then frees an input's payload as soon as outputs that do not share it
-// replace it, instead of once the whole batch is back, and a call that
-// fails part way keeps the results it already delivered.
-type EachTransformer interface {
-	Transformer
-	// TransformEach transforms msgs as Transform does, calling done(k, r)
-	// with message k's result from the goroutine that called TransformEach,
-	// at most once per message, and only once the transformer will not
-	// read msgs[k] (its payload) again. A non-nil error fails the messages
-	// that got no result, which the engine retries as a failed call; those
-	// that got one keep it.
-	TransformEach(ctx context.Context, msgs []*Message, done func(k int, r TransformResult)) error
 }
 
 // TransformResult is the outcome of transforming one input message.
@@ -299,15 +217,6 @@ func (r *TransformResult) Hold(release func()) {
 			release()
 		}
 	}
-}
-
-// Sink writes messages and reports a result for each.
-type Sink interface {
-	// Write returns one result per message, in order. A non-nil error means
-	// the whole call failed: every message is retried.
-	Write(ctx context.Context, msgs []*Message) ([]WriteResult, error)
-	// Close flushes and releases the sink.
-	Close(ctx context.Context) error
 }
 
 // WriteStatus is the outcome of writing one message.
@@ -363,13 +272,4 @@ type WriteResult struct {
 // whole batches.
 func OKResults(n int) []WriteResult {
 	return make([]WriteResult, n)
-}
-
-// MetadataSink is implemented by sinks that pass Numaflow's metadata on to
-// their container (udsink). For them the engine writes the sink retry
-// count into each message's system metadata before every write, as
-// Numaflow does (group "sink", key "retry_count", decimal, 0 first).
-type MetadataSink interface {
-	Sink
-	PassesMetadata()
 }

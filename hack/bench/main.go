@@ -135,7 +135,23 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	started, built := h.prepare(ctx)
+	if !h.keepLogs {
+		defer os.RemoveAll(h.work)
+	}
+	fmt.Print(machineHeader(h))
+	fmt.Printf("warm-up %s, measured %s per side, %d round(s); runner kinds: %s\n\n", h.warmup, h.duration, h.rounds, h.kindsLine)
+	records := h.runAll(ctx, scenarios)
+	h.report(records, started, built, *jsonPath, *mdPath)
+	if ctx.Err() != nil {
+		os.Exit(130)
+	}
+}
 
+// prepare finds the directories, makes the work directory and builds the
+// programs; it returns when the build started and ended. Any failure
+// ends the run.
+func (h *harness) prepare(ctx context.Context) (started, built time.Time) {
 	var err error
 	if h.benchDir, h.repo, err = findDirs(); err != nil {
 		fatalf("%v", err)
@@ -151,22 +167,20 @@ func main() {
 	if h.work, err = os.MkdirTemp("", "mvbench"); err != nil {
 		fatalf("work directory: %v", err)
 	}
-	if !h.keepLogs {
-		defer os.RemoveAll(h.work)
-	}
-	started := time.Now()
+	started = time.Now()
 	if err := h.build(ctx); err != nil {
 		fatalf("%v", err)
 	}
-	built := time.Now()
+	built = time.Now()
 	if err := h.readKinds(); err != nil {
 		fatalf("%v", err)
 	}
 	h.taskset, _ = exec.LookPath("taskset")
+	return started, built
+}
 
-	fmt.Print(machineHeader(h))
-	fmt.Printf("warm-up %s, measured %s per side, %d round(s); runner kinds: %s\n\n", h.warmup, h.duration, h.rounds, h.kindsLine)
-
+// runAll runs every scenario once per --cpus pass, until ctx ends.
+func (h *harness) runAll(ctx context.Context, scenarios []scenario) []*record {
 	var records []*record
 	for _, n := range h.passes {
 		h.cpus = n
@@ -189,6 +203,12 @@ func main() {
 		}
 	}
 	fillSweep(records, h.passes)
+	return records
+}
+
+// report prints the table and the sweep, and writes the JSON and Markdown
+// files asked for (empty paths: none).
+func (h *harness) report(records []*record, started, built time.Time, jsonPath, mdPath string) {
 	fmt.Println()
 	printTable(os.Stdout, records)
 	writeSweep(os.Stdout, records, h.passes, false)
@@ -197,17 +217,17 @@ func main() {
 	if h.keepLogs {
 		fmt.Printf("process logs: %s\n", h.work)
 	}
-	if *jsonPath != "" {
+	if jsonPath != "" {
 		b, err := json.MarshalIndent(records, "", "  ")
 		if err == nil {
-			err = os.WriteFile(*jsonPath, append(b, '\n'), 0o644)
+			err = os.WriteFile(jsonPath, append(b, '\n'), 0o644)
 		}
 		if err != nil {
 			fatalf("--json: %v", err)
 		}
 	}
-	if *mdPath != "" {
-		f, err := os.Create(*mdPath)
+	if mdPath != "" {
+		f, err := os.Create(mdPath)
 		if err == nil {
 			writeMarkdown(f, records)
 			writeSweep(f, records, h.passes, true)
@@ -216,9 +236,6 @@ func main() {
 		if err != nil {
 			fatalf("--markdown: %v", err)
 		}
-	}
-	if ctx.Err() != nil {
-		os.Exit(130)
 	}
 }
 

@@ -90,12 +90,8 @@ func run(o options) (bool, error) {
 			return false, err
 		}
 		defer os.RemoveAll(dir)
-		bin = filepath.Join(dir, "runner")
-		fmt.Printf("building ./cmd/runner ...\n")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/runner")
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return false, fmt.Errorf("build the runner (run from the repository root): %w", err)
+		if bin, err = buildRunner(dir); err != nil {
+			return false, err
 		}
 	}
 	var peers *peers
@@ -107,10 +103,53 @@ func run(o options) (bool, error) {
 		defer peers.close()
 	}
 
+	capacity, err := measureCapacity(bin, o, peers)
+	if err != nil {
+		return false, err
+	}
+	target := capacity / 2
+	fmt.Printf("capacity %.0f msg/s; soaking at %.0f msg/s for %v\n", capacity, target, o.duration)
+	if peers != nil {
+		peers.reset()
+	}
+	samples, stopped, err := soakAt(bin, o, peers, target)
+	if err != nil {
+		return false, err
+	}
+	rep := judge(o, samples, stopped, peers)
+	rep.Capacity, rep.Target = capacity, target
+	if stopped.Read == 0 {
+		return false, errors.New("no \"runner stopped\" line with the totals in the runner's log")
+	}
+	printReport(rep)
+	if o.jsonOut != "" {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+			return false, err
+		}
+	}
+	return rep.OK, nil
+}
+
+// buildRunner builds ./cmd/runner into dir and returns the binary's path.
+func buildRunner(dir string) (string, error) {
+	bin := filepath.Join(dir, "runner")
+	fmt.Printf("building ./cmd/runner ...\n")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/runner")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build the runner (run from the repository root): %w", err)
+	}
+	return bin, nil
+}
+
+// measureCapacity runs the pipeline as fast as it goes for o.probe, after
+// 5s of warming up, and returns the messages acked per second.
+func measureCapacity(bin string, o options, peers *peers) (float64, error) {
 	fmt.Printf("measuring capacity for %v ...\n", o.probe)
 	probe, err := startRunner(bin, o, peers, 10_000_000, time.Second)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	time.Sleep(5 * time.Second)
 	_, a0, _ := probe.totals()
@@ -119,22 +158,23 @@ func run(o options) (bool, error) {
 	_, a1, _ := probe.totals()
 	capacity := float64(a1-a0) / time.Since(t0).Seconds()
 	if _, err := probe.stop(); err != nil {
-		return false, fmt.Errorf("capacity run: %w", err)
+		return 0, fmt.Errorf("capacity run: %w", err)
 	}
 	if capacity <= 0 {
-		return false, errors.New("the runner acked nothing during the capacity probe")
+		return 0, errors.New("the runner acked nothing during the capacity probe")
 	}
-	target := capacity / 2
-	fmt.Printf("capacity %.0f msg/s; soaking at %.0f msg/s for %v\n", capacity, target, o.duration)
-	if peers != nil {
-		peers.reset()
-	}
+	return capacity, nil
+}
 
+// soakAt runs the pipeline at target messages a second for o.duration,
+// sampling the runner every o.every, and returns the samples and the
+// totals the runner logged as it stopped.
+func soakAt(bin string, o options, peers *peers, target float64) ([]sample, stopLine, error) {
 	// Half capacity, spread over 100ms periods so the load is smooth.
 	rpu := int(math.Max(1, math.Round(target/10)))
 	soak, err := startRunner(bin, o, peers, rpu, 100*time.Millisecond)
 	if err != nil {
-		return false, err
+		return nil, stopLine{}, err
 	}
 	var samples []sample
 	start := time.Now()
@@ -144,7 +184,7 @@ func run(o options) (bool, error) {
 		s := sample{At: time.Since(start)}
 		var err error
 		if s.RSS, err = procstat.RSS(soak.pid()); err != nil {
-			return false, fmt.Errorf("runner gone: %w", err)
+			return nil, stopLine{}, fmt.Errorf("runner gone: %w", err)
 		}
 		s.Goroutines = soak.metric("go_goroutines")
 		s.OpenFiles = procstat.OpenFiles(soak.pid())
@@ -158,10 +198,15 @@ func run(o options) (bool, error) {
 	}
 	stopped, err := soak.stop()
 	if err != nil {
-		return false, fmt.Errorf("soak run: %w", err)
+		return nil, stopLine{}, fmt.Errorf("soak run: %w", err)
 	}
+	return samples, stopped, nil
+}
 
-	rep := report{Pipeline: o.pipeline, Capacity: capacity, Target: target, Duration: o.duration.String(), Tolerance: o.tolerance, Stopped: stopped}
+// judge compares the first and the last window of samples and counts what
+// was lost: the report is OK when every figure stayed flat and nothing was.
+func judge(o options, samples []sample, stopped stopLine, peers *peers) report {
+	rep := report{Pipeline: o.pipeline, Duration: o.duration.String(), Tolerance: o.tolerance, Stopped: stopped}
 	first := window(samples, o.warmup, o.warmup+o.window)
 	last := window(samples, o.duration-o.window, o.duration+time.Hour)
 	ok := true
@@ -196,19 +241,9 @@ func run(o options) (bool, error) {
 	if peers != nil {
 		rep.Lost = max(rep.Lost, stopped.Read-rep.Received)
 	}
-	if stopped.Read == 0 {
-		return false, errors.New("no \"runner stopped\" line with the totals in the runner's log")
-	}
 	rep.OK = ok && rep.Lost == 0
 	rep.Samples = samples
-	printReport(rep)
-	if o.jsonOut != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
-			return false, err
-		}
-	}
-	return rep.OK, nil
+	return rep
 }
 
 // sample is one reading of the soaking runner.

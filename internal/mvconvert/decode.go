@@ -213,40 +213,8 @@ func checkTree(v any, t reflect.Type, path string) *FieldError {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch t {
-	case durationType:
-		s, ok := v.(string)
-		if !ok {
-			return refuse(path, "want a duration such as \"1s\" or \"1m30s\", got %s", describe(v))
-		}
-		if _, err := time.ParseDuration(s); err != nil {
-			return refuse(path, "want a duration such as \"1s\" or \"1m30s\", got %q", s)
-		}
-		return nil
-	case quantityType:
-		s := ""
-		switch x := v.(type) {
-		case string:
-			s = x
-		case json.Number:
-			s = x.String()
-		default:
-			return refuse(path, "want a quantity such as \"500m\" or \"128Mi\", got %s", describe(v))
-		}
-		if _, err := resource.ParseQuantity(s); err != nil {
-			return refuse(path, "want a quantity such as \"500m\" or \"128Mi\", got %q", s)
-		}
-		return nil
-	case intOrStringType:
-		switch x := v.(type) {
-		case string:
-			return nil
-		case json.Number:
-			if _, err := strconv.ParseInt(x.String(), 10, 32); err == nil {
-				return nil
-			}
-		}
-		return refuse(path, "want a whole number or a string such as \"25%%\", got %s", describe(v))
+	if err, known := checkKnownType(v, t, path); known {
+		return err
 	}
 	if t.Kind() != reflect.Interface && reflect.PointerTo(t).Implements(unmarshalerType) {
 		b, _ := json.Marshal(v)
@@ -259,49 +227,115 @@ func checkTree(v any, t reflect.Type, path string) *FieldError {
 	case reflect.Interface:
 		return nil
 	case reflect.Struct:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return refuse(path, "want an object, got %s", describe(v))
-		}
-		fields := fieldsOf(t)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			f, ok := fields[k]
-			if !ok {
-				return refuse(join(path, k), "unknown field%s", suggest(k, fields))
-			}
-			if err := checkTree(m[k], f, join(path, k)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return checkStruct(v, t, path)
 	case reflect.Map:
-		m, ok := v.(map[string]any)
-		if !ok {
-			return refuse(path, "want an object, got %s", describe(v))
-		}
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if err := checkTree(m[k], t.Elem(), fmt.Sprintf("%s[%q]", path, k)); err != nil {
-				return err
-			}
-		}
-		return nil
+		return checkMap(v, t, path)
 	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Uint8 {
-			if _, ok := v.(string); !ok {
-				return refuse(path, "want base64 text, got %s", describe(v))
-			}
-			return nil
-		}
-		l, ok := v.([]any)
+		return checkSlice(v, t, path)
+	}
+	return checkScalar(v, t, path)
+}
+
+// checkKnownType checks the Kubernetes types whose JSON form is a string
+// or a number (durations, quantities, int-or-string); known is false for
+// any other type.
+func checkKnownType(v any, t reflect.Type, path string) (err *FieldError, known bool) {
+	switch t {
+	case durationType:
+		s, ok := v.(string)
 		if !ok {
-			return refuse(path, "want a list, got %s", describe(v))
+			return refuse(path, "want a duration such as \"1s\" or \"1m30s\", got %s", describe(v)), true
 		}
-		for i, x := range l {
-			if err := checkTree(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
+		if _, err := time.ParseDuration(s); err != nil {
+			return refuse(path, "want a duration such as \"1s\" or \"1m30s\", got %q", s), true
+		}
+		return nil, true
+	case quantityType:
+		s := ""
+		switch x := v.(type) {
+		case string:
+			s = x
+		case json.Number:
+			s = x.String()
+		default:
+			return refuse(path, "want a quantity such as \"500m\" or \"128Mi\", got %s", describe(v)), true
+		}
+		if _, err := resource.ParseQuantity(s); err != nil {
+			return refuse(path, "want a quantity such as \"500m\" or \"128Mi\", got %q", s), true
+		}
+		return nil, true
+	case intOrStringType:
+		switch x := v.(type) {
+		case string:
+			return nil, true
+		case json.Number:
+			if _, err := strconv.ParseInt(x.String(), 10, 32); err == nil {
+				return nil, true
 			}
+		}
+		return refuse(path, "want a whole number or a string such as \"25%%\", got %s", describe(v)), true
+	}
+	return nil, false
+}
+
+// checkStruct checks an object's fields against struct type t: a key
+// that is no field's JSON name is an unknown field.
+func checkStruct(v any, t reflect.Type, path string) *FieldError {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return refuse(path, "want an object, got %s", describe(v))
+	}
+	fields := fieldsOf(t)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		f, ok := fields[k]
+		if !ok {
+			return refuse(join(path, k), "unknown field%s", suggest(k, fields))
+		}
+		if err := checkTree(m[k], f, join(path, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMap checks each value of an object against map type t's element.
+func checkMap(v any, t reflect.Type, path string) *FieldError {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return refuse(path, "want an object, got %s", describe(v))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := checkTree(m[k], t.Elem(), fmt.Sprintf("%s[%q]", path, k)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSlice checks a list against slice type t; []byte is base64 text.
+func checkSlice(v any, t reflect.Type, path string) *FieldError {
+	if t.Elem().Kind() == reflect.Uint8 {
+		if _, ok := v.(string); !ok {
+			return refuse(path, "want base64 text, got %s", describe(v))
 		}
 		return nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		return refuse(path, "want a list, got %s", describe(v))
+	}
+	for i, x := range l {
+		if err := checkTree(x, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkScalar checks a string, boolean or number against t, numbers
+// within the range of t's size.
+func checkScalar(v any, t reflect.Type, path string) *FieldError {
+	switch t.Kind() {
 	case reflect.String:
 		if _, ok := v.(string); !ok {
 			return refuse(path, "want a string, got %s", describe(v))

@@ -3,20 +3,11 @@ package runnercmd
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/monovertex/monovertex/config"
 	"github.com/monovertex/monovertex/runner"
 )
-
-// portGuard is a source that takes requests on $PORT and bounds what its
-// connections may cost below net/http (the http source): it may set the
-// server's limits and hooks and wrap the listener before serving starts.
-type portGuard interface {
-	GuardPort(srv *http.Server, ln net.Listener) net.Listener
-}
 
 // built holds the adapters by the place they fill; a place set to none has
 // no entry.
@@ -39,18 +30,17 @@ func (b built) pipeline(cfg *config.Config) runner.Pipeline {
 		OnSuccess: b.sink(runner.RoleOnSuccessSink), Bypass: cfg.Bypass}
 	for _, st := range []struct {
 		role runner.Role
-		as   runner.StageRole
 		kind string
-	}{{runner.RoleTransformer, runner.StageTransformer, cfg.Transformer}, {runner.RoleUDF, runner.StageUDF, cfg.UDF}} {
+	}{{runner.RoleTransformer, cfg.Transformer}, {runner.RoleUDF, cfg.UDF}} {
 		if t := b.transformer(st.role); t != nil {
 			// Validate parsed it already: no error here.
 			retry, _ := cfg.StageRetry(st.role)
-			p.Stages = append(p.Stages, runner.Stage{Kind: st.kind, Role: st.as, Transformer: t, Retry: retry})
+			p.Stages = append(p.Stages, runner.Stage{Kind: st.kind, Role: st.role, Transformer: t, Retry: retry})
 		}
 	}
 	if f := b.transformer(runner.RoleFilter); f != nil {
-		st := runner.Stage{Kind: cfg.FilterKind, Role: runner.StageFilter, Transformer: f}
-		if a, ok := f.(interface{ After() bool }); ok && a.After() {
+		st := runner.Stage{Kind: cfg.FilterKind, Role: runner.RoleFilter, Transformer: f}
+		if a, ok := f.(runner.FilterPlacement); ok && a.After() {
 			p.Stages = append(p.Stages, st)
 		} else {
 			p.Stages = append([]runner.Stage{st}, p.Stages...)

@@ -11,14 +11,9 @@ import (
 )
 
 // minGCHeadroom is the least the heap may grow between collections when
-// the pacer sets the GC percent. Go's own floor is 4 MiB; at 1 KiB
-// payloads, where the live heap is a few MiB, that meant about 30
-// collections a second, each also handing freed pages to the scavenger
-// to give back and fault in again. 16 MiB cut them 2.5-3.4x and the
-// runner's CPU per message 8-15 % at 1 KiB on the Numaflow paths (2.6x
-// for the generator), for 10-32 MiB more peak RSS (interleaved pairs,
-// hack/bench/RESULTS.md, "A 16 MiB floor under the collector's
-// headroom").
+// the pacer sets the GC percent: Go's own 4 MiB floor collected many
+// times a second at small payloads (hack/bench/RESULTS.md, "A 16 MiB
+// floor under the collector's headroom").
 const minGCHeadroom = 16 << 20
 
 // gcPercentFor returns the GC percent that gives the heap the headroom
@@ -29,10 +24,9 @@ const minGCHeadroom = 16 << 20
 //
 // Go's pacer lets the heap grow by GOGC percent of all the live heap. With
 // megabyte payloads most of that is the pool's buffers, which are reused
-// rather than turned into garbage, so at GOGC=100 the heap reaches twice the
-// payloads in flight before a collection: that doubling, not the payloads,
-// is what took the runner's peak RSS past batch x payload x batches in
-// flight + 64 MiB (hack/bench/RESULTS.md). What the runner does allocate
+// rather than turned into garbage, so at GOGC=100 the heap would reach
+// twice the payloads in flight before a collection (hack/bench/RESULTS.md).
+// What the runner does allocate
 // per message is the same with or without the pool, so it gets the same
 // headroom as it would without the pool on the heap; at small payloads the
 // pool holds nothing and this is GOGC=100 over a live heap of 16 MiB or

@@ -275,7 +275,7 @@ func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit 
 		MaxHeaderBytes:    1 << 20,
 	}
 	portLn := p.portLn
-	if g, ok := src.(portGuard); ok {
+	if g, ok := src.(runner.PortGuard); ok {
 		portLn = g.GuardPort(portSrv, portLn)
 	}
 	admin := eng.AdminHandler(p.reg, cfg.PProf)

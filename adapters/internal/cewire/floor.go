@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/monovertex/monovertex/internal/clock"
+	"github.com/monovertex/monovertex/runner"
 )
 
 // PermanentRetryFloor is the shortest time between two posts of one message
@@ -75,7 +75,7 @@ func (f *Floor) Delay(ids []string) time.Duration {
 // Wait sleeps until the floor has passed for every message in ids, or ctx
 // ends (then it returns ctx's error).
 func (f *Floor) Wait(ctx context.Context, ids []string) error {
-	if !clock.Sleep(ctx, f.Delay(ids)) {
+	if !runner.Sleep(ctx, f.Delay(ids)) {
 		return ctx.Err()
 	}
 	return nil

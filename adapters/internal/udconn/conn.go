@@ -448,14 +448,10 @@ const (
 // SendBufferSize is the kernel send buffer (SO_SNDBUF) asked for on each
 // socket to a container; Linux caps the request at net.core.wmem_max and
 // doubles it for its bookkeeping. A Unix stream socket's sender may have
-// at most that much queued for the reader, so with the default (208 KiB,
-// a fifth of a 1 MiB request) the runner's writer parked on a full socket
-// several times per large request, each time until the container's reader
-// had caught up. With 1 MiB, udsource->udsink at 1 MiB went from
-// 1.47-1.53x to 2.05x the sequential client in two interleaved runs each
-// (hack/bench RESULTS.md, "A larger send buffer on the container
-// sockets"), mostly because the SDK servers then spent a quarter less per
-// message; 4 MiB did no better. What the kernel holds for a socket
+// at most that much queued for the reader, and with the default the
+// runner's writer parked on a full socket several times per large request
+// (hack/bench/RESULTS.md, "A larger send buffer on the container
+// sockets"). What the kernel holds for a socket
 // counts to the pod's memory: at most 2 MiB per container, and only while
 // the container reads slower than the runner writes.
 const SendBufferSize = 1 << 20

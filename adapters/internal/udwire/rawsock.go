@@ -12,16 +12,12 @@ import (
 // waiting in Go's network poller only when the socket has nothing to read
 // or no room to write.
 //
-// Why not net.Conn's Read and Write: those enter the system call through
-// the runtime's entersyscall, and a call longer than the runtime's 20 µs
-// tick (a 1 MiB writev takes a few hundred) makes sysmon hand the
-// goroutine's P to another thread, which it wakes for that; it also keeps
-// sysmon itself on its shortest tick. In a VM a thread's sleep and wake
-// are expensive: a perf profile of udsource->udsink at 1 MiB had a third
-// of the runner's CPU in the kernel's context-switch path, sysmon's
-// nanosleeps alone 7 % (hack/bench RESULTS.md, "The runner's own gRPC
-// transport"). A call on a non-blocking socket never waits, it copies at
-// most the socket buffer, so holding the P through it costs nothing.
+// Why not net.Conn's Read and Write: a long system call through the
+// runtime's entersyscall makes sysmon hand the goroutine's P to another
+// thread, and those thread wake-ups were a large share of the runner's CPU
+// at 1 MiB (hack/bench/RESULTS.md, "The runner's own gRPC transport"). A
+// call on a non-blocking socket never waits, it copies at most the socket
+// buffer, so holding the P through it costs nothing.
 type rawSock struct {
 	rc syscall.RawConn
 }

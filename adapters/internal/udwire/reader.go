@@ -12,9 +12,9 @@ import (
 // straight into the message's own buffer.
 //
 // Why: grpc-go sends a message in DATA frames of 16 KiB, and reading them
-// through a buffer copies every byte of every payload once more after the
-// kernel did. That memmove was a quarter of the runner's CPU at 1 MiB
-// (hack/bench RESULTS.md, "Large messages read in place").
+// through a buffer copies every payload once more after the kernel did,
+// which was costly at 1 MiB (hack/bench/RESULTS.md, "Large messages read
+// in place").
 type reader struct {
 	rd  io.Reader
 	raw *rawSock // nil when rd has no raw system calls: no scattered reads

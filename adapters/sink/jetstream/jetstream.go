@@ -21,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -65,7 +64,7 @@ func (c *Config) Validate(role runner.Role) error {
 	if strings.TrimSpace(url) == "" {
 		return &runner.ConfigError{Var: urlVar, Value: url, Reason: "is required for the jetstream sink, e.g. nats://nats:4222"}
 	}
-	if err := jssource.CheckURLs(url); err != nil {
+	if err := natsjs.CheckURLs(url); err != nil {
 		return &runner.ConfigError{Var: c.urlVar(role), Value: url, Reason: err.Error()}
 	}
 	switch {

@@ -97,9 +97,15 @@ type Sink struct {
 }
 
 var (
-	_ runner.Sink    = (*Sink)(nil)
-	_ runner.Readier = (*Sink)(nil)
+	_ runner.Sink         = (*Sink)(nil)
+	_ runner.Readier      = (*Sink)(nil)
+	_ runner.MetadataSink = (*Sink)(nil)
 )
+
+// PassesMetadata marks the sink as one whose container reads Numaflow's
+// system metadata, so the engine stamps sink/retry_count before every
+// write, as numaflow-core does.
+func (s *Sink) PassesMetadata() {}
 
 // New waits for the sink container that serves role (the sink, the
 // fallback sink or the onSuccess sink) to be up and compatible, and
@@ -178,8 +184,7 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 // because results are matched to requests by ID.
 func uniqueRounds(msgs []*runner.Message, idx []int) [][]int {
 	// Repeated IDs are rare: one pass with a sized set answers the usual
-	// case without the per-round maps below (2.8 % of the runner's CPU at
-	// 1 KiB in the hack/bench profile of 138aaee).
+	// case without the per-round maps below, which cost (hack/bench/RESULTS.md).
 	ids := make(map[string]struct{}, len(idx))
 	for _, i := range idx {
 		ids[msgs[i].ID] = struct{}{}

@@ -133,7 +133,7 @@ func TestTheEngineGivesTheSinkNumaflowIDs(t *testing.T) {
 				tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
 					return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "t")}}
 				})
-				p.Stages = []runner.Stage{{Kind: "test", Role: runner.StageTransformer, Transformer: tr}}
+				p.Stages = []runner.Stage{{Kind: "test", Role: runner.RoleTransformer, Transformer: tr}}
 				want = []string{"mv-x-1-3-0", "mv-y-1-3-0", "mv-y-2-3-0"}
 			}
 			e, err := runner.NewPipeline(runner.Options{Name: "mv", MessageIDs: runner.NumaflowIDs, ReadTimeout: 50 * time.Millisecond}, p)

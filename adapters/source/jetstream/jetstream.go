@@ -20,13 +20,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,7 +68,7 @@ func (c *Config) Validate(runner.Role) error {
 	if strings.TrimSpace(c.URL) == "" {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: "is required for MV_SOURCE=jetstream, e.g. nats://nats:4222"}
 	}
-	if err := CheckURLs(c.URL); err != nil {
+	if err := natsjs.CheckURLs(c.URL); err != nil {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_URL", Value: c.URL, Reason: err.Error()}
 	}
 	switch {
@@ -101,123 +98,6 @@ func (c *Config) Validate(runner.Role) error {
 	}
 	if c.Creds != "" && (c.HasIdentity() || natsjs.URLsCarryUser(c.URL)) {
 		return &runner.ConfigError{Var: "MV_JETSTREAM_CREDS", Value: c.Creds, Reason: "cannot be used with MV_JETSTREAM_USER, _TOKEN, _NKEY_FILE or a user in MV_JETSTREAM_URL: the credentials file is an identity of its own; set one"}
-	}
-	return nil
-}
-
-// validName reports whether s can name a stream or consumer: the server
-// refuses '.', '*', '>', path separators, names over 255 bytes, and stores
-// control characters badly.
-func validName(s string) bool {
-	if s == "" || len(s) > 255 || !utf8.ValidString(s) || strings.ContainsAny(s, ".*>/\\") {
-		return false
-	}
-	return printable(s)
-}
-
-// validFilter reports whether s is a subject a consumer can filter on.
-func validFilter(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	tokens := strings.Split(s, ".")
-	for i, t := range tokens {
-		if t == "" || (t == ">" && i != len(tokens)-1) || !printable(t) {
-			return false
-		}
-	}
-	return true
-}
-
-// overlapsAny reports whether filter matches some subject one of subjects
-// can hold. A stream without subjects of its own (a mirror, or one that
-// only sources others) can hold any subject.
-func overlapsAny(filter string, subjects []string) bool {
-	if len(subjects) == 0 {
-		return true
-	}
-	f := strings.Split(filter, ".")
-	for _, s := range subjects {
-		if subjectsOverlap(f, strings.Split(s, ".")) {
-			return true
-		}
-	}
-	return false
-}
-
-// subjectsOverlap reports whether some subject matches both a and b, given
-// as tokens: NATS matching, where '*' is any one token and '>' one or more
-// trailing tokens.
-func subjectsOverlap(a, b []string) bool {
-	for i := 0; ; i++ {
-		if i == len(a) || i == len(b) {
-			return len(a) == len(b)
-		}
-		if a[i] == ">" || b[i] == ">" {
-			return true
-		}
-		if a[i] != b[i] && a[i] != "*" && b[i] != "*" {
-			return false
-		}
-	}
-}
-
-// printable reports whether s has no white space and no control or other
-// unprintable characters, which names and subjects may not hold.
-func printable(s string) bool {
-	for _, r := range s {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
-
-// CheckURLs checks a NATS server URL, or a comma-separated list of them,
-// the way the client will read it, so that a malformed one is a setting
-// error rather than a server that seems down.
-func CheckURLs(list string) error {
-	n, ws := 0, false
-	for _, raw := range strings.Split(list, ",") {
-		raw = strings.TrimSpace(raw)
-		if raw == "" {
-			continue
-		}
-		s := raw
-		if !strings.Contains(s, "://") {
-			s = "nats://" + s
-		}
-		u, err := url.Parse(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a URL: %v", raw, errors.Unwrap(err))
-		}
-		isWS := false
-		switch u.Scheme {
-		case "nats", "tls":
-		case "ws", "wss":
-			isWS = true
-		default:
-			return fmt.Errorf("%q: the scheme must be nats, tls, ws or wss", raw)
-		}
-		if n > 0 && isWS != ws {
-			return fmt.Errorf("websocket (ws, wss) and plain (nats, tls) URLs cannot be mixed")
-		}
-		ws = isWS
-		if u.Hostname() == "" {
-			return fmt.Errorf("%q has no host, e.g. nats://nats:4222", raw)
-		}
-		if p := u.Port(); p != "" {
-			if v, err := strconv.Atoi(p); err != nil || v < 1 || v > 65535 {
-				return fmt.Errorf("%q: the port must be between 1 and 65535", raw)
-			}
-		}
-		if !isWS && u.Path != "" && u.Path != "/" {
-			return fmt.Errorf("%q has a path; a NATS URL is scheme://[user:password@]host[:port]", raw)
-		}
-		n++
-	}
-	if n == 0 {
-		return errors.New("names no server, e.g. nats://nats:4222")
 	}
 	return nil
 }
@@ -268,27 +148,6 @@ type Source struct {
 	infoAt time.Time
 }
 
-// infoMaxAge is how long a fetched consumer info answers further questions.
-const infoMaxAge = 500 * time.Millisecond
-
-// consumerInfo returns the consumer's info, fetching it unless the last
-// fetch is younger than infoMaxAge.
-func (s *Source) consumerInfo(ctx context.Context) (*jetstream.ConsumerInfo, error) {
-	s.infoMu.Lock()
-	defer s.infoMu.Unlock()
-	if s.info != nil && time.Since(s.infoAt) < infoMaxAge {
-		return s.info, nil
-	}
-	ictx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
-	defer cancel()
-	info, err := s.consumer().Info(ictx)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream source: consumer info of %s/%s: %w", s.cfg.Stream, s.cfg.Consumer, err)
-	}
-	s.info, s.infoAt = info, time.Now()
-	return info, nil
-}
-
 var (
 	_ runner.Source             = (*Source)(nil)
 	_ runner.Nacker             = (*Source)(nil)
@@ -336,193 +195,6 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 		close(s.done)
 	}
 	return s, nil
-}
-
-// ensureConsumer binds to the durable consumer, creating it if missing.
-// An existing consumer is used as it is (its owner may have tuned it), but
-// one that cannot work with this source is refused.
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, log *zap.SugaredLogger) (jetstream.Consumer, error) {
-	actx, cancel := context.WithTimeout(ctx, 2*cfg.APITimeout)
-	defer cancel()
-	stream, err := js.Stream(actx, cfg.Stream)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, &runner.ConfigError{Var: "MV_JETSTREAM_STREAM", Value: cfg.Stream, Reason: "the stream does not exist on the server: create it (nats stream add) or name an existing one"}
-		}
-		return nil, fmt.Errorf("look up stream %q: %w", cfg.Stream, err)
-	}
-	if subjects := stream.CachedInfo().Config.Subjects; cfg.FilterSubject != "" && !overlapsAny(cfg.FilterSubject, subjects) {
-		// The server (2.10 on) creates such a consumer, which then reads
-		// nothing, ever, without a word.
-		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_FILTER_SUBJECT", Value: cfg.FilterSubject,
-			Reason: fmt.Sprintf("matches none of stream %s's subjects (%s), so the consumer would never get a message: name a subject inside them", cfg.Stream, strings.Join(subjects, ", "))}
-	}
-	cons, err := stream.Consumer(actx, cfg.Consumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		cc := jetstream.ConsumerConfig{
-			Durable:       cfg.Consumer,
-			Description:   createdBy,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       cfg.AckWait,
-			MaxAckPending: cfg.MaxAckPending,
-			MaxDeliver:    -1,
-			FilterSubject: cfg.FilterSubject,
-		}
-		// Validated, so it parses.
-		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime, _ = natsjs.ParseDeliverPolicy(cfg.DeliverPolicy)
-		// Replicas starting together all try this; the server accepts a
-		// create with an identical config as a no-op, and for a config that
-		// differs we simply bind to whichever won.
-		cons, err = stream.CreateConsumer(actx, cc)
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = stream.Consumer(actx, cfg.Consumer)
-		}
-		if err == nil {
-			log.Infow("created durable consumer", "stream", cfg.Stream, "consumer", cfg.Consumer,
-				"ackWait", cfg.AckWait, "maxAckPending", cfg.MaxAckPending, "filter", cfg.FilterSubject)
-		}
-	}
-	if errors.Is(err, jetstream.ErrNotPullConsumer) {
-		return nil, &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: cfg.Consumer, Reason: pushConsumer}
-	}
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.Code == 400 {
-			// The server refused the settings of the consumer to create.
-			variable, value := "MV_JETSTREAM_CONSUMER", cfg.Consumer
-			if cfg.FilterSubject != "" && strings.Contains(strings.ToLower(apiErr.Description), "filter") {
-				variable, value = "MV_JETSTREAM_FILTER_SUBJECT", cfg.FilterSubject
-			}
-			return nil, &runner.ConfigError{Var: variable, Value: value, Reason: "the server refused the consumer: " + apiErr.Description}
-		}
-		return nil, fmt.Errorf("consumer %q on stream %q: %w", cfg.Consumer, cfg.Stream, err)
-	}
-	if err := usable(cons.CachedInfo(), cfg.Consumer); err != nil {
-		return nil, err
-	}
-	info := cons.CachedInfo()
-	if info.Config.AckWait != cfg.AckWait || info.Config.MaxAckPending != cfg.MaxAckPending {
-		log.Infow("using the existing consumer's settings", "consumer", cfg.Consumer,
-			"ackWait", info.Config.AckWait, "maxAckPending", info.Config.MaxAckPending)
-	}
-	return cons, nil
-}
-
-// createdBy is the description of a consumer a runner created; such a
-// consumer is created again when it is deleted under a running runner.
-const createdBy = "monovertex runner (MV_SOURCE=jetstream)"
-
-const pushConsumer = "is a push consumer; the runner needs a pull consumer (delete it and let the runner create one, or name another)"
-
-// usable refuses a consumer this source cannot work with.
-func usable(info *jetstream.ConsumerInfo, name string) error {
-	switch {
-	case info.Config.DeliverSubject != "":
-		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: name, Reason: pushConsumer}
-	case info.Config.AckPolicy != jetstream.AckExplicitPolicy:
-		return &runner.ConfigError{Var: "MV_JETSTREAM_CONSUMER", Value: name,
-			Reason: fmt.Sprintf("has ack policy %s; the runner acks each message after it is written and needs explicit acks (delete it and let the runner create one, or name another)", info.Config.AckPolicy)}
-	}
-	return nil
-}
-
-// consumer returns the bound consumer.
-func (s *Source) consumer() jetstream.Consumer {
-	s.consMu.Lock()
-	defer s.consMu.Unlock()
-	return s.cons
-}
-
-// consumerGone reports whether err says the consumer no longer exists: a
-// pull request to a deleted consumer has no responders, one waiting when
-// it is deleted ends with "consumer deleted".
-func consumerGone(err error) bool {
-	return errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound)
-}
-
-// rebind is called when the consumer is gone. It binds to the consumer if
-// it exists again; creates it again if a runner created it, starting after
-// the last ack floor it knows (so nothing unacked is skipped, and a
-// deliver policy of "new" loses nothing published meanwhile); and
-// otherwise waits for its owner to create it again, failing fatally once
-// it has been missing for MV_JETSTREAM_CONSUMER_TIMEOUT.
-func (s *Source) rebind(ctx context.Context, cause error) error {
-	s.rebindMu.Lock()
-	defer s.rebindMu.Unlock()
-	old := s.consumer()
-	actx, cancel := context.WithTimeout(ctx, 2*s.cfg.APITimeout)
-	defer cancel()
-	stream, err := s.js.Stream(actx, s.cfg.Stream)
-	if err != nil {
-		return s.missing(fmt.Errorf("look up stream %q: %w (after: %v)", s.cfg.Stream, err, cause))
-	}
-	cons, err := stream.Consumer(actx, s.cfg.Consumer)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		bound := old.CachedInfo()
-		if bound.Config.Description != createdBy {
-			return s.missing(fmt.Errorf("consumer %q on stream %q was deleted, and as the runner did not create it, only its owner may create it again", s.cfg.Consumer, s.cfg.Stream))
-		}
-		cc := bound.Config
-		for k := range cc.Metadata {
-			if strings.HasPrefix(k, "_nats.") {
-				delete(cc.Metadata, k) // the server's own, set again on create
-			}
-		}
-		// Start after the ack floor, whatever the first policy was: the
-		// floor of a consumer created with "new" is where it started.
-		cc.DeliverPolicy, cc.OptStartSeq, cc.OptStartTime = jetstream.DeliverByStartSequencePolicy, s.ackFloor(bound)+1, nil
-		cons, err = stream.CreateConsumer(actx, cc)
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			cons, err = stream.Consumer(actx, s.cfg.Consumer) // another replica was first
-		} else if err == nil {
-			s.log.Warnw("the consumer was deleted; created it again with the same settings", "stream", s.cfg.Stream, "consumer", s.cfg.Consumer,
-				"deliverPolicy", cc.DeliverPolicy.String(), "startSeq", cc.OptStartSeq)
-		}
-	}
-	if err != nil {
-		return s.missing(fmt.Errorf("consumer %q on stream %q is gone and could not be bound again: %w", s.cfg.Consumer, s.cfg.Stream, err))
-	}
-	if err := usable(cons.CachedInfo(), s.cfg.Consumer); err != nil {
-		return s.missing(err)
-	}
-	s.consMu.Lock()
-	s.cons, s.missingSince = cons, time.Time{}
-	s.consMu.Unlock()
-	s.infoMu.Lock()
-	s.info = nil
-	s.infoMu.Unlock()
-	return nil
-}
-
-// missing records that the consumer is missing and returns err, made fatal
-// once it has been missing for MV_JETSTREAM_CONSUMER_TIMEOUT.
-func (s *Source) missing(err error) error {
-	now := time.Now()
-	s.consMu.Lock()
-	defer s.consMu.Unlock()
-	if s.missingSince.IsZero() {
-		s.missingSince = now
-		s.log.Warnw("the consumer is gone; reads fail until it is back", "stream", s.cfg.Stream, "consumer", s.cfg.Consumer,
-			"timeout", s.cfg.MissingWait.String(), "error", err)
-	}
-	if gone := now.Sub(s.missingSince); gone >= s.cfg.MissingWait {
-		return runner.Fatal(fmt.Errorf("jetstream source: %w; missing for %v (MV_JETSTREAM_CONSUMER_TIMEOUT), exiting; unacked messages are redelivered once the consumer is back",
-			err, gone.Round(time.Millisecond)))
-	}
-	return fmt.Errorf("jetstream source: %w", err)
-}
-
-// ackFloor is the highest stream sequence below which everything was
-// acked, from the freshest consumer info known.
-func (s *Source) ackFloor(bound *jetstream.ConsumerInfo) uint64 {
-	floor := bound.AckFloor.Stream
-	s.infoMu.Lock()
-	if s.info != nil && s.info.AckFloor.Stream > floor {
-		floor = s.info.AckFloor.Stream
-	}
-	s.infoMu.Unlock()
-	return floor
 }
 
 // maxFetchWait bounds one pull request, so a Read with a long timeout that
@@ -794,74 +466,6 @@ func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
 	return nil
 }
 
-// Nack asks the server to redeliver the messages after the nack's delay,
-// or after MV_JETSTREAM_NAK_DELAY when it asks for none. A nack that gets
-// lost only means redelivery after the ack wait instead. With
-// MaxDeliveries, a message delivered that many times already is
-// terminated instead (TermWithReason), as a consumer's MaxDeliver would
-// stop it: the server does not deliver it again.
-func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) error {
-	delay := n.Delay
-	if delay <= 0 {
-		delay = s.cfg.NakDelay
-	}
-	s.release(msgs)
-	var firstErr error
-	failed := 0
-	for _, m := range msgs {
-		jm, ok := m.Offset.(jetstream.Msg)
-		if !ok {
-			continue
-		}
-		var err error
-		switch {
-		case n.MaxDeliveries > 0 && delivered(jm) >= uint64(n.MaxDeliveries):
-			s.log.Warnw("message delivered as often as its nack's max_deliveries allows: terminated, the server will not deliver it again", "id", m.SourceID(), "max_deliveries", n.MaxDeliveries, "reason", n.Reason)
-			err = jm.TermWithReason(termReason(n))
-		case delay > 0:
-			err = jm.NakWithDelay(delay)
-		default:
-			err = jm.Nak()
-		}
-		if err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-			failed++
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("jetstream source: %d of %d nacks not sent (redelivered after the ack wait instead): %w", failed, len(msgs), firstErr)
-	}
-	return nil
-}
-
-// Pending is the consumer's NumPending (not yet delivered to any replica)
-// plus NumAckPending (delivered, not yet acked), as Numaflow counts it. It
-// is the count of the whole consumer, so every replica reports the same
-// number, not its own share.
-func (s *Source) Pending(ctx context.Context) (int64, error) {
-	info, err := s.consumerInfo(ctx)
-	if err != nil {
-		return -1, err
-	}
-	return int64(info.NumPending) + int64(info.NumAckPending), nil
-}
-
-// GroupProcessed counts the deliveries the whole consumer group has
-// finished: every delivery so far minus those still awaiting an ack. From
-// its growth each replica derives the group's processing rate for scaling
-// (runner.GroupProgressReader). Redeliveries count again, which in steady
-// operation is a rounding error; unlike the ack floor it does not stall
-// while acks from several replicas arrive out of order.
-func (s *Source) GroupProcessed(ctx context.Context) (int64, error) {
-	info, err := s.consumerInfo(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return int64(info.Delivered.Consumer) - int64(info.NumAckPending), nil
-}
-
 var _ runner.GroupProgressReader = (*Source)(nil)
 
 // Ready reports whether the connection to the server is up and the
@@ -901,56 +505,4 @@ func (s *Source) Close(ctx context.Context) error {
 	}
 	s.nc.Close()
 	return err
-}
-
-// progressLoop sends "in progress" for held messages the server has not
-// heard about for a third of the ack wait, so a slow sink or a long retry
-// does not make the server hand them to another replica meanwhile. It stops
-// on Close; a runner that dies stops sending, and the messages come back.
-func (s *Source) progressLoop() {
-	defer close(s.done)
-	every := s.cfg.AckWait / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	var due []jetstream.Msg
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			due = due[:0]
-			s.mu.Lock()
-			for jm, last := range s.held {
-				if now.Sub(last) >= every {
-					s.held[jm] = now
-					due = append(due, jm)
-				}
-			}
-			s.mu.Unlock()
-			for _, jm := range due {
-				if err := jm.InProgress(); err != nil {
-					s.log.Debugw("in-progress not sent", "error", err)
-				}
-			}
-		}
-	}
-}
-
-// delivered is how often the server delivered jm; 0 when unknown.
-func delivered(jm jetstream.Msg) uint64 {
-	md, err := jm.Metadata()
-	if err != nil {
-		return 0
-	}
-	return md.NumDelivered
-}
-
-// termReason is the reason a terminated message carries in the server's
-// advisory.
-func termReason(n runner.Nack) string {
-	r := fmt.Sprintf("max_deliveries %d reached", n.MaxDeliveries)
-	if n.Reason != "" {
-		r += ": " + n.Reason
-	}
-	return r
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 
-	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -67,7 +66,7 @@ func (c *Config) Validate(runner.Role) error {
 	if strings.TrimSpace(c.URL) == "" {
 		return &runner.ConfigError{Var: "MV_NATS_URL", Value: c.URL, Reason: "is required for MV_SOURCE=nats, e.g. nats://nats:4222"}
 	}
-	if err := jssource.CheckURLs(c.URL); err != nil {
+	if err := natsjs.CheckURLs(c.URL); err != nil {
 		return &runner.ConfigError{Var: "MV_NATS_URL", Value: c.URL, Reason: err.Error()}
 	}
 	switch {

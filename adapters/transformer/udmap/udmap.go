@@ -28,9 +28,6 @@ package udmap
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync/atomic"
-	"time"
 
 	mappb "github.com/numaproj/numaflow-go/pkg/apis/proto/map/v1"
 	"github.com/numaproj/numaflow-go/pkg/mapper"
@@ -67,20 +64,9 @@ func init() { udconn.RegisterTransformer("udmap", New) }
 // mode the container works on all their messages at once, in batch mode
 // the calls take turns, one batch on the stream at a time.
 type Transformer struct {
-	mode udconn.MapMode
-	conn *udconn.Conn
-	log  *zap.SugaredLogger
-
-	ctx    context.Context // parent of the stream; ends at Close
-	cancel context.CancelFunc
-
-	ids   atomic.Uint64 // request ids, unique over the life of the adapter
+	udconn.StreamTransformer[*stream]
+	mode  udconn.MapMode
 	batch chan struct{} // batch mode: held by the call whose batch is on the stream
-	// inflight bounds the requests in flight on the stream across calls
-	// (numaflow-core's concurrency); nil is unbounded.
-	inflight *udconn.InFlight
-
-	st udconn.Current[*stream]
 }
 
 var (
@@ -111,8 +97,8 @@ func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Tra
 	if err != nil {
 		return nil, err
 	}
-	t := &Transformer{mode: mode, conn: conn, log: log, batch: make(chan struct{}, 1)}
-	t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	t := &Transformer{mode: mode, batch: make(chan struct{}, 1)}
+	t.Init(ctx, conn, log)
 	return t, nil
 }
 
@@ -120,24 +106,10 @@ func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	return udconn.IsReady(mappb.NewMapClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
-// SetConcurrency bounds the requests in flight to the container across
-// concurrent calls in unary and stream mode, as numaflow-core bounds them
-// by spec.limits.concurrency (mapper/map.rs); n <= 0 leaves them unbounded.
-// Call it before the first Transform.
-func (t *Transformer) SetConcurrency(n int) {
-	t.inflight = udconn.NewInFlight(n)
-}
-
 // Mode is the map mode the container declared.
 func (t *Transformer) Mode() udconn.MapMode { return t.mode }
 
-// Ready reports whether the map container is connected and ready.
-func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
-
 var _ runner.Sidecar = (*Transformer)(nil)
-
-// SidecarContainer is the user container's name, for /sidecar-livez.
-func (t *Transformer) SidecarContainer() string { return t.conn.SidecarContainer() }
 
 // Transform sends every message and waits for all their results. A broken
 // stream fails the whole call, and the engine retries it; the next call
@@ -172,11 +144,11 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	if len(msgs) == 0 {
 		return nil
 	}
-	limit := t.conn.MaxMessageSize()
+	limit := t.Conn.MaxMessageSize()
 	reqs := make([]*mappb.MapRequest, len(msgs))
 	sending := 0
 	for k, m := range msgs {
-		req := request(m, strconv.FormatUint(t.ids.Add(1), 36))
+		req := request(m, t.NextID())
 		if n := proto.Size(req); n+64 > limit {
 			done(k, runner.TransformResult{Err: runner.Permanent(fmt.Errorf("udmap: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))})
 			continue
@@ -200,16 +172,13 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	if err != nil {
 		return fmt.Errorf("udmap: %w", err)
 	}
-
-	replies := make(chan reply, sending)
 	ids := make([]string, 0, sending)
 	defer func() { st.waiting.Forget(ids) }()
 	var eot <-chan struct{}
 	if batch {
 		eot = st.beginBatch()
 	}
-	waitingFor := sending
-	inflight := t.inflight
+	inflight := t.InFlight
 	if batch {
 		inflight = nil // one batch at a time is the bound
 	}
@@ -224,75 +193,54 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 		res runner.TransformResult
 	}
 	var whole []answer
-	take := func(r reply) {
+	x := udconn.NewExchange(sending, claim, st, func(r reply) {
 		res := result(msgs[r.k], r.results)
 		udconn.GiveBuffers(&res, r.bufs...)
-		waitingFor--
-		claim.Answered()
 		if batch {
 			whole = append(whole, answer{r.k, res})
 			return
 		}
 		done(r.k, res)
+	}, func(err error) error { return t.broken(st, err) })
+	if err := t.send(ctx, st, x, reqs, &ids); err != nil {
+		return err
 	}
-	// broken fails the call, first handing over the answers that came
-	// before the stream broke: they stand.
-	broken := func(err error) error {
-		udconn.Drain(replies, take)
-		return t.broken(st, err)
+	var canceled func()
+	if batch {
+		if err := st.Send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
+			return x.Broken(err)
+		}
+		// The container still works on this batch and will end it with an
+		// EOT the next batch would take for its own: a call given up
+		// starts the next batch on a new stream.
+		canceled = func() { t.reset(st) }
 	}
-	dead := func() error { return broken(st.Err()) }
+	// The receiver closes eot only once every result of the batch is in
+	// the replies.
+	if err := x.Await(ctx, eot, t.Conn.CallTimeout(), sending, canceled); err != nil {
+		return err
+	}
+	for _, a := range whole {
+		done(a.k, a.res)
+	}
+	return nil
+}
+
+// send sends the requests of reqs that are not nil on st, each once x
+// lets it out, recording their ids.
+func (t *Transformer) send(ctx context.Context, st *stream, x *udconn.Exchange[reply], reqs []*mappb.MapRequest, ids *[]string) error {
 	for k, req := range reqs {
 		if req == nil {
 			continue
 		}
-		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
+		err := x.Send(ctx, func() error {
+			st.waiting.Add(req.GetId(), &waiter{k: k, ch: x.Replies()})
+			*ids = append(*ids, req.GetId())
+			return st.Send(req)
+		})
+		if err != nil {
 			return err
 		}
-		if err := st.Err(); err != nil {
-			return broken(err)
-		}
-		st.waiting.Add(req.GetId(), &waiter{k: k, ch: replies})
-		ids = append(ids, req.GetId())
-		if err := st.Send(req); err != nil {
-			return broken(err)
-		}
-	}
-	if batch {
-		if err := st.Send(&mappb.MapRequest{Status: &mappb.TransmissionStatus{Eot: true}}); err != nil {
-			return broken(err)
-		}
-	}
-	timer := time.NewTimer(t.conn.CallTimeout())
-	defer timer.Stop()
-	for waitingFor > 0 || eot != nil {
-		select {
-		case r := <-replies:
-			take(r)
-		case <-eot:
-			// The receiver closes it only once every result of the batch
-			// is in replies.
-			eot = nil
-		case <-st.Dead():
-			return dead()
-		case <-timer.C:
-			if udconn.Drain(replies, take); waitingFor == 0 && eot == nil {
-				continue
-			}
-			// Reset the stream: the engine retries the rest on a new one.
-			return broken(fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, sending, t.conn.CallTimeout()))
-		case <-ctx.Done():
-			if batch {
-				// The container still works on this batch and will end it
-				// with an EOT the next batch would take for its own: start
-				// the next batch on a new stream.
-				t.reset(st)
-			}
-			return ctx.Err()
-		}
-	}
-	for _, a := range whole {
-		done(a.k, a.res)
 	}
 	return nil
 }
@@ -318,7 +266,7 @@ func result(in *runner.Message, results []*mappb.MapResponse_Result) runner.Tran
 
 // broken marks the stream and the connection failed and says so.
 func (t *Transformer) broken(st *stream, err error) error {
-	t.st.Drop(st)
+	t.Cur.Drop(st)
 	return fmt.Errorf("udmap: MapFn stream (%s) broke: %w", t.mode, st.Break(err))
 }
 
@@ -326,33 +274,13 @@ func (t *Transformer) broken(st *stream, err error) error {
 // blaming the container.
 func (t *Transformer) reset(st *stream) {
 	st.Reset(errReset)
-	t.st.Drop(st)
+	t.Cur.Drop(st)
 }
 
 // stream returns the stream of the current connection, opening it (with
 // the handshake) when there is none.
 func (t *Transformer) stream(ctx context.Context) (*stream, error) {
-	return udconn.OpenCurrent(ctx, t.ctx, t.conn, &t.st, mapFn, func(s *udconn.Stream[mappb.MapRequest, mappb.MapResponse]) *stream {
-		return newStream(s, t.mode, t.log)
+	return udconn.OpenCurrent(ctx, t.Parent, t.Conn, &t.Cur, mapFn, func(s *udconn.Stream[mappb.MapRequest, mappb.MapResponse]) *stream {
+		return newStream(s, t.mode, t.Log)
 	})
-}
-
-// Close ends the stream the way the SDK servers expect (a closed send side
-// first) and closes the connection.
-func (t *Transformer) Close(context.Context) error {
-	st, closedBefore := t.st.Close()
-	if closedBefore {
-		return nil
-	}
-	if st != nil {
-		st.Close()
-	}
-	t.cancel()
-	return t.conn.Close()
-}
-
-// ReportErrorsTo makes the adapter report its container's runtime errors
-// (broken streams, failed calls, handler panics) to r as errors of stage.
-func (t *Transformer) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) {
-	t.conn.ReportTo(r, stage)
 }

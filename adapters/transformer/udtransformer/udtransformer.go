@@ -9,9 +9,6 @@ package udtransformer
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync/atomic"
-	"time"
 
 	stpb "github.com/numaproj/numaflow-go/pkg/apis/proto/sourcetransform/v1"
 	"github.com/numaproj/numaflow-go/pkg/sourcetransformer"
@@ -50,18 +47,7 @@ func init() { udconn.RegisterTransformer("udtransformer", New) }
 // container. Concurrent calls share one stream; the container works on all
 // their messages at once.
 type Transformer struct {
-	conn *udconn.Conn
-	log  *zap.SugaredLogger
-
-	ctx    context.Context // parent of the stream; ends at Close
-	cancel context.CancelFunc
-
-	ids atomic.Uint64 // request ids, unique over the life of the adapter
-	// inflight bounds the requests in flight on the stream across calls
-	// (numaflow-core's concurrency); nil is unbounded.
-	inflight *udconn.InFlight
-
-	st udconn.Current[*stream]
+	udconn.StreamTransformer[*stream]
 }
 
 var (
@@ -79,8 +65,8 @@ func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Tra
 	if err != nil {
 		return nil, err // the runner names the adapter
 	}
-	t := &Transformer{conn: conn, log: log}
-	t.ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	t := &Transformer{}
+	t.Init(ctx, conn, log)
 	return t, nil
 }
 
@@ -88,21 +74,7 @@ func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
 	return udconn.IsReady(stpb.NewSourceTransformClient(cc).IsReady(ctx, &emptypb.Empty{}))
 }
 
-// SetConcurrency bounds the requests in flight to the container across
-// concurrent calls, as numaflow-core bounds a transformer's by
-// spec.limits.concurrency (transformer.rs); n <= 0 leaves them unbounded.
-// Call it before the first Transform.
-func (t *Transformer) SetConcurrency(n int) {
-	t.inflight = udconn.NewInFlight(n)
-}
-
-// Ready reports whether the transformer container is connected and ready.
-func (t *Transformer) Ready(ctx context.Context) error { return t.conn.Ready(ctx) }
-
 var _ runner.Sidecar = (*Transformer)(nil)
-
-// SidecarContainer is the user container's name, for /sidecar-livez.
-func (t *Transformer) SidecarContainer() string { return t.conn.SidecarContainer() }
 
 // reply is one response routed to the call that sent its request.
 type reply struct {
@@ -150,67 +122,33 @@ func (t *Transformer) TransformEach(ctx context.Context, msgs []*runner.Message,
 	if err != nil {
 		return fmt.Errorf("udtransformer: %w", err)
 	}
-
-	replies := make(chan reply, len(msgs))
 	ids := make([]string, 0, len(msgs))
 	defer func() { st.waiting.Forget(ids) }()
-	limit := t.conn.MaxMessageSize()
-	waitingFor := 0
-	claim := t.inflight.Claim()
+	limit := t.Conn.MaxMessageSize()
+	claim := t.InFlight.Claim()
 	defer claim.Close()
-	take := func(r reply) {
+	x := udconn.NewExchange(len(msgs), claim, st, func(r reply) {
 		res := result(msgs[r.k], r.resp)
 		udconn.GiveBuffers(&res, r.buf)
-		waitingFor--
-		claim.Answered()
 		done(r.k, res)
-	}
-	// broken fails the call, first handing over the answers that came
-	// before the stream broke: they stand.
-	broken := func(err error) error {
-		udconn.Drain(replies, take)
-		return t.broken(st, err)
-	}
-	dead := func() error { return broken(st.Err()) }
+	}, func(err error) error { return t.broken(st, err) })
 	for k, m := range msgs {
-		id := strconv.FormatUint(t.ids.Add(1), 36)
+		id := t.NextID()
 		req := request(m, id)
 		if n := proto.Size(req); n+64 > limit {
 			done(k, runner.TransformResult{Err: runner.Permanent(fmt.Errorf("udtransformer: message %s is %d bytes, more than MV_UDF_MAX_MESSAGE_SIZE=%d allows", m.ID, n, limit))})
 			continue
 		}
-		if err := udconn.Wait(ctx, claim, replies, take, st.Dead(), dead); err != nil {
+		err := x.Send(ctx, func() error {
+			st.waiting.Add(id, waiter{k: k, ch: x.Replies()})
+			ids = append(ids, id)
+			return st.Send(req)
+		})
+		if err != nil {
 			return err
 		}
-		if err := st.Err(); err != nil {
-			return broken(err)
-		}
-		st.waiting.Add(id, waiter{k: k, ch: replies})
-		ids = append(ids, id)
-		waitingFor++
-		if err := st.Send(req); err != nil {
-			return broken(err)
-		}
 	}
-	timer := time.NewTimer(t.conn.CallTimeout())
-	defer timer.Stop()
-	for waitingFor > 0 {
-		select {
-		case r := <-replies:
-			take(r)
-		case <-st.Dead():
-			return dead()
-		case <-timer.C:
-			if udconn.Drain(replies, take); waitingFor == 0 {
-				continue
-			}
-			// Reset the stream: the engine retries the rest on a new one.
-			return broken(fmt.Errorf("no response for %d of %d messages within MV_UDF_CALL_TIMEOUT=%v", waitingFor, len(msgs), t.conn.CallTimeout()))
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return x.Await(ctx, nil, t.Conn.CallTimeout(), len(msgs), nil)
 }
 
 // requestBlock holds the three messages of one request, allocated
@@ -248,21 +186,21 @@ func result(in *runner.Message, resp *stpb.SourceTransformResponse) runner.Trans
 
 // broken marks the stream and the connection failed and says so.
 func (t *Transformer) broken(st *stream, err error) error {
-	t.st.Drop(st)
+	t.Cur.Drop(st)
 	return fmt.Errorf("udtransformer: SourceTransformFn stream broke: %w", st.Break(err))
 }
 
 // stream returns the stream of the current connection, opening it (with
 // the handshake) when there is none.
 func (t *Transformer) stream(ctx context.Context) (*stream, error) {
-	return udconn.OpenCurrent(ctx, t.ctx, t.conn, &t.st, sourceTransformFn, func(s *udconn.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]) *stream {
+	return udconn.OpenCurrent(ctx, t.Parent, t.Conn, &t.Cur, sourceTransformFn, func(s *udconn.Stream[stpb.SourceTransformRequest, stpb.SourceTransformResponse]) *stream {
 		st := &stream{Stream: s}
 		go st.ReceiveOwned(func(resp *stpb.SourceTransformResponse, buf *payloadpool.Buffer) error {
 			w, ok := st.waiting.Get(resp.GetId(), true)
 			if !ok {
 				// A call that gave up (its context ended) or a container
 				// answering twice: either way nobody waits for it.
-				t.log.Debugw("dropping a transformer response nobody waits for", "id", resp.GetId())
+				t.Log.Debugw("dropping a transformer response nobody waits for", "id", resp.GetId())
 				buf.Release()
 				return nil
 			}
@@ -271,24 +209,4 @@ func (t *Transformer) stream(ctx context.Context) (*stream, error) {
 		})
 		return st
 	})
-}
-
-// Close ends the stream the way the SDK servers expect (a closed send side
-// first) and closes the connection.
-func (t *Transformer) Close(context.Context) error {
-	st, closedBefore := t.st.Close()
-	if closedBefore {
-		return nil
-	}
-	if st != nil {
-		st.Close()
-	}
-	t.cancel()
-	return t.conn.Close()
-}
-
-// ReportErrorsTo makes the adapter report its container's runtime errors
-// (broken streams, failed calls, handler panics) to r as errors of stage.
-func (t *Transformer) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) {
-	t.conn.ReportTo(r, stage)
 }

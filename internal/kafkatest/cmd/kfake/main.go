@@ -33,37 +33,73 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-func main() {
-	ports := flag.String("ports", "0", "comma-separated broker ports on 127.0.0.1 (0 picks a free one); one broker per entry")
-	topics := flag.String("topics", "", "topics to create if missing, name:partitions,...")
-	dataDir := flag.String("data-dir", "", "directory the cluster's state is kept in across restarts (empty: memory only)")
-	syncWrites := flag.Bool("sync", false, "fsync every produced batch")
-	minSession := flag.Duration("min-session-timeout", time.Second, "smallest group session timeout the brokers accept")
-	retention := flag.Duration("retention-every", 0, "apply the topics' retention.bytes and retention.ms this often (0: never; kfake keeps every record otherwise)")
-	tlsCert := flag.String("tls-cert", "", "PEM server certificate: listen with TLS only (with -tls-key)")
-	tlsKey := flag.String("tls-key", "", "PEM private key of -tls-cert")
-	tlsClientCA := flag.String("tls-client-ca", "", "PEM CA: require a client certificate signed by it")
-	saslUser := flag.String("sasl", "", "MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512): require SASL as this user")
-	oauthTokens := flag.String("oauthbearer", "", "comma-separated tokens: require SASL OAUTHBEARER with one of them (not with -tls-cert or -sasl)")
-	listenHost := flag.String("listen-host", "127.0.0.1", "address the brokers listen on (0.0.0.0 in a pod)")
-	advertise := flag.String("advertise", "", "host the brokers name in metadata, where clients connect (default: the listen address; in a pod, its Service's name)")
+// options are the command's flags.
+type options struct {
+	ports, topics, dataDir       *string
+	syncWrites                   *bool
+	minSession, retention        *time.Duration
+	tlsCert, tlsKey, tlsClientCA *string
+	saslUser, oauthTokens        *string
+	listenHost, advertise        *string
+}
+
+func parseFlags() options {
+	o := options{
+		ports:       flag.String("ports", "0", "comma-separated broker ports on 127.0.0.1 (0 picks a free one); one broker per entry"),
+		topics:      flag.String("topics", "", "topics to create if missing, name:partitions,..."),
+		dataDir:     flag.String("data-dir", "", "directory the cluster's state is kept in across restarts (empty: memory only)"),
+		syncWrites:  flag.Bool("sync", false, "fsync every produced batch"),
+		minSession:  flag.Duration("min-session-timeout", time.Second, "smallest group session timeout the brokers accept"),
+		retention:   flag.Duration("retention-every", 0, "apply the topics' retention.bytes and retention.ms this often (0: never; kfake keeps every record otherwise)"),
+		tlsCert:     flag.String("tls-cert", "", "PEM server certificate: listen with TLS only (with -tls-key)"),
+		tlsKey:      flag.String("tls-key", "", "PEM private key of -tls-cert"),
+		tlsClientCA: flag.String("tls-client-ca", "", "PEM CA: require a client certificate signed by it"),
+		saslUser:    flag.String("sasl", "", "MECHANISM:USER:PASSWORD (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512): require SASL as this user"),
+		oauthTokens: flag.String("oauthbearer", "", "comma-separated tokens: require SASL OAUTHBEARER with one of them (not with -tls-cert or -sasl)"),
+		listenHost:  flag.String("listen-host", "127.0.0.1", "address the brokers listen on (0.0.0.0 in a pod)"),
+		advertise:   flag.String("advertise", "", "host the brokers name in metadata, where clients connect (default: the listen address; in a pod, its Service's name)"),
+	}
 	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	c, err := kfake.NewCluster(o.cluster()...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kfake: %v\n", err)
+		os.Exit(1)
+	}
+	if *o.topics != "" {
+		createTopics(c, *o.topics)
+	}
+	for _, a := range c.ListenAddrs() {
+		fmt.Println("addr", a)
+	}
+	fmt.Println("ready")
+	serveUntilSignal(c, *o.retention)
+	c.Close()
+}
+
+// cluster is the kfake options the flags ask for; a flag it cannot take
+// exits 2.
+func (o options) cluster() []kfake.Opt {
 	// listen is where every broker listens; kfake asks for 127.0.0.1:port.
 	listen := func(network, address string) (net.Listener, error) {
 		_, port, err := net.SplitHostPort(address)
 		if err != nil {
 			return nil, err
 		}
-		ln, err := net.Listen(network, net.JoinHostPort(*listenHost, port))
-		if err != nil || *advertise == "" {
+		ln, err := net.Listen(network, net.JoinHostPort(*o.listenHost, port))
+		if err != nil || *o.advertise == "" {
 			return ln, err
 		}
 		_, port, _ = net.SplitHostPort(ln.Addr().String())
-		return advertised{Listener: ln, addr: hostPort(net.JoinHostPort(*advertise, port))}, nil
+		return advertised{Listener: ln, addr: hostPort(net.JoinHostPort(*o.advertise, port))}, nil
 	}
 
 	var portList []int
-	for _, p := range strings.Split(*ports, ",") {
+	for _, p := range strings.Split(*o.ports, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 0 || n > 65535 {
 			fmt.Fprintf(os.Stderr, "kfake: invalid -ports entry %q\n", p)
@@ -74,31 +110,31 @@ func main() {
 	opts := []kfake.Opt{
 		kfake.Ports(portList...),
 		kfake.NumBrokers(len(portList)),
-		kfake.GroupMinSessionTimeout(*minSession),
+		kfake.GroupMinSessionTimeout(*o.minSession),
 	}
-	if *tlsCert != "" {
-		cfg, err := serverTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	if *o.tlsCert != "" {
+		cfg, err := serverTLS(*o.tlsCert, *o.tlsKey, *o.tlsClientCA)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "kfake: %v\n", err)
 			os.Exit(2)
 		}
 		opts = append(opts, kfake.TLS(cfg))
 	}
-	if *saslUser != "" {
-		parts := strings.SplitN(*saslUser, ":", 3)
+	if *o.saslUser != "" {
+		parts := strings.SplitN(*o.saslUser, ":", 3)
 		if len(parts) != 3 {
-			fmt.Fprintf(os.Stderr, "kfake: invalid -sasl %q, want MECHANISM:USER:PASSWORD\n", *saslUser)
+			fmt.Fprintf(os.Stderr, "kfake: invalid -sasl %q, want MECHANISM:USER:PASSWORD\n", *o.saslUser)
 			os.Exit(2)
 		}
 		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(parts[0], parts[1], parts[2]))
 	}
-	if *oauthTokens != "" {
-		if *tlsCert != "" || *saslUser != "" {
+	if *o.oauthTokens != "" {
+		if *o.tlsCert != "" || *o.saslUser != "" {
 			fmt.Fprintln(os.Stderr, "kfake: -oauthbearer cannot be combined with -tls-cert or -sasl")
 			os.Exit(2)
 		}
 		tokens := map[string]bool{}
-		for _, t := range strings.Split(*oauthTokens, ",") {
+		for _, t := range strings.Split(*o.oauthTokens, ",") {
 			tokens[t] = true
 		}
 		opts = append(opts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
@@ -111,57 +147,56 @@ func main() {
 	} else {
 		opts = append(opts, kfake.ListenFn(listen))
 	}
-	if *dataDir != "" {
-		opts = append(opts, kfake.DataDir(*dataDir))
+	if *o.dataDir != "" {
+		opts = append(opts, kfake.DataDir(*o.dataDir))
 	}
-	if *syncWrites {
+	if *o.syncWrites {
 		opts = append(opts, kfake.SyncWrites())
 	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kfake: %v\n", err)
-		os.Exit(1)
-	}
-	if *topics != "" {
-		for _, t := range strings.Split(*topics, ",") {
-			name, parts, ok := strings.Cut(t, ":")
-			n, err := strconv.Atoi(parts)
-			if !ok || err != nil || n < 1 {
-				fmt.Fprintf(os.Stderr, "kfake: invalid -topics entry %q, want name:partitions\n", t)
-				c.Close()
-				os.Exit(2)
-			}
-			if c.TopicInfo(name) != nil {
-				continue // kept from the data directory
-			}
-			if err := c.CreateTopic(name, int32(n), nil); err != nil {
-				fmt.Fprintf(os.Stderr, "kfake: create topic %s: %v\n", name, err)
-				c.Close()
-				os.Exit(1)
-			}
+	return opts
+}
+
+// createTopics creates the topics of -topics that the data directory did
+// not keep; a bad entry exits 2, a failed creation 1.
+func createTopics(c *kfake.Cluster, topics string) {
+	for _, t := range strings.Split(topics, ",") {
+		name, parts, ok := strings.Cut(t, ":")
+		n, err := strconv.Atoi(parts)
+		if !ok || err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "kfake: invalid -topics entry %q, want name:partitions\n", t)
+			c.Close()
+			os.Exit(2)
+		}
+		if c.TopicInfo(name) != nil {
+			continue // kept from the data directory
+		}
+		if err := c.CreateTopic(name, int32(n), nil); err != nil {
+			fmt.Fprintf(os.Stderr, "kfake: create topic %s: %v\n", name, err)
+			c.Close()
+			os.Exit(1)
 		}
 	}
-	for _, a := range c.ListenAddrs() {
-		fmt.Println("addr", a)
-	}
-	fmt.Println("ready")
+}
+
+// serveUntilSignal returns at SIGTERM or SIGINT, applying the topics'
+// retention every retention meanwhile (0: never).
+func serveUntilSignal(c *kfake.Cluster, retention time.Duration) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if *retention > 0 {
-		t := time.NewTicker(*retention)
-		defer t.Stop()
-		for loop := true; loop; {
-			select {
-			case <-t.C:
-				c.ApplyRetention()
-			case <-sigs:
-				loop = false
-			}
-		}
-	} else {
+	if retention <= 0 {
 		<-sigs
+		return
 	}
-	c.Close()
+	t := time.NewTicker(retention)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			c.ApplyRetention()
+		case <-sigs:
+			return
+		}
+	}
 }
 
 // serverTLS is the brokers' TLS configuration from PEM files.

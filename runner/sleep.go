@@ -1,7 +1,4 @@
-// Package clock holds the context-aware wait that the engine, the adapters
-// and the benchmark tools share, so a retry or a pacing wait never outlives
-// a cancelled run.
-package clock
+package runner
 
 import (
 	"context"
@@ -9,7 +6,8 @@ import (
 )
 
 // Sleep waits for d or until ctx is done, and reports whether the wait ran
-// out (false means ctx ended first). A d of zero or less does not wait; it
+// out (false means ctx ended first): the engine's and the adapters' retry
+// and pacing waits, which must never outlive a cancelled run. A d of zero or less does not wait; it
 // reports whether ctx is still live.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
