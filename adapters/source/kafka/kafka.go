@@ -380,6 +380,35 @@ func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *r
 	return m
 }
 
+// Ack marks the messages final. Their offsets are committed once every
+// record before them in their partition is final too (within
+// MV_KAFKA_COMMIT_INTERVAL, or at a rebalance or shutdown). Acks of
+// messages this replica no longer owns, or never read, are ignored.
+func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
+	var resume []tp
+	s.mu.Lock()
+	for _, m := range msgs {
+		h, ok := m.Offset.(*handle)
+		if !ok || h == nil || s.parts[h.k] != h.pt {
+			continue
+		}
+		if h.pt.ack(h.off) && s.check != nil {
+			s.check.acked(h.k, h.off)
+		}
+		s.forget(h)
+		if s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
+			delete(s.paused, h.k)
+			resume = append(resume, h.k)
+		}
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	if resume != nil {
+		s.cl.ResumeFetchPartitions(partitionLists(resume))
+	}
+	return nil
+}
+
 var _ runner.Readier = (*Source)(nil)
 
 // Close commits what is final, leaves the group (the revoke that follows
