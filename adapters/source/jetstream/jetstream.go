@@ -605,6 +605,9 @@ func (s *Source) isMissing() bool {
 // to the server at once (they would otherwise wait out the ack wait).
 func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max int) ([]*runner.Message, bool) {
 	msgs := make([]*runner.Message, 0, max)
+	// The messages themselves come from one slice per fetch, made when
+	// the first arrives.
+	var slab []runner.Message
 	var held []jetstream.Msg
 	cancelled := false
 	ch := batch.Messages()
@@ -633,7 +636,13 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max 
 		if !more {
 			break
 		}
-		msgs = append(msgs, s.convert(jm))
+		if len(slab) == cap(slab) {
+			slab = make([]runner.Message, 0, max)
+		}
+		slab = append(slab, runner.Message{})
+		m := &slab[len(slab)-1]
+		s.convert(m, jm)
+		msgs = append(msgs, m)
 		held = append(held, jm)
 	}
 	if s.cfg.InProgress && len(held) > 0 {
@@ -659,8 +668,9 @@ func (s *Source) nakLate(ch <-chan jetstream.Msg) {
 	}
 }
 
-func (s *Source) convert(jm jetstream.Msg) *runner.Message {
-	m := &runner.Message{Value: jm.Data(), Offset: jm}
+// convert fills m from jm.
+func (s *Source) convert(m *runner.Message, jm jetstream.Msg) {
+	m.Value, m.Offset = jm.Data(), jm
 	var stored time.Time
 	meta, err := jm.Metadata()
 	switch {
@@ -680,7 +690,6 @@ func (s *Source) convert(jm jetstream.Msg) *runner.Message {
 		stored = meta.Timestamp
 	}
 	natsjs.DecodeHeaders(m, jm.Headers(), stored)
-	return m
 }
 
 // RedeliversInFlight says yes: the server hands a message out again once
