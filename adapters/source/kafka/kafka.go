@@ -535,16 +535,28 @@ func (c *converter) convert(r *kgo.Record, pt *partTracker, k tp) *runner.Messag
 func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 	var resume []tp
 	s.mu.Lock()
+	// A batch's messages come in runs of one partition: its tracker is
+	// looked up once per run, not once per message.
+	var last *partTracker
+	owned := false
 	for _, m := range msgs {
 		h, ok := m.Offset.(*handle)
-		if !ok || h == nil || s.parts[h.k] != h.pt {
+		if !ok || h == nil {
+			continue
+		}
+		if h.pt != last {
+			last, owned = h.pt, s.parts[h.k] == h.pt
+		}
+		if !owned {
 			continue
 		}
 		if h.pt.ack(h.off) && s.check != nil {
 			s.check.acked(h.k, h.off)
 		}
-		s.forget(h)
-		if s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
+		if len(s.nacked) > 0 {
+			s.forget(h)
+		}
+		if len(s.paused) > 0 && s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
 			delete(s.paused, h.k)
 			resume = append(resume, h.k)
 		}
