@@ -23,6 +23,9 @@ type Message struct {
 	// EventTime is when the event happened, as the producer says.
 	EventTime time.Time
 	// Headers carry user metadata (Numaflow headers, CloudEvents extensions).
+	// A map is read only once its message is made: the engine gives an
+	// input's to its outputs, and a source may share one among messages.
+	// To change headers, set a new map.
 	Headers map[string]string
 	// Tags are the tags a Numaflow transformer or map UDF put on the
 	// message (numaflow-go's WithTags); bypass conditions route on them.

@@ -453,3 +453,25 @@ func TestRunnerGOMAXPROCS(t *testing.T) {
 		t.Fatalf("without --runner-gomaxprocs the runner env has GOMAXPROCS=%q; want --cpus' alone", v)
 	}
 }
+
+// TestPeerRatioFromTheSideThatDoesItsWork: with a runner-copy side (the
+// generator building a payload per message), x peer is that side's rate
+// over the peer's, not the shared payload's; without one it stays the
+// runner's.
+func TestPeerRatioFromTheSideThatDoesItsWork(t *testing.T) {
+	res := func(rate float64) sideResult {
+		r := nanResult()
+		r.rate, r.cpu = rate, 1
+		return r
+	}
+	rec := &record{Scenario: "generator->blackhole", PayloadBytes: MiB}
+	fillRecord(rec, map[string][]sideResult{"runner": {res(9000)}, "runner-copy": {res(300)}, "peer": {res(100)}})
+	if rec.RatioToPeer == nil || *rec.RatioToPeer != 3 || rec.MsgsPerSec == nil || *rec.MsgsPerSec != 9000 || rec.SameWorkMsgsPerSec == nil || *rec.SameWorkMsgsPerSec != 300 {
+		t.Fatalf("ratio to peer %v, msgs/s %v, payload per message %v; want 3, 9000, 300", rec.RatioToPeer, rec.MsgsPerSec, rec.SameWorkMsgsPerSec)
+	}
+	rec = &record{Scenario: "http->blackhole", PayloadBytes: MiB}
+	fillRecord(rec, map[string][]sideResult{"runner": {res(200)}, "peer": {res(100)}})
+	if rec.RatioToPeer == nil || *rec.RatioToPeer != 2 {
+		t.Fatalf("ratio to peer %v without a runner-copy side, want 2", rec.RatioToPeer)
+	}
+}

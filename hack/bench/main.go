@@ -56,6 +56,7 @@ type harness struct {
 	profileDir       string
 	quick            bool
 	keepLogs         bool
+	halfRate         bool // --half-rate
 }
 
 func main() {
@@ -74,6 +75,7 @@ func main() {
 		binDir      = flag.String("bin", defaultBinDir(), "where the built programs go (kept between runs; go build reuses its cache); one per checkout, so two checkouts benchmarking at once never run each other's binaries")
 		list        = flag.Bool("list", false, "list the scenarios and exit")
 		keepLogs    = flag.Bool("keep", false, "keep the work directory (process logs, configs) after the run")
+		halfRate    = flag.Bool("half-rate", true, "after the rounds of a scenario with a rate-limitable source, run the runner once more with MV_RATE_LIMIT_MAX at half its median rate and report its latency there")
 		runnerProcs = flag.Int("runner-gomaxprocs", 0, "GOMAXPROCS for the runner alone (over --cpus), as the GOMAXPROCS variable on its container would set it in a pod; the servers, baselines and peers keep theirs (0: as the others; not with a cores sweep)")
 	)
 	flag.Usage = func() {
@@ -108,7 +110,7 @@ func main() {
 			fatalf("--only %q is not a regular expression: %v", *only, err)
 		}
 	}
-	h := &harness{passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir, runnerProcs: *runnerProcs}
+	h := &harness{halfRate: *halfRate, passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir, runnerProcs: *runnerProcs}
 	h.warmup, h.duration, h.rounds = 2*time.Second, 5*time.Second, 3
 	if *quick {
 		h.warmup, h.duration, h.rounds = 300*time.Millisecond, 700*time.Millisecond, 1

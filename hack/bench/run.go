@@ -218,7 +218,7 @@ func (h *harness) startProfile(sc scenario, role, url string) func() error {
 // companions are the processes the runner drives (SDK servers, the
 // function), whose CPU time is counted beside the runner's.
 func (h *harness) runRunnerSide(ctx context.Context, sc scenario, batch int, extra map[string]string, companions ...*proc) (sideResult, error) {
-	env, admin, err := h.runnerEnv(batch, extra)
+	env, admin, err := h.runnerEnv(batch, merge(extra, sc.env))
 	if err != nil {
 		return nanResult(), err
 	}
@@ -246,6 +246,11 @@ func generatorEnv(size int) map[string]string {
 		"MV_GENERATOR_FIXED_PAYLOAD": "true",
 	}
 }
+
+// payloadPerMessage has the generator build each message's payload, as
+// Benthos generate makes a message per call: the runner side its peer is
+// held against.
+var payloadPerMessage = map[string]string{"MV_GENERATOR_FIXED_PAYLOAD": "false"}
 
 func merge(ms ...map[string]string) map[string]string {
 	out := map[string]string{}
@@ -317,6 +322,10 @@ func (h *harness) sidesGeneratorBlackhole(sc scenario, rec *record) ([]side, fun
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), map[string]string{"MV_SINK": "blackhole"}))
+		}},
+		{"runner-copy", func(ctx context.Context, sc scenario) (sideResult, error) {
+			sc.profile = false // the runner's profile files are the shared payload's
+			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), payloadPerMessage, map[string]string{"MV_SINK": "blackhole"}))
 		}},
 		{"peer", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runBenthos(ctx, sc, benthosGenerate(sc.size, batch, nil), nil)
@@ -439,14 +448,19 @@ func (h *harness) sidesCloudEvents(sc scenario, rec *record) ([]side, func(), er
 	}
 	url := "http://" + addr + "/"
 	cleanup := func() { fn.stop(5 * time.Second) }
+	ceEnv := map[string]string{
+		"MV_TRANSFORMER":             "cloudevents",
+		"MV_TRANSFORMER_URL":         url,
+		"MV_TRANSFORMER_CONCURRENCY": strconv.Itoa(conc),
+		"MV_SINK":                    "blackhole",
+	}
 	return []side{
 		{"runner", func(ctx context.Context, sc scenario) (sideResult, error) {
-			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), map[string]string{
-				"MV_TRANSFORMER":             "cloudevents",
-				"MV_TRANSFORMER_URL":         url,
-				"MV_TRANSFORMER_CONCURRENCY": strconv.Itoa(conc),
-				"MV_SINK":                    "blackhole",
-			}), fn)
+			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), ceEnv), fn)
+		}},
+		{"runner-copy", func(ctx context.Context, sc scenario) (sideResult, error) {
+			sc.profile = false // the runner's profile files are the shared payload's
+			return h.runRunnerSide(ctx, sc, batch, merge(generatorEnv(sc.size), payloadPerMessage, ceEnv), fn)
 		}},
 		{"baseline", func(ctx context.Context, sc scenario) (sideResult, error) {
 			return h.runPeerMeasure(ctx, sc, "baseline", "ce-baseline",

@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -27,6 +28,17 @@ type family struct {
 	// one-batch-at-a-time contract ("" for none).
 	sequential string
 	what       string
+	// warmBroker: before the rounds, the last side (the bare client) runs
+	// once unmeasured, so the broker process the sides share (kfake,
+	// nats-server) has grown its memory before any side is measured:
+	// otherwise the first side alone pays for faulting it in (the first
+	// round's runner on JetStream at 1 MiB moved 24-49 msgs/s, the later
+	// rounds' 146-179).
+	warmBroker bool
+	// halfRate: after the rounds, the runner runs once more with
+	// MV_RATE_LIMIT_MAX at half its median rate, for its latency there
+	// (--half-rate).
+	halfRate bool
 	// sides sets up what the scenario shares (a function process) and
 	// returns its sides in the order they run each round.
 	sides func(h *harness, sc scenario, rec *record) ([]side, func(), error)
@@ -45,6 +57,9 @@ type scenario struct {
 	size int
 	// profile is set in the round that saves CPU profiles (the first).
 	profile bool
+	// env is added to the runner's environment (the half-rate pass's
+	// rate limit).
+	env map[string]string
 }
 
 func (s scenario) id() string { return s.name + "/" + sizeName(s.size) }
@@ -89,14 +104,14 @@ const (
 func catalogue() []*family {
 	return append([]*family{
 		{
-			name: "generator->blackhole", sizes: []int{KiB, 64 * KiB, MiB},
+			name: "generator->blackhole", halfRate: true, sizes: []int{KiB, 64 * KiB, MiB},
 			needs: []string{"MV_SOURCE=generator", "MV_SINK=blackhole"},
-			peer:  "benthos generate->drop",
+			peer:  "benthos generate->drop (against the runner building a payload per message, as generate makes one)",
 			what:  "the engine's own cost per message: an unthrottled generator into a sink that drops",
 			sides: (*harness).sidesGeneratorBlackhole,
 		},
 		{
-			name: "udsource->udsink", sizes: []int{KiB, 64 * KiB, MiB},
+			name: "udsource->udsink", halfRate: true, sizes: []int{KiB, 64 * KiB, MiB},
 			needs:      []string{"MV_SOURCE=udsource", "MV_SINK=udsink"},
 			baseline:   concurrentGRPC,
 			sequential: sequentialGRPC,
@@ -104,7 +119,7 @@ func catalogue() []*family {
 			sides:      (*harness).sidesUDS,
 		},
 		{
-			name: "udsource->udtransformer->udsink", sizes: []int{KiB, 64 * KiB, MiB},
+			name: "udsource->udtransformer->udsink", halfRate: true, sizes: []int{KiB, 64 * KiB, MiB},
 			needs:      []string{"MV_SOURCE=udsource", "MV_TRANSFORMER=udtransformer", "MV_SINK=udsink"},
 			baseline:   concurrentGRPC,
 			sequential: sequentialGRPC,
@@ -112,10 +127,10 @@ func catalogue() []*family {
 			sides:      (*harness).sidesUDS,
 		},
 		{
-			name: "generator->cloudevents->blackhole", sizes: []int{KiB, MiB},
+			name: "generator->cloudevents->blackhole", halfRate: true, sizes: []int{KiB, MiB},
 			needs:    []string{"MV_SOURCE=generator", "MV_TRANSFORMER=cloudevents", "MV_SINK=blackhole"},
 			baseline: "bare sdk-go CloudEvents client",
-			peer:     "benthos generate->http->drop",
+			peer:     "benthos generate->http->drop (against the runner building a payload per message, as generate makes one)",
 			what:     "an sdk-go CloudEvents function on loopback as the transformer",
 			sides:    (*harness).sidesCloudEvents,
 		},
@@ -128,14 +143,14 @@ func catalogue() []*family {
 			sides:    (*harness).sidesHTTPSource,
 		},
 		{
-			name: "kafka->kafka", sizes: []int{KiB, 64 * KiB},
+			name: "kafka->kafka", halfRate: true, warmBroker: true, sizes: []int{KiB, 64 * KiB},
 			needs:    []string{"MV_SOURCE=kafka", "MV_SINK=kafka"},
 			baseline: "bare franz-go loop (poll a batch, produce it, wait for the acks, commit)",
 			what:     "a Kafka topic of 6 partitions into another on one kfake cluster (a separate process), in one consumer group",
 			sides:    (*harness).sidesKafka,
 		},
 		{
-			name: "jetstream->jetstream", sizes: []int{KiB, 64 * KiB, MiB},
+			name: "jetstream->jetstream", halfRate: true, warmBroker: true, sizes: []int{KiB, 64 * KiB, MiB},
 			needs:    []string{"MV_SOURCE=jetstream", "MV_SINK=jetstream"},
 			baseline: "bare nats.go loop (fetch a batch, publish it, wait for the publish acks, ack with the last confirmed)",
 			what:     "a JetStream work-queue stream into another on one nats-server (a separate process, max_payload 8 MiB, memory storage), kept 64 MiB ahead",
@@ -203,6 +218,21 @@ type record struct {
 	Replicas            int      `json:"replicas,omitempty"`
 	P50MS               *float64 `json:"p50_ms"`
 	P99MS               *float64 `json:"p99_ms"`
+	// The runner once more with MV_RATE_LIMIT_MAX at half its median
+	// rate (HalfRateLimit): the rate it read at and its latency there
+	// (the same source as P50MS), so latency is seen away from
+	// saturation, where queues build.
+	HalfRateLimit      *float64 `json:"half_rate_limit_msgs_per_sec,omitempty"`
+	HalfRateMsgsPerSec *float64 `json:"half_rate_msgs_per_sec,omitempty"`
+	HalfRateP50MS      *float64 `json:"half_rate_p50_ms,omitempty"`
+	HalfRateP99MS      *float64 `json:"half_rate_p99_ms,omitempty"`
+	// The generator scenarios with a Benthos peer run the runner a second
+	// way, building a payload per message (MV_GENERATOR_FIXED_PAYLOAD=
+	// false) as Benthos generate makes one per message: RatioToPeer is
+	// from this side, so both do the same work. MsgsPerSec stays the
+	// shared payload's (the engine's own cost).
+	SameWorkMsgsPerSec  *float64 `json:"runner_payload_per_msg_msgs_per_sec,omitempty"`
+	SameWorkCPUUsPerMsg *float64 `json:"runner_payload_per_msg_cpu_us_per_msg,omitempty"`
 
 	// Context for reading the figures.
 	BatchSize       int      `json:"batch_size,omitempty"`
@@ -284,6 +314,12 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 	results := map[string][]sideResult{}
 	failed := map[string]bool{}
 	rec.RoundRates = map[string][]float64{}
+	if sc.warmBroker && len(sides) > 0 && ctx.Err() == nil {
+		warm := sides[len(sides)-1]
+		if _, err := warm.run(ctx, sc); err != nil {
+			rec.Errors = append(rec.Errors, "warm-up ("+warm.role+"): "+err.Error())
+		}
+	}
 	for round := range h.rounds {
 		sc.profile = round == 0 && h.profileDir != ""
 		for _, s := range sides {
@@ -303,7 +339,35 @@ func (h *harness) runScenario(ctx context.Context, sc scenario) *record {
 		}
 	}
 	fillRecord(rec, results)
+	if sc.halfRate && h.halfRate && rec.MsgsPerSec != nil && ctx.Err() == nil {
+		h.runHalfRate(ctx, sc, rec, sides)
+	}
 	return rec
+}
+
+// runHalfRate runs the runner side once more with MV_RATE_LIMIT_MAX at half
+// the rate it reached, and records its rate and latency there. The limit
+// counts whole read batches (as Numaflow's), so it is rounded down to
+// them, at least one batch a second.
+func (h *harness) runHalfRate(ctx context.Context, sc scenario, rec *record, sides []side) {
+	for _, s := range sides {
+		if s.role != "runner" {
+			continue
+		}
+		batch := max(rec.BatchSize, 1)
+		limit := max(int(*rec.MsgsPerSec/2)/batch, 1) * batch
+		sc.env = map[string]string{"MV_RATE_LIMIT_MAX": strconv.Itoa(limit), "MV_RATE_LIMIT_RAMP_UP": "1s"}
+		sc.profile = false
+		r, err := s.run(ctx, sc)
+		if err != nil {
+			rec.Errors = append(rec.Errors, "runner at half rate: "+err.Error())
+			return
+		}
+		rec.HalfRateLimit = num(float64(limit))
+		rec.HalfRateMsgsPerSec = num(r.rate)
+		rec.HalfRateP50MS, rec.HalfRateP99MS = num(r.p50), num(r.p99)
+		return
+	}
 }
 
 // fillRecord sets a record's figures from the rounds of each side, and the
@@ -324,6 +388,9 @@ func fillRecord(rec *record, results map[string][]sideResult) {
 		case "baseline":
 			rec.BaselineMsgsPerSec = num(agg.rate)
 			rec.BaselineCPUUsPerMsg = num(agg.cpu)
+		case "runner-copy":
+			rec.SameWorkMsgsPerSec = num(agg.rate)
+			rec.SameWorkCPUUsPerMsg = num(agg.cpu)
 		case "sequential":
 			rec.SequentialMsgsPerSec = num(agg.rate)
 			rec.SequentialCPUUsPerMsg = num(agg.cpu)
@@ -332,7 +399,7 @@ func fillRecord(rec *record, results map[string][]sideResult) {
 			rec.PeerPeakRSSMB = num(agg.rss)
 			rec.PeerCPUUsPerMsg = num(agg.cpu)
 		}
-		if role != "runner" && !math.IsNaN(agg.p50) {
+		if role != "runner" && role != "runner-copy" && !math.IsNaN(agg.p50) {
 			rec.Notes = append(rec.Notes, fmt.Sprintf("%s latency p50 %.2f ms, p99 %.2f ms", role, agg.p50, agg.p99))
 		}
 	}
@@ -345,8 +412,17 @@ func fillRecord(rec *record, results map[string][]sideResult) {
 	if rec.MsgsPerSec != nil && rec.SequentialMsgsPerSec != nil && *rec.SequentialMsgsPerSec > 0 {
 		rec.RatioToSequential = num(*rec.MsgsPerSec / *rec.SequentialMsgsPerSec)
 	}
-	if rec.MsgsPerSec != nil && rec.PeerMsgsPerSec != nil && *rec.PeerMsgsPerSec > 0 {
-		rec.RatioToPeer = num(*rec.MsgsPerSec / *rec.PeerMsgsPerSec)
+	if same := rec.MsgsPerSec; same != nil && rec.PeerMsgsPerSec != nil && *rec.PeerMsgsPerSec > 0 {
+		if _, copies := results["runner-copy"]; copies {
+			// Against the peer only the side that does its work.
+			same = rec.SameWorkMsgsPerSec
+		}
+		if same != nil {
+			rec.RatioToPeer = num(*same / *rec.PeerMsgsPerSec)
+		}
+		if same != nil && same == rec.SameWorkMsgsPerSec {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("x peer: the runner building a payload per message, %s msgs/s (%s µs/msg), against the peer", fmtRate(same), fmtCPU(rec.SameWorkCPUUsPerMsg)))
+		}
 	}
 	if rec.SequentialBaseline != "" && rec.PayloadBytes > 0 {
 		rec.CPUUsPerMiB = perMiB(rec.CPUUsPerMsg, rec.PayloadBytes)

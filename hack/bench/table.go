@@ -15,12 +15,12 @@ func printTable(w io.Writer, recs []*record) {
 	for _, r := range recs {
 		width = max(width, len(rowName(r)))
 	}
-	fmt.Fprintln(tw, "scenario"+strings.Repeat(" ", max(0, width-len("scenario")))+"\tpayload\tmsgs/s\tMiB/s\tbaseline msgs/s\tx base\tseq msgs/s\tx seq\tpeer msgs/s\tx peer\tRSS MiB\tp50 ms\tp99 ms\tCPU µs/msg\tbase|peer CPU\tCPU µs/MiB run|seq\tx seq CPU\ttargets\t")
+	fmt.Fprintln(tw, "scenario"+strings.Repeat(" ", max(0, width-len("scenario")))+"\tpayload\tmsgs/s\tMiB/s\tbaseline msgs/s\tx base\tseq msgs/s\tx seq\tpeer msgs/s\tx peer\tRSS MiB\tp50 ms\tp99 ms\tp50|p99 ms ½max\tCPU µs/msg\tbase|peer CPU\tCPU µs/MiB run|seq\tx seq CPU\ttargets\t")
 	var foot []string
 	for i, r := range recs {
 		name := rowName(r) + strings.Repeat(" ", width-len(rowName(r))) // left-aligned in a right-aligned table
 		if r.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s%s\tskipped [%d]\t\n", name, sizeName(r.PayloadBytes), strings.Repeat("\t-", 15), i+1)
+			fmt.Fprintf(tw, "%s\t%s%s\tskipped [%d]\t\n", name, sizeName(r.PayloadBytes), strings.Repeat("\t-", 16), i+1)
 			foot = append(foot, fmt.Sprintf("[%d] %s/%s skipped: %s", i+1, r.Scenario, sizeName(r.PayloadBytes), r.Skipped))
 			continue
 		}
@@ -34,13 +34,13 @@ func printTable(w io.Writer, recs []*record) {
 				foot = append(foot, fmt.Sprintf("[%d] %s/%s: %s", i+1, r.Scenario, sizeName(r.PayloadBytes), n))
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			name, sizeName(r.PayloadBytes),
 			fmtRate(r.MsgsPerSec), fmtFloat(r.MBPerSec, 1),
 			fmtRate(r.BaselineMsgsPerSec), fmtFloat(r.RatioToBaseline, 2),
 			fmtRate(r.SequentialMsgsPerSec), fmtFloat(r.RatioToSequential, 2),
 			fmtRate(r.PeerMsgsPerSec), fmtFloat(r.RatioToPeer, 2),
-			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2),
+			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2), halfRateText(r),
 			fmtCPU(r.CPUUsPerMsg), fmtCPU(r.BaselineCPUUsPerMsg)+"|"+fmtCPU(r.PeerCPUUsPerMsg),
 			fmtCPU(r.CPUUsPerMiB)+"|"+fmtCPU(r.SequentialCPUUsPerMiB), fmtFloat(r.CPURatioToSequential, 2), tg)
 	}
@@ -132,28 +132,37 @@ func fmtFloat(v *float64, prec int) string {
 
 // writeMarkdown writes the table as Markdown, for RESULTS.md and the README.
 func writeMarkdown(w io.Writer, recs []*record) {
-	fmt.Fprintln(w, "| scenario | payload | msgs/s | MiB/s | baseline msgs/s | x baseline | seq baseline msgs/s | x seq baseline | peer msgs/s | x peer | peak RSS MiB | p50 ms | p99 ms | CPU µs/msg (runner / baseline / peer) | CPU µs/MiB (runner / seq baseline) | x seq CPU | targets |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| scenario | payload | msgs/s | MiB/s | baseline msgs/s | x baseline | seq baseline msgs/s | x seq baseline | peer msgs/s | x peer | peak RSS MiB | p50 ms | p99 ms | p50 / p99 ms at ½ max | CPU µs/msg (runner / baseline / peer) | CPU µs/MiB (runner / seq baseline) | x seq CPU | targets |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, r := range recs {
 		if r.Skipped != "" {
-			fmt.Fprintf(w, "| %s | %s |%s skipped: %s |\n", rowName(r), sizeName(r.PayloadBytes), strings.Repeat(" |", 14), r.Skipped)
+			fmt.Fprintf(w, "| %s | %s |%s skipped: %s |\n", rowName(r), sizeName(r.PayloadBytes), strings.Repeat(" |", 15), r.Skipped)
 			continue
 		}
 		tg := targetText(r.Targets)
 		if len(r.Errors) > 0 {
 			tg += " (error: " + firstLine(r.Errors[0]) + ")"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s | %s | %s |\n",
 			rowName(r), sizeName(r.PayloadBytes),
 			fmtRate(r.MsgsPerSec), fmtFloat(r.MBPerSec, 1),
 			fmtRate(r.BaselineMsgsPerSec), fmtFloat(r.RatioToBaseline, 2),
 			fmtRate(r.SequentialMsgsPerSec), fmtFloat(r.RatioToSequential, 2),
 			fmtRate(r.PeerMsgsPerSec), fmtFloat(r.RatioToPeer, 2),
-			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2),
+			fmtFloat(r.PeakRSSMB, 0), fmtFloat(r.P50MS, 2), fmtFloat(r.P99MS, 2), strings.ReplaceAll(halfRateText(r), "|", " / "),
 			fmtCPU(r.CPUUsPerMsg), fmtCPU(r.BaselineCPUUsPerMsg), fmtCPU(r.PeerCPUUsPerMsg),
 			fmtCPU(r.CPUUsPerMiB), fmtCPU(r.SequentialCPUUsPerMiB), fmtFloat(r.CPURatioToSequential, 2),
 			strings.ReplaceAll(tg, "|", "/"))
 	}
+}
+
+// halfRateText is the runner's p50|p99 at half its max rate, "-" when not
+// measured.
+func halfRateText(r *record) string {
+	if r.HalfRateP50MS == nil {
+		return "-"
+	}
+	return fmtFloat(r.HalfRateP50MS, 2) + "|" + fmtFloat(r.HalfRateP99MS, 2)
 }
 
 // fmtCPU prints µs per message with two significant digits or so.

@@ -158,7 +158,9 @@ type Sink struct {
 	subject string
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	stall   time.Duration
+	// stallOpt is jetstream.WithStallWait(MV_JETSTREAM_PUBLISH_TIMEOUT),
+	// made once.
+	stallOpt jetstream.PublishOpt
 }
 
 var (
@@ -184,7 +186,7 @@ func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) 
 		nc.Close()
 		return nil, err
 	}
-	return &Sink{subject: subject, nc: nc, js: js, stall: cfg.PublishTimeout}, nil
+	return &Sink{subject: subject, nc: nc, js: js, stallOpt: jetstream.WithStallWait(cfg.PublishTimeout)}, nil
 }
 
 // Write publishes every message asynchronously, then waits for each ack.
@@ -206,9 +208,15 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	}
 	results := make([]runner.WriteResult, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))
+	// The NATS messages and their header values come from slices made
+	// once per write, and Nats-Msg-Id goes in with the other headers
+	// rather than through an option made per message.
+	nms := make([]nats.Msg, len(msgs))
+	enc := natsjs.NewEncoder(len(msgs))
 	for i, m := range msgs {
-		nm := &nats.Msg{Subject: s.subject, Data: m.Value, Header: natsjs.EncodeHeaders(m)}
-		f, err := s.js.PublishMsgAsync(nm, jetstream.WithMsgID(m.ID), jetstream.WithStallWait(s.stall))
+		nm := &nms[i]
+		nm.Subject, nm.Data, nm.Header = s.subject, m.Value, enc.Headers(m, m.ID)
+		f, err := s.js.PublishMsgAsync(nm, s.stallOpt)
 		if err != nil {
 			results[i] = failed(m, err)
 			continue

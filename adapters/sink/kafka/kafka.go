@@ -16,11 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -237,36 +238,52 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
 	// Not kgo.RecordDeliveryTimeout: the client measures it from the
 	// record's timestamp, which here is the event time and may be old.
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	results := make([]runner.WriteResult, len(msgs))
+	// The records and their headers are made in slices of the whole
+	// batch, and one promise serves them all, finding a record's message
+	// by its place in recs: at 1 KiB, allocations per record were most of
+	// the sink's CPU.
+	recs := make([]kgo.Record, len(msgs))
+	headers := 0
+	for _, m := range msgs {
+		headers += len(m.Headers) + 2 + len(m.Keys)
+	}
+	b := recordBuilder{s: s, headers: make([]kgo.RecordHeader, 0, headers)}
+	for i, m := range msgs {
+		b.fill(&recs[i], m)
+	}
+	base := uintptr(unsafe.Pointer(&recs[0]))
 	// A record already sent to a broker that went away is retried by the
 	// client until a broker acks it, past any context: the write stops
 	// waiting at the deadline and reports it failed (the runner retries;
 	// a late ack only makes a duplicate).
 	var mu sync.Mutex
-	waiting, left, returned := make([]bool, len(msgs)), len(msgs), false
+	acked, left, returned := make([]bool, len(msgs)), len(msgs), false
 	all := make(chan struct{})
-	for i := range waiting {
-		waiting[i] = true
+	promise := func(r *kgo.Record, err error) {
+		i := int((uintptr(unsafe.Pointer(r)) - base) / unsafe.Sizeof(kgo.Record{}))
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			return
+		}
+		if err != nil {
+			results[i] = failed(msgs[i], s.topic, err)
+		}
+		acked[i] = true
+		if left--; left == 0 {
+			close(all)
+		}
 	}
-	for i, m := range msgs {
-		s.cl.Produce(ctx, s.record(m), func(_ *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if returned {
-				return
-			}
-			if err != nil {
-				results[i] = failed(m, s.topic, err)
-			}
-			waiting[i] = false
-			if left--; left == 0 {
-				close(all)
-			}
-		})
+	for i := range recs {
+		s.cl.Produce(ctx, &recs[i], promise)
 	}
 	select {
 	case <-all:
@@ -275,48 +292,117 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	mu.Lock()
 	defer mu.Unlock()
 	returned = true
-	for i, w := range waiting {
-		if w {
+	for i, a := range acked {
+		if !a {
 			results[i] = runner.WriteResult{Status: runner.WriteFailed, Err: fmt.Errorf("kafka sink: produce %s to %s: no ack within %v (MV_KAFKA_PRODUCE_TIMEOUT): %w", msgs[i].ID, s.topic, s.timeout, ctx.Err())}
 		}
 	}
 	return results, nil
 }
 
+// record makes m's record on its own (tests; Write makes a batch's at once).
 func (s *Sink) record(m *runner.Message) *kgo.Record {
+	rec := &kgo.Record{}
+	b := recordBuilder{s: s}
+	b.fill(rec, m)
+	return rec
+}
+
+// recordBuilder fills the records of one write. Their headers come from
+// one slice that grows by whole chunks, and header values and keys are the
+// bytes of the message's strings, not copies: franz-go only reads them,
+// and the write waits for every record's ack before it returns.
+type recordBuilder struct {
+	s       *Sink
+	headers []kgo.RecordHeader
+	names   []string
+}
+
+func (b *recordBuilder) fill(rec *kgo.Record, m *runner.Message) {
+	s := b.s
 	value := m.Value
 	if value == nil {
 		value = []byte{} // a null value is a tombstone on compacted topics
 	}
-	rec := &kgo.Record{Topic: s.topic, Value: value}
+	rec.Topic, rec.Value = s.topic, value
 	if s.eventTime && !m.EventTime.IsZero() && m.EventTime.UnixMilli() > 0 {
 		rec.Timestamp = m.EventTime
 	}
 	if s.setKey && len(m.Keys) > 0 {
-		rec.Key = []byte(strings.Join(m.Keys, ":"))
+		if len(m.Keys) == 1 {
+			rec.Key = bytesOf(m.Keys[0])
+		} else {
+			rec.Key = []byte(strings.Join(m.Keys, ":"))
+		}
 	}
-	names := make([]string, 0, len(m.Headers))
+	names := b.names[:0]
 	for k := range m.Headers {
 		if (k != s.idHeader || s.idHeader == "") && !isKeyHeader(k, len(m.Keys)) {
 			names = append(names, k)
 		}
 	}
-	sort.Strings(names)
-	rec.Headers = make([]kgo.RecordHeader, 0, len(names)+2+len(m.Keys))
+	if len(names) > 1 {
+		slices.Sort(names)
+	}
+	b.names = names
+	need := len(names) + 2 + len(m.Keys)
+	if cap(b.headers)-len(b.headers) < need {
+		b.headers = make([]kgo.RecordHeader, 0, max(need, 2*cap(b.headers), 64))
+	}
+	start := len(b.headers)
+	h := b.headers
 	for _, k := range names {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(m.Headers[k])})
+		h = append(h, kgo.RecordHeader{Key: k, Value: bytesOf(m.Headers[k])})
 	}
 	// Numaflow's Kafka sink carries every key in headers, whatever setKey
 	// says: __key_len and __key_0 .. __key_<len-1>, in place of message
 	// headers of those names.
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: KeyLenHeader, Value: strconv.AppendInt(nil, int64(len(m.Keys)), 10)})
+	h = append(h, kgo.RecordHeader{Key: KeyLenHeader, Value: smallInt(len(m.Keys))})
 	for i, k := range m.Keys {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: keyHeaderPrefix + strconv.Itoa(i), Value: []byte(k)})
+		h = append(h, kgo.RecordHeader{Key: keyHeader(i), Value: bytesOf(k)})
 	}
 	if s.idHeader != "" {
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: s.idHeader, Value: []byte(m.ID)})
+		h = append(h, kgo.RecordHeader{Key: s.idHeader, Value: bytesOf(m.ID)})
 	}
-	return rec
+	b.headers = h
+	rec.Headers = h[start:len(h):len(h)]
+}
+
+// bytesOf is s's bytes without a copy, for franz-go to read; never nil, so
+// an empty key stays a key (Numaflow's Some("")).
+func bytesOf(s string) []byte {
+	if s == "" {
+		return []byte{}
+	}
+	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// smallInts and keyHeaders are the __key_len values and __key_<i> names of
+// the first keys, made once.
+var (
+	smallInts  [16][]byte
+	keyHeaders [16]string
+)
+
+func init() {
+	for i := range smallInts {
+		smallInts[i] = []byte(strconv.Itoa(i))
+		keyHeaders[i] = keyHeaderPrefix + strconv.Itoa(i)
+	}
+}
+
+func smallInt(n int) []byte {
+	if n < len(smallInts) {
+		return smallInts[n]
+	}
+	return strconv.AppendInt(nil, int64(n), 10)
+}
+
+func keyHeader(i int) string {
+	if i < len(keyHeaders) {
+		return keyHeaders[i]
+	}
+	return keyHeaderPrefix + strconv.Itoa(i)
 }
 
 // KeyLenHeader and the __key_<i> headers carry a message's keys, as
@@ -332,8 +418,12 @@ func isKeyHeader(k string, n int) bool {
 	if k == KeyLenHeader {
 		return true
 	}
-	i, err := strconv.Atoi(strings.TrimPrefix(k, keyHeaderPrefix))
-	return strings.HasPrefix(k, keyHeaderPrefix) && err == nil && i >= 0 && i < n && keyHeaderPrefix+strconv.Itoa(i) == k
+	rest, ok := strings.CutPrefix(k, keyHeaderPrefix)
+	if !ok {
+		return false // most headers: no Atoi, whose error allocates
+	}
+	i, err := strconv.Atoi(rest)
+	return err == nil && i >= 0 && i < n && keyHeader(i) == k
 }
 
 // permanent are the produce errors retrying cannot fix.

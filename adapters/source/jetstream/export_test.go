@@ -9,3 +9,6 @@ func HeldCount(s *Source) int {
 
 // OverlapsAny is overlapsAny, for the table of subject matching.
 var OverlapsAny = overlapsAny
+
+// AckEach is ackEach: every ack confirmed on its own, as after a reconnect.
+var AckEach = (*Source).ackEach

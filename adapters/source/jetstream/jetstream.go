@@ -43,7 +43,7 @@ type Config struct {
 	AckWait       time.Duration `envconfig:"MV_JETSTREAM_ACK_WAIT" default:"30s" desc:"ack wait of a consumer the runner creates: unacked messages are redelivered after it"`
 	MaxAckPending int           `envconfig:"MV_JETSTREAM_MAX_ACK_PENDING" default:"20000" desc:"max ack pending of a consumer the runner creates; at least replicas x MV_READ_BATCH_SIZE x MV_INFLIGHT_BATCHES"`
 	NakDelay      time.Duration `envconfig:"MV_JETSTREAM_NAK_DELAY" default:"1s" desc:"delay before a nacked message is redelivered"`
-	AckSync       bool          `envconfig:"MV_JETSTREAM_ACK_SYNC" default:"true" desc:"wait for the server to confirm every ack (double ack); false sends acks and only flushes the connection"`
+	AckSync       bool          `envconfig:"MV_JETSTREAM_ACK_SYNC" default:"true" desc:"wait for the server to confirm the acks (the last of each batch, which the server takes after the others; each one after a reconnect); false sends acks and only flushes the connection"`
 	InProgress    bool          `envconfig:"MV_JETSTREAM_IN_PROGRESS" default:"true" desc:"tell the server that messages held longer than a third of the ack wait are still being worked on, so they are not redelivered meanwhile"`
 	Creds         string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
 	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
@@ -277,6 +277,9 @@ func (s *Source) isMissing() bool {
 // to the server at once (they would otherwise wait out the ack wait).
 func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max int) ([]*runner.Message, bool) {
 	msgs := make([]*runner.Message, 0, max)
+	// The messages themselves come from one slice per fetch, made when
+	// the first arrives.
+	var slab []runner.Message
 	var held []jetstream.Msg
 	cancelled := false
 	ch := batch.Messages()
@@ -305,7 +308,13 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, max 
 		if !more {
 			break
 		}
-		msgs = append(msgs, s.convert(jm))
+		if len(slab) == cap(slab) {
+			slab = make([]runner.Message, 0, max)
+		}
+		slab = append(slab, runner.Message{})
+		m := &slab[len(slab)-1]
+		s.convert(m, jm)
+		msgs = append(msgs, m)
 		held = append(held, jm)
 	}
 	if s.cfg.InProgress && len(held) > 0 {
@@ -331,8 +340,9 @@ func (s *Source) nakLate(ch <-chan jetstream.Msg) {
 	}
 }
 
-func (s *Source) convert(jm jetstream.Msg) *runner.Message {
-	m := &runner.Message{Value: jm.Data(), Offset: jm}
+// convert fills m from jm.
+func (s *Source) convert(m *runner.Message, jm jetstream.Msg) {
+	m.Value, m.Offset = jm.Data(), jm
 	var stored time.Time
 	meta, err := jm.Metadata()
 	switch {
@@ -352,7 +362,6 @@ func (s *Source) convert(jm jetstream.Msg) *runner.Message {
 		stored = meta.Timestamp
 	}
 	natsjs.DecodeHeaders(m, jm.Headers(), stored)
-	return m
 }
 
 // RedeliversInFlight says yes: the server hands a message out again once
@@ -382,7 +391,7 @@ func (s *Source) release(msgs []*runner.Message) {
 
 // Ack acknowledges messages that reached a final state. With
 // MV_JETSTREAM_ACK_SYNC (the default) it returns only when the server
-// confirmed every ack; an ack it could not confirm makes the call fail, and
+// confirmed that it took every ack (see ackConfirmed); an ack it could not confirm makes the call fail, and
 // the message is redelivered after the ack wait unless a retry confirms it.
 func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 	// Whatever happens now, the engine is done with these messages: stop
@@ -398,12 +407,50 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 // ackAck is the body of a positive ack in the JetStream protocol.
 var ackAck = []byte("+ACK")
 
-// ackConfirmed sends every ack with its own reply subject under one inbox
-// and waits for the server's confirmations together: one round trip per
-// batch, with no goroutine per message (what DoubleAck would cost).
+// ackConfirmed sends the acks and has the server confirm the last one: a
+// consumer takes the acks of one connection in the order they came (one
+// queue, one goroutine: nats-server's consumer.ackMsgs), so its answer to
+// the last says every earlier one was taken. That holds only if the
+// connection stayed the same while they went out (acks written before a
+// reconnect may be lost); otherwise every ack is confirmed on its own.
+// One round trip and one reply per batch, no subscription per batch.
 func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
 	defer cancel()
+	if len(msgs) == 0 {
+		return nil
+	}
+	for _, m := range msgs {
+		if _, ok := m.Offset.(jetstream.Msg); !ok {
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
+		}
+	}
+	reconnects := s.nc.Stats().Reconnects
+	last := len(msgs) - 1
+	for _, m := range msgs[:last] {
+		if err := s.nc.Publish(m.Offset.(jetstream.Msg).Reply(), ackAck); err != nil {
+			return fmt.Errorf("jetstream source: send ack %s: %w", m.SourceID(), err)
+		}
+	}
+	_, err := s.nc.RequestWithContext(ctx, msgs[last].Offset.(jetstream.Msg).Reply(), ackAck)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		// The consumer that delivered these messages is gone, so nothing
+		// confirms the acks.
+		return fmt.Errorf("jetstream source: acks of %d messages not taken (no responders: the consumer is gone); they are redelivered", len(msgs))
+	case err != nil:
+		return fmt.Errorf("jetstream source: the ack of the last of %d messages not confirmed by the server within %s (they are redelivered after the ack wait unless a retry succeeds): %w",
+			len(msgs), s.cfg.APITimeout, err)
+	case s.nc.Stats().Reconnects != reconnects:
+		return s.ackEach(ctx, msgs)
+	}
+	return nil
+}
+
+// ackEach sends every ack with its own reply subject under one inbox and
+// waits for the server's confirmations together: one round trip per
+// batch, with no goroutine per message (what DoubleAck would cost).
+func (s *Source) ackEach(ctx context.Context, msgs []*runner.Message) error {
 	inbox := s.nc.NewInbox()
 	replies := make(chan *nats.Msg, len(msgs)+16)
 	sub, err := s.nc.ChanSubscribe(inbox+".*", replies)

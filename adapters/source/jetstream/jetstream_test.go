@@ -550,8 +550,8 @@ func TestValidate(t *testing.T) {
 }
 
 // BenchmarkAck compares the ack modes on batches of 500 against the real
-// server: MV_JETSTREAM_ACK_SYNC=true (every ack confirmed, confirmations
-// awaited together) and false (acks sent, then one flush). It reports
+// server: MV_JETSTREAM_ACK_SYNC=true (the last ack of the batch confirmed,
+// which the server takes after the others) and false (acks sent, then one flush). It reports
 // messages per second; run with -bench Ack -benchtime 20x.
 func BenchmarkAck(b *testing.B) {
 	for _, sync := range []bool{true, false} {

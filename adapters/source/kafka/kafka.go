@@ -27,6 +27,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -109,7 +110,10 @@ type seek struct {
 type Source struct {
 	cfg    Config
 	topics map[string]bool
-	log    *zap.SugaredLogger
+	// topicHeaders is, per topic, the headers of its records that carry
+	// none: only X-NF-Kafka-TopicName, one map shared by all of them.
+	topicHeaders map[string]map[string]string
+	log          *zap.SugaredLogger
 	// nacked counts, per partition (its tracker) and offset, the deliveries
 	// of a record that ended in a nack, for a nack's MaxDeliveries; an
 	// entry goes once the record is acked or given up. Guarded by mu.
@@ -189,13 +193,14 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		return nil, err
 	}
 	s := &Source{
-		cfg: cfg, log: log, topics: map[string]bool{},
+		cfg: cfg, log: log, topics: map[string]bool{}, topicHeaders: map[string]map[string]string{},
 		parts: map[tp]*partTracker{}, seeks: map[tp]seek{}, paused: map[tp]bool{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	for _, t := range cfg.topics() {
 		s.topics[t] = true
+		s.topicHeaders[t] = map[string]string{TopicHeader: t}
 	}
 	if cfg.CheckCommits {
 		s.check = newCommitCheck()
@@ -296,6 +301,7 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 	msgs := make([]*runner.Message, 0, fetches.NumRecords())
 	var pause []tp
 	now := time.Now()
+	cv := s.newConverter(fetches.NumRecords(), now)
 	s.mu.Lock()
 	fetches.EachRecord(func(r *kgo.Record) {
 		if !s.topics[r.Topic] {
@@ -313,7 +319,7 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 		if s.check != nil {
 			s.check.delivered(k, r.Offset)
 		}
-		msgs = append(msgs, s.convert(r, pt, k, now))
+		msgs = append(msgs, cv.convert(r, pt, k))
 		if pt.held() > s.cfg.MaxHeld && !s.paused[k] {
 			s.paused[k] = true
 			pause = append(pause, k)
@@ -348,34 +354,91 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 	return msgs, nil
 }
 
-func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *runner.Message {
-	id := r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
-	gpid := s.bases[r.Topic] + int(r.Partition)
-	if s.numaflowIDs {
+// converter turns the records of one poll into messages. What every
+// message needs (the Message, its handle, its one-key slice, the bytes of
+// its ID) comes from slices made once per poll: at 1 KiB, allocations per
+// record were most of the source's CPU (hack/bench/RESULTS.md, "Kafka and
+// JetStream ahead of their bare clients").
+type converter struct {
+	s       *Source
+	now     time.Time
+	msgs    []runner.Message
+	handles []handle
+	keys    []string
+	ids     []byte // the IDs' bytes, each ID a string over its part
+}
+
+func (s *Source) newConverter(n int, now time.Time) *converter {
+	return &converter{s: s, now: now,
+		msgs: make([]runner.Message, 0, n), handles: make([]handle, 0, n), keys: make([]string, 0, n),
+		ids: make([]byte, 0, n*32)}
+}
+
+// id appends r's ID to c.ids and returns it as a string over those bytes,
+// which are never written again (a full c.ids moves on to a new array, so
+// earlier IDs keep theirs).
+func (c *converter) id(r *kgo.Record, gpid int) string {
+	need := len(r.Topic) + 2*20 + 2
+	if c.s.numaflowIDs {
+		need += 21
+	}
+	if cap(c.ids)-len(c.ids) < need {
+		c.ids = make([]byte, 0, max(need, 2*cap(c.ids)))
+	}
+	start := len(c.ids)
+	b := append(c.ids, r.Topic...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(r.Partition), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, r.Offset, 10)
+	if c.s.numaflowIDs {
 		// numaflow-core's StringOffset(id, global partition) prints
 		// "<id>-<global partition>" (source/kafka.rs, message.rs).
-		id += "-" + strconv.Itoa(gpid)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(gpid), 10)
 	}
-	m := &runner.Message{
-		ID:        id,
+	c.ids = b
+	return unsafe.String(&b[start], len(b)-start)
+}
+
+func (c *converter) convert(r *kgo.Record, pt *partTracker, k tp) *runner.Message {
+	s := c.s
+	gpid := s.bases[r.Topic] + int(r.Partition)
+	c.handles = append(c.handles, handle{pt: pt, k: k, off: r.Offset})
+	c.msgs = append(c.msgs, runner.Message{
+		ID:        c.id(r, gpid),
 		Value:     r.Value,
 		EventTime: r.Timestamp,
-		Offset:    &handle{pt: pt, k: k, off: r.Offset},
-		Headers:   make(map[string]string, len(r.Headers)+1),
-	}
+		Offset:    &c.handles[len(c.handles)-1],
+	})
+	m := &c.msgs[len(c.msgs)-1]
 	if m.EventTime.UnixMilli() <= 0 {
-		m.EventTime = now // a record without a timestamp (-1)
+		m.EventTime = c.now // a record without a timestamp (-1)
 	}
 	if r.Key != nil {
-		m.Keys = []string{string(r.Key)}
+		// The key's bytes are the fetch's, which franz-go never reuses
+		// (no pools are set), as Value is.
+		c.keys = append(c.keys, unsafe.String(unsafe.SliceData(r.Key), len(r.Key)))
+		n := len(c.keys)
+		m.Keys = c.keys[n-1 : n : n]
 	}
-	for _, h := range r.Headers {
-		m.Headers[h.Key] = string(h.Value)
-	}
-	if s.knative != nil {
+	switch {
+	case s.knative != nil:
+		m.Headers = make(map[string]string, len(r.Headers)+1)
 		s.knative.message(m, r)
+		m.Headers[TopicHeader] = r.Topic
+	case len(r.Headers) == 0:
+		// Header maps are read only once a message is made (the engine
+		// hands an input's to its outputs as it is), so the records of a
+		// topic without headers share one.
+		m.Headers = s.topicHeaders[r.Topic]
+	default:
+		m.Headers = make(map[string]string, len(r.Headers)+1)
+		for _, h := range r.Headers {
+			m.Headers[h.Key] = string(h.Value)
+		}
+		m.Headers[TopicHeader] = r.Topic
 	}
-	m.Headers[TopicHeader] = r.Topic
 	runner.SetSourcePartition(m, uint16(gpid))
 	return m
 }
@@ -387,16 +450,28 @@ func (s *Source) convert(r *kgo.Record, pt *partTracker, k tp, now time.Time) *r
 func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 	var resume []tp
 	s.mu.Lock()
+	// A batch's messages come in runs of one partition: its tracker is
+	// looked up once per run, not once per message.
+	var last *partTracker
+	owned := false
 	for _, m := range msgs {
 		h, ok := m.Offset.(*handle)
-		if !ok || h == nil || s.parts[h.k] != h.pt {
+		if !ok || h == nil {
+			continue
+		}
+		if h.pt != last {
+			last, owned = h.pt, s.parts[h.k] == h.pt
+		}
+		if !owned {
 			continue
 		}
 		if h.pt.ack(h.off) && s.check != nil {
 			s.check.acked(h.k, h.off)
 		}
-		s.forget(h)
-		if s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
+		if len(s.nacked) > 0 {
+			s.forget(h)
+		}
+		if len(s.paused) > 0 && s.paused[h.k] && h.pt.held() <= s.cfg.MaxHeld/2 {
 			delete(s.paused, h.k)
 			resume = append(resume, h.k)
 		}

@@ -103,7 +103,10 @@ func runJSLoad(ctx context.Context, args []string) error {
 	publish := func(count int64) error {
 		futures := make([]jetstream.PubAckFuture, 0, count)
 		for range count {
-			fut, err := js.PublishAsync(f.in, value)
+			// A loaded server answers late: wait for room among the
+			// outstanding publishes (the default is 200 ms) rather than
+			// fail the fill.
+			fut, err := js.PublishAsync(f.in, value, jetstream.WithStallWait(time.Minute))
 			if err != nil {
 				return err
 			}

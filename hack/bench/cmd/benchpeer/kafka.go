@@ -93,7 +93,8 @@ func runKafkaLoad(ctx context.Context, args []string) error {
 func ptr(s string) *string { return &s }
 
 // runKafkaBaseline is the bare franz-go loop the runner's kafka->kafka is
-// measured against: in one consumer group, poll up to -batch records,
+// measured against: in one consumer group (read_committed, as the
+// runner's default), poll up to -batch records,
 // produce them all (idempotent, acks=all, keys and headers kept), wait for
 // every ack, commit the batch's offsets, repeat. It counts records
 // committed over the window.
@@ -110,6 +111,9 @@ func runKafkaBaseline(ctx context.Context, args []string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*brokers, ",")...),
 		kgo.ConsumerGroup(*group), kgo.ConsumeTopics(*in), kgo.DisableAutoCommit(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// The runner's default isolation (MV_KAFKA_ISOLATION_LEVEL), as
+		// Numaflow's: the same fetches for both.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic(*out), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(16<<20))
 	if err != nil {
