@@ -112,9 +112,11 @@ func scrape(t *testing.T, admin string) (map[string]int64, float64) {
 // moment. It tries at most 50 times.
 func sameMoment(t *testing.T, p *testutil.Examples, d *daemonClient) snapshot {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	for try := 0; try < 50; try++ {
+		// A deadline per try: under load one try may take seconds, and 50
+		// of them must not share one budget.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
 		pend1, rate1 := scrape(t, p.Runner.AdminURL)
 		a, err := p.Runner.Status()
 		if err != nil {
