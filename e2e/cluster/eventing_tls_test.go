@@ -2,18 +2,12 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,74 +17,14 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// testCA issues the certificates cert-manager would issue from Eventing's
-// Certificates (config/brokers/mt-channel-broker-tls,
-// config/channels/in-memory-channel-tls): cert-manager is not built here,
-// and Eventing reads only the Secrets it would write.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "monovertex e2e eventing CA", Organization: []string{"local"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a server certificate and key, PEM, for the DNS names.
-func (ca *testCA) issue(t *testing.T, names ...string) (crt, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: names[0], Organization: []string{"local"}},
-		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &k.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
-}
-
-// tlsSecret is a kubernetes.io/tls Secret as cert-manager writes it (with
-// the CA in ca.crt, which Eventing hands out as the address's CACerts).
-func (ca *testCA) tlsSecret(t *testing.T, ns, name string, names ...string) string {
-	crt, key := ca.issue(t, names...)
+// tlsSecret is a kubernetes.io/tls Secret for the DNS names, as
+// cert-manager writes it from a Certificate (with the CA in ca.crt, which
+// Eventing hands out as the address's CACerts). cert-manager is not built
+// on this cluster and Eventing reads only the Secrets it would write
+// (config/brokers/mt-channel-broker-tls,
+// config/channels/in-memory-channel-tls).
+func tlsSecret(ca *testutil.TestCA, ns, name string, names ...string) string {
+	crt, key := ca.Issue(names[0], x509.ExtKeyUsageServerAuth, nil, names...)
 	b64 := base64.StdEncoding.EncodeToString
 	return fmt.Sprintf(`apiVersion: v1
 kind: Secret
@@ -102,7 +36,7 @@ data:
   ca.crt: %s
   tls.crt: %s
   tls.key: %s
-`, name, ns, b64(ca.pem), b64(crt), b64(key))
+`, name, ns, b64(ca.PEM), b64(crt), b64(key))
 }
 
 // eventingFeatures sets Knative Eventing's config-features keys and puts
@@ -174,17 +108,17 @@ func TestBrokerTransportEncryptionAndOIDC(t *testing.T) {
 		}
 	})
 
-	ca := newTestCA(t)
+	ca := testutil.NewTestCA(t)
 	var secrets []string
 	for name, svc := range map[string]string{
 		"mt-broker-ingress-server-tls": "broker-ingress",
 		"mt-broker-filter-server-tls":  "broker-filter",
 		"imc-dispatcher-server-tls":    "imc-dispatcher",
 	} {
-		secrets = append(secrets, ca.tlsSecret(t, "knative-eventing", name, svc+".knative-eventing.svc.cluster.local", svc+".knative-eventing.svc"))
+		secrets = append(secrets, tlsSecret(ca, "knative-eventing", name, svc+".knative-eventing.svc.cluster.local", svc+".knative-eventing.svc"))
 	}
 	receiverHost := "tls-receiver." + ns + ".svc.cluster.local"
-	secrets = append(secrets, ca.tlsSecret(t, ns, "tls-receiver", receiverHost, "tls-receiver."+ns+".svc"))
+	secrets = append(secrets, tlsSecret(ca, ns, "tls-receiver", receiverHost, "tls-receiver."+ns+".svc"))
 	secretFile := writeTemp(t, "eventing-tls-secrets.yaml", strings.Join(secrets, "---\n"))
 	c.deleteAtEnd(secretFile)
 	c.run(time.Minute, "kubectl", "apply", "-f", secretFile)
@@ -194,7 +128,7 @@ func TestBrokerTransportEncryptionAndOIDC(t *testing.T) {
 	// CA, as each run makes, needs them started again.
 	c.restartEventingDataPlane()
 
-	indentedCA := strings.ReplaceAll(strings.TrimSpace(string(ca.pem)), "\n", "\n      ")
+	indentedCA := strings.ReplaceAll(strings.TrimSpace(string(ca.PEM)), "\n", "\n      ")
 	brokerFile := writeTemp(t, "broker.yaml", fmt.Sprintf(`apiVersion: eventing.knative.dev/v1
 kind: Broker
 metadata:
@@ -403,7 +337,7 @@ spec:
 		host := strings.Split(strings.TrimPrefix(brokerURL, "https://"), "/")[0]
 		dial := c.nodeDialer(map[string]string{host: c.clusterIP("knative-eventing", "broker-ingress")})
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(ca.pem)
+		pool.AppendCertsFromPEM(ca.PEM)
 		client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 			DialContext:     dial,
 			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
