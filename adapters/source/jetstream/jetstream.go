@@ -43,7 +43,7 @@ type Config struct {
 	AckWait       time.Duration `envconfig:"MV_JETSTREAM_ACK_WAIT" default:"30s" desc:"ack wait of a consumer the runner creates: unacked messages are redelivered after it"`
 	MaxAckPending int           `envconfig:"MV_JETSTREAM_MAX_ACK_PENDING" default:"20000" desc:"max ack pending of a consumer the runner creates; at least replicas x MV_READ_BATCH_SIZE x MV_INFLIGHT_BATCHES"`
 	NakDelay      time.Duration `envconfig:"MV_JETSTREAM_NAK_DELAY" default:"1s" desc:"delay before a nacked message is redelivered"`
-	AckSync       bool          `envconfig:"MV_JETSTREAM_ACK_SYNC" default:"true" desc:"wait for the server to confirm the acks (the last of each batch, which the server takes after the others; each one after a reconnect); false sends acks and only flushes the connection"`
+	AckSync       bool          `envconfig:"MV_JETSTREAM_ACK_SYNC" default:"true" desc:"wait for the server to confirm the acks (from a single server the last of each batch, which it takes after the others; in a cluster or after a reconnect each one); false sends acks and only flushes the connection"`
 	InProgress    bool          `envconfig:"MV_JETSTREAM_IN_PROGRESS" default:"true" desc:"tell the server that messages held longer than a third of the ack wait are still being worked on, so they are not redelivered meanwhile"`
 	Creds         string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
 	ReconnectWait time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
@@ -407,18 +407,24 @@ func (s *Source) Ack(ctx context.Context, msgs []*runner.Message) error {
 // ackAck is the body of a positive ack in the JetStream protocol.
 var ackAck = []byte("+ACK")
 
-// ackConfirmed sends the acks and has the server confirm the last one: a
-// consumer takes the acks of one connection in the order they came (one
-// queue, one goroutine: nats-server's consumer.ackMsgs), so its answer to
-// the last says every earlier one was taken. That holds only if the
-// connection stayed the same while they went out (acks written before a
-// reconnect may be lost); otherwise every ack is confirmed on its own.
-// One round trip and one reply per batch, no subscription per batch.
+// ackConfirmed sends the acks and, from a single server, has it confirm
+// the last one: a consumer takes the acks of one connection in the order
+// they came (one queue, one goroutine: nats-server's consumer.ackMsgs), so
+// its answer to the last says every earlier one was taken. That holds only
+// if the connection stayed the same while they went out (acks written
+// before a reconnect may be lost); otherwise every ack is confirmed on its
+// own. In a cluster it does not hold (a consumer leader that steps down
+// drops the acks it queued, a route between servers that reconnects drops
+// what it buffered, and the new leader still confirms the last), so there
+// every ack is confirmed. One round trip per batch either way.
 func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)
 	defer cancel()
 	if len(msgs) == 0 {
 		return nil
+	}
+	if s.nc.ConnectedClusterName() != "" {
+		return s.ackEach(ctx, msgs)
 	}
 	for _, m := range msgs {
 		if _, ok := m.Offset.(jetstream.Msg); !ok {
