@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -23,20 +24,36 @@ import (
 )
 
 var (
-	clusterMode   = flag.Bool("cluster", false, "run the deploy/ examples in a Knative pod on the cluster hack/cluster/up.sh started, against the same programs run as processes here, and print the table (--rounds, --warmup, --duration, --markdown apply)")
+	clusterMode   = flag.Bool("cluster", false, "run the deploy/ examples in a Knative pod on the cluster hack/cluster/up.sh started, against the same programs run as processes here, and print the table (--only picks pipelines; --rounds, --warmup, --duration, --markdown apply)")
 	clusterEnvArg = flag.String("cluster-env", "", "the cluster's env file (default $MONOVERTEX_CLUSTER_ENV, else /var/cache/monovertex-cluster/state/env)")
 )
 
 // podExample is a deploy/ example the --cluster run deploys.
 type podExample struct {
 	pipeline string // as the scenario names it
-	dir      string // deploy/<dir>/, applied whole with ko apply
+	dir      string // what ko apply -f takes: deploy/<example>/ or one file of it
 	ksvc     string // its Knative Service (namespace default)
 	adminEnv string // the runner's admin port variable's value in the pod
+	input    int64  // messages the source holds per side, 0: endless
+	// procsSide and podSide ready what a side reads before it is measured
+	// (a broker and its input); procsSide returns the environment the
+	// processes get instead of the pod's addresses. Nil: nothing to ready.
+	procsSide func(ctx context.Context, c *clusterRun) (env []string, stop func(), err error)
+	podSide   func(ctx context.Context, c *clusterRun) (stop func(), err error)
+}
+
+// clusterRun is what the sides share: the repository, the cluster's
+// environment, the built programs.
+type clusterRun struct {
+	repo string
+	env  []string
+	bin  string
 }
 
 var podExamples = []podExample{
 	{pipeline: "udsource->udtransformer->udsink", dir: "deploy/pull-runner", ksvc: "pull-runner", adminEnv: "2469"},
+	{pipeline: "kafka->kafka", dir: "deploy/kafka-keda/kafka-hpa.yaml", ksvc: "kafka-hpa", adminEnv: "2469",
+		input: kafkaInput, procsSide: kafkaProcsSide, podSide: kafkaPodSide},
 }
 
 // podContainer is what the run needs of a container of the example's pod.
@@ -57,7 +74,7 @@ type clusterRow struct {
 	resources  string
 }
 
-func runClusterBench(ctx context.Context, repo string, rounds int, warm, window time.Duration, mdPath string) error {
+func runClusterBench(ctx context.Context, repo string, rounds int, warm, window time.Duration, mdPath string, only *regexp.Regexp) error {
 	env, err := clusterEnv()
 	if err != nil {
 		return err
@@ -69,11 +86,15 @@ func runClusterBench(ctx context.Context, repo string, rounds int, warm, window 
 	defer os.RemoveAll(bin)
 	var rows []clusterRow
 	for _, ex := range podExamples {
+		if !only.MatchString(ex.pipeline) {
+			continue
+		}
 		containers, err := exampleContainers(ctx, repo, env, ex)
 		if err != nil {
 			return err
 		}
 		row := clusterRow{ex: ex, resources: describeResources(containers)}
+		run := &clusterRun{repo: repo, env: env, bin: bin}
 		for _, c := range containers {
 			pkg, ok := strings.CutPrefix(c.Image, "ko://github.com/monovertex/monovertex/")
 			if !ok {
@@ -84,13 +105,13 @@ func runClusterBench(ctx context.Context, repo string, rounds int, warm, window 
 			}
 		}
 		for r := 0; r < rounds; r++ {
-			rate, err := measureProcesses(ctx, bin, containers, warm, window)
+			rate, err := measureProcesses(ctx, run, ex, containers, warm, window)
 			if err != nil {
 				return fmt.Errorf("%s as processes: %w", ex.pipeline, err)
 			}
 			row.procs = append(row.procs, rate)
 			fmt.Printf("round %d  %-34s processes %10.0f msgs/s\n", r+1, ex.pipeline, rate)
-			rate, err = measurePod(ctx, repo, env, ex, warm, window)
+			rate, err = measurePod(ctx, run, ex, warm, window)
 			if err != nil {
 				return fmt.Errorf("%s in a pod: %w", ex.pipeline, err)
 			}
@@ -230,7 +251,17 @@ func kv(m map[string]string) string {
 // measureProcesses runs the pod's containers as processes with the pod's
 // environment (the socket and config directories made here instead of
 // the pod's volumes) and returns the runner's write rate.
-func measureProcesses(ctx context.Context, bin string, cs []podContainer, warm, window time.Duration) (float64, error) {
+func measureProcesses(ctx context.Context, run *clusterRun, ex podExample, cs []podContainer, warm, window time.Duration) (float64, error) {
+	var extra []string
+	if ex.procsSide != nil {
+		env, stop, err := ex.procsSide(ctx, run)
+		if err != nil {
+			return 0, err
+		}
+		defer stop()
+		extra = env
+	}
+	bin := run.bin
 	dir, err := os.MkdirTemp("", "mvc")
 	if err != nil {
 		return 0, err
@@ -266,6 +297,7 @@ func measureProcesses(ctx context.Context, bin string, cs []podContainer, warm, 
 			env = append(env, e.Name+"="+e.Value)
 		}
 		env = append(env, "MV_UDS_DIR="+dir, "MV_CONFIG_DIR="+cfg, fmt.Sprintf("MV_ADMIN_PORT=%d", admin), fmt.Sprintf("PORT=%d", port))
+		env = append(env, extra...) // the last of a duplicate variable wins
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, c.Name))
 		cmd.Env, cmd.Dir = env, dir
 		log, err := os.Create(filepath.Join(dir, c.Name+".log"))
@@ -279,7 +311,7 @@ func measureProcesses(ctx context.Context, bin string, cs []podContainer, warm, 
 		}
 		procs = append(procs, cmd)
 	}
-	rate, err := measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", admin), warm, window)
+	rate, err := measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", admin), warm, window, ex.input)
 	if err != nil {
 		for _, c := range cs {
 			if b, rerr := os.ReadFile(filepath.Join(dir, c.Name+".log")); rerr == nil {
@@ -300,7 +332,15 @@ func tail(s string, n int) string {
 // measurePod applies the example with ko as a user does, waits for its
 // pod, measures the runner's write rate through a port-forward, and
 // deletes the example again.
-func measurePod(ctx context.Context, repo string, env []string, ex podExample, warm, window time.Duration) (float64, error) {
+func measurePod(ctx context.Context, run *clusterRun, ex podExample, warm, window time.Duration) (float64, error) {
+	repo, env := run.repo, run.env
+	if ex.podSide != nil {
+		stop, err := ex.podSide(ctx, run)
+		if err != nil {
+			return 0, err
+		}
+		defer stop()
+	}
 	if out, err := command(ctx, repo, env, "ko", "apply", "-f", ex.dir).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("ko apply -f %s: %v\n%s", ex.dir, err, out)
 	}
@@ -339,12 +379,13 @@ func measurePod(ctx context.Context, repo string, env []string, ex podExample, w
 		return 0, err
 	}
 	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
-	return measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", local), warm, window)
+	return measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", local), warm, window, ex.input)
 }
 
 // measureRate waits for the runner's /status, lets it warm up, and returns
-// the messages written per second over the window.
-func measureRate(ctx context.Context, base string, warm, window time.Duration) (float64, error) {
+// the messages written per second over the window; a source of input
+// messages must not run dry before the window ends.
+func measureRate(ctx context.Context, base string, warm, window time.Duration, input int64) (float64, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, _, err := written(ctx, base); err == nil {
@@ -366,6 +407,9 @@ func measureRate(ctx context.Context, base string, warm, window time.Duration) (
 	}
 	if w1 <= w0 {
 		return 0, fmt.Errorf("nothing written in %v (%d then %d)", window, w0, w1)
+	}
+	if input > 0 && w1 >= input*99/100 {
+		return 0, fmt.Errorf("the input ran out: %d of %d written by the end of the window; shorten --warmup/--duration", w1, input)
 	}
 	return float64(w1-w0) / t1.Sub(t0).Seconds(), nil
 }
@@ -404,7 +448,7 @@ func clusterTable(rows []clusterRow, rounds int, warm, window time.Duration) str
 	fmt.Fprintf(&b, "| pipeline | processes (msgs/s, median of %d) | pod (msgs/s, median of %d) | pod / processes | resources in the example |\n|---|---|---|---|---|\n", rounds, rounds)
 	for _, r := range rows {
 		p, q := median(r.procs), median(r.pod)
-		fmt.Fprintf(&b, "| %s (`%s/`) | %.0f | %.0f | %.2f | %s |\n", r.ex.pipeline, r.ex.dir, p, q, q/p, r.resources)
+		fmt.Fprintf(&b, "| %s (`%s`) | %.0f | %.0f | %.2f | %s |\n", r.ex.pipeline, r.ex.dir, p, q, q/p, r.resources)
 	}
 	fmt.Fprintf(&b, "\nEach round: the processes, then the pod, %v warm-up and %v measured each, from the runner's /status written count.\n", warm, window)
 	return b.String()
@@ -412,7 +456,7 @@ func clusterTable(rows []clusterRow, rounds int, warm, window time.Duration) str
 
 // runClusterMain is main for --cluster: three rounds of 10s warm-up and 20s
 // measured unless the flags say otherwise.
-func runClusterMain(rounds int, warm, window time.Duration, mdPath string) {
+func runClusterMain(rounds int, warm, window time.Duration, mdPath, only string) {
 	if rounds == 0 {
 		rounds = 3
 	}
@@ -428,7 +472,11 @@ func runClusterMain(rounds int, warm, window time.Duration, mdPath string) {
 	if err != nil {
 		fatalf("%v", err)
 	}
-	if err := runClusterBench(ctx, repo, rounds, warm, window, mdPath); err != nil {
+	filter, err := regexp.Compile(only)
+	if err != nil {
+		fatalf("--only %q: %v", only, err)
+	}
+	if err := runClusterBench(ctx, repo, rounds, warm, window, mdPath, filter); err != nil {
 		fatalf("--cluster: %v", err)
 	}
 }

@@ -86,7 +86,7 @@ func main() {
 	flag.Var(&cpus, "cpus", "GOMAXPROCS for the runner, the baselines, the peers and the SDK servers alike, each also pinned to CPUs 0..N-1 with taskset (0 leaves Go's default); a list (1,2) runs every scenario once per value and adds the cores sweep")
 	flag.Parse()
 	if *clusterMode {
-		runClusterMain(*rounds, *warmup, *duration, *mdPath)
+		runClusterMain(*rounds, *warmup, *duration, *mdPath, *only)
 		return
 	}
 	if *sweep && len(cpus) == 0 {
