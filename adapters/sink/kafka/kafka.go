@@ -311,7 +311,9 @@ func (s *Sink) record(m *runner.Message) *kgo.Record {
 // recordBuilder fills the records of one write. Their headers come from
 // one slice that grows by whole chunks, and header values and keys are the
 // bytes of the message's strings, not copies: franz-go only reads them,
-// and the write waits for every record's ack before it returns.
+// and strings never change. A record's value is the message's own bytes:
+// a write that ends at MV_KAFKA_PRODUCE_TIMEOUT leaves records already
+// sent with franz-go, which retries them later with those bytes.
 type recordBuilder struct {
 	s       *Sink
 	headers []kgo.RecordHeader
