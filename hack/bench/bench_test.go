@@ -6,6 +6,8 @@ import (
 	"math"
 	"os/exec"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -473,5 +475,36 @@ func TestPeerRatioFromTheSideThatDoesItsWork(t *testing.T) {
 	fillRecord(rec, map[string][]sideResult{"runner": {res(200)}, "peer": {res(100)}})
 	if rec.RatioToPeer == nil || *rec.RatioToPeer != 2 {
 		t.Fatalf("ratio to peer %v without a runner-copy side, want 2", rec.RatioToPeer)
+	}
+}
+
+func TestBrokerCorePinsTheBrokerApart(t *testing.T) {
+	h := &harness{brokerCore: true, taskset: "/usr/bin/taskset"}
+	n := runtime.NumCPU()
+	if n < 2 {
+		t.Skip("one CPU: --broker-core refuses to run")
+	}
+	for _, tc := range []struct {
+		name  string
+		cpus  string
+		procs int
+	}{
+		{"kfake-kafka->kafka/1KiB", strconv.Itoa(n - 1), 1},
+		{"nats-server-jetstream->jetstream/1KiB", strconv.Itoa(n - 1), 1},
+		{"kafka-feed-kafka->kafka/1KiB", strconv.Itoa(n - 1), 1},
+		{"js-feed-jetstream->jetstream/1KiB", strconv.Itoa(n - 1), 1},
+		{"runner-kafka->kafka/1KiB", fmt.Sprintf("0-%d", n-2), n - 1},
+		{"baseline-kafka->kafka/1KiB", fmt.Sprintf("0-%d", n-2), n - 1},
+	} {
+		bin, args, procs := h.pin(tc.name, "/bin/x", []string{"-a"})
+		want := []string{"-c", tc.cpus, "/bin/x", "-a"}
+		if bin != h.taskset || strings.Join(args, " ") != strings.Join(want, " ") || procs != tc.procs {
+			t.Errorf("%s: %s %v GOMAXPROCS=%d, want %s %v GOMAXPROCS=%d", tc.name, bin, args, procs, h.taskset, want, tc.procs)
+		}
+	}
+	// Without --broker-core, --cpus decides as before.
+	h = &harness{taskset: "/usr/bin/taskset"}
+	if bin, args, procs := h.pin("kfake-x", "/bin/x", nil); bin != "/bin/x" || len(args) != 0 || procs != 0 {
+		t.Errorf("no pinning asked: got %s %v %d", bin, args, procs)
 	}
 }

@@ -49,6 +49,7 @@ type harness struct {
 	warmup, duration time.Duration
 	cpus             int   // GOMAXPROCS (and CPUs pinned) of this pass, 0: Go's default
 	runnerProcs      int   // --runner-gomaxprocs: the runner's alone, over cpus; 0: as the others
+	brokerCore       bool  // --broker-core: the broker and feeder on the last CPU, the rest on the others
 	passes           []int // --cpus: one pass per value
 	taskset          string
 	concurrency      int
@@ -76,6 +77,7 @@ func main() {
 		list        = flag.Bool("list", false, "list the scenarios and exit")
 		keepLogs    = flag.Bool("keep", false, "keep the work directory (process logs, configs) after the run")
 		halfRate    = flag.Bool("half-rate", true, "after the rounds of a scenario with a rate-limitable source, run the runner once more with MV_RATE_LIMIT_MAX at half its median rate and report its latency there")
+		brokerCore  = flag.Bool("broker-core", false, "give the broker (kfake, nats-server) and its feeder the last CPU and every other process the rest, each pinned with taskset and GOMAXPROCS set to its share, as when the broker runs on its own machine; with --only 'kafka|jetstream'")
 		runnerProcs = flag.Int("runner-gomaxprocs", 0, "GOMAXPROCS for the runner alone (over --cpus), as the GOMAXPROCS variable on its container would set it in a pod; the servers, baselines and peers keep theirs (0: as the others; not with a cores sweep)")
 	)
 	flag.Usage = func() {
@@ -103,6 +105,10 @@ func main() {
 		fatalf("--runner-gomaxprocs with a cores sweep (--sweep, --cpus %s) would keep the runner at GOMAXPROCS=%d in every pass; run one --cpus at a time", cpus.String(), *runnerProcs)
 	}
 
+	if *brokerCore && (len(cpus) > 1 || cpus[0] > 0 || runtime.NumCPU() < 2) {
+		fatalf("--broker-core splits this machine's %d CPUs itself: not with --cpus or --sweep, and not on one CPU", runtime.NumCPU())
+	}
+
 	var filter *regexp.Regexp
 	if *only != "" {
 		var err error
@@ -110,7 +116,7 @@ func main() {
 			fatalf("--only %q is not a regular expression: %v", *only, err)
 		}
 	}
-	h := &harness{halfRate: *halfRate, passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir, runnerProcs: *runnerProcs}
+	h := &harness{halfRate: *halfRate, passes: cpus, cpus: cpus[0], concurrency: *concurrency, profileDir: *profileDir, quick: *quick, keepLogs: *keepLogs, bin: *binDir, runnerProcs: *runnerProcs, brokerCore: *brokerCore}
 	h.warmup, h.duration, h.rounds = 2*time.Second, 5*time.Second, 3
 	if *quick {
 		h.warmup, h.duration, h.rounds = 300*time.Millisecond, 700*time.Millisecond, 1
@@ -178,6 +184,9 @@ func (h *harness) prepare(ctx context.Context) (started, built time.Time) {
 		fatalf("%v", err)
 	}
 	h.taskset, _ = exec.LookPath("taskset")
+	if h.brokerCore && h.taskset == "" {
+		fatalf("--broker-core pins processes with taskset, which is not on PATH (Debian: util-linux)")
+	}
 	return started, built
 }
 
@@ -380,6 +389,9 @@ func machineHeader(h *harness) string {
 		if h.taskset != "" {
 			gomaxprocs += " (each process pinned to CPUs 0..N-1 with taskset)"
 		}
+	}
+	if h.brokerCore {
+		gomaxprocs = fmt.Sprintf("--broker-core: the broker and its feeder pinned to CPU %d with GOMAXPROCS=1, every other process to CPUs 0-%d with GOMAXPROCS=%d", runtime.NumCPU()-1, runtime.NumCPU()-2, runtime.NumCPU()-1)
 	}
 	if h.runnerProcs > 0 {
 		gomaxprocs += fmt.Sprintf(", the runner's %d (--runner-gomaxprocs)", h.runnerProcs)

@@ -45,7 +45,7 @@ func (h *harness) start(name, bin string, args []string, env map[string]string, 
 	if err != nil {
 		return nil, err
 	}
-	bin, args = pinArgs(h.taskset, h.cpus, runtime.NumCPU(), bin, args)
+	bin, args, cores := h.pin(name, bin, args)
 	cmd := exec.Command(bin, args...)
 	// The runner's MV_* settings come from the scenario only: one left in
 	// the caller's shell (MV_UDSINK_STREAMS=4, say) would change what is
@@ -55,8 +55,8 @@ func (h *harness) start(name, bin string, args []string, env map[string]string, 
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	if h.cpus > 0 {
-		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(h.cpus))
+	if cores > 0 {
+		cmd.Env = append(cmd.Env, "GOMAXPROCS="+strconv.Itoa(cores))
 	}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -78,6 +78,27 @@ func (h *harness) start(name, bin string, args []string, env map[string]string, 
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// brokerProcs are the name prefixes of the processes that stand for the
+// broker's machine under --broker-core: the broker and the feeder that
+// keeps its input topped up.
+var brokerProcs = []string{"kfake-", "nats-server-", "kafka-feed-", "js-feed-"}
+
+// pin returns the command line that pins the process named name as --cpus
+// or --broker-core say, and the GOMAXPROCS it gets (0: Go's default).
+func (h *harness) pin(name, bin string, args []string) (string, []string, int) {
+	n := runtime.NumCPU()
+	if !h.brokerCore || h.taskset == "" {
+		bin, args = pinArgs(h.taskset, h.cpus, n, bin, args)
+		return bin, args, h.cpus
+	}
+	for _, p := range brokerProcs {
+		if strings.HasPrefix(name, p) {
+			return h.taskset, append([]string{"-c", strconv.Itoa(n - 1), bin}, args...), 1
+		}
+	}
+	return h.taskset, append([]string{"-c", fmt.Sprintf("0-%d", n-2), bin}, args...), n - 1
 }
 
 func sanitize(s string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,7 @@ func runJSBaseline(ctx context.Context, args []string) error {
 	in := fs.String("in", "", "input stream")
 	out := fs.String("out", "", "output subject")
 	batch := fs.Int("batch", 500, "messages per fetch (MV_READ_BATCH_SIZE)")
+	same := fs.Bool("runner-headers", true, "publish with the headers the runner's jetstream->jetstream publishes (Mv-Event-Time, and the message ID as Nats-Msg-Id, which has the stream de-duplicate), so the server does the same work for both sides; false: the input's headers only")
 	nc, js, err := parseConnect(fs, url, args)
 	if err != nil {
 		return err
@@ -170,13 +172,13 @@ func runJSBaseline(ctx context.Context, args []string) error {
 	defer cancel(nil)
 	var acked, ackedBytes atomic.Int64
 	go func() {
-		cancel(jsLoop(ctx, js, cons, *out, *batch, &acked, &ackedBytes))
+		cancel(jsLoop(ctx, js, cons, *out, *batch, *same, &acked, &ackedBytes))
 	}()
 	return win.report(ctx, func() (int64, int64) { return acked.Load(), ackedBytes.Load() })
 }
 
 // jsLoop moves batches until ctx ends (nil) or a call fails.
-func jsLoop(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, out string, batch int, acked, ackedBytes *atomic.Int64) error {
+func jsLoop(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer, out string, batch int, same bool, acked, ackedBytes *atomic.Int64) error {
 	msgs := make([]jetstream.Msg, 0, batch)
 	futures := make([]jetstream.PubAckFuture, 0, batch)
 	for ctx.Err() == nil {
@@ -197,7 +199,11 @@ func jsLoop(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer
 		futures = futures[:0]
 		var bytes int64
 		for _, m := range msgs {
-			f, err := js.PublishMsgAsync(&nats.Msg{Subject: out, Data: m.Data(), Header: m.Headers()})
+			h := m.Headers()
+			if same {
+				h = sameJSHeaders(m)
+			}
+			f, err := js.PublishMsgAsync(&nats.Msg{Subject: out, Data: m.Data(), Header: h})
 			if err != nil {
 				return fmt.Errorf("publish: %w", err)
 			}
@@ -226,3 +232,23 @@ func jsLoop(ctx context.Context, js jetstream.JetStream, cons jetstream.Consumer
 	}
 	return nil
 }
+
+// sameJSHeaders is what the runner's JetStream source and sink make of m's
+// headers with their defaults: the input's, the event time (the stored
+// time) as Mv-Event-Time and the <stream>:<sequence> ID as Nats-Msg-Id.
+func sameJSHeaders(m jetstream.Msg) nats.Header {
+	meta, err := m.Metadata()
+	if err != nil {
+		return m.Headers()
+	}
+	h := make(nats.Header, len(m.Headers())+2)
+	for k, v := range m.Headers() {
+		h[k] = v
+	}
+	h[natsjsEventTime] = []string{meta.Timestamp.UTC().Format(time.RFC3339Nano)}
+	h[nats.MsgIdHdr] = []string{meta.Stream + ":" + strconv.FormatUint(meta.Sequence.Stream, 10)}
+	return h
+}
+
+// natsjsEventTime is internal/natsjs.HeaderEventTime (not importable here).
+const natsjsEventTime = "Mv-Event-Time"

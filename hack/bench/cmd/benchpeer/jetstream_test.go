@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,7 +60,7 @@ func TestJSLoopMovesEveryMessageOnce(t *testing.T) {
 	loopCtx, stop := context.WithCancel(ctx)
 	var acked, ackedBytes atomic.Int64
 	done := make(chan error, 1)
-	go func() { done <- jsLoop(loopCtx, js, cons, "out", 8, &acked, &ackedBytes) }()
+	go func() { done <- jsLoop(loopCtx, js, cons, "out", 8, true, &acked, &ackedBytes) }()
 	for acked.Load() < n && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -81,6 +82,13 @@ func TestJSLoopMovesEveryMessageOnce(t *testing.T) {
 			t.Fatalf("output message %d: %v", i+1, err)
 		}
 		seen[string(raw.Data)]++
+		// The runner's headers, so the server de-duplicates as for the runner.
+		if id := raw.Header.Get(nats.MsgIdHdr); id != fmt.Sprintf("in:%d", i+1) {
+			t.Errorf("output message %d has Nats-Msg-Id %q, want in:%d", i+1, id, i+1)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, raw.Header.Get(natsjsEventTime)); err != nil {
+			t.Errorf("output message %d: Mv-Event-Time: %v", i+1, err)
+		}
 	}
 	for i := range n {
 		if c := seen[fmt.Sprintf("m-%d", i)]; c != 1 {

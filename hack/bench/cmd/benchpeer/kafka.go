@@ -92,6 +92,24 @@ func runKafkaLoad(ctx context.Context, args []string) error {
 
 func ptr(s string) *string { return &s }
 
+// sameHeaders is what the runner's Kafka source and sink make of r's
+// headers with their defaults: the input's, X-NF-Kafka-TopicName (as
+// Numaflow's Kafka source adds it), __key_len and __key_0 (Numaflow's
+// Kafka sink carries the keys there) and Mv-Msg-Id (MV_KAFKA_SINK_ID_HEADER,
+// the topic:partition:offset ID).
+func sameHeaders(r *kgo.Record) []kgo.RecordHeader {
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+4)
+	h = append(h, r.Headers...)
+	h = append(h, kgo.RecordHeader{Key: "X-NF-Kafka-TopicName", Value: []byte(r.Topic)})
+	if r.Key != nil {
+		h = append(h, kgo.RecordHeader{Key: "__key_len", Value: []byte("1")}, kgo.RecordHeader{Key: "__key_0", Value: r.Key})
+	} else {
+		h = append(h, kgo.RecordHeader{Key: "__key_len", Value: []byte("0")})
+	}
+	id := r.Topic + ":" + strconv.FormatInt(int64(r.Partition), 10) + ":" + strconv.FormatInt(r.Offset, 10)
+	return append(h, kgo.RecordHeader{Key: "Mv-Msg-Id", Value: []byte(id)})
+}
+
 // runKafkaBaseline is the bare franz-go loop the runner's kafka->kafka is
 // measured against: in one consumer group (read_committed, as the
 // runner's default), poll up to -batch records,
@@ -105,6 +123,7 @@ func runKafkaBaseline(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "output topic")
 	group := fs.String("group", "baseline", "consumer group")
 	batch := fs.Int("batch", 500, "records per poll")
+	same := fs.Bool("runner-headers", true, "write the headers the runner's kafka->kafka writes (the source topic, Numaflow's __key_len and __key_<i>, a message ID), so both sides produce the same records; false: the input's headers only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,7 +156,11 @@ func runKafkaBaseline(ctx context.Context, args []string) error {
 			outRecs := make([]*kgo.Record, len(recs))
 			var bytes int64
 			for i, r := range recs {
-				outRecs[i] = &kgo.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}
+				h := r.Headers
+				if *same {
+					h = sameHeaders(r)
+				}
+				outRecs[i] = &kgo.Record{Key: r.Key, Value: r.Value, Headers: h, Timestamp: r.Timestamp}
 				bytes += int64(len(r.Value))
 			}
 			if err := cl.ProduceSync(lctx, outRecs...).FirstErr(); err != nil {
