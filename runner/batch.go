@@ -19,6 +19,14 @@ type inputState struct {
 	nackWith  Nack // what the nack that asked to wait longest asked for
 	failed    bool // it cannot reach a final state in this attempt
 	settled   bool // acked or nacked already
+	// id is the ID the source gave msg, which the engine gives it back
+	// before Ack and Nack (sourceIDs): under NumaflowIDs the engine names
+	// it (nameNumaflow), and a stage that passes it on alone gives it its
+	// output's ID.
+	id string
+	// offset is, under NumaflowIDs, the offset numaflow-core names its
+	// outputs from (NumaflowOffsetter, or else id).
+	offset string
 	// release is the input's own Message.Release, taken off the message
 	// as the batch starts: a transformer that copies the struct (out :=
 	// *m) must not carry it into an output, which would release the
@@ -77,8 +85,12 @@ func (e *Engine) process(ctx context.Context, msgs []*Message, readStart, readEn
 	start := time.Now()
 	b := &batch{e: e, inputs: make([]inputState, len(msgs))}
 	for i, m := range msgs {
-		b.inputs[i].msg = m
-		b.inputs[i].release, m.Release = m.Release, nil
+		in := &b.inputs[i]
+		in.msg, in.id = m, m.ID
+		in.release, m.Release = m.Release, nil
+	}
+	if e.opts.MessageIDs == NumaflowIDs {
+		b.nameNumaflow()
 	}
 	if e.tracer != nil {
 		ctx, b.span = e.startBatch(ctx, msgs, readStart, readEnd)
@@ -207,14 +219,17 @@ func (b *batch) ackFinal(ctx context.Context) {
 	defer e.budget.release(len(ready))
 	// After the ack: the next message of each one's lane may start.
 	defer e.freeLanes(ready)
-	// Out of the set before the ack, as numaflow-core takes an offset out
-	// of its tracker before it acks (source.rs): whatever the ack's
-	// outcome, the source may deliver it again from now on.
-	e.settled(ready)
 	// The payloads go back after the ack (whatever its outcome): the
 	// sinks are done with them, and a redelivery brings its own.
 	defer b.recycle(first, ready)
 	b.handResults(first, ready)
+	// The results are handed over under the IDs the sinks saw; the ack
+	// goes under the source's.
+	b.sourceIDs(first, ready)
+	// Out of the set before the ack, as numaflow-core takes an offset out
+	// of its tracker before it acks (source.rs): whatever the ack's
+	// outcome, the source may deliver it again from now on.
+	e.settled(ready)
 	if b.span != nil {
 		ctx, span := b.startSpan(ctx, "ack", len(ready))
 		attempts, err := b.ack(ctx, ready)
@@ -297,6 +312,7 @@ func (b *batch) handBack(ctx context.Context) {
 				byKey[k] = g
 				groups = append(groups, g)
 			}
+			in.msg.ID = in.id // the source's, as sourceIDs gives it
 			g.msgs = append(g.msgs, in.msg)
 			n++
 		}

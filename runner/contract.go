@@ -21,6 +21,8 @@ import (
 //	ReadStopper         source       http, nats
 //	RedeliversInFlight  source       udsource, jetstream
 //	DropNotifier        source       jetstream
+//	PartitionedSource   source       kafka, udsource
+//	NumaflowOffsetter   source       http (MV_MESSAGE_IDS=numaflow)
 //	ResultTaker         source       http (MV_HTTP_RESPONSE=result)
 //	PortGuard           source       http
 //	EachTransformer     transformer  udtransformer, udmap
@@ -42,7 +44,9 @@ type Source interface {
 	Read(ctx context.Context, max int, timeout time.Duration) ([]*Message, error)
 	// Ack confirms messages that reached a final state. The engine calls it
 	// only after every output of each message was written, fallback-written
-	// or dropped on purpose; calls may come out of read order.
+	// or dropped on purpose; calls may come out of read order. Each
+	// message carries the ID Read gave it again, whatever the engine
+	// named it on its way (MV_MESSAGE_IDS=numaflow, a stage's output).
 	Ack(ctx context.Context, msgs []*Message) error
 	// Close releases the source after the engine stopped using it.
 	Close(ctx context.Context) error
@@ -54,7 +58,8 @@ type Nacker interface {
 	// Nack hands msgs back with what the stage or sink that nacked them
 	// asked for (the zero Nack when the engine hands them back itself,
 	// such as at shutdown). A source honours n.Delay where it can, and
-	// n.MaxDeliveries where it counts deliveries.
+	// n.MaxDeliveries where it counts deliveries. As in Ack, each message
+	// carries the ID Read gave it.
 	Nack(ctx context.Context, msgs []*Message, n Nack) error
 }
 
@@ -162,6 +167,32 @@ type RedeliversInFlight interface {
 // delivery it dropped as already in flight, which it never acks or nacks.
 type DropNotifier interface {
 	Dropped(msgs []*Message)
+}
+
+// PartitionedSource is implemented by sources that read from partitions
+// (Kafka, a Numaflow user-defined source). The engine asks it, as it reads
+// each message, which one the message came from: the partition labels
+// monovtx_read_total (source_partition, as numaflow-core labels it) and,
+// under MV_ORDERING, is the message's lane. A source without it reads one
+// partition, labelled with the replica, as numaflow-core's sources
+// without partitions are.
+type PartitionedSource interface {
+	// SourcePartition is the partition m, a message this source read,
+	// came from; ok is false when it names none.
+	SourcePartition(m *Message) (p uint16, ok bool)
+}
+
+// NumaflowOffsetter is implemented by sources whose messages numaflow-core
+// names by one offset and whose outputs it names from another
+// (MV_MESSAGE_IDS=numaflow, see NumaflowIDs): its HTTP source names a
+// message <vertex>-<id>-0 but a transformer's outputs
+// <vertex>-<id>-<replica>-<index> (source/http.rs). The engine asks it only
+// under NumaflowIDs, as a message's batch starts; without it the outputs
+// are named from the message's ID.
+type NumaflowOffsetter interface {
+	// NumaflowOffset is the offset the IDs of m's outputs derive from;
+	// m.ID is still the ID this source gave it. "" means that ID.
+	NumaflowOffset(m *Message) string
 }
 
 // ResultTaker is implemented by sources that answer each input with what

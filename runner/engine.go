@@ -186,6 +186,12 @@ type Engine struct {
 	// results takes each acked input's written outputs (a ResultTaker
 	// source that asked for them); nil otherwise.
 	results ResultTaker
+	// partitions says which partition a message was read from (a
+	// PartitionedSource); offsets, under NumaflowIDs, which offset its
+	// outputs are named from (a NumaflowOffsetter). Nil for a source that
+	// does not tell.
+	partitions PartitionedSource
+	offsets    NumaflowOffsetter
 
 	// totals are every count /status and the Prometheus counters report.
 	totals *tally
@@ -270,6 +276,10 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	if r, ok := p.Source.(ResultTaker); ok && r.TakesResults() {
 		e.results = r
+	}
+	e.partitions, _ = p.Source.(PartitionedSource)
+	if opts.MessageIDs == NumaflowIDs {
+		e.offsets, _ = p.Source.(NumaflowOffsetter)
 	}
 	if r, ok := p.Source.(RedeliversInFlight); ok && r.RedeliversInFlight() {
 		e.inflight = &inflightIDs{ids: map[string]struct{}{}}

@@ -17,7 +17,7 @@ const (
 	// NumaflowIDs forms them as numaflow-core's MessageID prints:
 	// <vertex>-<offset>-<index>, the vertex being MV_NAME and the offset
 	// the source's offset string (what the source gives as the ID). A
-	// stage's outputs derive from the message's offset (SetNumaflowOffset,
+	// stage's outputs derive from the message's offset (NumaflowOffsetter,
 	// where a source's differs from its ID's) and are numbered by their
 	// place k among all the results the container returned, dropped ones
 	// included (TransformResult.Indexes): a transformer's keeps the offset
@@ -30,31 +30,49 @@ const (
 	NumaflowIDs MessageIDs = "numaflow"
 )
 
-// nameRead gives messages just read their engine IDs: under NumaflowIDs
-// <vertex>-<source ID>-0, the source ID being the offset numaflow-core
-// puts in the MessageID, and the offset outputs derive from the source's
-// own (SetNumaflowOffset) or else the source ID; otherwise the source's
-// IDs stand.
-func (e *Engine) nameRead(msgs []*Message) {
-	if e.opts.MessageIDs != NumaflowIDs {
-		return
-	}
-	for _, m := range msgs {
-		src := m.pinSourceID()
-		if m.offset == "" {
-			m.offset = src
+// nameNumaflow gives the inputs of a batch, as it starts, the names
+// numaflow-core gives messages read: <vertex>-<ID>-0, the source's ID
+// being the offset numaflow-core puts in the MessageID. Each input's
+// record keeps the offset its outputs are named from: the source's own
+// (NumaflowOffsetter), or else its ID. The record keeps the source's ID
+// too, which the message gets back before Ack or Nack (sourceIDs).
+func (b *batch) nameNumaflow() {
+	e := b.e
+	for i := range b.inputs {
+		in := &b.inputs[i]
+		if e.offsets != nil {
+			in.offset = e.offsets.NumaflowOffset(in.msg)
 		}
-		m.ID = e.opts.Name + "-" + src + "-0"
+		if in.offset == "" {
+			in.offset = in.id
+		}
+		in.msg.ID = e.opts.Name + "-" + in.id + "-0"
+	}
+}
+
+// sourceIDs gives each input in ready, the inputs from index first of
+// the batch on that are about to be acked, in order, the ID its source
+// gave it, which nameNumaflow or a stage that passed the message on alone
+// replaced: a source finds its messages by the IDs it gave them, and the
+// engine's set of messages in flight holds those (settled). handBack does
+// the same for the inputs it hands back.
+func (b *batch) sourceIDs(first int, ready []*Message) {
+	for i := first; len(ready) > 0 && i < len(b.inputs); i++ {
+		if in := &b.inputs[i]; in.msg == ready[0] {
+			in.msg.ID = in.id
+			ready = ready[1:]
+		}
 	}
 }
 
 // outputID derives the ID of output k of the n outputs of in at stage
 // st; place is the output's place among all the results the stage's
-// container returned (Numaflow numbers by it: TransformResult.Indexes).
+// container returned (Numaflow numbers by it: TransformResult.Indexes),
+// offset the offset of the input read that in came from (nameNumaflow).
 // Under SourceIDs one output keeps the input's ID and several get "-k"
 // suffixes; under NumaflowIDs see NumaflowIDs. Either way the IDs are the
 // same on every redelivery, so sinks can de-duplicate on them.
-func (e *Engine) outputID(st *stage, in *Message, k, place, n int) string {
+func (e *Engine) outputID(st *stage, in *Message, offset string, k, place, n int) string {
 	if st.Role == RoleFilter {
 		// A filter passes its input on as it is: Numaflow has no such
 		// stage, so the ID the sink sees is the one it would see without it.
@@ -66,7 +84,7 @@ func (e *Engine) outputID(st *stage, in *Message, k, place, n int) string {
 		}
 		return in.ID + "-" + strconv.Itoa(k)
 	}
-	base := e.opts.Name + "-" + in.offset
+	base := e.opts.Name + "-" + offset
 	switch {
 	case st.Role == RoleTransformer:
 		// MessageID{offset: the source's offset, index: the place}

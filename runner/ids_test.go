@@ -35,7 +35,11 @@ func TestNumaflowIDs(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			const n = 60
-			src := runnertest.NewSource(runnertest.Messages(n))
+			msgs := runnertest.Messages(n)
+			for _, m := range msgs {
+				m.Offset = m.ID // the source's ID, for the transformer's check
+			}
+			src := runnertest.NewSource(msgs)
 			fan := func(m *runner.Message, k int) []*runner.Message {
 				out := make([]*runner.Message, k)
 				for i := range out {
@@ -44,8 +48,9 @@ func TestNumaflowIDs(t *testing.T) {
 				return out
 			}
 			tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
-				if m.ID != "mv-"+m.SourceID()+"-0" {
-					t.Errorf("transformer got %q for source ID %q", m.ID, m.SourceID())
+				srcID, _ := m.Offset.(string)
+				if m.ID != "mv-"+srcID+"-0" {
+					t.Errorf("transformer got %q for source ID %q", m.ID, srcID)
 				}
 				if inputNum(t, m.ID)%3 == 0 {
 					return runner.TransformResult{Outputs: fan(m, 2)}
@@ -152,12 +157,13 @@ func TestSourceIDsAreTheDefault(t *testing.T) {
 func TestNumaflowIDsCountTheContainersResults(t *testing.T) {
 	const n = 10
 	msgs := runnertest.Messages(n)
+	src := runnertest.NewSource(msgs)
+	src.NumaflowOffsets = map[string]string{}
 	for i, m := range msgs {
 		if i%2 == 1 {
-			runner.SetNumaflowOffset(m, m.ID+"-7")
+			src.NumaflowOffsets[m.ID] = m.ID + "-7"
 		}
 	}
-	src := runnertest.NewSource(msgs)
 	tr := runnertest.NewTransformer(func(m *runner.Message, _ int) runner.TransformResult {
 		// Results 0 and 2 of four were dropped by the container.
 		return runner.TransformResult{Outputs: []*runner.Message{runnertest.Copy(m, "a"), runnertest.Copy(m, "b")}, Indexes: []int{1, 3}}

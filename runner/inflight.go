@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// inflightIDs are the source IDs of the messages read and not yet acked or
-// handed back.
+// inflightIDs are the IDs, as the source gave them, of the messages read
+// and not yet acked or handed back.
 type inflightIDs struct {
 	mu  sync.Mutex
 	ids map[string]struct{}
@@ -22,25 +22,25 @@ type inflightIDs struct {
 // warnEvery is how often dropped deliveries are logged at most.
 const warnEvery = time.Minute
 
-// dropRedelivered takes the messages whose source IDs are not in flight
-// into the set and returns them; the rest are deliveries of a message in
-// flight, which it drops, counts, gives back the payloads of and tells the
-// source of. msgs is left as the source returned it.
+// dropRedelivered takes the messages whose IDs are not in flight into the
+// set and returns them; the rest are deliveries of a message in flight,
+// which it drops, counts, gives back the payloads of and tells the source
+// of. msgs is left as the source returned it. The IDs are the source's:
+// the engine names messages only as their batch starts, and gives them
+// their own back before they leave the set (settled).
 func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	f := e.inflight
 	var kept, dropped []*Message
 	f.mu.Lock()
 	for i, m := range msgs {
-		// The key must stay what it is now whatever a stage does to ID.
-		src := m.pinSourceID()
-		if _, dup := f.ids[src]; dup {
+		if _, dup := f.ids[m.ID]; dup {
 			if kept == nil {
 				kept = append(make([]*Message, 0, len(msgs)), msgs[:i]...)
 			}
 			dropped = append(dropped, m)
 			continue
 		}
-		f.ids[src] = struct{}{}
+		f.ids[m.ID] = struct{}{}
 		if kept != nil {
 			kept = append(kept, m)
 		}
@@ -70,13 +70,14 @@ func (e *Engine) dropRedelivered(msgs []*Message) []*Message {
 	}
 	if logNow {
 		e.log.Warnw("the source delivered messages that are still in flight; dropped them, as numaflow-core does: the delivery in flight settles them (logged at most once a minute; /status duplicate_dropped counts them all)",
-			"count", logCount, "first", dropped[0].SourceID(), zap.String("source", e.kinds.Source))
+			"count", logCount, "first", dropped[0].ID, zap.String("source", e.kinds.Source))
 	}
 	return kept
 }
 
-// settled takes msgs, read by this engine, out of the set of messages in
-// flight: they were acked, or handed back for redelivery.
+// settled takes msgs, read by this engine and back under their source's
+// IDs (sourceIDs), out of the set of messages in flight: they are being
+// acked, or handed back for redelivery.
 func (e *Engine) settled(msgs []*Message) {
 	f := e.inflight
 	if f == nil {
@@ -84,7 +85,7 @@ func (e *Engine) settled(msgs []*Message) {
 	}
 	f.mu.Lock()
 	for _, m := range msgs {
-		delete(f.ids, m.SourceID())
+		delete(f.ids, m.ID)
 	}
 	f.mu.Unlock()
 }

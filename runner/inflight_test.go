@@ -55,7 +55,7 @@ func (s *scriptedSource) Ack(_ context.Context, msgs []*runner.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		s.acked[m.SourceID()]++
+		s.acked[m.ID]++
 	}
 	return nil
 }

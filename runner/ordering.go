@@ -11,8 +11,8 @@ import (
 // through the stages and the sinks (MV_ORDERING).
 //
 // Under OrderingPartition and OrderingKey the engine splits what it reads
-// into lanes: a lane is a source partition (SetSourcePartition; a source
-// that sets none has a single lane), or under OrderingKey a partition and
+// into lanes: a lane is a source partition (PartitionedSource; a source
+// that names none has a single lane), or under OrderingKey a partition and
 // a message's keys (the whole list; messages without keys share the lane
 // of their partition's empty key). A lane has at most one message in
 // flight: its next message starts only once the one before it reached a
@@ -56,7 +56,7 @@ func (o Ordering) Valid() bool {
 	return o == OrderingUnordered || o == OrderingPartition || o == OrderingKey
 }
 
-// laneKey names a lane: a partition field (Message.partition) and, under
+// laneKey names a lane: a partition key (partitionKey) and, under
 // OrderingKey, the message's keys joined.
 type laneKey struct {
 	partition int32
@@ -108,7 +108,7 @@ func newLanes(e *Engine, ctx context.Context, onFatal func(error)) *lanes {
 
 // keyOf is the lane of m.
 func (l *lanes) keyOf(m *Message) laneKey {
-	k := laneKey{partition: m.partition}
+	k := laneKey{partition: partitionKey(l.e.partitions, m)}
 	if l.e.opts.Ordering == OrderingKey {
 		switch len(m.Keys) {
 		case 0:

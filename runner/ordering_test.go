@@ -205,7 +205,7 @@ func orderedMessages(n, keys, parts int, seed uint64) []*runner.Message {
 			ID: "m-" + strconv.Itoa(i), Value: []byte("v"), Keys: []string{"key-" + strconv.Itoa(k)},
 			Headers: map[string]string{"offset": strconv.Itoa(i), "lane": fmt.Sprintf("%d/key-%d", p, k)},
 		}
-		runner.SetSourcePartition(m, uint16(p))
+		m.Offset = runnertest.Partition(p)
 		msgs[i] = m
 	}
 	return msgs
@@ -215,7 +215,7 @@ func orderedMessages(n, keys, parts int, seed uint64) []*runner.Message {
 // partition ordering.
 func relane(msgs []*runner.Message) {
 	for _, m := range msgs {
-		p, _ := m.SourcePartition()
+		p, _ := m.Offset.(runnertest.Partition)
 		m.Headers["lane"] = strconv.Itoa(int(p))
 	}
 }

@@ -178,8 +178,7 @@ func (r *readLoop) took(msgs []*Message, err error, want int, start time.Time) (
 		e.budget.release(want - len(msgs))
 	}
 	if len(msgs) > 0 {
-		e.nameRead(msgs)
-		e.totals.countRead(msgs)
+		e.totals.countRead(msgs, e.partitions)
 		if e.inflight != nil {
 			n := len(msgs)
 			msgs = e.dropRedelivered(msgs)

@@ -23,7 +23,7 @@ func TestReadMetricsAreNumaflows(t *testing.T) {
 	// Partitions in runs and out of order, one beyond 255, two unnamed.
 	for i, p := range []int{1, 1, 2, -1, 1, -1, 300} {
 		if p >= 0 {
-			runner.SetSourcePartition(msgs[i], uint16(p))
+			msgs[i].Offset = runnertest.Partition(p)
 		}
 	}
 	src := runnertest.NewSource(msgs)

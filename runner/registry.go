@@ -60,9 +60,10 @@ type Env struct {
 	// MessageIDs is how the engine forms message IDs (MV_MESSAGE_IDS).
 	// Under NumaflowIDs a source gives each message as its ID the offset
 	// string numaflow-core puts in its MessageID (see NumaflowIDs), and,
-	// where numaflow-core derives the outputs from another, that one with
-	// SetNumaflowOffset; the engine makes the ID <Name>-<offset>-0 once
-	// Read returned: after Read a source reads Message.SourceID, not ID.
+	// where numaflow-core derives the outputs from another, gives that
+	// one as a NumaflowOffsetter; the engine names the message
+	// <Name>-<offset>-0 while it holds it, and hands it to Ack and Nack
+	// under the source's ID again.
 	MessageIDs MessageIDs
 }
 

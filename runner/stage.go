@@ -213,8 +213,7 @@ func (b *batch) passOn(st *stage, o output, r TransformResult, next []output) []
 		if len(r.Indexes) == len(r.Outputs) {
 			place = r.Indexes[k]
 		}
-		out.ID = e.outputID(st, o.msg, k, place, len(r.Outputs))
-		out.offset = o.msg.offset
+		out.ID = e.outputID(st, o.msg, in.offset, k, place, len(r.Outputs))
 		if out.EventTime.IsZero() {
 			out.EventTime = o.msg.EventTime
 		}

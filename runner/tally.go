@@ -42,8 +42,8 @@ type tally struct {
 	filterDropped, filterErrors                  count
 
 	// readTotal is monovtx_read_total, labelled by partition, which read
-	// counts beside read; readTotals caches its counters by
-	// Message.partition. Only the read loop touches them.
+	// counts beside read; readTotals caches its counters by partition key
+	// (partitionKey). Only the read loop touches them.
 	readTotal  *prometheus.CounterVec
 	readTotals map[int32]prometheus.Counter
 	replica    int
@@ -73,16 +73,16 @@ func newTally(m *Metrics, replica int) *tally {
 }
 
 // countRead counts a read: messages, bytes, and monovtx_read_total by the
-// partition each was read from.
-func (t *tally) countRead(msgs []*Message) {
+// partition each was read from, as ps says (nil: the source names none).
+func (t *tally) countRead(msgs []*Message, ps PartitionedSource) {
 	var n int
 	// A read is mostly of one partition: add runs of equal partitions.
-	run, part := 0, msgs[0].partition
+	run, part := 0, partitionKey(ps, msgs[0])
 	for _, m := range msgs {
 		n += len(m.Value)
-		if m.partition != part {
+		if p := partitionKey(ps, m); p != part {
 			t.readCounter(part).Add(float64(run))
-			run, part = 0, m.partition
+			run, part = 0, p
 		}
 		run++
 	}
@@ -91,8 +91,21 @@ func (t *tally) countRead(msgs []*Message) {
 	t.readBytes.add(n)
 }
 
-// readCounter is monovtx_read_total of a message's partition field
-// (partition + 1, or 0 for the replica), kept so that a read looks the
+// partitionKey is the partition ps says m was read from, plus one, or 0
+// when it names none (or ps is nil): the key of the message's read
+// counter and of its lane under MV_ORDERING.
+func partitionKey(ps PartitionedSource, m *Message) int32 {
+	if ps == nil {
+		return 0
+	}
+	if p, ok := ps.SourcePartition(m); ok {
+		return int32(p) + 1
+	}
+	return 0
+}
+
+// readCounter is monovtx_read_total of a partition key (partitionKey: the
+// partition + 1, or 0 for the replica), kept so that a read looks the
 // label up once.
 func (t *tally) readCounter(part int32) prometheus.Counter {
 	if c, ok := t.readTotals[part]; ok {

@@ -14,7 +14,9 @@ import (
 type Message struct {
 	// ID identifies the message within its source. The engine derives the IDs
 	// of transformer outputs from it (see Engine), so they are stable across
-	// redeliveries and sinks can de-duplicate on them.
+	// redeliveries and sinks can de-duplicate on them. Under
+	// MV_MESSAGE_IDS=numaflow the engine names the message itself while it
+	// holds it (see NumaflowIDs); the source gets it back under its own ID.
 	ID string
 	// Keys are the message keys (Numaflow keys, CloudEvents partitionkey).
 	Keys []string
@@ -40,7 +42,9 @@ type Message struct {
 	// extensions.
 	FallbackCause error
 	// Offset is the source's own handle, given back to it in Ack and Nack.
-	// The engine and sinks never look inside it.
+	// The engine and sinks never look inside it; where the engine asks a
+	// source about a message (PartitionedSource), the source finds the
+	// answer here.
 	Offset any
 	// Release, when the adapter that made the message sets it, gives the
 	// memory behind Value back to that adapter (package payloadpool). The
@@ -54,60 +58,6 @@ type Message struct {
 	// reads as the batch starts, so a copy of the message (out := *m in a
 	// transformer) does not carry it.
 	Release func()
-
-	// srcID is the ID the source gave, kept when the engine replaces ID
-	// with a Numaflow-style one (NumaflowIDs), so that a message read
-	// again (a source that re-queues the same Message) is named from it
-	// once more instead of from the name it already has.
-	srcID string
-	// offset is, under NumaflowIDs, the offset string numaflow-core
-	// derives the IDs of a stage's outputs from (its Message.offset): the
-	// source's ID, unless the source set another (SetNumaflowOffset).
-	// Outputs carry their input's.
-	offset string
-	// partition is the source partition plus one (0: the source set
-	// none), for monovtx_read_total's source_partition label.
-	partition int32
-}
-
-// SetSourcePartition sets the source partition m was read from, which
-// labels monovtx_read_total as numaflow-core labels it (source_partition,
-// its offset's partition index). A source that does not call it in Read
-// is labelled with the replica, as numaflow-core's built-in sources
-// without partitions are.
-func SetSourcePartition(m *Message, p uint16) { m.partition = int32(p) + 1 }
-
-// SourcePartition is the partition set with SetSourcePartition; ok is
-// false when the source set none.
-func (m *Message) SourcePartition() (p uint16, ok bool) {
-	return uint16(m.partition - 1), m.partition != 0
-}
-
-// SetNumaflowOffset sets the offset string from which, under
-// MV_MESSAGE_IDS=numaflow, the IDs of m's outputs are derived, where
-// numaflow-core's differs from the one in the message's own ID: its HTTP
-// source names a message <vertex>-<id>-0 but derives outputs from
-// <id>-<replica> (source/http.rs). A source calls it in Read.
-func SetNumaflowOffset(m *Message, offset string) { m.offset = offset }
-
-// SourceID is the ID the source gave the message: ID itself, unless the
-// engine formed a Numaflow-style ID from it (MV_MESSAGE_IDS=numaflow).
-// A source that needs a message's ID after Read uses this.
-func (m *Message) SourceID() string {
-	if m.srcID != "" {
-		return m.srcID
-	}
-	return m.ID
-}
-
-// pinSourceID keeps the ID the source gave as the message's source ID,
-// before the engine renames the message or a stage replaces its ID, and
-// returns it; a message read again keeps the one it had.
-func (m *Message) pinSourceID() string {
-	if m.srcID == "" {
-		m.srcID = m.ID
-	}
-	return m.srcID
 }
 
 // Metadata is the metadata Numaflow carries with a message from the source

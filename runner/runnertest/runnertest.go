@@ -39,7 +39,21 @@ type Source struct {
 	ReadError func(read int) error
 	// ReadLatency delays each read.
 	ReadLatency time.Duration
+	// NumaflowOffsets, if set, are the offsets (by message ID) the engine
+	// names outputs from under MV_MESSAGE_IDS=numaflow, where they are not
+	// the message's ID (runner.NumaflowOffsetter).
+	NumaflowOffsets map[string]string
 }
+
+// Partition, as a message's Offset, is the partition the source says the
+// message was read from (runner.PartitionedSource); a message with another
+// Offset names none.
+type Partition uint16
+
+var (
+	_ runner.PartitionedSource = (*Source)(nil)
+	_ runner.NumaflowOffsetter = (*Source)(nil)
+)
 
 // NewSource returns a source holding msgs.
 func NewSource(msgs []*runner.Message) *Source {
@@ -93,7 +107,7 @@ func (s *Source) Read(ctx context.Context, max int, timeout time.Duration) ([]*r
 			out := append([]*runner.Message(nil), s.queue[:n]...)
 			s.queue = s.queue[n:]
 			for _, m := range out {
-				s.inflight[m.SourceID()] = m
+				s.inflight[m.ID] = m
 			}
 			s.mu.Unlock()
 			return out, nil
@@ -126,11 +140,11 @@ func (s *Source) Ack(_ context.Context, msgs []*runner.Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		if _, ok := s.inflight[m.SourceID()]; !ok {
-			s.errs = append(s.errs, fmt.Errorf("ack of %s, which is not in flight", m.SourceID()))
+		if _, ok := s.inflight[m.ID]; !ok {
+			s.errs = append(s.errs, fmt.Errorf("ack of %s, which is not in flight", m.ID))
 		}
-		delete(s.inflight, m.SourceID())
-		s.acked[m.SourceID()]++
+		delete(s.inflight, m.ID)
+		s.acked[m.ID]++
 	}
 	s.signal()
 	return nil
@@ -141,17 +155,28 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		if _, ok := s.inflight[m.SourceID()]; !ok {
-			s.errs = append(s.errs, fmt.Errorf("nack of %s, which is not in flight", m.SourceID()))
+		if _, ok := s.inflight[m.ID]; !ok {
+			s.errs = append(s.errs, fmt.Errorf("nack of %s, which is not in flight", m.ID))
 			continue
 		}
-		delete(s.inflight, m.SourceID())
-		s.nacked[m.SourceID()]++
-		s.nacks[m.SourceID()] = n
+		delete(s.inflight, m.ID)
+		s.nacked[m.ID]++
+		s.nacks[m.ID] = n
 		s.queue = append(s.queue, m)
 	}
 	s.signal()
 	return nil
+}
+
+// SourcePartition is the Partition in m's Offset.
+func (s *Source) SourcePartition(m *runner.Message) (uint16, bool) {
+	p, ok := m.Offset.(Partition)
+	return uint16(p), ok
+}
+
+// NumaflowOffset is m's entry in NumaflowOffsets; "" (m's ID) without one.
+func (s *Source) NumaflowOffset(m *runner.Message) string {
+	return s.NumaflowOffsets[m.ID]
 }
 
 // Pending counts queued and in-flight messages.

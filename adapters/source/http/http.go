@@ -129,9 +129,10 @@ const (
 // entry is one message of a request; it is the message's Offset.
 type entry struct {
 	msg *runner.Message
-	// id is the message's ID as the request gave it. Once read, msg.ID is
-	// the engine's (under MV_MESSAGE_IDS=numaflow it renames every message
-	// after Read), so the source keys its bookkeeping and its reply on this.
+	// id is the message's ID as the request gave it. While the engine
+	// holds the message, msg.ID may be the engine's (under
+	// MV_MESSAGE_IDS=numaflow it names every message it processes), so the
+	// source keys its bookkeeping and its reply on this.
 	id    string
 	req   *request
 	state entryState
@@ -159,7 +160,8 @@ type Source struct {
 	// where a loaded machine would otherwise make them race the clock.
 	admissionWait time.Duration
 	// offsetSuffix is "-<replica>" under MV_MESSAGE_IDS=numaflow: a
-	// message's offset for Numaflow's IDs is its ID and this.
+	// message's offset for Numaflow's IDs is its ID and this
+	// (NumaflowOffset).
 	offsetSuffix string
 
 	// mapper makes the result events (MV_HTTP_RESPONSE=result), nil
@@ -181,10 +183,11 @@ type Source struct {
 }
 
 var (
-	_ runner.Source        = (*Source)(nil)
-	_ runner.Nacker        = (*Source)(nil)
-	_ runner.PendingReader = (*Source)(nil)
-	_ runner.Readier       = (*Source)(nil)
+	_ runner.Source            = (*Source)(nil)
+	_ runner.Nacker            = (*Source)(nil)
+	_ runner.PendingReader     = (*Source)(nil)
+	_ runner.Readier           = (*Source)(nil)
+	_ runner.NumaflowOffsetter = (*Source)(nil)
 )
 
 // New builds the source and mounts it on env.Mux.
@@ -385,6 +388,12 @@ func (s *Source) Ready(context.Context) error {
 	}
 	return nil
 }
+
+// NumaflowOffset is the offset numaflow-core names a message's outputs
+// from: the message's ID and "-<replica>" (source/http.rs), while its
+// MessageID has the ID alone. The engine asks only under
+// MV_MESSAGE_IDS=numaflow, before it names the message.
+func (s *Source) NumaflowOffset(m *runner.Message) string { return m.ID + s.offsetSuffix }
 
 // StopReading is called by the engine when it stops reading for good
 // (shutdown, or a fatal error): requests not read yet are answered 500 at once, and so are new

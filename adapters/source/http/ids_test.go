@@ -15,7 +15,7 @@ import (
 )
 
 // renameAsEngine does to messages just read what runner.Engine does under
-// MV_MESSAGE_IDS=numaflow (runner/ids.go, nameRead).
+// MV_MESSAGE_IDS=numaflow (runner/ids.go, nameNumaflow).
 func renameAsEngine(msgs []*runner.Message) {
 	for _, m := range msgs {
 		m.ID = "mv-" + m.ID + "-0"

@@ -36,9 +36,6 @@ func (s *Source) enqueue(msgs []*runner.Message) (*request, int, error) {
 	for _, m := range msgs {
 		e := &entry{msg: m, id: m.ID, req: req}
 		m.Offset = e
-		if s.offsetSuffix != "" {
-			runner.SetNumaflowOffset(m, m.ID+s.offsetSuffix)
-		}
 		s.inflight[e.id] = e
 		s.queue = append(s.queue, e)
 	}

@@ -428,14 +428,14 @@ func (s *Source) ackConfirmed(ctx context.Context, msgs []*runner.Message) error
 	}
 	for _, m := range msgs {
 		if _, ok := m.Offset.(jetstream.Msg); !ok {
-			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
 		}
 	}
 	reconnects := s.nc.Stats().Reconnects
 	last := len(msgs) - 1
 	for _, m := range msgs[:last] {
 		if err := s.nc.Publish(m.Offset.(jetstream.Msg).Reply(), ackAck); err != nil {
-			return fmt.Errorf("jetstream source: send ack %s: %w", m.SourceID(), err)
+			return fmt.Errorf("jetstream source: send ack %s: %w", m.ID, err)
 		}
 	}
 	_, err := s.nc.RequestWithContext(ctx, msgs[last].Offset.(jetstream.Msg).Reply(), ackAck)
@@ -468,11 +468,11 @@ func (s *Source) ackEach(ctx context.Context, msgs []*runner.Message) error {
 	for i, m := range msgs {
 		jm, ok := m.Offset.(jetstream.Msg)
 		if !ok {
-			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
 		}
 		err := s.nc.PublishMsg(&nats.Msg{Subject: jm.Reply(), Reply: prefix + strconv.Itoa(i), Data: ackAck})
 		if err != nil {
-			return fmt.Errorf("jetstream source: send ack %s: %w", m.SourceID(), err)
+			return fmt.Errorf("jetstream source: send ack %s: %w", m.ID, err)
 		}
 	}
 	confirmed := make([]bool, len(msgs))
@@ -505,10 +505,10 @@ func (s *Source) ackAsync(ctx context.Context, msgs []*runner.Message) error {
 	for _, m := range msgs {
 		jm, ok := m.Offset.(jetstream.Msg)
 		if !ok {
-			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.SourceID())
+			return fmt.Errorf("jetstream source: ack of message %s without a JetStream handle (a bug)", m.ID)
 		}
 		if err := jm.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-			return fmt.Errorf("jetstream source: ack %s: %w", m.SourceID(), err)
+			return fmt.Errorf("jetstream source: ack %s: %w", m.ID, err)
 		}
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.APITimeout)

@@ -32,7 +32,7 @@ func (s *Source) Nack(_ context.Context, msgs []*runner.Message, n runner.Nack) 
 		var err error
 		switch {
 		case n.MaxDeliveries > 0 && delivered(jm) >= uint64(n.MaxDeliveries):
-			s.log.Warnw("message delivered as often as its nack's max_deliveries allows: terminated, the server will not deliver it again", "id", m.SourceID(), "max_deliveries", n.MaxDeliveries, "reason", n.Reason)
+			s.log.Warnw("message delivered as often as its nack's max_deliveries allows: terminated, the server will not deliver it again", "id", m.ID, "max_deliveries", n.MaxDeliveries, "reason", n.Reason)
 			err = jm.TermWithReason(termReason(n))
 		case delay > 0:
 			err = jm.NakWithDelay(delay)

@@ -102,7 +102,7 @@ func TestRecordsCarryTheirGlobalPartition(t *testing.T) {
 	s := newSource(t, testConfig(c.Brokers(), "gp-b,gp-a"))
 	var got []string
 	for _, m := range readAll(t, s, 6) {
-		p, ok := m.SourcePartition()
+		p, ok := s.SourcePartition(m)
 		got = append(got, fmt.Sprintf("%s %d %v", m.ID, p, ok))
 	}
 	slices.Sort(got)

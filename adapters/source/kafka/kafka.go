@@ -97,6 +97,9 @@ type handle struct {
 	pt  *partTracker
 	k   tp
 	off int64
+	// global is the record's global partition (see partitionBases), its
+	// source partition (SourcePartition).
+	global uint16
 }
 
 // seek is a pending seek back to a nacked record.
@@ -173,6 +176,7 @@ var (
 	_ runner.Nacker              = (*Source)(nil)
 	_ runner.PendingReader       = (*Source)(nil)
 	_ runner.GroupProgressReader = (*Source)(nil)
+	_ runner.PartitionedSource   = (*Source)(nil)
 )
 
 // New joins the group and returns the source. A broker must answer now and
@@ -404,7 +408,8 @@ func (c *converter) id(r *kgo.Record, gpid int) string {
 func (c *converter) convert(r *kgo.Record, pt *partTracker, k tp) *runner.Message {
 	s := c.s
 	gpid := s.bases[r.Topic] + int(r.Partition)
-	c.handles = append(c.handles, handle{pt: pt, k: k, off: r.Offset})
+	// numaflow-core keeps the partition as a u16.
+	c.handles = append(c.handles, handle{pt: pt, k: k, off: r.Offset, global: uint16(gpid)})
 	c.msgs = append(c.msgs, runner.Message{
 		ID:        c.id(r, gpid),
 		Value:     r.Value,
@@ -439,8 +444,18 @@ func (c *converter) convert(r *kgo.Record, pt *partTracker, k tp) *runner.Messag
 		}
 		m.Headers[TopicHeader] = r.Topic
 	}
-	runner.SetSourcePartition(m, uint16(gpid))
 	return m
+}
+
+// SourcePartition is the global partition m was read from (see
+// partitionBases): numaflow-core's partition index, which labels
+// monovtx_read_total and, under MV_ORDERING, is m's lane.
+func (s *Source) SourcePartition(m *runner.Message) (uint16, bool) {
+	h, ok := m.Offset.(*handle)
+	if !ok || h == nil {
+		return 0, false
+	}
+	return h.global, true
 }
 
 // Ack marks the messages final. Their offsets are committed once every

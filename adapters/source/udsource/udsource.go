@@ -80,6 +80,7 @@ var (
 	_ runner.Source             = (*Source)(nil)
 	_ runner.Nacker             = (*Source)(nil)
 	_ runner.RedeliversInFlight = (*Source)(nil)
+	_ runner.PartitionedSource  = (*Source)(nil)
 	_ runner.PendingReader      = (*Source)(nil)
 	_ runner.Readier            = (*Source)(nil)
 )
@@ -270,8 +271,6 @@ func message(r *sourcepb.ReadResponse_Result) *runner.Message {
 		Headers: r.GetHeaders(),
 		Offset:  &rd.off,
 	}
-	// numaflow-core takes the partition as a u16 (source/user_defined.rs).
-	runner.SetSourcePartition(m, uint16(rd.off.Partition))
 	if et := r.GetEventTime(); et != nil {
 		m.EventTime = et.AsTime()
 	}
@@ -288,6 +287,17 @@ func OffsetID(o *Offset) string {
 	// numaflow-core keeps the partition as a u16 (partition_id as u16).
 	b = strconv.AppendUint(b, uint64(uint16(o.Partition)), 10)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not used again
+}
+
+// SourcePartition is the partition of m's offset, which labels
+// monovtx_read_total and, under MV_ORDERING, is m's lane. numaflow-core
+// takes the partition as a u16 (source/user_defined.rs).
+func (s *Source) SourcePartition(m *runner.Message) (uint16, bool) {
+	o, ok := m.Offset.(*Offset)
+	if !ok || o == nil {
+		return 0, false
+	}
+	return uint16(o.Partition), true
 }
 
 // RedeliversInFlight says yes: a user-defined source may hand out an
@@ -378,7 +388,7 @@ func offsets(msgs []*runner.Message) ([]*sourcepb.Offset, error) {
 	for i, m := range msgs {
 		o, ok := m.Offset.(*Offset)
 		if !ok {
-			return nil, fmt.Errorf("udsource: message %s has offset %T, not one this source produced", m.SourceID(), m.Offset)
+			return nil, fmt.Errorf("udsource: message %s has offset %T, not one this source produced", m.ID, m.Offset)
 		}
 		all[i].Offset, all[i].PartitionId = o.Value, o.Partition
 		out[i] = &all[i]

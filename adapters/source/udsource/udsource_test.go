@@ -255,7 +255,7 @@ func TestMessagesCarryTheirPartition(t *testing.T) {
 	st.produce(len(parts))
 	got := map[string]string{}
 	for _, m := range readAll(t, src, len(parts)) {
-		p, ok := m.SourcePartition()
+		p, ok := src.SourcePartition(m)
 		got[m.Headers["n"]] = fmt.Sprintf("%s %d %v", m.ID, p, ok)
 	}
 	for id, want := range []string{"MA==-0 0 true", "MQ==-7 7 true", "Mg==-7 7 true", "Mw==-65535 65535 true", "NA==-3 3 true"} {

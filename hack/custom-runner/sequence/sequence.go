@@ -99,11 +99,11 @@ func (st *Store) settle(msgs []*runner.Message, requeue bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, m := range msgs {
-		kept, ok := st.unacked[m.SourceID()]
+		kept, ok := st.unacked[m.ID]
 		if !ok {
 			continue // never read, or settled already
 		}
-		delete(st.unacked, m.SourceID())
+		delete(st.unacked, m.ID)
 		if requeue {
 			st.waiting = append(st.waiting, kept)
 		}
@@ -175,7 +175,7 @@ func (s *Source) forget(msgs []*runner.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, m := range msgs {
-		delete(s.read, m.SourceID())
+		delete(s.read, m.ID)
 	}
 }
 
