@@ -225,18 +225,18 @@ func (b *batch) ackFinal(ctx context.Context) {
 	b.handResults(first, ready)
 	// The results are handed over under the IDs the sinks saw; the ack
 	// goes under the source's.
-	b.sourceIDs(first, ready)
+	acks := b.sourceIDs(first, ready)
 	// Out of the set before the ack, as numaflow-core takes an offset out
 	// of its tracker before it acks (source.rs): whatever the ack's
 	// outcome, the source may deliver it again from now on.
-	e.settled(ready)
+	e.settled(acks)
 	if b.span != nil {
-		ctx, span := b.startSpan(ctx, "ack", len(ready))
-		attempts, err := b.ack(ctx, ready)
+		ctx, span := b.startSpan(ctx, "ack", len(acks))
+		attempts, err := b.ack(ctx, acks)
 		endSpan(span, err, attrAttempts.Int(attempts))
 		return
 	}
-	b.ack(ctx, ready)
+	b.ack(ctx, acks)
 }
 
 // recycle releases the payloads of the inputs in ready, which are the
@@ -300,6 +300,9 @@ func (b *batch) handBack(ctx context.Context) {
 	}
 	var groups []*group
 	byKey := map[string]*group{}
+	// mine are the engine's messages, which the lanes know; the groups
+	// may hold copies under the source's IDs (sourceMsg).
+	var mine []*Message
 	n := 0
 	for i := range b.inputs {
 		in := &b.inputs[i]
@@ -312,8 +315,8 @@ func (b *batch) handBack(ctx context.Context) {
 				byKey[k] = g
 				groups = append(groups, g)
 			}
-			in.msg.ID = in.id // the source's, as sourceIDs gives it
-			g.msgs = append(g.msgs, in.msg)
+			g.msgs = append(g.msgs, b.sourceMsg(in))
+			mine = append(mine, in.msg)
 			n++
 		}
 	}
@@ -322,11 +325,7 @@ func (b *batch) handBack(ctx context.Context) {
 	}
 	e := b.e
 	defer e.budget.release(n)
-	defer func() {
-		for _, g := range groups {
-			e.freeLanes(g.msgs)
-		}
-	}()
+	defer e.freeLanes(mine)
 	e.totals.nacked.add(n)
 	// Out of the set before the nack, so a redelivery it brings at once
 	// is not taken for a duplicate.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,19 +51,51 @@ func (b *batch) nameNumaflow() {
 	}
 }
 
-// sourceIDs gives each input in ready, the inputs from index first of
-// the batch on that are about to be acked, in order, the ID its source
-// gave it, which nameNumaflow or a stage that passed the message on alone
+// sourceIDs returns ready, the inputs from index first of the batch on
+// that are about to be acked, in order, under the IDs their source gave
+// them, which nameNumaflow or a stage that passed the message on alone
 // replaced: a source finds its messages by the IDs it gave them, and the
-// engine's set of messages in flight holds those (settled). handBack does
-// the same for the inputs it hands back.
-func (b *batch) sourceIDs(first int, ready []*Message) {
-	for i := first; len(ready) > 0 && i < len(b.inputs); i++ {
-		if in := &b.inputs[i]; in.msg == ready[0] {
-			in.msg.ID = in.id
-			ready = ready[1:]
+// engine's set of messages in flight holds those (settled). ready itself
+// keeps the engine's messages (the lanes and recycle find inputs by
+// pointer); the slice returned holds a copy where sourceMsg made one.
+// handBack does the same for the inputs it hands back.
+func (b *batch) sourceIDs(first int, ready []*Message) []*Message {
+	out, cloned := ready, false
+	for i, j := first, 0; j < len(ready) && i < len(b.inputs); i++ {
+		in := &b.inputs[i]
+		if in.msg != ready[j] {
+			continue
 		}
+		if m := b.sourceMsg(in); m != in.msg {
+			if !cloned {
+				out, cloned = slices.Clone(ready), true
+			}
+			out[j] = m
+		}
+		j++
 	}
+	return out
+}
+
+// sourceMsg is in's message under the ID its source gave it. A message
+// whose ID is the source's already is not written to; one that was
+// renamed gets its ID back in place, unless a call of this batch failed
+// (b.tainted): a call cut short may still read its messages (udsink's
+// batch goroutine, whose caller's context ended, reads their IDs to match
+// the container's answers), so the source then gets a copy under its ID
+// and the message the call holds keeps the name it was sent under.
+func (b *batch) sourceMsg(in *inputState) *Message {
+	m := in.msg
+	if m.ID == in.id {
+		return m
+	}
+	if b.tainted {
+		cp := *m
+		cp.ID = in.id
+		return &cp
+	}
+	m.ID = in.id
+	return m
 }
 
 // outputID derives the ID of output k of the n outputs of in at stage
