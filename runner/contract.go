@@ -46,7 +46,9 @@ type Source interface {
 	// only after every output of each message was written, fallback-written
 	// or dropped on purpose; calls may come out of read order. Each
 	// message carries the ID Read gave it again, whatever the engine
-	// named it on its way (MV_MESSAGE_IDS=numaflow, a stage's output).
+	// named it on its way (MV_MESSAGE_IDS=numaflow, a stage's output); it
+	// may be a copy of the one Read returned (a call cut short may still
+	// read the original), so find messages by ID or Offset, not pointer.
 	Ack(ctx context.Context, msgs []*Message) error
 	// Close releases the source after the engine stopped using it.
 	Close(ctx context.Context) error
