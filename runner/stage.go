@@ -199,13 +199,15 @@ func (b *batch) passOn(st *stage, o output, r TransformResult, next []output) []
 			in.releases = append(in.releases, out.Release)
 			out.Release = nil
 		}
-		if out == in.msg && len(r.Outputs) > 1 {
+		if out == in.msg && (len(r.Outputs) > 1 || b.tainted) {
 			// The input passed on beside other outputs stays the
 			// source's ack handle: its ID must not become an
 			// output's, and a later stage replacing it must not
 			// look like that stage replacing the input (a sibling
 			// may still read its payload). Passed on alone, it
-			// keeps its ID and has no sibling: no copy.
+			// keeps its ID and has no sibling: no copy, unless a
+			// call of this batch was cut short and may still read
+			// the input's ID.
 			cp := *out
 			out = &cp
 		}
