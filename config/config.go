@@ -19,8 +19,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/monovertex/monovertex/internal/textdist"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -218,7 +216,7 @@ func process(e env, spec any) error {
 	if err := checkSyntax(e, spec); err != nil {
 		return err
 	}
-	return decode(e, "", spec)
+	return decode(e, spec)
 }
 
 func typeWord(t string) string {
@@ -510,15 +508,20 @@ func slotKinds(slot runner.Slot) []string {
 }
 
 // Usage writes every variable with its default and meaning: the runner's
-// own, then each registered adapter kind's, through envconfig's own usage
-// printer, which names the variables exactly as envconfig reads them.
+// own, then each registered adapter kind's, as settingsOf names them.
 func Usage(w io.Writer) {
 	prog := filepath.Base(os.Args[0])
 	fmt.Fprintf(w, "Usage: %s [--help [--markdown]] [--version]\n\nA stream runner: source -> transformer -> sink, acking the source only after each message reached a final state.\nAll settings come from the environment.\n", prog)
 	usage(w, func(title string, spec any) {
 		fmt.Fprintf(w, "\n%s\n", title)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		envconfig.Usagef("", spec, tw, usageFormat)
+		for _, s := range settingsOf(spec) {
+			def := s.def
+			if def == "" {
+				def = "(none)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, def, s.desc)
+		}
 		tw.Flush()
 	}, func(kinds string) { fmt.Fprint(w, kinds) })
 }
@@ -529,16 +532,13 @@ func Usage(w io.Writer) {
 func UsageMarkdown(w io.Writer) {
 	usage(w, func(title string, spec any) {
 		fmt.Fprintf(w, "\n## %s\n\n| variable | default | meaning |\n|---|---|---|\n", strings.TrimSuffix(title, ":"))
-		var b strings.Builder
-		envconfig.Usagef("", spec, &b, "{{range .}}{{usage_key .}}\x1f{{usage_default .}}\x1f{{usage_description .}}\n{{end}}")
 		cell := strings.NewReplacer("|", `\|`, "\n", " ").Replace
-		for line := range strings.Lines(b.String()) {
-			f := strings.SplitN(strings.TrimSuffix(line, "\n"), "\x1f", 3)
+		for _, s := range settingsOf(spec) {
 			def := "(none)"
-			if f[1] != "" {
-				def = "`" + cell(f[1]) + "`"
+			if s.def != "" {
+				def = "`" + cell(s.def) + "`"
 			}
-			fmt.Fprintf(w, "| `%s` | %s | %s |\n", f[0], def, cell(f[2]))
+			fmt.Fprintf(w, "| `%s` | %s | %s |\n", s.name, def, cell(s.desc))
 		}
 	}, func(kinds string) { fmt.Fprintf(w, "\n## Kinds\n\n```\n%s```\n", strings.TrimPrefix(kinds, "\n")) })
 }
@@ -571,23 +571,30 @@ func usage(w io.Writer, section func(title string, spec any), kinds func(string)
 	}
 }
 
-// usageFormat is the --help row of one variable, for envconfig.Usagef.
-const usageFormat = `{{range .}}  {{usage_key .}}	{{if usage_default .}}{{usage_default .}}{{else}}(none){{end}}	{{usage_description .}}
-{{end}}`
-
 type variable struct{ name, typ string }
 
-// variables lists the variables of a settings struct as envconfig reads
-// them, with envconfig's word for their type (Integer, Float, Duration...).
+// variables lists the variables of a settings struct with envconfig's word
+// for the numbers among them (Integer, Unsigned Integer, Float), which
+// checkSyntax reads strictly.
 func variables(spec any) []variable {
-	var b strings.Builder
-	if err := envconfig.Usagef("", spec, &b, "{{range .}}{{usage_key .}}\t{{usage_type .}}\n{{end}}"); err != nil {
-		panic("config: cannot list the variables of " + reflect.TypeOf(spec).String() + ": " + err.Error())
-	}
 	var out []variable
-	for line := range strings.Lines(b.String()) {
-		name, typ, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
-		out = append(out, variable{name, typ})
+	for _, s := range settingsOf(spec) {
+		t := s.field.Type()
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		typ := ""
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if t != durationType {
+				typ = "Integer"
+			}
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			typ = "Unsigned Integer"
+		case reflect.Float32, reflect.Float64:
+			typ = "Float"
+		}
+		out = append(out, variable{s.name, typ})
 	}
 	return out
 }

@@ -82,7 +82,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 	wantEachRefused(t, []refusal{
 		{"MV_READ_BATCH_SIZE", "x", "whole number"},
 		{"MV_READ_TIMEOUT", "1 second", "duration"},
-		{"MV_SINK", "kafka2", "must be one of blackhole, log"},
+		{"MV_SINK", "kafka2", "must be one of blackhole, cloudevents, jetstream, kafka, log, sqs, udsink"},
 		{"MV_MAX_SCALE", "-2", "0 (no bound)"},
 		{"MV_GENERATOR_RPU", "-1", "positive"},
 		{"MV_STAGE_RETRY_STEPS", "0", "positive whole number or unlimited"},
@@ -96,7 +96,7 @@ func TestErrorsNameTheVariable(t *testing.T) {
 func TestUsageListsNestedAndAdapterVariables(t *testing.T) {
 	var b strings.Builder
 	config.Usage(&b)
-	for _, want := range []string{"MV_RETRY_INTERVAL", "MV_RETRY_JITTER", "MV_GENERATOR_TOTAL", "MV_LOG_MAX_VALUE", "MV_FALLBACK_SINK: none, blackhole, log"} {
+	for _, want := range []string{"MV_RETRY_INTERVAL", "MV_RETRY_JITTER", "MV_GENERATOR_TOTAL", "MV_LOG_MAX_VALUE", "MV_FALLBACK_SINK: none, blackhole, cloudevents, jetstream, kafka, log, sqs, udsink"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("usage lacks %q", want)
 		}

@@ -40,25 +40,48 @@ func mapEnv(vars map[string]string) env {
 
 var durationType = reflect.TypeOf(time.Duration(0))
 
-// decode fills spec, a pointer to a settings struct, from e the way
-// envconfig.Process fills it from the process environment (envconfig
-// reads nothing else, and mvctl must run the same reading on the
-// environment it emits): the name is the envconfig tag (else the field's
-// name, upper-cased), prefixed by an enclosing named struct's; a variable
-// that is not set takes the default tag; ignored:"true" fields are
-// skipped; numbers are read as strconv reads them with base 0 (checkSyntax
-// refuses the prefixes first). A value that does not parse is a
-// *runner.ConfigError naming the variable.
-func decode(e env, prefix string, spec any) error {
-	v := reflect.ValueOf(spec).Elem()
+// setting is one variable a settings struct reads.
+type setting struct {
+	name  string
+	field reflect.Value // the field the variable fills
+	def   string        // the default tag, "" for none
+	desc  string
+	// required: unset and without a default, the variable is an error.
+	required bool
+	// derived: a fallback or onSuccess sink's variable of a runner.Roles,
+	// which when empty is unset (the sink takes the sink's value).
+	derived bool
+}
+
+// settingsOf lists the variables spec, a pointer to a settings struct,
+// reads, in field order, the way envconfig names them: the envconfig tag
+// (else the field's name), upper-cased, after the prefix of an enclosing
+// struct that is named or tagged (an untagged embedded struct adds none);
+// ignored:"true" fields are skipped. "{PREFIX}" in a desc tag is that
+// prefix, so a shared block (peerauth.TLSFiles) names its siblings in
+// full. A runner.Roles lists each role's part under the names
+// runner.RoleVar derives. decode, --help, the page and the check of
+// unknown names all read this one list.
+func settingsOf(spec any) []setting {
+	var out []setting
+	walk(reflect.ValueOf(spec).Elem(), "", &out)
+	return out
+}
+
+func walk(v reflect.Value, prefix string, out *[]setting) {
 	t := v.Type()
 	for i := range t.NumField() {
 		sf, f := t.Field(i), v.Field(i)
 		if !f.CanSet() || sf.Tag.Get("ignored") == "true" {
 			continue
 		}
+		if rb, ok := f.Addr().Interface().(runner.RoleBlock); ok {
+			walkRoles(rb, out)
+			continue
+		}
+		tag := sf.Tag.Get("envconfig")
 		key := sf.Name
-		if tag := sf.Tag.Get("envconfig"); tag != "" {
+		if tag != "" {
 			key = tag
 		}
 		if prefix != "" {
@@ -67,25 +90,75 @@ func decode(e env, prefix string, spec any) error {
 		key = strings.ToUpper(key)
 		if f.Kind() == reflect.Struct {
 			inner := prefix
-			if !sf.Anonymous {
+			if !sf.Anonymous || tag != "" {
 				inner = key
 			}
-			if err := decode(e, inner, f.Addr().Interface()); err != nil {
-				return err
-			}
+			walk(f, inner, out)
 			continue
 		}
-		value, ok := e.lookup(key)
+		*out = append(*out, setting{
+			name: key, field: f, def: sf.Tag.Get("default"),
+			desc:     strings.ReplaceAll(sf.Tag.Get("desc"), "{PREFIX}", prefix),
+			required: sf.Tag.Get("required") == "true",
+		})
+	}
+}
+
+// walkRoles lists the sink's part of a runner.Roles with its tags, then
+// the fallback's and the onSuccess sink's, described by the sink's.
+func walkRoles(rb runner.RoleBlock, out *[]setting) {
+	kind, parts := rb.RoleParts()
+	var sinkNames []string
+	for _, part := range parts {
+		v := reflect.ValueOf(part.Settings).Elem()
+		for i := range v.NumField() {
+			sf := v.Type().Field(i)
+			s := setting{name: runner.RoleVar(part.Role, kind, sf), field: v.Field(i)}
+			if part.Role == runner.RoleSink {
+				s.def, s.desc = sf.Tag.Get("default"), sf.Tag.Get("desc")
+				sinkNames = append(sinkNames, s.name)
+			} else {
+				s.derived = true
+				s.desc = "as " + sinkNames[i] + ", for the " + roleTitle(part.Role)
+			}
+			*out = append(*out, s)
+		}
+	}
+}
+
+// roleTitle is how help names the place role fills ("fallback sink").
+func roleTitle(role runner.Role) string {
+	for _, slot := range runner.Slots {
+		if slot.Role == role {
+			return slot.Title
+		}
+	}
+	return string(role)
+}
+
+// decode fills spec, a pointer to a settings struct, from e the way
+// envconfig.Process fills it from the process environment (mvctl must run
+// the same reading on the environment it emits), variable by variable as
+// settingsOf lists them: a variable that is not set takes the default
+// tag; numbers are read as strconv reads them with base 0 (checkSyntax
+// refuses the prefixes first). A value that does not parse is a
+// *runner.ConfigError naming the variable.
+func decode(e env, spec any) error {
+	for _, s := range settingsOf(spec) {
+		value, ok := e.lookup(s.name)
+		if s.derived && value == "" {
+			continue
+		}
 		if !ok {
-			if value = sf.Tag.Get("default"); value == "" {
-				if sf.Tag.Get("required") == "true" {
-					return &runner.ConfigError{Var: key, Value: "", Reason: "is required"}
+			if value = s.def; value == "" {
+				if s.required {
+					return &runner.ConfigError{Var: s.name, Value: "", Reason: "is required"}
 				}
 				continue
 			}
 		}
-		if err := setField(f, value); err != nil {
-			return &runner.ConfigError{Var: key, Value: value, Reason: "must be " + typeWord(f.Type().String())}
+		if err := setField(s.field, value); err != nil {
+			return &runner.ConfigError{Var: s.name, Value: value, Reason: "must be " + typeWord(s.field.Type().String())}
 		}
 	}
 	return nil

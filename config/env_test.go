@@ -8,12 +8,11 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// TestDecodeReadsTheNamesEnvconfigLists: decode looks up, for the runner's
-// settings and every registered kind's, exactly the variables envconfig
-// lists for them (--help and the unknown-name check use its list), in
-// the same order. (The kinds registered are those config_test imports;
-// mvctl's tests run the check on every kind's settings through LoadEnv.)
-func TestDecodeReadsTheNamesEnvconfigLists(t *testing.T) {
+// TestDecodeReadsTheNamesHelpLists: decode looks up, for the runner's
+// settings and every registered kind's, exactly the variables --help and
+// the unknown-name check list, in the same order. (roles_test registers
+// every kind, as the runner does.)
+func TestDecodeReadsTheNamesHelpLists(t *testing.T) {
 	specs := []any{&Core{}, &Tracing{}}
 	for _, k := range runner.AllKinds() {
 		if k.Config != nil {
@@ -23,7 +22,7 @@ func TestDecodeReadsTheNamesEnvconfigLists(t *testing.T) {
 	for _, spec := range specs {
 		var looked []string
 		e := env{lookup: func(name string) (string, bool) { looked = append(looked, name); return "", false }}
-		if err := decode(e, "", spec); err != nil {
+		if err := decode(e, spec); err != nil {
 			t.Fatalf("%T: %v", spec, err)
 		}
 		var listed []string
@@ -31,7 +30,7 @@ func TestDecodeReadsTheNamesEnvconfigLists(t *testing.T) {
 			listed = append(listed, v.name)
 		}
 		if !slices.Equal(looked, listed) {
-			t.Fatalf("%T: decode reads %v, envconfig lists %v", spec, looked, listed)
+			t.Fatalf("%T: decode reads %v, help lists %v", spec, looked, listed)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -157,6 +158,7 @@ func typed[T, C any](kind, name string, build func(context.Context, Env, *C) (T,
 	if m, ok := pt.MethodByName("Validate"); ok && !pt.Implements(validatorType) {
 		panic(fmt.Sprintf("runner: %s %q: %s.Validate has type %s; the runner calls only Validate(runner.Role) error", kind, name, ct, m.Type))
 	}
+	checkRoles(kind, name, ct)
 	p := Plugin[T]{Name: name}
 	if ct.NumField() > 0 {
 		p.Config = func() any { return new(C) }
@@ -180,6 +182,34 @@ func typed[T, C any](kind, name string, build func(context.Context, Env, *C) (T,
 	return p
 }
 
+var roleBlockType = reflect.TypeFor[RoleBlock]()
+
+// checkRoles panics at init when settings type ct holds a Roles and is not
+// a sink's (only sinks have roles), names a KIND other than the sink's
+// name upper-cased (or none), or has a per-role field the rule of RoleVar
+// cannot name: one without an envconfig suffix, or a nested struct.
+func checkRoles(kind, name string, ct reflect.Type) {
+	for i := range ct.NumField() {
+		ft := ct.Field(i).Type
+		if !reflect.PointerTo(ft).Implements(roleBlockType) {
+			continue
+		}
+		if kind != "sink" {
+			panic(fmt.Sprintf("runner: %s %q: settings %s hold per-role settings %s, which only a sink has", kind, name, ct, ft))
+		}
+		k, parts := reflect.New(ft).Interface().(RoleBlock).RoleParts()
+		if k != "" && k != strings.ToUpper(name) {
+			panic(fmt.Sprintf("runner: sink %q: %s.RoleKind is %q; want %q (or empty)", name, ft, k, strings.ToUpper(name)))
+		}
+		pt := reflect.TypeOf(parts[0].Settings).Elem()
+		for j := range pt.NumField() {
+			if f := pt.Field(j); f.Tag.Get("envconfig") == "" || f.Type.Kind() == reflect.Struct {
+				panic(fmt.Sprintf("runner: sink %q: per-role field %s.%s needs an envconfig suffix and must not be a struct", name, pt, f.Name))
+			}
+		}
+	}
+}
+
 // RegisterSource makes a source kind selectable with MV_SOURCE. Call it
 // from init. C is the kind's settings struct (envconfig tags with full
 // variable names, `default` and `desc`; struct{} for none); the runner reads
@@ -195,7 +225,9 @@ func RegisterTransformer[C any](name string, build func(ctx context.Context, env
 }
 
 // RegisterSink makes a sink kind selectable with MV_SINK, MV_FALLBACK_SINK
-// and MV_ON_SUCCESS_SINK. Call it from init; C as for RegisterSource.
+// and MV_ON_SUCCESS_SINK. Call it from init; C as for RegisterSource. The
+// settings that differ by role go in a Roles embedded in C, declared once:
+// the runner derives the fallback's and onSuccess sink's variables.
 func RegisterSink[C any](name string, build func(ctx context.Context, env Env, cfg *C) (Sink, error)) {
 	sinks.register("sink", typed("sink", name, build))
 }
@@ -298,4 +330,108 @@ func AllKinds() []Kind {
 		}
 	}
 	return out
+}
+
+// Roles holds the settings of a sink kind that differ by the place the
+// sink fills: T once for the sink, once for the fallback sink and once for
+// the onSuccess sink. A sink's settings struct embeds it and declares T's
+// fields once, named by their suffix (envconfig:"TOPIC"); the runner reads
+// each part under the names RoleVar derives, so no sink spells out its
+// fallback and onSuccess variables. A default tag applies to the sink's
+// variable only: the other roles' are zero when unset, and the sink takes
+// the sink's value where it means to (Inherit).
+type Roles[T RoleTarget] struct {
+	Sink      T
+	Fallback  T
+	OnSuccess T
+}
+
+// RoleTarget is the per-role part of a sink's settings: a flat struct whose
+// RoleKind is the KIND segment of its variables' names (RoleVar).
+type RoleTarget interface {
+	RoleKind() string
+}
+
+// RoleBlock is how the settings reader sees a Roles: the kind segment and
+// a pointer to each role's part, in the order of Slots.
+type RoleBlock interface {
+	RoleParts() (kind string, parts []RolePart)
+}
+
+// RolePart is one role's part of a Roles.
+type RolePart struct {
+	Role Role
+	// Settings points to the role's T.
+	Settings any
+}
+
+// RoleParts lists the parts, sink first.
+func (r *Roles[T]) RoleParts() (string, []RolePart) {
+	var zero T
+	return zero.RoleKind(), []RolePart{{RoleSink, &r.Sink}, {RoleFallbackSink, &r.Fallback}, {RoleOnSuccessSink, &r.OnSuccess}}
+}
+
+// Of is role's part.
+func (r *Roles[T]) Of(role Role) *T {
+	switch role {
+	case RoleFallbackSink:
+		return &r.Fallback
+	case RoleOnSuccessSink:
+		return &r.OnSuccess
+	}
+	return &r.Sink
+}
+
+// Var names the variable that sets field, a pointer to a field of one of
+// the parts: Var(&c.Fallback.Topic) is MV_FALLBACK_KAFKA_TOPIC.
+func (r *Roles[T]) Var(field any) string {
+	p := reflect.ValueOf(field).Pointer()
+	kind, parts := r.RoleParts()
+	for _, part := range parts {
+		v := reflect.ValueOf(part.Settings).Elem()
+		base := v.Addr().Pointer()
+		if p < base || p >= base+v.Type().Size() {
+			continue
+		}
+		for i := range v.NumField() {
+			if sf := v.Type().Field(i); base+sf.Offset == p && reflect.TypeOf(field).Elem() == sf.Type {
+				return RoleVar(part.Role, kind, sf)
+			}
+		}
+	}
+	panic(fmt.Sprintf("runner: Roles.Var: %T does not point to a field of a role's settings", field))
+}
+
+// Inherit returns role's value of a string setting, or, where the fallback
+// or onSuccess sink sets none, the sink's, with the variable it came from
+// (the sink's when neither is set).
+func (r *Roles[T]) Inherit(role Role, field func(*T) *string) (value, variable string) {
+	if own := field(r.Of(role)); *own != "" {
+		return *own, r.Var(own)
+	}
+	sink := field(&r.Sink)
+	return *sink, r.Var(sink)
+}
+
+// RoleVar is the one rule naming a per-role setting (f, a field of a
+// RoleTarget whose envconfig tag is the suffix SUFFIX) for role:
+// MV_<KIND>_SINK_<SUFFIX> for the sink, unless f's sink tag names the
+// variable it has always had (K_SINK); MV_FALLBACK_<KIND>_<SUFFIX> for the
+// fallback sink and MV_ON_SUCCESS_<KIND>_<SUFFIX> for the onSuccess sink.
+// An empty kind drops its segment (MV_FALLBACK_SINK_URL).
+func RoleVar(role Role, kind string, f reflect.StructField) string {
+	suffix := f.Tag.Get("envconfig")
+	if kind != "" {
+		kind += "_"
+	}
+	switch role {
+	case RoleFallbackSink:
+		return "MV_FALLBACK_" + kind + suffix
+	case RoleOnSuccessSink:
+		return "MV_ON_SUCCESS_" + kind + suffix
+	}
+	if name := f.Tag.Get("sink"); name != "" {
+		return name
+	}
+	return "MV_" + kind + "SINK_" + suffix
 }

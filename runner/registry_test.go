@@ -95,3 +95,64 @@ func TestEverySlotIsDescribed(t *testing.T) {
 		}
 	}
 }
+
+type queueTarget struct {
+	Queue string `envconfig:"QUEUE" sink:"MV_Q_SINK_QUEUE_NAME"`
+	Tries string `envconfig:"TRIES"`
+}
+
+func (queueTarget) RoleKind() string { return "Q" }
+
+type queueSettings struct {
+	Roles[queueTarget]
+}
+
+type untaggedTarget struct{ Queue string }
+
+func (untaggedTarget) RoleKind() string { return "Q" }
+
+func TestRolesAreNamedByOneRule(t *testing.T) {
+	var s queueSettings
+	for _, c := range []struct {
+		field any
+		want  string
+	}{
+		{&s.Sink.Queue, "MV_Q_SINK_QUEUE_NAME"}, // the sink tag keeps an older name
+		{&s.Sink.Tries, "MV_Q_SINK_TRIES"},
+		{&s.Fallback.Queue, "MV_FALLBACK_Q_QUEUE"},
+		{&s.Fallback.Tries, "MV_FALLBACK_Q_TRIES"},
+		{&s.OnSuccess.Queue, "MV_ON_SUCCESS_Q_QUEUE"},
+		{&s.OnSuccess.Tries, "MV_ON_SUCCESS_Q_TRIES"},
+	} {
+		if got := s.Var(c.field); got != c.want {
+			t.Errorf("Var = %s, want %s", got, c.want)
+		}
+	}
+	s.Sink.Tries, s.OnSuccess.Tries = "3", "5"
+	for _, c := range []struct {
+		role       Role
+		value, src string
+	}{
+		{RoleSink, "3", "MV_Q_SINK_TRIES"},
+		{RoleFallbackSink, "3", "MV_Q_SINK_TRIES"}, // the fallback sets none: the sink's
+		{RoleOnSuccessSink, "5", "MV_ON_SUCCESS_Q_TRIES"},
+	} {
+		if v, src := s.Inherit(c.role, func(t *queueTarget) *string { return &t.Tries }); v != c.value || src != c.src {
+			t.Errorf("%s: Inherit = %q from %s, want %q from %s", c.role, v, src, c.value, c.src)
+		}
+	}
+	if v, src := s.Inherit(RoleFallbackSink, func(t *queueTarget) *string { return &t.Queue }); v != "" || src != "MV_Q_SINK_QUEUE_NAME" {
+		t.Errorf("nothing set: Inherit = %q from %s, want the sink's variable", v, src)
+	}
+	mustPanic(t, "does not point to a field", func() { s.Var(&s.Sink) })
+}
+
+func TestOnlySinksHaveRolesNamedForThem(t *testing.T) {
+	none := func(context.Context, Env, *queueSettings) (Source, error) { return nil, nil }
+	mustPanic(t, "only a sink has", func() { typed("source", "q", none) })
+	sink := func(context.Context, Env, *queueSettings) (Sink, error) { return nil, nil }
+	mustPanic(t, `want "OTHER"`, func() { typed("sink", "other", sink) })
+	typed("sink", "q", sink)
+	untagged := func(context.Context, Env, *struct{ Roles[untaggedTarget] }) (Sink, error) { return nil, nil }
+	mustPanic(t, "needs an envconfig suffix", func() { typed("sink", "q", untagged) })
+}

@@ -93,7 +93,7 @@ func startPipeline(t *testing.T, spec pipelineSpec) *pipeline {
 			t.Fatal(err)
 		}
 	}
-	sinkCfg := cesink.Config{Sink: spec.sinkURL, FallbackURL: spec.fallback, Mode: "binary", Concurrency: 32}
+	sinkCfg := cesink.Config{Roles: runner.Roles[cesink.Target]{Sink: cesink.Target{URL: spec.sinkURL}, Fallback: cesink.Target{URL: spec.fallback}}, Mode: "binary", Concurrency: 32}
 	sinkTimeout := 5 * time.Second
 	sinkCfg.Timeout = &sinkTimeout
 	sinkCfg.Type = "com.example.test"

@@ -20,25 +20,22 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"go.uber.org/zap"
 
-	"github.com/monovertex/monovertex/internal/tlsfiles"
+	"github.com/monovertex/monovertex/internal/peerauth"
 	"github.com/monovertex/monovertex/runner"
 )
 
 // Auth is how the runner authenticates to the brokers: Numaflow's
 // spec.source.kafka.sasl and .tls, with files in place of Secret selectors
-// (mount the Secret and name the files).
+// (mount the Secret and name the files). The Kafka source and sink embed
+// it under MV_KAFKA.
 type Auth struct {
-	SASLMechanism string `envconfig:"MV_KAFKA_SASL_MECHANISM" desc:"SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; empty for none"`
-	SASLUser      string `envconfig:"MV_KAFKA_SASL_USER" desc:"SASL user name; white space around it is trimmed, as Numaflow trims a Secret's value"`
-	SASLPassword  string `envconfig:"MV_KAFKA_SASL_PASSWORD" desc:"SASL password (trimmed)"`
-	OAuthClientID string `envconfig:"MV_KAFKA_SASL_OAUTH_CLIENT_ID" desc:"OAUTHBEARER: OAuth 2 client ID, for the client credentials grant at MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT (trimmed)"`
-	OAuthSecret   string `envconfig:"MV_KAFKA_SASL_OAUTH_CLIENT_SECRET" desc:"OAUTHBEARER: the client's secret (trimmed)"`
-	OAuthEndpoint string `envconfig:"MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT" desc:"OAUTHBEARER: the http or https URL tokens are asked from, as Numaflow's sasl.oauth.tokenEndpoint (librdkafka's OIDC method)"`
-	TLS           bool   `envconfig:"MV_KAFKA_TLS" default:"false" desc:"connect with TLS (implied by any other MV_KAFKA_TLS_* setting)"`
-	TLSCAFile     string `envconfig:"MV_KAFKA_TLS_CA_FILE" desc:"PEM file of the CA that signed the brokers' certificates; empty uses the system roots"`
-	TLSCertFile   string `envconfig:"MV_KAFKA_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_KAFKA_TLS_KEY_FILE)"`
-	TLSKeyFile    string `envconfig:"MV_KAFKA_TLS_KEY_FILE" desc:"PEM private key of MV_KAFKA_TLS_CERT_FILE"`
-	TLSSkipVerify bool   `envconfig:"MV_KAFKA_TLS_SKIP_VERIFY" default:"false" desc:"accept any broker certificate (testing only)"`
+	SASLMechanism string `envconfig:"SASL_MECHANISM" desc:"SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; empty for none"`
+	// SASL is the user and password of PLAIN and SCRAM.
+	SASL          peerauth.Basic `envconfig:"SASL"`
+	OAuthClientID string         `envconfig:"SASL_OAUTH_CLIENT_ID" desc:"OAUTHBEARER: OAuth 2 client ID, for the client credentials grant at MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT (trimmed)"`
+	OAuthSecret   string         `envconfig:"SASL_OAUTH_CLIENT_SECRET" desc:"OAUTHBEARER: the client's secret (trimmed)"`
+	OAuthEndpoint string         `envconfig:"SASL_OAUTH_TOKEN_ENDPOINT" desc:"OAUTHBEARER: the http or https URL tokens are asked from, as Numaflow's sasl.oauth.tokenEndpoint (librdkafka's OIDC method)"`
+	peerauth.TLSFiles
 }
 
 // Validate checks the authentication settings.
@@ -47,7 +44,7 @@ func (a *Auth) Validate() error {
 	oauthSet := a.OAuthClientID != "" || a.OAuthSecret != "" || a.OAuthEndpoint != ""
 	switch {
 	case a.SASLMechanism == "OAUTHBEARER" && user != "":
-		return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASLUser, Reason: "is not used with MV_KAFKA_SASL_MECHANISM=OAUTHBEARER, which takes MV_KAFKA_SASL_OAUTH_*: unset one"}
+		return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASL.User, Reason: "is not used with MV_KAFKA_SASL_MECHANISM=OAUTHBEARER, which takes MV_KAFKA_SASL_OAUTH_*: unset one"}
 	case a.SASLMechanism != "OAUTHBEARER" && oauthSet:
 		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be OAUTHBEARER when MV_KAFKA_SASL_OAUTH_* are set"}
 	}
@@ -58,7 +55,7 @@ func (a *Auth) Validate() error {
 		}
 	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 		if user == "" {
-			return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASLUser, Reason: "is required with MV_KAFKA_SASL_MECHANISM=" + a.SASLMechanism}
+			return &runner.ConfigError{Var: "MV_KAFKA_SASL_USER", Value: a.SASL.User, Reason: "is required with MV_KAFKA_SASL_MECHANISM=" + a.SASLMechanism}
 		}
 	case "OAUTHBEARER":
 		id, secret := a.oauthClient()
@@ -74,20 +71,11 @@ func (a *Auth) Validate() error {
 	default:
 		return &runner.ConfigError{Var: "MV_KAFKA_SASL_MECHANISM", Value: a.SASLMechanism, Reason: "must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)"}
 	}
-	return a.tlsFiles().Validate()
+	return a.TLSFiles.Validate("MV_KAFKA")
 }
 
-// tlsFiles is the TLS part of the settings.
-func (a *Auth) tlsFiles() tlsfiles.Files {
-	return tlsfiles.Files{Prefix: "MV_KAFKA", On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify}
-}
-
-// sasl returns the SASL user and password without the white space around
-// them, as numaflow-core reads a Secret's value: a Secret made from a file
-// often ends in a line break.
-func (a *Auth) sasl() (user, password string) {
-	return strings.TrimSpace(a.SASLUser), strings.TrimSpace(a.SASLPassword)
-}
+// sasl returns the SASL user and password, trimmed.
+func (a *Auth) sasl() (user, password string) { return a.SASL.Trimmed() }
 
 // Opts returns the client options for the brokers and the authentication.
 func (a *Auth) Opts(brokers []string) ([]kgo.Opt, error) {
@@ -105,7 +93,7 @@ func (a *Auth) Opts(brokers []string) ([]kgo.Opt, error) {
 		ts := &tokenSource{endpoint: a.OAuthEndpoint, id: id, secret: secret, client: &http.Client{Timeout: 30 * time.Second}}
 		opts = append(opts, kgo.SASL(oauth.Oauth(ts.auth)))
 	}
-	tc, err := a.tlsFiles().Config()
+	tc, err := a.TLSFiles.Config("MV_KAFKA", false)
 	if err != nil {
 		return nil, err
 	}

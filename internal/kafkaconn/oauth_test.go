@@ -130,8 +130,8 @@ func TestValidateOAuth(t *testing.T) {
 		{"no host", func(a *Auth) { a.OAuthEndpoint = "https:///token" }, "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"},
 		{"GSSAPI", func(a *Auth) { a.SASLMechanism = "GSSAPI" }, "MV_KAFKA_SASL_MECHANISM"},
 		{"OAuth settings without the mechanism", func(a *Auth) { a.SASLMechanism = "" }, "MV_KAFKA_SASL_MECHANISM"},
-		{"OAuth settings under PLAIN", func(a *Auth) { a.SASLMechanism, a.SASLUser = "PLAIN", "u" }, "MV_KAFKA_SASL_MECHANISM"},
-		{"a SASL user under OAUTHBEARER", func(a *Auth) { a.SASLUser = "u" }, "MV_KAFKA_SASL_USER"},
+		{"OAuth settings under PLAIN", func(a *Auth) { a.SASLMechanism, a.SASL.User = "PLAIN", "u" }, "MV_KAFKA_SASL_MECHANISM"},
+		{"a SASL user under OAUTHBEARER", func(a *Auth) { a.SASL.User = "u" }, "MV_KAFKA_SASL_USER"},
 		{"an endpoint with a secret in it", func(a *Auth) { a.OAuthEndpoint = "ftp://u:pw@idp/token?pw" }, "MV_KAFKA_SASL_OAUTH_TOKEN_ENDPOINT"},
 	} {
 		a := good

@@ -35,7 +35,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"go.uber.org/zap"
 
-	"github.com/monovertex/monovertex/internal/tlsfiles"
+	"github.com/monovertex/monovertex/internal/peerauth"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -144,20 +144,17 @@ func DecodeHeaders(m *runner.Message, h nats.Header, stored time.Time) {
 // jetstream tls and auth (basic, nkey, token), with files in place of the
 // TLS and NKey Secret selectors (mount the Secret and name the files) and
 // variables for the user, password and token (secretKeyRef). The JetStream
-// source and sink embed it, so every JetStream connection of the runner
-// uses it.
+// source and sink embed it under MV_JETSTREAM, so every JetStream
+// connection of the runner uses it; the NATS source under MV_NATS.
 type Auth struct {
-	TLS           bool   `envconfig:"MV_JETSTREAM_TLS" default:"false" desc:"connect with TLS (implied by any other MV_JETSTREAM_TLS_* setting)"`
-	TLSCAFile     string `envconfig:"MV_JETSTREAM_TLS_CA_FILE" desc:"PEM file of a CA that signed the NATS servers' certificates, trusted besides the system roots (as Numaflow does)"`
-	TLSCertFile   string `envconfig:"MV_JETSTREAM_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_JETSTREAM_TLS_KEY_FILE)"`
-	TLSKeyFile    string `envconfig:"MV_JETSTREAM_TLS_KEY_FILE" desc:"PEM private key of MV_JETSTREAM_TLS_CERT_FILE"`
-	TLSSkipVerify bool   `envconfig:"MV_JETSTREAM_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
-	NKeyFile      string `envconfig:"MV_JETSTREAM_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
-	User          string `envconfig:"MV_JETSTREAM_USER" desc:"user name, with MV_JETSTREAM_PASSWORD (Numaflow's auth.basic); white space around it is trimmed, as Numaflow trims a Secret's value"`
-	Password      string `envconfig:"MV_JETSTREAM_PASSWORD" desc:"password of MV_JETSTREAM_USER (trimmed)"`
-	Token         string `envconfig:"MV_JETSTREAM_TOKEN" desc:"token to authenticate with (Numaflow's auth.token; trimmed)"`
+	peerauth.TLSFiles
+	NKeyFile string `envconfig:"NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
+	// Basic is the user and password, as Numaflow's auth.basic.
+	peerauth.Basic
+	Token string `envconfig:"TOKEN" desc:"token to authenticate with (Numaflow's auth.token; trimmed)"`
 	// Prefix starts the names of the variables errors name: MV_JETSTREAM
-	// when empty; the NATS source's are MV_NATS_*.
+	// when empty; the NATS source's are MV_NATS_*. The settings that embed
+	// Auth tag it with the same prefix.
 	Prefix string `ignored:"true"`
 }
 
@@ -168,16 +165,12 @@ func (a *Auth) prefix() string {
 	return a.Prefix
 }
 
-func (a *Auth) tlsFiles() tlsfiles.Files {
-	return tlsfiles.Files{Prefix: a.prefix(), On: a.TLS, CAFile: a.TLSCAFile, CertFile: a.TLSCertFile, KeyFile: a.TLSKeyFile, SkipVerify: a.TLSSkipVerify, AddCA: true}
-}
-
 // Validate checks that the TLS files pair up and parse, that at most one
 // identity is given (a user and password, an NKey or a token, and none of
 // them besides one in urls, the value of urlVar), and that the NKey file
 // holds a user seed.
 func (a *Auth) Validate(urlVar, urls string) error {
-	if err := a.tlsFiles().Validate(); err != nil {
+	if err := a.TLSFiles.Validate(a.prefix()); err != nil {
 		return err
 	}
 	user, password, token := a.secrets()
@@ -225,11 +218,11 @@ func (a *Auth) HasIdentity() bool {
 	return user != "" || token != "" || a.NKeyFile != ""
 }
 
-// secrets returns the user, password and token without the white space
-// around them, as numaflow-core reads a Secret's value: a Secret made from
-// a file often ends in a line break.
+// secrets returns the user, password and token, trimmed as Numaflow reads
+// a Secret's value.
 func (a *Auth) secrets() (user, password, token string) {
-	return strings.TrimSpace(a.User), strings.TrimSpace(a.Password), strings.TrimSpace(a.Token)
+	user, password = a.Basic.Trimmed()
+	return user, password, strings.TrimSpace(a.Token)
 }
 
 // URLsCarryUser reports whether any URL of a comma-separated list holds a
@@ -268,7 +261,7 @@ func (a *Auth) nkey() (nkeys.KeyPair, error) {
 // options are the client options for TLS and the identity.
 func (a *Auth) options() ([]nats.Option, error) {
 	var opts []nats.Option
-	tc, err := a.tlsFiles().Config()
+	tc, err := a.TLSFiles.Config(a.prefix(), true)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/monovertex/monovertex/internal/natsjs"
+	"github.com/monovertex/monovertex/internal/peerauth"
 	"github.com/monovertex/monovertex/internal/testutil"
 )
 
@@ -149,7 +150,7 @@ func WriteSecrets(t testing.TB) Secrets {
 
 // Auth is the runner's setting that uses all of the secrets.
 func (s Secrets) Auth() natsjs.Auth {
-	return natsjs.Auth{TLSCAFile: s.CA, TLSCertFile: s.Cert, TLSKeyFile: s.Key, NKeyFile: s.NKey}
+	return natsjs.Auth{TLSFiles: peerauth.TLSFiles{TLSCAFile: s.CA, TLSCertFile: s.Cert, TLSKeyFile: s.Key}, NKeyFile: s.NKey}
 }
 
 // User makes the server let in only clients that authenticate as user

@@ -44,7 +44,9 @@ type Client struct {
 	// variable names the setting the URL comes from, for the log and
 	// for Ready.
 	variable string
-	log      *zap.SugaredLogger
+	// audienceVar and tokenPathVar are ClientOptions'.
+	audienceVar, tokenPathVar string
+	log                       *zap.SugaredLogger
 	// https is set for an https:// URL: its calls trace whether they got
 	// a connection, so a handshake that fails or gets no answer is told
 	// from a call the peer took.
@@ -93,6 +95,10 @@ type ClientOptions struct {
 	// Variable names the setting URL comes from (MV_TRANSFORMER_URL,
 	// K_SINK, ...), for the log line that says the peer is away.
 	Variable string
+	// AudienceVar and TokenPathVar name the settings of the URL's OIDC
+	// audience and token file, for the hint of a 401 answer: K_AUDIENCE
+	// and MV_OIDC_TOKEN_PATH when empty.
+	AudienceVar, TokenPathVar string
 	// Log takes that line; nil logs nothing.
 	Log *zap.SugaredLogger
 }
@@ -151,9 +157,15 @@ func NewClient(o ClientOptions) *Client {
 	if o.Variable == "" {
 		o.Variable = "URL"
 	}
+	if o.AudienceVar == "" {
+		o.AudienceVar = "K_AUDIENCE"
+	}
+	if o.TokenPathVar == "" {
+		o.TokenPathVar = "MV_OIDC_TOKEN_PATH"
+	}
 	return &Client{
 		url: o.URL, mode: o.Mode, timeout: o.Timeout, maxReply: o.MaxReply, retryAfterMax: o.RetryAfterMax, token: o.Token, budget: o.Budget, header: o.Header, direct: d,
-		variable: o.Variable, log: o.Log, https: strings.HasPrefix(strings.ToLower(o.URL), "https://"),
+		variable: o.Variable, audienceVar: o.AudienceVar, tokenPathVar: o.TokenPathVar, log: o.Log, https: strings.HasPrefix(strings.ToLower(o.URL), "https://"),
 		http: &http.Client{
 			Transport: tr,
 			// A redirect is a 3xx answer, which Knative's rules do not retry;
@@ -555,13 +567,7 @@ func awayReason(err error) string {
 // token, 403 to a subject no EventPolicy allows: pkg/auth/verifier.go),
 // and what to set; "" for any other status.
 func (c *Client) authRefusal(status int) string {
-	audience, path := "K_AUDIENCE", "MV_OIDC_TOKEN_PATH"
-	switch c.variable {
-	case "MV_FALLBACK_SINK_URL":
-		audience, path = "MV_FALLBACK_SINK_AUDIENCE", "MV_FALLBACK_OIDC_TOKEN_PATH"
-	case "MV_ON_SUCCESS_SINK_URL":
-		audience, path = "MV_ON_SUCCESS_SINK_AUDIENCE", "MV_ON_SUCCESS_OIDC_TOKEN_PATH"
-	}
+	audience, path := c.audienceVar, c.tokenPathVar
 	switch status {
 	case http.StatusUnauthorized:
 		if c.token == nil {

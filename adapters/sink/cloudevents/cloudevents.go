@@ -47,28 +47,35 @@ import (
 
 // Config holds the sink's settings for every role.
 type Config struct {
-	Sink               string         `envconfig:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
-	FallbackURL        string         `envconfig:"MV_FALLBACK_SINK_URL" desc:"where MV_FALLBACK_SINK=cloudevents delivers events"`
-	OnSuccessURL       string         `envconfig:"MV_ON_SUCCESS_SINK_URL" desc:"where MV_ON_SUCCESS_SINK=cloudevents delivers events"`
+	// Roles is what each role reads: Knative's K_SINK and K_AUDIENCE and
+	// MV_OIDC_TOKEN_PATH, and the fallback's and onSuccess sink's
+	// MV_FALLBACK_SINK_URL, MV_ON_SUCCESS_SINK_URL and so on.
+	runner.Roles[Target]
 	Overrides          string         `envconfig:"K_CE_OVERRIDES" desc:"JSON {\"extensions\":{\"name\":\"value\"}} set on every delivered event; Knative sets it from spec.ceOverrides"`
 	Mode               string         `envconfig:"MV_CE_SINK_MODE" default:"binary" desc:"CloudEvents content mode of deliveries: binary or structured"`
 	Concurrency        int            `envconfig:"MV_CE_SINK_CONCURRENCY" default:"64" desc:"deliveries in flight at once, over kept-alive connections"`
 	Timeout            *time.Duration `envconfig:"MV_CE_SINK_TIMEOUT" desc:"longest wait for one delivery, 0 for none; a timeout is retried (when unset: K_SINK_TIMEOUT, else 30s)"`
 	SinkTimeout        *int           `envconfig:"K_SINK_TIMEOUT" desc:"Knative's bound of one delivery in whole seconds (0 for none), used when MV_CE_SINK_TIMEOUT is not set"`
 	RetryAfterMax      time.Duration  `envconfig:"MV_CE_SINK_RETRY_AFTER_MAX" default:"60s" desc:"longest wait a 429 or 503 answer's Retry-After may impose before the retry (Knative's delivery.retryAfterMax); 0 ignores Retry-After"`
-	Audience           string         `envconfig:"K_AUDIENCE" desc:"OIDC audience of K_SINK (its status.address.audience): with K_OIDC_SERVICE_ACCOUNT, every delivery to K_SINK carries a token for it from the TokenRequest API"`
 	OIDCServiceAccount string         `envconfig:"K_OIDC_SERVICE_ACCOUNT" desc:"service account, in NAMESPACE, whose tokens for K_AUDIENCE the runner requests (it needs create on serviceaccounts/token)"`
-	OIDCTokenPath      string         `envconfig:"MV_OIDC_TOKEN_PATH" default:"/oidc/token" desc:"file of an OIDC token for K_SINK, read again as it is renewed: a projected service account token, or the Secret a SinkBinding mounts at /oidc; used when present and K_OIDC_SERVICE_ACCOUNT is not set"`
-	FallbackAudience   string         `envconfig:"MV_FALLBACK_SINK_AUDIENCE" desc:"OIDC audience of MV_FALLBACK_SINK_URL (a dead-letter Broker with authentication-oidc): its token comes from the TokenRequest API for K_OIDC_SERVICE_ACCOUNT, or from MV_FALLBACK_OIDC_TOKEN_PATH"`
-	FallbackTokenPath  string         `envconfig:"MV_FALLBACK_OIDC_TOKEN_PATH" desc:"file of an OIDC token for MV_FALLBACK_SINK_URL, read again as it is renewed (a projected service account token for its audience)"`
-	OnSuccessAudience  string         `envconfig:"MV_ON_SUCCESS_SINK_AUDIENCE" desc:"OIDC audience of MV_ON_SUCCESS_SINK_URL, as MV_FALLBACK_SINK_AUDIENCE"`
-	OnSuccessTokenPath string         `envconfig:"MV_ON_SUCCESS_OIDC_TOKEN_PATH" desc:"file of an OIDC token for MV_ON_SUCCESS_SINK_URL, as MV_FALLBACK_OIDC_TOKEN_PATH"`
 	H2C                bool           `envconfig:"MV_CE_SINK_H2C" default:"false" desc:"use HTTP/2 without TLS (h2c, prior knowledge) to an http:// URL"`
 	cewire.Config
 	// Connection takes the client's dial outcomes (set from runner.Env,
 	// not from the environment).
 	Connection runner.Connection `ignored:"true"`
 }
+
+// Target is what the sink reads for each role (see runner.RoleVar): the
+// sink's variables keep the names Knative gives them.
+type Target struct {
+	URL       string `envconfig:"SINK_URL" sink:"K_SINK" desc:"where MV_SINK=cloudevents delivers events; Knative's SinkBinding and ContainerSource set it"`
+	Audience  string `envconfig:"SINK_AUDIENCE" sink:"K_AUDIENCE" desc:"OIDC audience of K_SINK (its status.address.audience): with K_OIDC_SERVICE_ACCOUNT, every delivery to K_SINK carries a token for it from the TokenRequest API"`
+	TokenPath string `envconfig:"OIDC_TOKEN_PATH" sink:"MV_OIDC_TOKEN_PATH" default:"/oidc/token" desc:"file of an OIDC token for K_SINK, read again as it is renewed: a projected service account token, or the Secret a SinkBinding mounts at /oidc; used when present and K_OIDC_SERVICE_ACCOUNT is not set (the fallback's and onSuccess sink's file must exist when named)"`
+}
+
+// RoleKind is empty: Target's derived variables are MV_FALLBACK_SINK_URL
+// and the like, with no kind in their names.
+func (Target) RoleKind() string { return "" }
 
 // DefaultTimeout bounds a delivery when neither MV_CE_SINK_TIMEOUT nor
 // K_SINK_TIMEOUT is set.
@@ -96,15 +103,11 @@ type oidc struct {
 	pathOptional                         bool
 }
 
-// oidcOf is the OIDC setting of role.
+// oidcOf is the OIDC setting of role; only the sink's token file, which
+// has a default, is optional.
 func (c *Config) oidcOf(role runner.Role) oidc {
-	switch role {
-	case runner.RoleFallbackSink:
-		return oidc{c.FallbackAudience, "MV_FALLBACK_SINK_AUDIENCE", c.FallbackTokenPath, "MV_FALLBACK_OIDC_TOKEN_PATH", false}
-	case runner.RoleOnSuccessSink:
-		return oidc{c.OnSuccessAudience, "MV_ON_SUCCESS_SINK_AUDIENCE", c.OnSuccessTokenPath, "MV_ON_SUCCESS_OIDC_TOKEN_PATH", false}
-	}
-	return oidc{c.Audience, "K_AUDIENCE", c.OIDCTokenPath, "MV_OIDC_TOKEN_PATH", true}
+	t := c.Of(role)
+	return oidc{t.Audience, c.Var(&t.Audience), t.TokenPath, c.Var(&t.TokenPath), role == runner.RoleSink}
 }
 
 // validateOIDC checks that a role with an audience can get a token for
@@ -152,13 +155,8 @@ func (c *Config) tokenSource(role runner.Role) (cewire.TokenSource, error) {
 
 // target returns the URL and the variable it comes from for a role.
 func (c *Config) target(role runner.Role) (string, string) {
-	switch role {
-	case runner.RoleFallbackSink:
-		return c.FallbackURL, "MV_FALLBACK_SINK_URL"
-	case runner.RoleOnSuccessSink:
-		return c.OnSuccessURL, "MV_ON_SUCCESS_SINK_URL"
-	}
-	return c.Sink, "K_SINK"
+	t := c.Of(role)
+	return t.URL, c.Var(&t.URL)
 }
 
 // Validate checks the URL of the role and K_CE_OVERRIDES.
@@ -282,7 +280,7 @@ func New(cfg Config, role runner.Role, name string, log *zap.SugaredLogger) (*Si
 		client: cewire.NewClient(cewire.ClientOptions{
 			URL: target, Mode: mode, Timeout: cfg.DeliveryTimeout(), Concurrency: cfg.Concurrency, H2C: cfg.H2C, Connection: cfg.Connection,
 			RetryAfterMax: cfg.RetryAfterMax, Trust: trust, Token: token,
-			Variable: variable, Log: log,
+			Variable: variable, AudienceVar: cfg.Var(&cfg.Of(role).Audience), TokenPathVar: cfg.Var(&cfg.Of(role).TokenPath), Log: log,
 		}),
 		mapper:      mapper,
 		overrides:   ov,

@@ -44,9 +44,9 @@ func newSink(t *testing.T, role runner.Role, url string, edit func(*Config)) *Si
 	t.Helper()
 	cfg := Config{Mode: "binary", Concurrency: 16, Timeout: ptr(10 * time.Second)}
 	if role == runner.RoleFallbackSink {
-		cfg.FallbackURL = url
+		cfg.Fallback.URL = url
 	} else {
-		cfg.Sink = url
+		cfg.Sink.URL = url
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 
 func TestFallbackRoleUsesItsURL(t *testing.T) {
 	r := cetest.StartReceiver(t, nil)
-	s := newSink(t, runner.RoleFallbackSink, r.URL, func(c *Config) { c.Sink = "http://127.0.0.1:1/never" })
+	s := newSink(t, runner.RoleFallbackSink, r.URL, func(c *Config) { c.Sink.URL = "http://127.0.0.1:1/never" })
 	res, err := s.Write(context.Background(), []*runner.Message{{ID: "fb-1", Value: []byte("x")}})
 	if err != nil || res[0].Status != runner.WriteOK {
 		t.Fatalf("write: %v %v", res, err)
@@ -302,11 +302,11 @@ func TestInvalidMessageIDIsPermanent(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	ok := Config{Sink: "http://broker-ingress.knative-eventing.svc/ns/default", Mode: "binary", Concurrency: 1, Timeout: ptr(time.Second)}
+	ok := Config{Roles: runner.Roles[Target]{Sink: Target{URL: "http://broker-ingress.knative-eventing.svc/ns/default"}}, Mode: "binary", Concurrency: 1, Timeout: ptr(time.Second)}
 	type cases = []runnertest.ConfigCase[Config]
 	runnertest.ConfigErrors(t, ok, runner.RoleSink, cases{
-		{Name: "missing K_SINK", Edit: func(c *Config) { c.Sink = "" }, Var: "K_SINK"},
-		{Name: "relative K_SINK", Edit: func(c *Config) { c.Sink = "broker" }, Var: "K_SINK"},
+		{Name: "missing K_SINK", Edit: func(c *Config) { c.Sink.URL = "" }, Var: "K_SINK"},
+		{Name: "relative K_SINK", Edit: func(c *Config) { c.Sink.URL = "broker" }, Var: "K_SINK"},
 		{Name: "overrides not JSON", Edit: func(c *Config) { c.Overrides = "team=payments" }, Var: "K_CE_OVERRIDES"},
 		{Name: "override name invalid", Edit: func(c *Config) { c.Overrides = `{"extensions":{"Team-Name":"x"}}` }, Var: "K_CE_OVERRIDES"},
 		{Name: "override of an attribute", Edit: func(c *Config) { c.Overrides = `{"extensions":{"type":"x"}}` }, Var: "K_CE_OVERRIDES"},
@@ -315,9 +315,9 @@ func TestConfigValidation(t *testing.T) {
 		{Name: "ce source", Edit: func(c *Config) { c.Source = "%zz" }, Var: "MV_CE_SOURCE"},
 	}, nil)
 	withFallback := ok
-	withFallback.FallbackURL = "http://fallback.default.svc"
+	withFallback.Fallback.URL = "http://fallback.default.svc"
 	runnertest.ConfigErrors(t, withFallback, runner.RoleFallbackSink, cases{
-		{Name: "missing fallback URL", Edit: func(c *Config) { c.FallbackURL = "" }, Var: "MV_FALLBACK_SINK_URL"},
+		{Name: "missing fallback URL", Edit: func(c *Config) { c.Fallback.URL = "" }, Var: "MV_FALLBACK_SINK_URL"},
 	}, nil)
 	withOverrides := ok
 	withOverrides.Overrides = `{"extensions":{"team":"payments"}}`

@@ -46,8 +46,8 @@ func TestOIDCTokenPerRole(t *testing.T) {
 		{runner.RoleOnSuccessSink, "/done", ""},
 	} {
 		s := newSink(t, c.role, srv.URL+c.path, func(cfg *Config) {
-			cfg.OIDCTokenPath, cfg.FallbackTokenPath = sinkTok, dlqTok
-			cfg.OnSuccessURL = srv.URL + "/done"
+			cfg.Sink.TokenPath, cfg.Fallback.TokenPath = sinkTok, dlqTok
+			cfg.OnSuccess.URL = srv.URL + "/done"
 		})
 		res, err := s.Write(context.Background(), []*runner.Message{{ID: "m", Value: []byte("x")}})
 		if err != nil || res[0].Status != runner.WriteOK {
@@ -64,12 +64,12 @@ func TestOIDCTokenPerRole(t *testing.T) {
 		edit    func(*Config)
 		wantVar string
 	}{
-		{runner.RoleSink, func(c *Config) { c.Audience, c.OIDCTokenPath = "broker:shop:default", filepath.Join(dir, "none") }, "K_AUDIENCE"},
-		{runner.RoleFallbackSink, func(c *Config) { c.FallbackAudience = "broker:shop:dlq" }, "MV_FALLBACK_SINK_AUDIENCE"},
-		{runner.RoleFallbackSink, func(c *Config) { c.FallbackTokenPath = filepath.Join(dir, "none") }, "MV_FALLBACK_OIDC_TOKEN_PATH"},
-		{runner.RoleOnSuccessSink, func(c *Config) { c.OnSuccessAudience = "broker:shop:done" }, "MV_ON_SUCCESS_SINK_AUDIENCE"},
+		{runner.RoleSink, func(c *Config) { c.Sink.Audience, c.Sink.TokenPath = "broker:shop:default", filepath.Join(dir, "none") }, "K_AUDIENCE"},
+		{runner.RoleFallbackSink, func(c *Config) { c.Fallback.Audience = "broker:shop:dlq" }, "MV_FALLBACK_SINK_AUDIENCE"},
+		{runner.RoleFallbackSink, func(c *Config) { c.Fallback.TokenPath = filepath.Join(dir, "none") }, "MV_FALLBACK_OIDC_TOKEN_PATH"},
+		{runner.RoleOnSuccessSink, func(c *Config) { c.OnSuccess.Audience = "broker:shop:done" }, "MV_ON_SUCCESS_SINK_AUDIENCE"},
 	} {
-		cfg := Config{Sink: srv.URL, FallbackURL: srv.URL, OnSuccessURL: srv.URL, Mode: "binary", Concurrency: 1}
+		cfg := Config{Roles: runner.Roles[Target]{Sink: Target{URL: srv.URL}, Fallback: Target{URL: srv.URL}, OnSuccess: Target{URL: srv.URL}}, Mode: "binary", Concurrency: 1}
 		bad.edit(&cfg)
 		var ce *runner.ConfigError
 		if err := cfg.Validate(bad.role); !errors.As(err, &ce) || ce.Var != bad.wantVar {

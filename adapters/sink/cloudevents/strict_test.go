@@ -13,7 +13,7 @@ import (
 )
 
 func TestOverridesAreDecodedStrictly(t *testing.T) {
-	ok := Config{Sink: "http://broker-ingress.knative-eventing.svc/ns/default", Mode: "binary", Concurrency: 1, Timeout: ptr(time.Second)}
+	ok := Config{Roles: runner.Roles[Target]{Sink: Target{URL: "http://broker-ingress.knative-eventing.svc/ns/default"}}, Mode: "binary", Concurrency: 1, Timeout: ptr(time.Second)}
 	cases := []struct {
 		name, value, says string
 	}{

@@ -25,7 +25,7 @@ func TestKCACertsForEveryRole(t *testing.T) {
 		for _, trusted := range []bool{false, true} {
 			s := newSink(t, role, url, func(c *Config) {
 				if role == runner.RoleOnSuccessSink {
-					c.OnSuccessURL = url
+					c.OnSuccess.URL = url
 				}
 				if trusted {
 					c.CACerts = string(pki.CA)

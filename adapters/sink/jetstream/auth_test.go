@@ -21,7 +21,7 @@ func TestWritesOverMutualTLSWithAnNKey(t *testing.T) {
 	createStream(t, js, "OUT")
 	createStream(t, js, "FB")
 	cfg := testConfig(srv.URL(), "OUT.x")
-	cfg.FallbackSubject = "FB.x"
+	cfg.Fallback.Subject = "FB.x"
 	cfg.Auth = sec.Auth()
 	for role, prefix := range map[runner.Role]string{runner.RoleSink: "primary", runner.RoleFallbackSink: "fallback"} {
 		if err := cfg.Validate(role); err != nil {

@@ -25,47 +25,50 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// Config holds the JetStream sink's settings. The fallback and onSuccess
-// sinks read the MV_FALLBACK_JETSTREAM_* and MV_ON_SUCCESS_JETSTREAM_*
-// variables, whose URL and credentials default to the primary ones.
+// Config holds the JetStream sink's settings.
 type Config struct {
-	URL              string        `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
-	Subject          string        `envconfig:"MV_JETSTREAM_SUBJECT" desc:"subject to publish to; a stream must capture it"`
-	Creds            string        `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
-	SinkURL          string        `envconfig:"MV_JETSTREAM_SINK_URL" desc:"NATS server URL of the sink when it differs from the source's (another cluster); defaults to MV_JETSTREAM_URL"`
-	SinkCreds        string        `envconfig:"MV_JETSTREAM_SINK_CREDS" desc:"credentials file for MV_JETSTREAM_SINK_URL; defaults to MV_JETSTREAM_CREDS"`
-	FallbackURL      string        `envconfig:"MV_FALLBACK_JETSTREAM_URL" desc:"NATS server URL of the fallback sink; defaults to the sink's"`
-	FallbackSubject  string        `envconfig:"MV_FALLBACK_JETSTREAM_SUBJECT" desc:"subject the fallback sink publishes to"`
-	FallbackCreds    string        `envconfig:"MV_FALLBACK_JETSTREAM_CREDS" desc:"credentials file of the fallback sink; defaults to the sink's"`
-	OnSuccessURL     string        `envconfig:"MV_ON_SUCCESS_JETSTREAM_URL" desc:"NATS server URL of the onSuccess sink; defaults to the sink's"`
-	OnSuccessSubject string        `envconfig:"MV_ON_SUCCESS_JETSTREAM_SUBJECT" desc:"subject the onSuccess sink publishes to"`
-	OnSuccessCreds   string        `envconfig:"MV_ON_SUCCESS_JETSTREAM_CREDS" desc:"credentials file of the onSuccess sink; defaults to the sink's"`
-	PublishTimeout   time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
-	MaxPending       int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
-	ReconnectWait    time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
+	URL   string `envconfig:"MV_JETSTREAM_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222"`
+	Creds string `envconfig:"MV_JETSTREAM_CREDS" desc:"NATS credentials file (JWT and NKey seed), if the server needs one"`
+	// Roles is what each role reads: MV_JETSTREAM_SUBJECT and
+	// MV_JETSTREAM_SINK_*, and the fallback's and onSuccess sink's
+	// MV_FALLBACK_JETSTREAM_* and MV_ON_SUCCESS_JETSTREAM_*.
+	runner.Roles[Target]
+	PublishTimeout time.Duration `envconfig:"MV_JETSTREAM_PUBLISH_TIMEOUT" default:"10s" desc:"how long a publish may wait for the stream's ack before it counts as failed and is retried"`
+	MaxPending     int           `envconfig:"MV_JETSTREAM_PUBLISH_MAX_PENDING" default:"8192" desc:"most publishes awaiting their ack at once; more wait for room"`
+	ReconnectWait  time.Duration `envconfig:"MV_JETSTREAM_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
 	// Auth is TLS and the user, NKey or token, shared by every JetStream
 	// connection of the runner.
-	natsjs.Auth
+	natsjs.Auth `envconfig:"MV_JETSTREAM"`
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
 	Connection runner.Connection `ignored:"true"`
 }
 
+// Target is what the JetStream sink reads for each role (see
+// runner.RoleVar); the sink's subject keeps its name MV_JETSTREAM_SUBJECT.
+type Target struct {
+	URL     string `envconfig:"URL" desc:"NATS server URL of the sink when it differs from the source's (another cluster); defaults to MV_JETSTREAM_URL; the fallback's and onSuccess sink's default to the sink's"`
+	Subject string `envconfig:"SUBJECT" sink:"MV_JETSTREAM_SUBJECT" desc:"subject to publish to; a stream must capture it"`
+	Creds   string `envconfig:"CREDS" desc:"credentials file for the sink's URL; defaults to MV_JETSTREAM_CREDS; the fallback's and onSuccess sink's default to the sink's"`
+}
+
+// RoleKind is the KIND in the names of Target's variables.
+func (Target) RoleKind() string { return "JETSTREAM" }
+
 // Validate checks the values that parse but cannot be used in role.
 func (c *Config) Validate(role runner.Role) error {
-	url, subject := c.target(role)
-	urlVar, subjectVar := "MV_JETSTREAM_URL", "MV_JETSTREAM_SUBJECT"
-	switch role {
-	case runner.RoleFallbackSink:
-		urlVar, subjectVar = "MV_FALLBACK_JETSTREAM_URL", "MV_FALLBACK_JETSTREAM_SUBJECT"
-	case runner.RoleOnSuccessSink:
-		urlVar, subjectVar = "MV_ON_SUCCESS_JETSTREAM_URL", "MV_ON_SUCCESS_JETSTREAM_SUBJECT"
-	}
+	url, urlVar := c.url(role)
+	t := c.Of(role)
+	subject, subjectVar := t.Subject, c.Var(&t.Subject)
 	if strings.TrimSpace(url) == "" {
-		return &runner.ConfigError{Var: urlVar, Value: url, Reason: "is required for the jetstream sink, e.g. nats://nats:4222"}
+		required := "MV_JETSTREAM_URL"
+		if role != runner.RoleSink {
+			required = c.Var(&t.URL)
+		}
+		return &runner.ConfigError{Var: required, Value: url, Reason: "is required for the jetstream sink, e.g. nats://nats:4222"}
 	}
 	if err := natsjs.CheckURLs(url); err != nil {
-		return &runner.ConfigError{Var: c.urlVar(role), Value: url, Reason: err.Error()}
+		return &runner.ConfigError{Var: urlVar, Value: url, Reason: err.Error()}
 	}
 	switch {
 	case subject == "" || strings.ContainsAny(subject, " \t\r\n*>") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, ".."):
@@ -77,72 +80,42 @@ func (c *Config) Validate(role runner.Role) error {
 	case c.ReconnectWait <= 0:
 		return &runner.ConfigError{Var: "MV_JETSTREAM_RECONNECT_WAIT", Value: c.ReconnectWait.String(), Reason: "must be a positive duration such as 500ms"}
 	}
-	if err := c.Auth.Validate(c.urlVar(role), url); err != nil {
+	if err := c.Auth.Validate(urlVar, url); err != nil {
 		return err
 	}
-	if creds := c.creds(role); creds != "" && (c.HasIdentity() || natsjs.URLsCarryUser(url)) {
-		return &runner.ConfigError{Var: c.credsVar(role), Value: creds, Reason: "cannot be used with MV_JETSTREAM_USER, _TOKEN, _NKEY_FILE or a user in " + c.urlVar(role) + ": the credentials file is an identity of its own; set one (to give a sink another identity than the source's, put each in its own URL, user:pass@, instead of MV_JETSTREAM_USER or _TOKEN)"}
+	if creds, credsVar := c.credentials(role); creds != "" && (c.HasIdentity() || natsjs.URLsCarryUser(url)) {
+		return &runner.ConfigError{Var: credsVar, Value: creds, Reason: "cannot be used with MV_JETSTREAM_USER, _TOKEN, _NKEY_FILE or a user in " + urlVar + ": the credentials file is an identity of its own; set one (to give a sink another identity than the source's, put each in its own URL, user:pass@, instead of MV_JETSTREAM_USER or _TOKEN)"}
 	}
 	return nil
 }
 
-// target returns the URL and subject for role: the fallback's own, else the
-// sink's own, else the one shared with the source.
+// target returns the URL and subject for role.
 func (c *Config) target(role runner.Role) (url, subject string) {
-	url = firstSet(c.SinkURL, c.URL)
-	switch role {
-	case runner.RoleFallbackSink:
-		return firstSet(c.FallbackURL, url), c.FallbackSubject
-	case runner.RoleOnSuccessSink:
-		return firstSet(c.OnSuccessURL, url), c.OnSuccessSubject
-	}
-	return url, c.Subject
+	url, _ = c.url(role)
+	return url, c.Of(role).Subject
 }
 
-// urlVar names the variable the URL of role comes from.
-func (c *Config) urlVar(role runner.Role) string {
-	switch {
-	case role == runner.RoleFallbackSink && c.FallbackURL != "":
-		return "MV_FALLBACK_JETSTREAM_URL"
-	case role == runner.RoleOnSuccessSink && c.OnSuccessURL != "":
-		return "MV_ON_SUCCESS_JETSTREAM_URL"
-	case c.SinkURL != "":
-		return "MV_JETSTREAM_SINK_URL"
+// url returns the URL for role and the variable it comes from: the
+// role's own, else the sink's own, else the one shared with the source.
+func (c *Config) url(role runner.Role) (string, string) {
+	if url, v := c.Inherit(role, func(t *Target) *string { return &t.URL }); url != "" {
+		return url, v
 	}
-	return "MV_JETSTREAM_URL"
+	return c.URL, "MV_JETSTREAM_URL"
 }
 
 func (c *Config) creds(role runner.Role) string {
-	creds := firstSet(c.SinkCreds, c.Creds)
-	switch role {
-	case runner.RoleFallbackSink:
-		return firstSet(c.FallbackCreds, creds)
-	case runner.RoleOnSuccessSink:
-		return firstSet(c.OnSuccessCreds, creds)
-	}
+	creds, _ := c.credentials(role)
 	return creds
 }
 
-// credsVar names the variable creds(role) comes from.
-func (c *Config) credsVar(role runner.Role) string {
-	switch {
-	case role == runner.RoleFallbackSink && c.FallbackCreds != "":
-		return "MV_FALLBACK_JETSTREAM_CREDS"
-	case role == runner.RoleOnSuccessSink && c.OnSuccessCreds != "":
-		return "MV_ON_SUCCESS_JETSTREAM_CREDS"
-	case c.SinkCreds != "":
-		return "MV_JETSTREAM_SINK_CREDS"
+// credentials returns the credentials file for role and the variable it
+// comes from, as url does.
+func (c *Config) credentials(role runner.Role) (string, string) {
+	if creds, v := c.Inherit(role, func(t *Target) *string { return &t.Creds }); creds != "" {
+		return creds, v
 	}
-	return "MV_JETSTREAM_CREDS"
-}
-
-func firstSet(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+	return c.Creds, "MV_JETSTREAM_CREDS"
 }
 
 func init() {

@@ -19,7 +19,7 @@ import (
 
 func testConfig(url, subject string) jssink.Config {
 	return jssink.Config{
-		URL: url, Subject: subject, PublishTimeout: 5 * time.Second,
+		URL: url, Roles: runner.Roles[jssink.Target]{Sink: jssink.Target{Subject: subject}}, PublishTimeout: 5 * time.Second,
 		MaxPending: 8192, ReconnectWait: 100 * time.Millisecond,
 	}
 }
@@ -257,7 +257,7 @@ func TestNoStreamForTheSubjectFailsEachMessage(t *testing.T) {
 func TestFallbackRoleUsesTheFallbackSubject(t *testing.T) {
 	srv, js := serverWithStreams(t, "MAIN", "DLQ")
 	cfg := testConfig(srv.URL(), "MAIN.out")
-	cfg.FallbackSubject = "DLQ.out" // the URL falls back to MV_JETSTREAM_URL
+	cfg.Fallback.Subject = "DLQ.out" // the URL falls back to MV_JETSTREAM_URL
 	if err := cfg.Validate(runner.RoleFallbackSink); err != nil {
 		t.Fatal(err)
 	}
@@ -277,28 +277,28 @@ func TestValidate(t *testing.T) {
 	}{
 		{"valid", runner.RoleSink, func(*jssink.Config) {}, ""},
 		{"no url", runner.RoleSink, func(c *jssink.Config) { c.URL = "" }, "MV_JETSTREAM_URL"},
-		{"wildcard subject", runner.RoleSink, func(c *jssink.Config) { c.Subject = "out.*" }, "MV_JETSTREAM_SUBJECT"},
+		{"wildcard subject", runner.RoleSink, func(c *jssink.Config) { c.Sink.Subject = "out.*" }, "MV_JETSTREAM_SUBJECT"},
 		{"fallback needs its subject", runner.RoleFallbackSink, func(*jssink.Config) {}, "MV_FALLBACK_JETSTREAM_SUBJECT"},
-		{"fallback ok", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq" }, ""},
-		{"fallback without any url", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.URL = "" }, "MV_FALLBACK_JETSTREAM_URL"},
+		{"fallback ok", runner.RoleFallbackSink, func(c *jssink.Config) { c.Fallback.Subject = "dlq" }, ""},
+		{"fallback without any url", runner.RoleFallbackSink, func(c *jssink.Config) { c.Fallback.Subject = "dlq"; c.URL = "" }, "MV_FALLBACK_JETSTREAM_URL"},
 		{"publish timeout", runner.RoleSink, func(c *jssink.Config) { c.PublishTimeout = 0 }, "MV_JETSTREAM_PUBLISH_TIMEOUT"},
-		{"own sink url without the source's", runner.RoleSink, func(c *jssink.Config) { c.URL = ""; c.SinkURL = "nats://other:4222" }, ""},
+		{"own sink url without the source's", runner.RoleSink, func(c *jssink.Config) { c.URL = ""; c.Sink.URL = "nats://other:4222" }, ""},
 		// A malformed URL is refused naming the variable it came from.
 		{"shared url", runner.RoleSink, func(c *jssink.Config) { c.URL = "nats://[::1" }, "MV_JETSTREAM_URL"},
-		{"sink url", runner.RoleSink, func(c *jssink.Config) { c.SinkURL = "nats://h:99999" }, "MV_JETSTREAM_SINK_URL"},
-		{"fallback url", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.FallbackURL = "http://h" }, "MV_FALLBACK_JETSTREAM_URL"},
-		{"fallback inherits", runner.RoleFallbackSink, func(c *jssink.Config) { c.FallbackSubject = "dlq"; c.URL = "nats://a b" }, "MV_JETSTREAM_URL"},
-		{"on-success url", runner.RoleOnSuccessSink, func(c *jssink.Config) { c.OnSuccessSubject = "ok"; c.OnSuccessURL = "nats://%zz" }, "MV_ON_SUCCESS_JETSTREAM_URL"},
+		{"sink url", runner.RoleSink, func(c *jssink.Config) { c.Sink.URL = "nats://h:99999" }, "MV_JETSTREAM_SINK_URL"},
+		{"fallback url", runner.RoleFallbackSink, func(c *jssink.Config) { c.Fallback.Subject = "dlq"; c.Fallback.URL = "http://h" }, "MV_FALLBACK_JETSTREAM_URL"},
+		{"fallback inherits", runner.RoleFallbackSink, func(c *jssink.Config) { c.Fallback.Subject = "dlq"; c.URL = "nats://a b" }, "MV_JETSTREAM_URL"},
+		{"on-success url", runner.RoleOnSuccessSink, func(c *jssink.Config) { c.OnSuccess.Subject = "ok"; c.OnSuccess.URL = "nats://%zz" }, "MV_ON_SUCCESS_JETSTREAM_URL"},
 		{"good list", runner.RoleSink, func(c *jssink.Config) { c.URL = "nats://a:4222,nats://b:4222" }, ""},
 		{"a token", runner.RoleSink, func(c *jssink.Config) { c.Token = "t" }, ""},
 		// A user or token in the role's own URL as well is refused naming
 		// that URL's variable.
 		{"a token here and in the fallback's url", runner.RoleFallbackSink, func(c *jssink.Config) {
-			c.FallbackSubject, c.FallbackURL, c.Token = "dlq", "nats://t@h:4222", "t"
+			c.Fallback.Subject, c.Fallback.URL, c.Token = "dlq", "nats://t@h:4222", "t"
 		}, "MV_JETSTREAM_TOKEN"},
-		{"a user and the sink's creds", runner.RoleSink, func(c *jssink.Config) { c.User, c.Password, c.SinkCreds = "u", "p", "/x.creds" }, "MV_JETSTREAM_SINK_CREDS"},
+		{"a user and the sink's creds", runner.RoleSink, func(c *jssink.Config) { c.User, c.Password, c.Sink.Creds = "u", "p", "/x.creds" }, "MV_JETSTREAM_SINK_CREDS"},
 		{"the fallback's creds and a user in its url", runner.RoleFallbackSink, func(c *jssink.Config) {
-			c.FallbackSubject, c.FallbackURL, c.FallbackCreds = "dlq", "nats://u:p@h:4222", "/x.creds"
+			c.Fallback.Subject, c.Fallback.URL, c.Fallback.Creds = "dlq", "nats://u:p@h:4222", "/x.creds"
 		}, "MV_FALLBACK_JETSTREAM_CREDS"},
 	} {
 		adaptertest.ValidateRow(t, tc.name, good, tc.role, tc.change, tc.bad)
@@ -309,7 +309,7 @@ func TestSinkURLPublishesToAnotherServer(t *testing.T) {
 	src, srcJS := serverWithStreams(t, "MAIN")
 	dst, dstJS := serverWithStreams(t, "MAIN")
 	cfg := testConfig(src.URL(), "MAIN.out")
-	cfg.SinkURL = dst.URL() // MV_JETSTREAM_URL stays the source's server
+	cfg.Sink.URL = dst.URL() // MV_JETSTREAM_URL stays the source's server
 	s := newSink(t, cfg, runner.RoleSink)
 	allOK(t, write(t, s, batch("x", 4)))
 	wantStored(t, dstJS, "MAIN", 4) // the sink's server

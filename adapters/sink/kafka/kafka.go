@@ -32,67 +32,49 @@ import (
 	"github.com/monovertex/monovertex/runner"
 )
 
-// Config holds the Kafka sink's settings. The fallback and onSuccess sinks
-// read MV_FALLBACK_KAFKA_* and MV_ON_SUCCESS_KAFKA_*, whose brokers default
-// to the sink's.
+// Config holds the Kafka sink's settings.
 type Config struct {
-	Brokers          string        `envconfig:"MV_KAFKA_BROKERS" desc:"comma-separated bootstrap brokers, e.g. kafka-0:9092,kafka-1:9092"`
-	SinkBrokers      string        `envconfig:"MV_KAFKA_SINK_BROKERS" desc:"brokers of the sink when they differ from the source's; defaults to MV_KAFKA_BROKERS"`
-	Topic            string        `envconfig:"MV_KAFKA_SINK_TOPIC" desc:"topic the sink produces to (must exist)"`
-	FallbackBrokers  string        `envconfig:"MV_FALLBACK_KAFKA_BROKERS" desc:"brokers of the fallback sink; defaults to the sink's"`
-	FallbackTopic    string        `envconfig:"MV_FALLBACK_KAFKA_TOPIC" desc:"topic the fallback sink produces to"`
-	OnSuccessBrokers string        `envconfig:"MV_ON_SUCCESS_KAFKA_BROKERS" desc:"brokers of the onSuccess sink; defaults to the sink's"`
-	OnSuccessTopic   string        `envconfig:"MV_ON_SUCCESS_KAFKA_TOPIC" desc:"topic the onSuccess sink produces to"`
-	SetKey           bool          `envconfig:"MV_KAFKA_SINK_SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions"`
-	FallbackSetKey   string        `envconfig:"MV_FALLBACK_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the fallback sink; defaults to the sink's"`
-	OnSuccessSetKey  string        `envconfig:"MV_ON_SUCCESS_KAFKA_SET_KEY" desc:"true or false: MV_KAFKA_SINK_SET_KEY for the onSuccess sink; defaults to the sink's"`
-	Partitioner      string        `envconfig:"MV_KAFKA_PARTITIONER" default:"consistent_random" desc:"how a keyed record's partition is chosen: consistent_random (CRC32 of the key, as librdkafka and so Numaflow's Kafka sink choose it), murmur2_random (the Java client's), or random; records without a key are spread in every case"`
-	MaxMessageBytes  int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
-	Timestamp        string        `envconfig:"MV_KAFKA_SINK_TIMESTAMP" default:"event" desc:"the record timestamp: event (the message's event time) or write (the time the producer writes it, as Numaflow's Kafka sink leaves it)"`
-	IDHeader         string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
-	ProduceTimeout   time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
-	kafkaconn.Auth
+	Brokers string `envconfig:"MV_KAFKA_BROKERS" desc:"comma-separated bootstrap brokers, e.g. kafka-0:9092,kafka-1:9092"`
+	// Roles is what each role reads: MV_KAFKA_SINK_*, and the fallback's
+	// and onSuccess sink's MV_FALLBACK_KAFKA_* and MV_ON_SUCCESS_KAFKA_*.
+	runner.Roles[Target]
+	Partitioner     string        `envconfig:"MV_KAFKA_PARTITIONER" default:"consistent_random" desc:"how a keyed record's partition is chosen: consistent_random (CRC32 of the key, as librdkafka and so Numaflow's Kafka sink choose it), murmur2_random (the Java client's), or random; records without a key are spread in every case"`
+	MaxMessageBytes int           `envconfig:"MV_KAFKA_MAX_MESSAGE_BYTES" default:"1000012" desc:"largest record batch the producer builds (key, value, headers and overhead); larger messages fail permanently and MV_ON_FAILURE decides; keep it at or below the topic's max.message.bytes"`
+	Timestamp       string        `envconfig:"MV_KAFKA_SINK_TIMESTAMP" default:"event" desc:"the record timestamp: event (the message's event time) or write (the time the producer writes it, as Numaflow's Kafka sink leaves it)"`
+	IDHeader        string        `envconfig:"MV_KAFKA_SINK_ID_HEADER" default:"Mv-Msg-Id" desc:"record header carrying the message ID (the same on every redelivery), so consumers can drop duplicates; empty sends none"`
+	ProduceTimeout  time.Duration `envconfig:"MV_KAFKA_PRODUCE_TIMEOUT" default:"30s" desc:"how long a write may wait for the brokers (a broker away, a full buffer) before its unsent records count as failed and the runner retries them; records already sent wait for their ack"`
+	kafkaconn.Auth  `envconfig:"MV_KAFKA"`
 }
+
+// Target is what the Kafka sink reads for each role (see runner.RoleVar).
+type Target struct {
+	Brokers string `envconfig:"BROKERS" desc:"brokers of the sink when they differ from the source's; defaults to MV_KAFKA_BROKERS; the fallback's and onSuccess sink's default to the sink's"`
+	Topic   string `envconfig:"TOPIC" desc:"topic the sink produces to (must exist)"`
+	SetKey  *bool  `envconfig:"SET_KEY" default:"true" desc:"use the message keys (joined with ':') as the record key, so partitioning follows them (Numaflow's setKey); false spreads records over the partitions; the fallback's and onSuccess sink's default to the sink's"`
+}
+
+// RoleKind is the KIND in the names of Target's variables.
+func (Target) RoleKind() string { return "KAFKA" }
 
 // target returns the brokers, topic and the variables they come from for role.
 func (c *Config) target(role runner.Role) (brokers, brokersVar, topic, topicVar string) {
-	brokers, brokersVar = c.Brokers, "MV_KAFKA_BROKERS"
-	if c.SinkBrokers != "" {
-		brokers, brokersVar = c.SinkBrokers, "MV_KAFKA_SINK_BROKERS"
+	brokers, brokersVar = c.Inherit(role, func(t *Target) *string { return &t.Brokers })
+	if brokers == "" {
+		brokers, brokersVar = c.Brokers, "MV_KAFKA_BROKERS"
 	}
-	switch role {
-	case runner.RoleFallbackSink:
-		if c.FallbackBrokers != "" {
-			brokers, brokersVar = c.FallbackBrokers, "MV_FALLBACK_KAFKA_BROKERS"
-		}
-		return brokers, brokersVar, c.FallbackTopic, "MV_FALLBACK_KAFKA_TOPIC"
-	case runner.RoleOnSuccessSink:
-		if c.OnSuccessBrokers != "" {
-			brokers, brokersVar = c.OnSuccessBrokers, "MV_ON_SUCCESS_KAFKA_BROKERS"
-		}
-		return brokers, brokersVar, c.OnSuccessTopic, "MV_ON_SUCCESS_KAFKA_TOPIC"
-	}
-	return brokers, brokersVar, c.Topic, "MV_KAFKA_SINK_TOPIC"
+	t := c.Of(role)
+	return brokers, brokersVar, t.Topic, c.Var(&t.Topic)
 }
 
-// setKey reports whether role's sink keys its records, and the variable
-// that says so.
-func (c *Config) setKey(role runner.Role) (bool, string, error) {
-	v, name := "", "MV_KAFKA_SINK_SET_KEY"
-	switch role {
-	case runner.RoleFallbackSink:
-		v, name = c.FallbackSetKey, "MV_FALLBACK_KAFKA_SET_KEY"
-	case runner.RoleOnSuccessSink:
-		v, name = c.OnSuccessSetKey, "MV_ON_SUCCESS_KAFKA_SET_KEY"
+// setKey reports whether role's sink keys its records: its own setting,
+// else the sink's, else true (the default of settings built in code).
+func (c *Config) setKey(role runner.Role) bool {
+	for _, t := range []*Target{c.Of(role), &c.Sink} {
+		if t.SetKey != nil {
+			return *t.SetKey
+		}
 	}
-	if v == "" {
-		return c.SetKey, name, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, name, &runner.ConfigError{Var: name, Value: v, Reason: "must be true or false (empty: the sink's MV_KAFKA_SINK_SET_KEY)"}
-	}
-	return b, name, nil
+	return true
 }
 
 // Validate checks the values that parse but cannot be used in role.
@@ -115,9 +97,6 @@ func (c *Config) Validate(role runner.Role) error {
 		return &runner.ConfigError{Var: "MV_KAFKA_SINK_TIMESTAMP", Value: c.Timestamp, Reason: "must be event or write"}
 	case partitioner(c.Partitioner) == nil:
 		return &runner.ConfigError{Var: "MV_KAFKA_PARTITIONER", Value: c.Partitioner, Reason: "must be consistent_random, murmur2_random or random"}
-	}
-	if _, _, err := c.setKey(role); err != nil {
-		return err
 	}
 	return c.Auth.Validate()
 }
@@ -202,10 +181,6 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 	if err != nil {
 		return nil, err
 	}
-	setKey, _, err := cfg.setKey(role)
-	if err != nil {
-		return nil, err
-	}
 	opts, err := cfg.Auth.Opts(brokers)
 	if err != nil {
 		return nil, err
@@ -227,7 +202,7 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 		cl.Close()
 		return nil, err
 	}
-	return &Sink{topic: topic, setKey: setKey, eventTime: cfg.Timestamp != "write", idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
+	return &Sink{topic: topic, setKey: cfg.setKey(role), eventTime: cfg.Timestamp != "write", idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
 }
 
 // Write produces every message and waits for each record's ack. A record

@@ -22,7 +22,7 @@ import (
 )
 
 func testConfig(brokers, topic string) Config {
-	return Config{Brokers: brokers, Topic: topic, FallbackTopic: topic + "-fb", SetKey: true, IDHeader: "Mv-Msg-Id", Partitioner: "consistent_random", Timestamp: "event",
+	return Config{Brokers: brokers, Roles: runner.Roles[Target]{Sink: Target{Topic: topic}, Fallback: Target{Topic: topic + "-fb"}}, IDHeader: "Mv-Msg-Id", Partitioner: "consistent_random", Timestamp: "event",
 		MaxMessageBytes: 2 << 20, ProduceTimeout: 3 * time.Second}
 }
 
@@ -168,7 +168,8 @@ func TestEachSinkKeysAsItsSetKeySays(t *testing.T) {
 		return out
 	}
 	cfg := testConfig(c.Brokers(), "k")
-	cfg.FallbackSetKey = "false"
+	unkeyed := false
+	cfg.Fallback.SetKey = &unkeyed
 	for role, prefix := range map[runner.Role]string{runner.RoleSink: "s", runner.RoleFallbackSink: "f"} {
 		if err := cfg.Validate(role); err != nil {
 			t.Fatal(err)
@@ -209,18 +210,18 @@ func TestValidate(t *testing.T) {
 		want   string
 	}{
 		{"no brokers", func(c *Config) { c.Brokers = "" }, runner.RoleSink, "MV_KAFKA_BROKERS"},
-		{"sink brokers win", func(c *Config) { c.SinkBrokers = "nope" }, runner.RoleSink, "MV_KAFKA_SINK_BROKERS"},
-		{"bad topic", func(c *Config) { c.Topic = "a b" }, runner.RoleSink, "MV_KAFKA_SINK_TOPIC"},
-		{"no fallback topic", func(c *Config) { c.FallbackTopic = "" }, runner.RoleFallbackSink, "MV_FALLBACK_KAFKA_TOPIC"},
+		{"sink brokers win", func(c *Config) { c.Sink.Brokers = "nope" }, runner.RoleSink, "MV_KAFKA_SINK_BROKERS"},
+		{"bad topic", func(c *Config) { c.Sink.Topic = "a b" }, runner.RoleSink, "MV_KAFKA_SINK_TOPIC"},
+		{"no fallback topic", func(c *Config) { c.Fallback.Topic = "" }, runner.RoleFallbackSink, "MV_FALLBACK_KAFKA_TOPIC"},
 		{"no onSuccess topic", func(c *Config) {}, runner.RoleOnSuccessSink, "MV_ON_SUCCESS_KAFKA_TOPIC"},
 		{"tiny limit", func(c *Config) { c.MaxMessageBytes = 10 }, runner.RoleSink, "MV_KAFKA_MAX_MESSAGE_BYTES"},
 		{"sasl", func(c *Config) { c.SASLMechanism = "GSSAPI" }, runner.RoleSink, "MV_KAFKA_SASL_MECHANISM"},
 		{"sasl user", func(c *Config) { c.SASLMechanism = "PLAIN" }, runner.RoleSink, "MV_KAFKA_SASL_USER"},
 		{"half a key pair", func(c *Config) { c.TLSCertFile = "/x" }, runner.RoleSink, "MV_KAFKA_TLS_KEY_FILE"},
 		{"missing CA", func(c *Config) { c.TLSCAFile = "/nonexistent/ca.pem" }, runner.RoleSink, "MV_KAFKA_TLS_CA_FILE"},
-		{"fallback set key", func(c *Config) { c.FallbackSetKey = "yes" }, runner.RoleFallbackSink, "MV_FALLBACK_KAFKA_SET_KEY"},
-		{"onSuccess set key", func(c *Config) { c.OnSuccessTopic, c.OnSuccessSetKey = "ok", "no" }, runner.RoleOnSuccessSink, "MV_ON_SUCCESS_KAFKA_SET_KEY"},
-		{"onSuccess set key given", func(c *Config) { c.OnSuccessTopic, c.OnSuccessSetKey = "ok", "false" }, runner.RoleOnSuccessSink, ""},
+		{"onSuccess topic given", func(c *Config) { c.OnSuccess.Topic = "ok" }, runner.RoleOnSuccessSink, ""},
+		{"onSuccess brokers", func(c *Config) { c.OnSuccess.Topic, c.OnSuccess.Brokers = "ok", "nope" }, runner.RoleOnSuccessSink, "MV_ON_SUCCESS_KAFKA_BROKERS"},
+		{"fallback inherits the sink's brokers", func(c *Config) { c.Sink.Brokers = "nope" }, runner.RoleFallbackSink, "MV_KAFKA_SINK_BROKERS"},
 	}
 	for _, tc := range cases {
 		adaptertest.ValidateRow(t, tc.name, ok, tc.role, tc.mutate, tc.want)

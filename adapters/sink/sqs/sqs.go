@@ -37,54 +37,37 @@ const (
 const maxBatch = 10
 
 // Config holds the SQS sink's settings (Numaflow's spec.sink.sqs, and the
-// fallback's and onSuccess sink's). The fallback's and onSuccess sink's
-// region and endpoint default to the sink's.
+// fallback's and onSuccess sink's).
 type Config struct {
-	Queue      string `envconfig:"MV_SQS_SINK_QUEUE_NAME" desc:"name of the SQS queue the sink sends to (Numaflow's spec.sink.sqs.queueName)"`
-	Region     string `envconfig:"MV_SQS_SINK_REGION" desc:"AWS region of the sink's queue (awsRegion)"`
-	Account    string `envconfig:"MV_SQS_SINK_QUEUE_OWNER_ACCOUNT_ID" desc:"AWS account ID owning the sink's queue (queueOwnerAWSAccountID); empty: the caller's"`
-	Endpoint   string `envconfig:"MV_SQS_SINK_ENDPOINT_URL" desc:"SQS endpoint URL of the sink instead of AWS's"`
-	AssumeRole string `envconfig:"MV_SQS_SINK_ASSUME_ROLE" desc:"STS role the sink assumes, as Numaflow's assumeRole in JSON (see MV_SQS_ASSUME_ROLE)"`
-
-	FallbackQueue      string `envconfig:"MV_FALLBACK_SQS_QUEUE_NAME" desc:"SQS queue of the fallback sink (spec.sink.fallback.sqs.queueName)"`
-	FallbackRegion     string `envconfig:"MV_FALLBACK_SQS_REGION" desc:"AWS region of the fallback sink's queue; defaults to MV_SQS_SINK_REGION"`
-	FallbackAccount    string `envconfig:"MV_FALLBACK_SQS_QUEUE_OWNER_ACCOUNT_ID" desc:"AWS account ID owning the fallback sink's queue"`
-	FallbackEndpoint   string `envconfig:"MV_FALLBACK_SQS_ENDPOINT_URL" desc:"SQS endpoint URL of the fallback sink; defaults to MV_SQS_SINK_ENDPOINT_URL"`
-	FallbackAssumeRole string `envconfig:"MV_FALLBACK_SQS_ASSUME_ROLE" desc:"STS role the fallback sink assumes, as JSON"`
-
-	OnSuccessQueue      string `envconfig:"MV_ON_SUCCESS_SQS_QUEUE_NAME" desc:"SQS queue of the onSuccess sink (spec.sink.onSuccess.sqs.queueName)"`
-	OnSuccessRegion     string `envconfig:"MV_ON_SUCCESS_SQS_REGION" desc:"AWS region of the onSuccess sink's queue; defaults to MV_SQS_SINK_REGION"`
-	OnSuccessAccount    string `envconfig:"MV_ON_SUCCESS_SQS_QUEUE_OWNER_ACCOUNT_ID" desc:"AWS account ID owning the onSuccess sink's queue"`
-	OnSuccessEndpoint   string `envconfig:"MV_ON_SUCCESS_SQS_ENDPOINT_URL" desc:"SQS endpoint URL of the onSuccess sink; defaults to MV_SQS_SINK_ENDPOINT_URL"`
-	OnSuccessAssumeRole string `envconfig:"MV_ON_SUCCESS_SQS_ASSUME_ROLE" desc:"STS role the onSuccess sink assumes, as JSON"`
-
+	// Roles is what each role reads: MV_SQS_SINK_*, and the fallback's
+	// and onSuccess sink's MV_FALLBACK_SQS_* and MV_ON_SUCCESS_SQS_*.
+	runner.Roles[Target]
 	Protocol string `envconfig:"MV_SQS_PROTOCOL" default:"json" desc:"wire protocol of the SQS endpoints (source and sinks): json, SQS's own, or query for older SQS-compatible servers"`
 }
 
-// Target is the queue the sink in role sends to.
+// Target is what the SQS sink reads for each role (see runner.RoleVar).
+type Target struct {
+	Queue      string `envconfig:"QUEUE_NAME" desc:"name of the SQS queue the sink sends to (Numaflow's spec.sink.sqs.queueName)"`
+	Region     string `envconfig:"REGION" desc:"AWS region of the sink's queue (awsRegion); the fallback's and onSuccess sink's default to it"`
+	Account    string `envconfig:"QUEUE_OWNER_ACCOUNT_ID" desc:"AWS account ID owning the sink's queue (queueOwnerAWSAccountID); empty: the caller's"`
+	Endpoint   string `envconfig:"ENDPOINT_URL" desc:"SQS endpoint URL of the sink instead of AWS's; the fallback's and onSuccess sink's default to it"`
+	AssumeRole string `envconfig:"ASSUME_ROLE" desc:"STS role the sink assumes, as Numaflow's assumeRole in JSON (see MV_SQS_ASSUME_ROLE)"`
+}
+
+// RoleKind is the KIND in the names of Target's variables.
+func (Target) RoleKind() string { return "SQS" }
+
+// Target is the queue the sink in role sends to: the role's own, with the
+// sink's region and endpoint where it sets none.
 func (c *Config) Target(role runner.Role) sqsclient.Target {
-	t := sqsclient.Target{
-		Queue: c.Queue, QueueVar: "MV_SQS_SINK_QUEUE_NAME", Region: c.Region, RegionVar: "MV_SQS_SINK_REGION",
-		Account: c.Account, Endpoint: c.Endpoint, EndpointVar: "MV_SQS_SINK_ENDPOINT_URL",
-		AssumeRole: c.AssumeRole, AssumeRoleVar: "MV_SQS_SINK_ASSUME_ROLE", Protocol: c.Protocol, ProtocolVar: "MV_SQS_PROTOCOL",
+	t := c.Of(role)
+	region, regionVar := c.Inherit(role, func(t *Target) *string { return &t.Region })
+	endpoint, endpointVar := c.Inherit(role, func(t *Target) *string { return &t.Endpoint })
+	return sqsclient.Target{
+		Queue: t.Queue, QueueVar: c.Var(&t.Queue), Region: region, RegionVar: regionVar,
+		Account: t.Account, Endpoint: endpoint, EndpointVar: endpointVar,
+		AssumeRole: t.AssumeRole, AssumeRoleVar: c.Var(&t.AssumeRole), Protocol: c.Protocol, ProtocolVar: "MV_SQS_PROTOCOL",
 	}
-	own := func(prefix, queue, region, account, endpoint, role string) {
-		t.Queue, t.QueueVar, t.Account = queue, prefix+"QUEUE_NAME", account
-		t.AssumeRole, t.AssumeRoleVar = role, prefix+"ASSUME_ROLE"
-		if region != "" {
-			t.Region, t.RegionVar = region, prefix+"REGION"
-		}
-		if endpoint != "" {
-			t.Endpoint, t.EndpointVar = endpoint, prefix+"ENDPOINT_URL"
-		}
-	}
-	switch role {
-	case runner.RoleFallbackSink:
-		own("MV_FALLBACK_SQS_", c.FallbackQueue, c.FallbackRegion, c.FallbackAccount, c.FallbackEndpoint, c.FallbackAssumeRole)
-	case runner.RoleOnSuccessSink:
-		own("MV_ON_SUCCESS_SQS_", c.OnSuccessQueue, c.OnSuccessRegion, c.OnSuccessAccount, c.OnSuccessEndpoint, c.OnSuccessAssumeRole)
-	}
-	return t
 }
 
 // Validate checks the values that parse but cannot be used in role.

@@ -15,7 +15,7 @@ import (
 )
 
 func config(srv *sqstest.Server, queue string) *sqs.Config {
-	return &sqs.Config{Queue: queue, Region: sqstest.Region, Endpoint: srv.Endpoint, Protocol: "query"}
+	return &sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Queue: queue, Region: sqstest.Region, Endpoint: srv.Endpoint}}, Protocol: "query"}
 }
 
 func newSink(t *testing.T, cfg *sqs.Config, role runner.Role) *sqs.Sink {
@@ -79,7 +79,7 @@ func TestConformance(t *testing.T) {
 func TestRefusedEntriesFailAloneAndHeadersSetEntryFields(t *testing.T) {
 	srv := sqstest.Start(t, sqstest.Options{Queues: []string{"out", "fb"}, FailRegex: "^bad"})
 	cfg := config(srv, "out")
-	cfg.FallbackQueue = "fb"
+	cfg.Fallback.Queue = "fb"
 	s := newSink(t, cfg, runner.RoleSink)
 	var msgs []*runner.Message
 	for i := range 25 {
@@ -141,11 +141,11 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 		cfg  sqs.Config
 		want string
 	}{
-		{"no queue", runner.RoleSink, sqs.Config{Region: "r", Protocol: "json"}, "MV_SQS_SINK_QUEUE_NAME"},
-		{"no region", runner.RoleSink, sqs.Config{Queue: "q", Protocol: "json"}, "MV_SQS_SINK_REGION"},
-		{"no fallback queue", runner.RoleFallbackSink, sqs.Config{Queue: "q", Region: "r", Protocol: "json"}, "MV_FALLBACK_SQS_QUEUE_NAME"},
-		{"bad onSuccess endpoint", runner.RoleOnSuccessSink, sqs.Config{Region: "r", OnSuccessQueue: "o", OnSuccessEndpoint: "ftp://x", Protocol: "json"}, "MV_ON_SUCCESS_SQS_ENDPOINT_URL"},
-		{"bad fallback role", runner.RoleFallbackSink, sqs.Config{Region: "r", FallbackQueue: "f", FallbackAssumeRole: "{}", Protocol: "json"}, "MV_FALLBACK_SQS_ASSUME_ROLE"},
+		{"no queue", runner.RoleSink, sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Region: "r"}}, Protocol: "json"}, "MV_SQS_SINK_QUEUE_NAME"},
+		{"no region", runner.RoleSink, sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Queue: "q"}}, Protocol: "json"}, "MV_SQS_SINK_REGION"},
+		{"no fallback queue", runner.RoleFallbackSink, sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Queue: "q", Region: "r"}}, Protocol: "json"}, "MV_FALLBACK_SQS_QUEUE_NAME"},
+		{"bad onSuccess endpoint", runner.RoleOnSuccessSink, sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Region: "r"}, OnSuccess: sqs.Target{Queue: "o", Endpoint: "ftp://x"}}, Protocol: "json"}, "MV_ON_SUCCESS_SQS_ENDPOINT_URL"},
+		{"bad fallback role", runner.RoleFallbackSink, sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Region: "r"}, Fallback: sqs.Target{Queue: "f", AssumeRole: "{}"}}, Protocol: "json"}, "MV_FALLBACK_SQS_ASSUME_ROLE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate(tc.role)

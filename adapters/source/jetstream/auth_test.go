@@ -14,6 +14,7 @@ import (
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natsjs"
 	"github.com/monovertex/monovertex/internal/natstest"
+	"github.com/monovertex/monovertex/internal/peerauth"
 	"github.com/monovertex/monovertex/runner"
 )
 
@@ -68,7 +69,7 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 	t.Run("TLS asked for, against a server without it", func(t *testing.T) {
 		plain := natstest.Start(t)
 		cfg := testConfig(plain.URL(), "S")
-		cfg.Auth = natsjs.Auth{TLS: true}
+		cfg.Auth = natsjs.Auth{TLSFiles: peerauth.TLSFiles{TLS: true}}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_, err := jssource.New(ctx, cfg, t.Name(), nil)
@@ -99,7 +100,7 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 		createStream(t, js, "T")
 		want := publish(t, js, "T.in", 20, "skip")
 		cfg := testConfig(srv.URL(), "T")
-		cfg.Auth = natsjs.Auth{TLSSkipVerify: true}
+		cfg.Auth = natsjs.Auth{TLSFiles: peerauth.TLSFiles{TLSSkipVerify: true}}
 		readAllOnce(t, newSource(t, cfg), want)
 	})
 }
@@ -141,7 +142,7 @@ func TestValidateAuth(t *testing.T) {
 		bad    string
 	}{
 		{"valid", func(*jssource.Config) {}, ""},
-		{"skip verify alone", func(c *jssource.Config) { c.Auth = natsjs.Auth{TLSSkipVerify: true} }, ""},
+		{"skip verify alone", func(c *jssource.Config) { c.Auth = natsjs.Auth{TLSFiles: peerauth.TLSFiles{TLSSkipVerify: true}} }, ""},
 		{"cert without key", func(c *jssource.Config) { c.TLSKeyFile = "" }, "MV_JETSTREAM_TLS_KEY_FILE"},
 		{"key without cert", func(c *jssource.Config) { c.TLSCertFile = "" }, "MV_JETSTREAM_TLS_CERT_FILE"},
 		{"missing CA file", func(c *jssource.Config) { c.TLSCAFile = filepath.Join(sec.Dir, "nope") }, "MV_JETSTREAM_TLS_CA_FILE"},

@@ -51,7 +51,7 @@ type Config struct {
 	MissingWait   time.Duration `envconfig:"MV_JETSTREAM_CONSUMER_TIMEOUT" default:"60s" desc:"how long a deleted consumer the runner did not create may stay away before the runner exits 1 (0: at once); one the runner created is created again at once"`
 	// Auth is TLS and the user, NKey or token, shared by every JetStream
 	// connection of the runner.
-	natsjs.Auth
+	natsjs.Auth `envconfig:"MV_JETSTREAM"`
 	// Connection takes the connection's state changes (set from
 	// runner.Env, not from the environment).
 	Connection runner.Connection `ignored:"true"`

@@ -26,7 +26,7 @@ type Config struct {
 	CEMode         string        `envconfig:"MV_KAFKA_CE_MODE" default:"none" desc:"none, or knative: each record becomes the CloudEvent a Knative KafkaSource delivers (type dev.knative.kafka.event, id partition:<p>/offset:<o>, kafkaheader<name> extensions), so Triggers filtering on them keep working"`
 	CESourceName   string        `envconfig:"MV_KAFKA_CE_SOURCE_NAME" desc:"the KafkaSource's name in the events' source under MV_KAFKA_CE_MODE=knative (/apis/v1/namespaces/<NAMESPACE>/kafkasources/<name>#<topic>); default MV_NAME"`
 	Namespace      string        `envconfig:"NAMESPACE" desc:"the KafkaSource's namespace in the events' source under MV_KAFKA_CE_MODE=knative"`
-	kafkaconn.Auth
+	kafkaconn.Auth `envconfig:"MV_KAFKA"`
 	// Name is MV_NAME (set from runner.Env, not from the environment).
 	Name string `ignored:"true"`
 	// MessageIDs is how the runner forms message IDs (set from

@@ -109,7 +109,7 @@ func TestValidate(t *testing.T) {
 		{"session timeout", func(c *Config) { c.SessionTimeout = 10 * time.Millisecond }, "MV_KAFKA_SESSION_TIMEOUT"},
 		{"max held", func(c *Config) { c.MaxHeld = 0 }, "MV_KAFKA_MAX_HELD"},
 		{"sasl without user", func(c *Config) { c.SASLMechanism = "SCRAM-SHA-512" }, "MV_KAFKA_SASL_USER"},
-		{"user without sasl", func(c *Config) { c.SASLUser = "u" }, "MV_KAFKA_SASL_MECHANISM"},
+		{"user without sasl", func(c *Config) { c.SASL.User = "u" }, "MV_KAFKA_SASL_MECHANISM"},
 		{"key without cert", func(c *Config) { c.TLSKeyFile = "/k" }, "MV_KAFKA_TLS_CERT_FILE"},
 	}
 	for _, tc := range cases {

@@ -30,18 +30,12 @@ import (
 
 // Config holds the NATS source's settings.
 type Config struct {
-	URL           string        `envconfig:"MV_NATS_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222 (user:pass@ or token@ in it)"`
-	Subject       string        `envconfig:"MV_NATS_SUBJECT" desc:"subject to subscribe to (wildcards allowed)"`
-	Queue         string        `envconfig:"MV_NATS_QUEUE" desc:"queue group shared by all replicas: each message goes to one of them"`
-	TLS           bool          `envconfig:"MV_NATS_TLS" default:"false" desc:"connect with TLS (implied by any other MV_NATS_TLS_* setting)"`
-	TLSCAFile     string        `envconfig:"MV_NATS_TLS_CA_FILE" desc:"PEM file of a CA that signed the NATS servers' certificates, trusted besides the system roots (as Numaflow does)"`
-	TLSCertFile   string        `envconfig:"MV_NATS_TLS_CERT_FILE" desc:"PEM client certificate for mutual TLS (with MV_NATS_TLS_KEY_FILE)"`
-	TLSKeyFile    string        `envconfig:"MV_NATS_TLS_KEY_FILE" desc:"PEM private key of MV_NATS_TLS_CERT_FILE"`
-	TLSSkipVerify bool          `envconfig:"MV_NATS_TLS_SKIP_VERIFY" default:"false" desc:"accept any server certificate (testing only)"`
-	NKeyFile      string        `envconfig:"MV_NATS_NKEY_FILE" desc:"file holding a user NKey seed (SU...) to authenticate with, as Numaflow's auth.nkey"`
-	User          string        `envconfig:"MV_NATS_USER" desc:"user name, with MV_NATS_PASSWORD (Numaflow's auth.basic); white space around it is trimmed, as Numaflow trims a Secret's value"`
-	Password      string        `envconfig:"MV_NATS_PASSWORD" desc:"password of MV_NATS_USER (trimmed)"`
-	Token         string        `envconfig:"MV_NATS_TOKEN" desc:"token to authenticate with (Numaflow's auth.token; trimmed)"`
+	URL     string `envconfig:"MV_NATS_URL" desc:"NATS server URL, or a comma-separated list, e.g. nats://nats:4222 (user:pass@ or token@ in it)"`
+	Subject string `envconfig:"MV_NATS_SUBJECT" desc:"subject to subscribe to (wildcards allowed)"`
+	Queue   string `envconfig:"MV_NATS_QUEUE" desc:"queue group shared by all replicas: each message goes to one of them"`
+	// Auth is TLS and the user, NKey or token, as the JetStream adapters'
+	// but under MV_NATS.
+	natsjs.Auth   `envconfig:"MV_NATS"`
 	BufferBytes   int64         `envconfig:"MV_NATS_BUFFER_BYTES" default:"67108864" desc:"most bytes of messages the client holds before the runner reads them; past it the client drops messages (counted and logged)"`
 	BufferMsgs    int           `envconfig:"MV_NATS_BUFFER_MESSAGES" default:"65536" desc:"most messages the client holds before the runner reads them, whatever their size; past it the client drops messages (counted and logged)"`
 	ReconnectWait time.Duration `envconfig:"MV_NATS_RECONNECT_WAIT" default:"500ms" desc:"pause between reconnect attempts (the client reconnects for ever)"`
@@ -57,8 +51,9 @@ type Config struct {
 }
 
 func (c *Config) auth() natsjs.Auth {
-	return natsjs.Auth{Prefix: "MV_NATS", TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSCertFile: c.TLSCertFile, TLSKeyFile: c.TLSKeyFile, TLSSkipVerify: c.TLSSkipVerify, NKeyFile: c.NKeyFile,
-		User: c.User, Password: c.Password, Token: c.Token}
+	a := c.Auth
+	a.Prefix = "MV_NATS"
+	return a
 }
 
 // Validate checks the values that parse but cannot be used.

@@ -1,4 +1,4 @@
-package tlsfiles
+package peerauth
 
 import (
 	"crypto/x509"
@@ -26,8 +26,8 @@ func TestAddCAKeepsTheSystemRoots(t *testing.T) {
 	}
 	t.Setenv("SSL_CERT_FILE", systemCA)
 	t.Setenv("SSL_CERT_DIR", dir+"/none")
-	verifies := func(f Files, server []byte) bool {
-		cfg, err := f.Config()
+	verifies := func(f TLSFiles, addCA bool, server []byte) bool {
+		cfg, err := f.Config("MV_X", addCA)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,12 +39,11 @@ func TestAddCAKeepsTheSystemRoots(t *testing.T) {
 		_, err = cert.Verify(x509.VerifyOptions{Roots: cfg.RootCAs})
 		return err == nil
 	}
-	add := Files{Prefix: "MV_X", CAFile: fileCA, AddCA: true}
-	replace := Files{Prefix: "MV_X", CAFile: fileCA}
-	if !verifies(add, file.ServerCert) || !verifies(add, system.ServerCert) {
+	f := TLSFiles{TLSCAFile: fileCA}
+	if !verifies(f, true, file.ServerCert) || !verifies(f, true, system.ServerCert) {
 		t.Fatal("with AddCA, both the file's CA and the system's roots must be trusted")
 	}
-	if !verifies(replace, file.ServerCert) || verifies(replace, system.ServerCert) {
+	if !verifies(f, false, file.ServerCert) || verifies(f, false, system.ServerCert) {
 		t.Fatal("without AddCA, only the file's CA must be trusted")
 	}
 }
