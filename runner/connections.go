@@ -23,6 +23,9 @@ type Connections struct {
 	up, failed, lost *prometheus.CounterVec
 	connected        *prometheus.GaugeVec
 	sdk              *prometheus.GaugeVec
+
+	mu    sync.Mutex
+	roles map[Role]*connection
 }
 
 // NewConnections registers the connection metrics. They are made before
@@ -53,14 +56,26 @@ func NewConnections(reg prometheus.Registerer, name string, replica int) (*Conne
 	return c, nil
 }
 
-// For is the Connection an adapter in role reports to.
+// For is the Connection an adapter in role reports to: one per role, so
+// the engine's reports of its Connect attempts and the adapter's own of
+// what follows share whether the connection is up.
 func (c *Connections) For(role Role) Connection {
 	if c == nil {
 		return NoConnection
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.roles[role]; ok {
+		return conn
+	}
 	r := string(role)
-	return &connection{up: c.up.WithLabelValues(r), failed: c.failed.WithLabelValues(r), lost: c.lost.WithLabelValues(r),
+	conn := &connection{up: c.up.WithLabelValues(r), failed: c.failed.WithLabelValues(r), lost: c.lost.WithLabelValues(r),
 		connected: c.connected.WithLabelValues(r), sdk: c.sdk}
+	if c.roles == nil {
+		c.roles = map[Role]*connection{}
+	}
+	c.roles[role] = conn
+	return conn
 }
 
 type connection struct {

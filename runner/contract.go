@@ -29,8 +29,10 @@ import (
 //	OutputStreamer      transformer  udmap
 //	FilterPlacement     filter       filter
 //	MetadataSink        sink         udsink
+//	Connector           any          udsource, udtransformer, udmap, udsink, jetstream (source and
+//	                                 sink), kafka (source and sink), nats, sqs (source and sink)
 //	Readier             any          udsource, udtransformer, udmap, udsink, http, jetstream (source
-//	                                 and sink), kafka source, nats, log, cloudevents (both)
+//	                                 and sink), kafka (source and sink), nats, log, cloudevents (both)
 //	Sidecar             any          udsource, udtransformer, udmap, udsink
 //
 // The runner hands every adapter, through Env: a Connection (an
@@ -78,6 +80,36 @@ type PendingReader interface {
 // them wait for a read that will not come.
 type ReadStopper interface {
 	StopReading()
+}
+
+// Connector is implemented by adapters that talk to a peer (a broker, a
+// queue service, a Numaflow container), as Benthos' inputs and outputs
+// do: their constructor only checks settings and builds clients, and
+// Connect does what needs the peer (dialling, looking up a topic, a
+// stream or a queue, waiting for a container's server-info file).
+//
+// The engine calls Connect before the first Read, Ack, Transform or
+// Write, and before the first Ready, of every adapter that implements it
+// (source, stages, sink, fallback and onSuccess sink, each in its own
+// loop), retrying a failed Connect with backoff (100ms doubling to 5s, or
+// the wait RetryAfter asked for) until it succeeds or the run's context
+// ends. It logs each failed attempt, counts it in
+// monovtx_connection_failed_total and reports its success as Up, so an
+// adapter reports to its Env.Connection only what happens after Connect
+// (Lost, and its client's own reconnects); until every adapter is
+// connected /readyz is not ready and /status shows the adapter as
+// connecting with the last attempt's error. A Connect that returns a
+// Fatal error, or a *ConfigError (a setting the peer shows cannot work,
+// such as a stream that does not exist), stops the start-up: the runner
+// exits 1, or 2 with the error's one line.
+//
+// Connect may be called again after it failed, so it must leave nothing
+// half made behind, and a call after it succeeded does nothing. The
+// engine never calls it concurrently with itself or with Close; Close
+// must work whether or not Connect ever succeeded. Once connected, an
+// adapter's client rides out outages on its own.
+type Connector interface {
+	Connect(ctx context.Context) error
 }
 
 // Readier is implemented by adapters that can tell whether they can take

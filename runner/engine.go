@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,10 @@ type Options struct {
 	// Tracer, when set, gets a span per batch and per stage of it (see
 	// tracing.go); nil turns tracing off at no cost.
 	Tracer trace.Tracer
+	// Connections are the monovtx_connection_* metrics the adapters
+	// report to (built before them); the engine reports each Connector's
+	// attempts there. Nil reports nowhere.
+	Connections *Connections
 }
 
 func (o *Options) setDefaults() {
@@ -209,6 +214,13 @@ type Engine struct {
 	failures *failureLog
 
 	pause pauseGate
+
+	// all are the adapters in pipeline order, with the connection of
+	// each Connector; connectOnce runs Connect once, its result in
+	// connectErr.
+	all         []namedAdapter
+	connectOnce sync.Once
+	connectErr  error
 }
 
 type errorRecord struct {
@@ -300,6 +312,7 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 	}
 	e.load.pending.Store(-1)
 	m.PendingRaw.Set(-1)
+	e.all = e.listAdapters(opts.Connections)
 	e.state.Store("starting")
 	return e, nil
 }
@@ -307,11 +320,23 @@ func NewPipeline(opts Options, p Pipeline) (*Engine, error) {
 // Metrics returns the engine's collectors.
 func (e *Engine) Metrics() *Metrics { return e.m }
 
-// Run reads until ctx is done, the source ends (io.EOF) or a fatal error
-// happens; then it finishes what is in flight (bounded by ShutdownTimeout
-// once ctx is done), closes every adapter, and returns. It returns nil after
-// a clean drain, ErrShutdownTimeout when the budget ran out, or the fatal error.
+// Run connects the adapters (see Connect), then reads until ctx is done,
+// the source ends (io.EOF) or a fatal error happens; then it finishes what
+// is in flight (bounded by ShutdownTimeout once ctx is done), closes every
+// adapter, and returns. It returns nil after a clean drain or a stop while
+// connecting, ErrShutdownTimeout when the budget ran out, or the fatal
+// error (a Connect's that stopped the start-up among them).
 func (e *Engine) Run(ctx context.Context) error {
+	if err := e.Connect(ctx); err != nil {
+		e.closeAll(time.Now().Add(closeBudget(e.opts.ShutdownTimeout)))
+		e.closeLimiter(time.Now().Add(closeBudget(e.opts.ShutdownTimeout)))
+		e.state.Store("stopped")
+		if stopsConnecting(err) {
+			return err
+		}
+		// Stopped while connecting: nothing was read.
+		return nil
+	}
 	workCtx, cancelWork := context.WithCancelCause(context.Background())
 	defer cancelWork(nil)
 	readCtx, cancelRead := context.WithCancel(ctx)
@@ -386,18 +411,24 @@ func (e *Engine) Run(ctx context.Context) error {
 		runErr = fatalErr
 	}
 	e.closeAll(closeBy)
-	if l := e.opts.RateLimiter; l != nil {
-		// Leaving the shared pool lets the other replicas take this one's
-		// share at once instead of after the TTL; past the shutdown budget
-		// the TTL has to do.
-		ctx, cancel := context.WithDeadline(context.Background(), closeBy)
-		if err := l.Close(ctx); err != nil {
-			e.log.Warnw("rate limiter close failed", zap.Error(err))
-		}
-		cancel()
-	}
+	e.closeLimiter(closeBy)
 	e.state.Store("stopped")
 	return runErr
+}
+
+// closeLimiter leaves the read rate limiter's shared pool, which lets the
+// other replicas take this one's share at once instead of after the TTL;
+// past deadline the TTL has to do.
+func (e *Engine) closeLimiter(deadline time.Time) {
+	l := e.opts.RateLimiter
+	if l == nil {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		e.log.Warnw("rate limiter close failed", zap.Error(err))
+	}
 }
 
 // closeBudget is the part of the shutdown budget kept for closing the
@@ -431,23 +462,61 @@ func (e *Engine) closeAll(deadline time.Time) {
 type namedAdapter struct {
 	name string
 	v    any
+	// link is the adapter's connection, nil unless it is a Connector;
+	// an adapter in two places has one link.
+	link *link
 }
 
 // adapters lists every adapter in pipeline order, leaving out those not set.
-func (e *Engine) adapters() []namedAdapter {
-	all := []namedAdapter{{adapterName("source", e.kinds.Source), e.src}}
+func (e *Engine) adapters() []namedAdapter { return e.all }
+
+// listAdapters lists every adapter in pipeline order, with a link for
+// each Connector reporting to its role's Connection.
+func (e *Engine) listAdapters(conns *Connections) []namedAdapter {
+	type placed struct {
+		namedAdapter
+		role Role
+	}
+	all := []placed{{namedAdapter{name: adapterName("source", e.kinds.Source), v: e.src}, RoleSource}}
 	for _, s := range e.stages {
-		all = append(all, namedAdapter{s.name, s.t})
+		all = append(all, placed{namedAdapter{name: s.name, v: s.t}, s.Role})
 	}
 	for _, a := range []struct {
 		name string
 		s    Sink
-	}{{adapterName("sink", e.kinds.Sink), e.sink}, {adapterName("fallback sink", e.kinds.Fallback), e.fallback}, {adapterName("onSuccess sink", e.kinds.OnSuccess), e.onSuccess}} {
+		role Role
+	}{{adapterName("sink", e.kinds.Sink), e.sink, RoleSink}, {adapterName("fallback sink", e.kinds.Fallback), e.fallback, RoleFallbackSink},
+		{adapterName("onSuccess sink", e.kinds.OnSuccess), e.onSuccess, RoleOnSuccessSink}} {
 		if a.s != nil {
-			all = append(all, namedAdapter{a.name, a.s})
+			all = append(all, placed{namedAdapter{name: a.name, v: a.s}, a.role})
 		}
 	}
-	return all
+	out := make([]namedAdapter, len(all))
+	for i, a := range all {
+		out[i] = a.namedAdapter
+		c, ok := a.v.(Connector)
+		if !ok {
+			continue
+		}
+		for j := range i {
+			if out[j].link != nil && sameAdapter(out[j].v, a.v) {
+				out[i].link = out[j].link
+			}
+		}
+		if out[i].link == nil {
+			out[i].link = &link{c: c, report: conns.For(a.role)}
+		}
+	}
+	return out
+}
+
+// sameAdapter reports whether a and b are one adapter, without the panic
+// == has for values of a type that cannot be compared.
+func sameAdapter(a, b any) bool {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.TypeOf(a).Comparable() {
+		return false
+	}
+	return a == b
 }
 
 func (e *Engine) recordError(err error) {
@@ -458,10 +527,16 @@ func (e *Engine) recordError(err error) {
 // ContainerErrors is the ring of the containers' runtime errors.
 func (e *Engine) ContainerErrors() *ContainerErrors { return e.cerrs }
 
-// Ready reports nil while the engine runs (paused counts as running) and
-// every adapter that can tell says it is ready; starting, draining and
-// stopped are not ready, so Knative stops routing to a replica going away.
+// Ready reports nil while the engine runs (paused counts as running),
+// every Connector is connected and every adapter that can tell says it is
+// ready; starting, connecting, draining and stopped are not ready, so
+// Knative stops routing to a replica going away.
 func (e *Engine) Ready(ctx context.Context) error {
+	for _, a := range e.adapters() {
+		if err := a.link.notConnected(); err != nil {
+			return fmt.Errorf("%s %w", a.name, err)
+		}
+	}
 	if state, _ := e.state.Load().(string); state != "running" {
 		return errors.New(state)
 	}

@@ -106,6 +106,11 @@ func (e *Engine) sidecarLivez(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			continue
 		}
+		// Not connected yet: its container has not come up.
+		if err := a.link.notConnected(); err != nil {
+			down = append(down, s.SidecarContainer()+": "+err.Error())
+			continue
+		}
 		if err := s.Ready(ctx); err != nil {
 			down = append(down, s.SidecarContainer()+": "+err.Error())
 		}

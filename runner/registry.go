@@ -56,7 +56,8 @@ type Env struct {
 	// status page. It may be nil (adapters built outside the runner).
 	Errors ErrorReporter
 	// Connection takes the adapter's reports of its connection to its
-	// peer (monovtx_connection_*); never nil.
+	// peer (monovtx_connection_*); never nil. For a Connector the engine
+	// reports the Connect attempts, and the adapter what follows.
 	Connection Connection
 	// MessageIDs is how the engine forms message IDs (MV_MESSAGE_IDS).
 	// Under NumaflowIDs a source gives each message as its ID the offset
@@ -78,7 +79,8 @@ type Plugin[T any] struct {
 	// has no settings. If the struct implements Validator, Validate runs
 	// after the environment was read.
 	Config func() any
-	// New builds the adapter from its processed settings.
+	// New builds the adapter from its processed settings. It waits for
+	// no peer: an adapter that needs one implements Connector.
 	New func(ctx context.Context, env Env, cfg any) (T, error)
 }
 

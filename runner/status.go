@@ -22,7 +22,7 @@ import (
 type Status struct {
 	Name    string `json:"name"`
 	Replica int    `json:"replica"`
-	// State is starting, running, paused, draining or stopped.
+	// State is starting, connecting, running, paused, draining or stopped.
 	State  string `json:"state"`
 	Paused bool   `json:"paused"`
 	// Mode is batch or streaming (MV_STREAMING).
@@ -81,8 +81,15 @@ type AdapterStatus struct {
 	// Ready is false when its Ready check failed; Error says why.
 	Ready bool   `json:"ready"`
 	Error string `json:"error,omitempty"`
-	// Checked is false for adapters that cannot tell (no Ready method).
+	// Checked is false for adapters that cannot tell (no Ready method
+	// and no Connect).
 	Checked bool `json:"checked"`
+	// Connection is "connecting" until the adapter's Connect succeeded
+	// (Ready is false then, Error says why), "connected" after; empty
+	// for adapters without Connect.
+	Connection string `json:"connection,omitempty"`
+	// ConnectFailures counts its failed Connect attempts.
+	ConnectFailures int64 `json:"connect_failures,omitempty"`
 }
 
 // BypassStatus shows the bypass conditions in their MV_BYPASS_* form.
@@ -206,7 +213,14 @@ func (e *Engine) Readiness(ctx context.Context) []AdapterStatus {
 	out := make([]AdapterStatus, len(all))
 	var wg sync.WaitGroup
 	for i, a := range all {
-		out[i] = AdapterStatus{Name: a.name, Ready: true}
+		out[i] = AdapterStatus{Name: a.name, Ready: true, Connection: a.link.state()}
+		if a.link != nil {
+			out[i].Checked, out[i].ConnectFailures = true, a.link.failures.Load()
+			if err := a.link.notConnected(); err != nil {
+				out[i].Ready, out[i].Error = false, err.Error()
+				continue
+			}
+		}
 		r, ok := a.v.(Readier)
 		if !ok {
 			continue

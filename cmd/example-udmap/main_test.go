@@ -66,6 +66,9 @@ func TestRulesInEveryMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close(context.Background())
+			if err := tr.Connect(nctx); err != nil {
+				t.Fatal(err)
+			}
 			var in []*runner.Message
 			for n := 0; n < 20; n++ {
 				in = append(in, &runner.Message{ID: fmt.Sprint(n), Keys: []string{"k"}, Value: []byte(fmt.Sprintf("%d:xxxx", n))})

@@ -308,14 +308,32 @@ type ConnOptions struct {
 	// Logger receives connection state changes; nil discards them.
 	Logger *zap.SugaredLogger
 	// Connection takes the same changes for the monovtx_connection_*
-	// metrics; nil reports nothing.
+	// metrics; nil reports nothing. The first connection is not reported
+	// here: Connect is called from an adapter's runner.Connector, whose
+	// attempts the engine reports.
 	Connection runner.Connection
 }
 
-// Connect dials the server. The connection reconnects for ever on its own:
-// an outage only makes calls fail (and the engine retry them) until the
-// server is back, it never ends the runner.
+// Connect dials the server (NewDialer, then Dial).
 func Connect(o ConnOptions) (*nats.Conn, error) {
+	d, err := NewDialer(o)
+	if err != nil {
+		return nil, err
+	}
+	return d.Dial()
+}
+
+// Dialer dials one server (or cluster) with options checked before: an
+// adapter's constructor makes it, so files that cannot be used (TLS, an
+// NKey seed) exit 2 at start, and its Connect dials.
+type Dialer struct {
+	url, prefix string
+	opts        []nats.Option
+}
+
+// NewDialer checks o and reads its files; a file that cannot be used is a
+// *runner.ConfigError naming its variable.
+func NewDialer(o ConnOptions) (*Dialer, error) {
 	log := o.Logger
 	if log == nil {
 		log = zap.NewNop().Sugar()
@@ -328,7 +346,13 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(o.ReconnectWait),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				// Closed by the runner (the callback runs after the
+				// close): no loss, and no line beside a refused
+				// setting's one.
+				return
+			}
 			conn.Lost(err)
 			log.Warnw("disconnected from NATS, reconnecting", "error", err)
 		}),
@@ -358,16 +382,19 @@ func Connect(o ConnOptions) (*nats.Conn, error) {
 	}
 	auth, err := o.Auth.options()
 	if err != nil {
-		conn.Failed(err)
 		return nil, err
 	}
-	opts = append(opts, auth...)
-	nc, err := nats.Connect(o.URL, opts...)
+	return &Dialer{url: o.URL, prefix: o.Auth.prefix(), opts: append(opts, auth...)}, nil
+}
+
+// Dial connects. The connection reconnects for ever on its own: an outage
+// only makes calls fail (and the engine retry them) until the server is
+// back, it never ends the runner.
+func (d *Dialer) Dial() (*nats.Conn, error) {
+	nc, err := nats.Connect(d.url, d.opts...)
 	if err != nil {
-		conn.Failed(err)
-		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redact(o.URL), err, connectHint(err, o.Auth.prefix()))
+		return nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redact(d.url), err, connectHint(err, d.prefix))
 	}
-	conn.Up()
 	return nc, nil
 }
 

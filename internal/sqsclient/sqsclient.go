@@ -100,21 +100,20 @@ func (t Target) assumeRole() (*AssumeRole, error) {
 	return &ar, nil
 }
 
-// New builds the client and looks up the queue's URL, as numaflow-sqs does
-// before the first read or write.
+// New builds the client; it sends nothing (QueueURL does).
 // The SDK's own log lines (such as a body left unread by a cancelled long
 // poll) go to log at debug level instead of to stderr.
-func New(ctx context.Context, t Target, log *zap.SugaredLogger) (*sqs.Client, string, error) {
+func New(ctx context.Context, t Target, log *zap.SugaredLogger) (*sqs.Client, error) {
 	ar, err := t.assumeRole()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	sdkLog := logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
 		log.Debugw(fmt.Sprintf(format, v...), "aws_sdk", string(c))
 	})
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(t.Region), awsconfig.WithLogger(sdkLog))
 	if err != nil {
-		return nil, "", fmt.Errorf("sqs: load AWS configuration: %w", err)
+		return nil, fmt.Errorf("sqs: load AWS configuration: %w", err)
 	}
 	if ar != nil {
 		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) {
@@ -146,15 +145,23 @@ func New(ctx context.Context, t Target, log *zap.SugaredLogger) (*sqs.Client, st
 			o.HTTPClient = QueryHTTPClient()
 		}
 	})
+	return client, nil
+}
+
+// QueueURL looks up the queue's URL, as numaflow-sqs does before the
+// first read or write, waiting at most 30s.
+func QueueURL(ctx context.Context, client *sqs.Client, t Target) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	in := &sqs.GetQueueUrlInput{QueueName: aws.String(t.Queue)}
 	if t.Account != "" {
 		in.QueueOwnerAWSAccountId = aws.String(t.Account)
 	}
 	out, err := client.GetQueueUrl(ctx, in)
 	if err != nil {
-		return nil, "", fmt.Errorf("sqs: get the URL of queue %q: %w", t.Queue, Explain(err))
+		return "", fmt.Errorf("sqs: get the URL of queue %q: %w", t.Queue, Explain(err))
 	}
-	return client, aws.ToString(out.QueueUrl), nil
+	return aws.ToString(out.QueueUrl), nil
 }
 
 // Explain shortens an AWS error to "Code: message" where SQS answered, as

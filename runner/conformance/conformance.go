@@ -380,3 +380,20 @@ func checkConcurrentClose(t *testing.T, l Lifecycle, a closer, what string, inFl
 		t.Error(err)
 	}
 }
+
+// connected connects a when it is a runner.Connector, as the engine does
+// before its first call: a Case's New builds the adapter, the suite
+// connects it, so every case goes through the adapter's Connect.
+func connected[A any](t *testing.T, a A) A {
+	t.Helper()
+	c, ok := any(a).(runner.Connector)
+	if !ok {
+		return a
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Connect(ctx); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	return a
+}

@@ -32,7 +32,7 @@ func RunSink(t *testing.T, c SinkCase) {
 }
 
 func (c SinkCase) names() kindNames               { return sinkNames }
-func (c SinkCase) newAdapter(t *testing.T) closer { return c.New(t) }
+func (c SinkCase) newAdapter(t *testing.T) closer { return connected(t, c.New(t)) }
 
 func testMessages(prefix string, n, size int) []*runner.Message {
 	msgs := make([]*runner.Message, n)
@@ -106,7 +106,7 @@ func checkWrite(t *testing.T, c SinkCase, s runner.Sink, msgs []*runner.Message)
 }
 
 func sinkWriteAll(t *testing.T, c SinkCase) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	msgs := testMessages("all", 200, 64)
 	checkWrite(t, c, s, msgs)
@@ -132,7 +132,7 @@ func sinkWriteAll(t *testing.T, c SinkCase) {
 }
 
 func sinkEmpty(t *testing.T, c SinkCase) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	res, err := write(t, c, s, testContext(t, 30*time.Second), nil)
 	if err != nil || len(res) != 0 {
@@ -141,7 +141,7 @@ func sinkEmpty(t *testing.T, c SinkCase) {
 }
 
 func sinkLarge(t *testing.T, c SinkCase) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	msgs := testMessages("large", 3, c.Features.MaxPayload)
 	checkWrite(t, c, s, msgs)
@@ -157,7 +157,7 @@ func sinkLarge(t *testing.T, c SinkCase) {
 }
 
 func sinkConcurrent(t *testing.T, c SinkCase) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	batches := make([][]*runner.Message, 4)
 	var all []*runner.Message
@@ -200,7 +200,7 @@ func okOnes(t *testing.T, msgs []*runner.Message, res []runner.WriteResult) []*r
 }
 
 func sinkCancelled(t *testing.T, c SinkCase) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -214,7 +214,7 @@ func sinkCancelled(t *testing.T, c SinkCase) {
 }
 
 func sinkAnswersFailure(t *testing.T, c SinkCase) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	msgs := testMessages("answer", 20, 32)
 	for i := 0; i < len(msgs); i += 3 {
@@ -274,7 +274,7 @@ func checkPerMessage(t *testing.T, what string, n, results int, err error) {
 }
 
 func (c SinkCase) badInput(t *testing.T) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	msgs := badMessages(c.BadInput)
 	res, err := write(t, c, s, testContext(t, 60*time.Second), msgs)
@@ -289,7 +289,7 @@ func (c SinkCase) badInput(t *testing.T) {
 }
 
 func (c SinkCase) continues(t *testing.T) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -307,7 +307,7 @@ func (c SinkCase) inFlight(a closer, ctx context.Context) {
 }
 
 func (c SinkCase) reconnects(t *testing.T) {
-	s := c.New(t)
+	s := connected(t, c.New(t))
 	defer closeAdapter(t, c.Features.Lifecycle, s)
 	checkWrite(t, c, s, testMessages("before-stop", 5, 16))
 	// While the peer is away each write returns in time; what it reports

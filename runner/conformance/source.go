@@ -40,7 +40,7 @@ func RunSource(t *testing.T, c SourceCase) {
 }
 
 func (c SourceCase) names() kindNames               { return sourceNames }
-func (c SourceCase) newAdapter(t *testing.T) closer { return c.New(t) }
+func (c SourceCase) newAdapter(t *testing.T) closer { return connected(t, c.New(t)) }
 
 // read is one Read under the call deadline, which adds the call timeout to
 // the wait the Read itself asks for.
@@ -84,7 +84,7 @@ func closeSource(t *testing.T, c SourceCase, src runner.Source) {
 
 func sourceReadAck(t *testing.T, c SourceCase) {
 	ctx := testContext(t, 60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	const n = 250
 	values := c.Produce(t, n)
@@ -155,7 +155,7 @@ func sortedValues(v [][]byte) [][]byte {
 
 func sourceReadMax(t *testing.T, c SourceCase) {
 	ctx := testContext(t, 60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	c.Produce(t, 20)
 	var all []*runner.Message
@@ -182,7 +182,7 @@ func sourceReadMax(t *testing.T, c SourceCase) {
 
 func sourceEmptyTimeout(t *testing.T, c SourceCase) {
 	ctx := testContext(t, 30*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	start := time.Now()
 	msgs, err := read(t, c, src, ctx, 10, 200*time.Millisecond)
@@ -199,7 +199,7 @@ func sourceEmptyTimeout(t *testing.T, c SourceCase) {
 }
 
 func sourceCancel(t *testing.T, c SourceCase) {
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -218,7 +218,7 @@ func sourceCancel(t *testing.T, c SourceCase) {
 
 func sourceNack(t *testing.T, c SourceCase) {
 	ctx := testContext(t, c.Features.RedeliveryWait+60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	c.Produce(t, 10)
 	got := readN(t, c, ctx, src, 10, 10)
@@ -263,7 +263,7 @@ func readBack(t *testing.T, c SourceCase, ctx context.Context, src runner.Source
 
 func sourceRedeliverAfterClose(t *testing.T, c SourceCase) {
 	ctx := testContext(t, c.Features.RedeliveryWait+60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	c.Produce(t, 10)
 	got := readN(t, c, ctx, src, 10, 10)
 	if err := ack(t, c, src, ctx, got[:4]); err != nil {
@@ -274,7 +274,7 @@ func sourceRedeliverAfterClose(t *testing.T, c SourceCase) {
 	for _, m := range got[4:] {
 		unacked[m.ID] = true
 	}
-	src2 := c.New(t)
+	src2 := connected(t, c.New(t))
 	defer closeSource(t, c, src2)
 	readBack(t, c, ctx, src2, unacked, "reopen", "acked", "unacked messages not redelivered")
 }
@@ -290,7 +290,7 @@ func foreignMessages() []*runner.Message {
 
 func (c SourceCase) badInput(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	// An error is a fine answer; a panic or a hang is not.
 	_ = ack(t, c, src, ctx, nil)
@@ -312,7 +312,7 @@ func (c SourceCase) badInput(t *testing.T) {
 
 func (c SourceCase) continues(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -334,7 +334,7 @@ func (c SourceCase) inFlight(a closer, ctx context.Context) {
 
 func (c SourceCase) reconnects(t *testing.T) {
 	ctx := testContext(t, c.Features.ReconnectWait+60*time.Second)
-	src := c.New(t)
+	src := connected(t, c.New(t))
 	defer closeSource(t, c, src)
 	c.Produce(t, 5)
 	if err := ack(t, c, src, ctx, readN(t, c, ctx, src, 5, 10)); err != nil {

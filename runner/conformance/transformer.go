@@ -25,7 +25,7 @@ func RunTransformer(t *testing.T, c TransformerCase) {
 }
 
 func (c TransformerCase) names() kindNames               { return transformerNames }
-func (c TransformerCase) newAdapter(t *testing.T) closer { return c.New(t) }
+func (c TransformerCase) newAdapter(t *testing.T) closer { return connected(t, c.New(t)) }
 
 // transform is one Transform under the call deadline.
 func transform(t *testing.T, c TransformerCase, tr runner.Transformer, ctx context.Context, msgs []*runner.Message) ([]runner.TransformResult, error) {
@@ -99,7 +99,7 @@ func transformChecked(t *testing.T, c TransformerCase, tr runner.Transformer, ct
 
 // transformOnce transforms msgs with a new transformer and checks the results.
 func transformOnce(t *testing.T, c TransformerCase, msgs []*runner.Message) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	if err := transformChecked(t, c, tr, testContext(t, 60*time.Second), msgs); err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func transformMix(t *testing.T, c TransformerCase) {
 // transformEach checks an EachTransformer's TransformEach: every message
 // handed over exactly once, with the results Transform would give.
 func transformEach(t *testing.T, c TransformerCase) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	et, ok := tr.(runner.EachTransformer)
 	if !ok {
@@ -142,7 +142,7 @@ func transformEach(t *testing.T, c TransformerCase) {
 }
 
 func transformConcurrent(t *testing.T, c TransformerCase) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	concurrently(t, 4, func(g int) error {
 		msgs := mixMessages(fmt.Sprintf("conc%d", g), 200, uint64(g))
@@ -165,7 +165,7 @@ func transformLarge(t *testing.T, c TransformerCase) {
 }
 
 func transformCancelled(t *testing.T, c TransformerCase) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -185,7 +185,7 @@ func transformCancelled(t *testing.T, c TransformerCase) {
 }
 
 func (c TransformerCase) badInput(t *testing.T) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	msgs := badMessages(c.BadInput)
 	res, err := transform(t, c, tr, testContext(t, 60*time.Second), msgs)
@@ -206,7 +206,7 @@ func (c TransformerCase) badInput(t *testing.T) {
 }
 
 func (c TransformerCase) continues(t *testing.T) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -224,7 +224,7 @@ func (c TransformerCase) inFlight(a closer, ctx context.Context) {
 }
 
 func (c TransformerCase) reconnects(t *testing.T) {
-	tr := c.New(t)
+	tr := connected(t, c.New(t))
 	defer closeTransformer(t, c, tr)
 	if err := transformChecked(t, c, tr, testContext(t, 30*time.Second), mixMessages("before-stop", 10, 2)); err != nil {
 		t.Fatalf("before the function stopped: %v", err)

@@ -147,8 +147,10 @@ func start(ctx context.Context, cfg *config.Config, log *zap.SugaredLogger, memL
 
 // prepare binds the ports and builds the adapters, the tracer and the
 // engine. A nil engine means start returns code and err as they are: a
-// setting that cannot work, a peer unreachable, or a stop that came
-// while waiting for an adapter (code 0, no error).
+// setting that cannot work, a constructor that failed, or a stop that
+// came while one was working (code 0, no error). Adapters that implement
+// runner.Connector wait for no peer here: the engine connects them
+// (serveAndRun).
 func (p *process) prepare(ctx context.Context) (*runner.Engine, int, error) {
 	cfg, log := p.cfg, p.log
 	p.newRegistry()
@@ -186,13 +188,13 @@ func (p *process) prepare(ctx context.Context) (*runner.Engine, int, error) {
 	}
 	if p.adapters, err = build(ctx, cfg, env); err != nil {
 		if ctx.Err() != nil {
-			// Stopped while waiting for an adapter (a sidecar not up yet):
-			// nothing was read, so this is a clean stop, not a bad setting.
-			log.Infow("stopped before the adapters were ready", "waiting_for", err.Error())
+			// Stopped while a constructor was working: nothing was read,
+			// so this is a clean stop, not a bad setting.
+			log.Infow("stopped before the adapters were built", "building", err.Error())
 			return nil, 0, nil
 		}
 		// A *runner.ConfigError (a setting that cannot work) exits 2 in
-		// run; anything else (a broker unreachable at start) exits 1.
+		// run; anything else exits 1.
 		return nil, exitFailed, err
 	}
 
@@ -206,7 +208,7 @@ func (p *process) prepare(ctx context.Context) (*runner.Engine, int, error) {
 	if err != nil {
 		return nil, exitConfig, err
 	}
-	opts.Tracer = tracer
+	opts.Tracer, opts.Connections = tracer, conns
 	eng, err := runner.NewPipeline(opts, p.adapters.pipeline(cfg))
 	if err != nil {
 		return nil, exitConfig, err
@@ -253,14 +255,12 @@ func (p *process) options(containerErrors *runner.ContainerErrors) (runner.Optio
 	return opts, nil
 }
 
-// serveAndRun starts the $PORT and admin servers, runs the engine until it
-// stops, shuts the servers down and logs the totals.
+// serveAndRun starts the $PORT and admin servers, connects the adapters
+// (not ready meanwhile), runs the engine until it stops, shuts the
+// servers down and logs the totals.
 func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit []any) (int, error) {
 	cfg, log := p.cfg, p.log
-	// The engine owns the adapters since NewPipeline and closes them when
-	// Run returns.
 	src := p.adapters.source()
-	p.adapters = nil
 	p.portMux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := eng.Ready(r.Context()); err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
@@ -290,6 +290,24 @@ func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit 
 		p.daemonLn = nil
 	}
 
+	// Until every adapter connected, /readyz says which is not and why;
+	// the engine logs each failed attempt. Only a setting the peer shows
+	// cannot work (exit 2, its one line) or a Fatal error ends this.
+	if err := eng.Connect(ctx); err != nil {
+		// Closing the adapters first answers the http source's waiting
+		// callers, so the servers have only idle connections left.
+		p.adapters.close()
+		p.adapters = nil
+		shutdownServers(portSrv, adminSrv, daemonSrv)
+		if ctx.Err() != nil && !runner.IsFatal(err) && !errors.As(err, new(*runner.ConfigError)) {
+			log.Infow("stopped before the adapters were connected")
+			return 0, nil
+		}
+		return exitFailed, err
+	}
+	// The engine owns the adapters once connected, and closes them when
+	// Run returns.
+	p.adapters = nil
 	log.Infow("runner started", append([]any{"chain", eng.Chain(), "streaming", cfg.Streaming, "port", cfg.Port, "admin_port", cfg.AdminPort,
 		"daemon_port", cfg.DaemonPort, "version", version.Version, "commit", version.Commit}, memLimit...)...)
 	if cfg.ConfigDir != "" {
@@ -304,13 +322,7 @@ func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit 
 
 	// The http source answered its waiting callers when it closed, so the
 	// servers have only idle connections left to drop.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	portSrv.Shutdown(shutdownCtx)
-	adminSrv.Shutdown(shutdownCtx)
-	if daemonSrv != nil {
-		daemonSrv.Shutdown(shutdownCtx)
-	}
+	shutdownServers(portSrv, adminSrv, daemonSrv)
 
 	st := eng.Status()
 	log.Infow("runner stopped", "after", time.Since(started).String(), "read", st.Totals.Read, "acked", st.Totals.Acked,
@@ -326,6 +338,18 @@ func (p *process) serveAndRun(ctx context.Context, eng *runner.Engine, memLimit 
 		return exitFailed, runErr
 	}
 	return 0, nil
+}
+
+// shutdownServers drops the servers' idle connections, waiting at most
+// 500ms; daemon may be nil.
+func shutdownServers(port, admin, daemon *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	port.Shutdown(ctx)
+	admin.Shutdown(ctx)
+	if daemon != nil {
+		daemon.Shutdown(ctx)
+	}
 }
 
 // newLogger is the runner's JSON logger on stderr, in the shape of

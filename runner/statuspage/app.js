@@ -102,7 +102,7 @@ function render(st) {
 
   fillFrom($("#adapters"), st.adapters || [], (a) => {
     const cls = !a.checked ? "unknown" : a.ready ? "ok" : "bad";
-    const word = !a.checked ? "no check" : a.ready ? "ready" : "not ready";
+    const word = !a.checked ? "no check" : a.connection === "connecting" ? "connecting" : a.ready ? "ready" : "not ready";
     const li = el("li", {}, el("span", { class: "dot " + cls, "aria-hidden": "true" }, a.ready ? "● " : "✕ "),
       a.name + " — ", el("strong", {}, word));
     if (a.error) li.append(el("div", { class: "small error-text" }, a.error));

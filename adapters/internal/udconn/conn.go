@@ -88,7 +88,11 @@ type Conn struct {
 
 // Connect waits (up to Settings.StartupTimeout) for the container's
 // server-info file, checks it, dials the socket and waits for IsReady.
-// A file that does not fit returns an *IncompatibleError.
+// A file that does not fit returns an *IncompatibleError (a
+// *runner.ConfigError), a container that did not come up in time a
+// runner.Fatal error: the wait is the retry, so an adapter's
+// runner.Connector returns either as it is and the start-up stops. The
+// engine reports the connection up; each failed poll is reported here.
 func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLogger, ready ReadyFunc) (*Conn, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
@@ -102,11 +106,10 @@ func Connect(ctx context.Context, ep Endpoint, set Settings, log *zap.SugaredLog
 		if IsIncompatible(err) || ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err)
+		return nil, runner.Fatal(fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err))
 	}
 	c.cc, c.file, c.gen = cc, id, 1
 	c.si.Store(si)
-	c.set.connection().Up()
 	c.reportSDK()
 	go c.watch(cc, c.gen)
 	c.log.Infow("connected to Numaflow container", "after", time.Since(start).Round(time.Millisecond).String())

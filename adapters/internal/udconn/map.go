@@ -95,7 +95,7 @@ func ReadMapMode(ctx context.Context, set Settings, log *zap.SugaredLogger) (Map
 			err = fmt.Errorf("no server-info file at %s yet", ep.InfoFile)
 		}
 		if !time.Now().Before(deadline) {
-			return "", fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err)
+			return "", runner.Fatal(fmt.Errorf("the %s container did not come up within %v (MV_UDF_STARTUP_TIMEOUT): %w", ep.Name, set.StartupTimeout, err))
 		}
 		if !pause(ctx, log, ep.InfoFile, err, deadline, &lastLog) {
 			return "", ctx.Err()

@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -44,7 +45,12 @@ func TestWritesOverMutualTLSWithAnNKey(t *testing.T) {
 	}
 
 	cfg.NKeyFile = ""
-	if _, err := jssink.New(cfg, runner.RoleSink, t.Name(), nil); err == nil || !strings.Contains(err.Error(), "Authorization") {
+	s, err := jssink.New(cfg, runner.RoleSink, t.Name(), nil)
+	if err != nil {
+		t.Fatalf("new without the NKey: %v, want the refusal from Connect", err)
+	}
+	defer s.Close(context.Background())
+	if err := s.Connect(context.Background()); err == nil || !strings.Contains(err.Error(), "Authorization") {
 		t.Fatalf("without the NKey: %v, want an authorization error", err)
 	}
 }

@@ -129,37 +129,58 @@ func init() {
 // Sink publishes messages to one subject and waits for the stream's acks.
 type Sink struct {
 	subject string
-	nc      *nats.Conn
-	js      jetstream.JetStream
+	// dialer dials the server; nc and js are set by Connect.
+	dialer *natsjs.Dialer
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	// maxPending and timeout are MV_JETSTREAM_MAX_PENDING and
+	// MV_JETSTREAM_PUBLISH_TIMEOUT, for the JetStream context.
+	maxPending int
+	timeout    time.Duration
 	// stallOpt is jetstream.WithStallWait(MV_JETSTREAM_PUBLISH_TIMEOUT),
 	// made once.
 	stallOpt jetstream.PublishOpt
 }
 
 var (
-	_ runner.Sink    = (*Sink)(nil)
-	_ runner.Readier = (*Sink)(nil)
+	_ runner.Sink      = (*Sink)(nil)
+	_ runner.Readier   = (*Sink)(nil)
+	_ runner.Connector = (*Sink)(nil)
 )
 
-// New connects and returns a sink for role (RoleSink or RoleFallbackSink).
-// The server must be reachable now; later outages are ridden out by
-// reconnecting.
+// New reads the TLS and NKey files and returns a sink for role, which
+// talks to the server only from Connect on.
 func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) (*Sink, error) {
 	url, subject := cfg.target(role)
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Auth: cfg.Auth, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
+	d, err := natsjs.NewDialer(natsjs.ConnOptions{URL: url, Creds: cfg.creds(role), Auth: cfg.Auth, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
+	}
+	return &Sink{subject: subject, dialer: d, maxPending: cfg.MaxPending, timeout: cfg.PublishTimeout, stallOpt: jetstream.WithStallWait(cfg.PublishTimeout)}, nil
+}
+
+// Connect dials the server. One that cannot be reached fails the
+// attempt, and the engine tries again; once connected, outages are ridden
+// out by reconnecting.
+func (s *Sink) Connect(context.Context) error {
+	if s.nc != nil {
+		return nil
+	}
+	nc, err := s.dialer.Dial()
+	if err != nil {
+		return err
 	}
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
+		jetstream.WithPublishAsyncMaxPending(s.maxPending),
 		// Without a timeout an ack lost with a dropped connection would
 		// leave its message waiting for ever.
-		jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
+		jetstream.WithPublishAsyncTimeout(s.timeout))
 	if err != nil {
 		nc.Close()
-		return nil, err
+		return err
 	}
-	return &Sink{subject: subject, nc: nc, js: js, stallOpt: jetstream.WithStallWait(cfg.PublishTimeout)}, nil
+	s.nc, s.js = nc, js
+	return nil
 }
 
 // Write publishes every message asynchronously, then waits for each ack.
@@ -232,6 +253,9 @@ func (s *Sink) Ready(context.Context) error {
 // Close waits (bounded by ctx) for acks still outstanding, then closes the
 // connection.
 func (s *Sink) Close(ctx context.Context) error {
+	if s.nc == nil {
+		return nil // never connected
+	}
 	var err error
 	select {
 	case <-s.js.PublishAsyncComplete():

@@ -63,6 +63,9 @@ func newSink(t *testing.T, cfg jssink.Config, role runner.Role) *jssink.Sink {
 		defer cancel()
 		_ = s.Close(ctx)
 	})
+	if err := s.Connect(context.Background()); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
 	return s
 }
 
@@ -161,6 +164,9 @@ func TestSinkToSourceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close(ctx)
+	if err := src.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var got []*runner.Message
 	for len(got) == 0 && ctx.Err() == nil {
 		if got, err = src.Read(ctx, 10, 200*time.Millisecond); err != nil {

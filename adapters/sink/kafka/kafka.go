@@ -166,12 +166,20 @@ type Sink struct {
 	timeout   time.Duration
 	cl        *kgo.Client
 	closeOnce sync.Once
+	// topicVar names the variable of the topic, for Connect's check;
+	// connected is set once it passed.
+	topicVar  string
+	connected bool
 }
 
-var _ runner.Sink = (*Sink)(nil)
+var (
+	_ runner.Sink      = (*Sink)(nil)
+	_ runner.Connector = (*Sink)(nil)
+	_ runner.Readier   = (*Sink)(nil)
+)
 
-// New connects and returns a sink for role. A broker must answer now and
-// the topic must exist.
+// New checks the settings and builds the client for role, which dials no
+// broker until Connect.
 func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log *zap.SugaredLogger) (*Sink, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
@@ -198,11 +206,30 @@ func New(ctx context.Context, cfg Config, role runner.Role, clientID string, log
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: client: %w", err)
 	}
-	if err := kafkaconn.CheckTopic(ctx, kadm.NewClient(cl), topic, topicVar); err != nil {
-		cl.Close()
-		return nil, err
+	return &Sink{topic: topic, setKey: cfg.setKey(role), eventTime: cfg.Timestamp != "write", idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl, topicVar: topicVar}, nil
+}
+
+// Connect asks the brokers for the topic, which must exist (a
+// *runner.ConfigError naming its variable otherwise). A broker that does
+// not answer fails the attempt, and the engine tries again.
+func (s *Sink) Connect(ctx context.Context) error {
+	if s.connected {
+		return nil
 	}
-	return &Sink{topic: topic, setKey: cfg.setKey(role), eventTime: cfg.Timestamp != "write", idHeader: cfg.IDHeader, timeout: cfg.ProduceTimeout, cl: cl}, nil
+	if err := kafkaconn.CheckTopic(ctx, kadm.NewClient(s.cl), s.topic, s.topicVar); err != nil {
+		return err
+	}
+	s.connected = true
+	return nil
+}
+
+// Ready asks the brokers for the cluster's metadata: nil once one of them
+// answered within ctx (the runner's probes give it 2s).
+func (s *Sink) Ready(ctx context.Context) error {
+	if err := s.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka sink: no broker answers a metadata request: %w", err)
+	}
+	return nil
 }
 
 // Write produces every message and waits for each record's ack. A record

@@ -33,6 +33,48 @@ func newSink(t *testing.T, cfg Config, role runner.Role) *Sink {
 		t.Fatalf("new sink: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	if err := s.Connect(context.Background()); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	return s
+}
+
+// A constructor dials nothing: a broker that is down fails Connect (and
+// Ready), which the engine retries, and a topic that does not exist
+// fails it with the variable named.
+func TestConnectNeedsTheBrokersAndTheTopic(t *testing.T) {
+	down, err := New(context.Background(), testConfig("127.0.0.1:1", "t"), runner.RoleSink, "test", nil)
+	if err != nil {
+		t.Fatalf("new with the brokers down: %v, want no error before Connect", err)
+	}
+	defer down.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := down.Connect(ctx); err == nil || errors.As(err, new(*runner.ConfigError)) {
+		t.Fatalf("connect with the brokers down: %v, want an error that is retried", err)
+	}
+	if err := down.Ready(ctx); err == nil {
+		t.Fatal("ready with the brokers down")
+	}
+
+	c := kafkatest.Start(t, 1, nil)
+	missing := newUnconnected(t, testConfig(c.Brokers(), "no-such-topic"), runner.RoleFallbackSink)
+	var ce *runner.ConfigError
+	if err := missing.Connect(context.Background()); !errors.As(err, &ce) || ce.Var != "MV_FALLBACK_KAFKA_TOPIC" {
+		t.Fatalf("connect to a missing topic: %v, want a settings error naming MV_FALLBACK_KAFKA_TOPIC", err)
+	}
+	if err := missing.Ready(context.Background()); err != nil {
+		t.Fatalf("ready with the brokers up: %v", err)
+	}
+}
+
+func newUnconnected(t *testing.T, cfg Config, role runner.Role) *Sink {
+	t.Helper()
+	s, err := New(context.Background(), cfg, role, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	return s
 }
 

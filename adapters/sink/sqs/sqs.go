@@ -82,20 +82,39 @@ func init() {
 // Sink sends to one SQS queue.
 type Sink struct {
 	client *sqs.Client
-	url    string
+	target sqsclient.Target
+	log    *zap.SugaredLogger
+	// url is the queue's, set by Connect.
+	url string
 }
 
-// New connects to the queue t names.
+var _ runner.Connector = (*Sink)(nil)
+
+// New builds the client for the queue t names; Connect looks the queue up.
 func New(ctx context.Context, t sqsclient.Target, log *zap.SugaredLogger) (*Sink, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	client, url, err := sqsclient.New(ctx, t, log)
+	client, err := sqsclient.New(ctx, t, log)
 	if err != nil {
 		return nil, err
 	}
-	log.Infow("sqs sink sending", "queue_url", url)
-	return &Sink{client: client, url: url}, nil
+	return &Sink{client: client, target: t, log: log}, nil
+}
+
+// Connect looks up the queue's URL. A queue or service that does not
+// answer fails the attempt, and the engine tries again.
+func (s *Sink) Connect(ctx context.Context) error {
+	if s.url != "" {
+		return nil
+	}
+	url, err := sqsclient.QueueURL(ctx, s.client, s.target)
+	if err != nil {
+		return err
+	}
+	s.log.Infow("sqs sink sending", "queue_url", url)
+	s.url = url
+	return nil
 }
 
 // Write sends msgs ten to a call and reports each entry's outcome; a call

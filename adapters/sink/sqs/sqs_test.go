@@ -2,11 +2,13 @@ package sqs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/monovertex/monovertex/adapters/sink/sqs"
 	"github.com/monovertex/monovertex/internal/sqstest"
@@ -31,6 +33,9 @@ func newSink(t *testing.T, cfg *sqs.Config, role runner.Role) *sqs.Sink {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
+	if err := s.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -154,5 +159,32 @@ func TestInvalidSettingsNameTheirVariable(t *testing.T) {
 				t.Fatalf("Validate: %v; want a ConfigError naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// New sends nothing: a queue service that is down fails Connect, which
+// the engine retries, and a queue that does not exist too (it may be
+// created).
+func TestConnectLooksTheQueueUp(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	down := &sqs.Config{Roles: runner.Roles[sqs.Target]{Sink: sqs.Target{Queue: "q", Region: sqstest.Region, Endpoint: "http://127.0.0.1:1"}}, Protocol: "query"}
+	s, err := sqs.New(context.Background(), down.Target(runner.RoleSink), nil)
+	if err != nil {
+		t.Fatalf("new with the service down: %v, want no error before Connect", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Connect(ctx); err == nil || errors.As(err, new(*runner.ConfigError)) {
+		t.Fatalf("connect with the service down: %v, want an error that is retried", err)
+	}
+	srv := sqstest.Start(t, sqstest.Options{Queues: []string{"out"}})
+	missing, err := sqs.New(context.Background(), config(srv, "no-such-queue").Target(runner.RoleSink), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := missing.Connect(ctx); err == nil || !strings.Contains(err.Error(), "no-such-queue") {
+		t.Fatalf("connect to a missing queue: %v, want an error naming it", err)
 	}
 }

@@ -73,9 +73,15 @@ const closeDrain = 2 * time.Second
 // at most Config.Streams SinkFn streams over one connection, one batch per
 // stream at a time; further Writes wait for a stream.
 type Sink struct {
-	conn *udconn.Conn
-	log  *zap.SugaredLogger
-	name string
+	// conn is set by Connect; ep and set are what it needs, reporter and
+	// stage where the connection reports runtime errors.
+	conn     *udconn.Conn
+	ep       udconn.Endpoint
+	set      udconn.Settings
+	reporter runner.ErrorReporter
+	stage    runner.Role
+	log      *zap.SugaredLogger
+	name     string
 
 	ctx    context.Context // parent of every stream; ends at Close
 	cancel context.CancelFunc
@@ -107,9 +113,10 @@ var (
 // write, as numaflow-core does.
 func (s *Sink) PassesMetadata() {}
 
-// New waits for the sink container that serves role (the sink, the
-// fallback sink or the onSuccess sink) to be up and compatible, and
-// connects to it.
+var _ runner.Connector = (*Sink)(nil)
+
+// New returns a sink for the container that serves role (the sink, the
+// fallback sink or the onSuccess sink); Connect waits for it.
 func New(ctx context.Context, cfg Config, role runner.Role, log *zap.SugaredLogger) (*Sink, error) {
 	switch role {
 	case runner.RoleSink, runner.RoleFallbackSink, runner.RoleOnSuccessSink:
@@ -124,13 +131,24 @@ func New(ctx context.Context, cfg Config, role runner.Role, log *zap.SugaredLogg
 		streams = 1 // a hand-built Config without the envconfig default
 	}
 	ep := udconn.SinkEndpointFor(cfg.Dir, role)
-	conn, err := udconn.Connect(ctx, ep, cfg.Settings, log, isReady)
-	if err != nil {
-		return nil, err // the runner names the adapter
-	}
-	s := &Sink{conn: conn, log: log, name: ep.Name, slots: make(chan struct{}, streams), closing: make(chan struct{})}
+	s := &Sink{ep: ep, set: cfg.Settings, log: log, name: ep.Name, slots: make(chan struct{}, streams), closing: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return s, nil
+}
+
+// Connect waits for the sink container to be up and compatible (up to
+// MV_UDF_STARTUP_TIMEOUT) and connects to it.
+func (s *Sink) Connect(ctx context.Context) error {
+	if s.conn != nil {
+		return nil
+	}
+	conn, err := udconn.Connect(ctx, s.ep, s.set, s.log, isReady)
+	if err != nil {
+		return err
+	}
+	conn.ReportTo(s.reporter, s.stage)
+	s.conn = conn
+	return nil
 }
 
 func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
@@ -143,7 +161,7 @@ func (s *Sink) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 var _ runner.Sidecar = (*Sink)(nil)
 
 // SidecarContainer is the user container's name, for /sidecar-livez.
-func (s *Sink) SidecarContainer() string { return s.conn.SidecarContainer() }
+func (s *Sink) SidecarContainer() string { return s.ep.Numaflow }
 
 // Write sends msgs as one batch (or a few, when IDs repeat) and returns the
 // container's result for each. It waits for a free stream first, as long
@@ -594,9 +612,17 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	s.cancel()
+	if s.conn == nil {
+		return nil // never connected
+	}
 	return s.conn.Close()
 }
 
 // ReportErrorsTo makes the adapter report its container's runtime errors
 // (broken streams, failed calls, handler panics) to r as errors of stage.
-func (s *Sink) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) { s.conn.ReportTo(r, stage) }
+func (s *Sink) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) {
+	s.reporter, s.stage = r, stage
+	if s.conn != nil {
+		s.conn.ReportTo(r, stage)
+	}
+}

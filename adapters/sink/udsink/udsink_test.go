@@ -25,6 +25,28 @@ import (
 	"github.com/monovertex/monovertex/runner/conformance"
 )
 
+// New waits for nothing: the container is waited for in Connect, which
+// stops the start-up (runner.Fatal) once MV_UDF_STARTUP_TIMEOUT passed.
+// Before it, the sidecar's name is known and Close works.
+func TestNewWaitsForNothingConnectForTheContainer(t *testing.T) {
+	set := udftest.Settings(udftest.Dir(t))
+	set.StartupTimeout = 300 * time.Millisecond
+	s, err := udsink.New(context.Background(), udsink.Config{Settings: set}, runner.RoleFallbackSink, nil)
+	if err != nil {
+		t.Fatalf("new without a container: %v, want no error before Connect", err)
+	}
+	if got := s.SidecarContainer(); got != "fb-udsink" {
+		t.Fatalf("SidecarContainer() = %q before Connect, want fb-udsink", got)
+	}
+	err = s.Connect(context.Background())
+	if !runner.IsFatal(err) || !strings.Contains(err.Error(), "MV_UDF_STARTUP_TIMEOUT") {
+		t.Fatalf("connect without a container: %v, want a Fatal error naming MV_UDF_STARTUP_TIMEOUT", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close before connecting: %v", err)
+	}
+}
+
 // recorder is a Numaflow SDK sink handler that keeps what it receives and
 // answers by the value's prefix: "fail" FAILURE, "fb" FALLBACK, "nack"
 // NACK (reason busy, delay 1500ms), "serve" SERVE, "onsplain" ON_SUCCESS

@@ -54,7 +54,7 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 			c.change(&cfg.Auth)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			src, err := jssource.New(ctx, cfg, t.Name(), nil)
+			src, err := connect(ctx, cfg, t.Name(), nil)
 			if err == nil {
 				src.Close(context.Background())
 				t.Fatal("connected")
@@ -72,7 +72,7 @@ func TestASecuredServerRefusesWhatItShould(t *testing.T) {
 		cfg.Auth = natsjs.Auth{TLSFiles: peerauth.TLSFiles{TLS: true}}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_, err := jssource.New(ctx, cfg, t.Name(), nil)
+		_, err := connect(ctx, cfg, t.Name(), nil)
 		t.Logf("refused: %v", err)
 		if err == nil || !strings.Contains(err.Error(), "the server does not offer it") {
 			t.Fatalf("error %v, want one saying the server offers no TLS", err)
@@ -214,7 +214,7 @@ func TestUserPasswordAndTokenAsNumaflowReadsThem(t *testing.T) {
 			c.wrong(&bad.Auth)
 			ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel2()
-			s, err := jssource.New(ctx2, bad, t.Name(), nil)
+			s, err := connect(ctx2, bad, t.Name(), nil)
 			if err == nil {
 				s.Close(context.Background())
 				t.Fatal("connected with the wrong secret")

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
-	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
 	"github.com/monovertex/monovertex/internal/natstest"
 	"github.com/monovertex/monovertex/runner"
 )
@@ -33,14 +32,14 @@ func TestUnusableStreamOrConsumerIsAConfigError(t *testing.T) {
 	} {
 		cfg := testConfig(srv.URL(), tc.stream)
 		cfg.Consumer = tc.consumer
-		_, err := jssource.New(ctx, cfg, t.Name(), nil)
+		_, err := connect(ctx, cfg, t.Name(), nil)
 		var ce *runner.ConfigError
 		if !errors.As(err, &ce) || ce.Var != tc.variable {
 			t.Errorf("stream %s consumer %s: %v, want a ConfigError for %s", tc.stream, tc.consumer, err, tc.variable)
 		}
 	}
 	// A server that is not there is no setting error: it may come up.
-	_, err := jssource.New(ctx, testConfig("nats://127.0.0.1:1", "CE"), t.Name(), nil)
+	_, err := connect(ctx, testConfig("nats://127.0.0.1:1", "CE"), t.Name(), nil)
 	var ce *runner.ConfigError
 	if err == nil || errors.As(err, &ce) {
 		t.Fatalf("unreachable server: %v, want an error that is not a ConfigError", err)

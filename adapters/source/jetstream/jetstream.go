@@ -115,8 +115,10 @@ func init() {
 type Source struct {
 	cfg Config
 	log *zap.SugaredLogger
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	// dialer dials the server; nc and js are set by Connect.
+	dialer *natsjs.Dialer
+	nc     *nats.Conn
+	js     jetstream.JetStream
 
 	// cons is the bound consumer; a deleted one is replaced (see rebind,
 	// which rebindMu serializes). missingSince is when the consumer was
@@ -155,18 +157,39 @@ var (
 	_ runner.Readier            = (*Source)(nil)
 	_ runner.RedeliversInFlight = (*Source)(nil)
 	_ runner.DropNotifier       = (*Source)(nil)
+	_ runner.Connector          = (*Source)(nil)
 )
 
-// New connects, finds the durable consumer (creating it when missing) and
-// returns the source. The server must be reachable now; later outages are
-// ridden out by reconnecting.
-func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogger) (*Source, error) {
+// New reads the TLS and NKey files and returns the source, which talks to
+// the server only from Connect on.
+func New(_ context.Context, cfg Config, connName string, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Auth: cfg.Auth, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
+	d, err := natsjs.NewDialer(natsjs.ConnOptions{URL: cfg.URL, Creds: cfg.Creds, Auth: cfg.Auth, Name: connName, ReconnectWait: cfg.ReconnectWait, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
+	}
+	return &Source{
+		cfg: cfg, log: log, dialer: d,
+		held: map[jetstream.Msg]time.Time{},
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}, nil
+}
+
+// Connect dials the server and finds the durable consumer, creating it
+// when missing. A stream that does not exist, or a consumer or filter
+// that cannot work, is a *runner.ConfigError; a server that cannot be
+// reached fails the attempt, and the engine tries again. Once connected,
+// outages are ridden out by reconnecting.
+func (s *Source) Connect(ctx context.Context) error {
+	if s.nc != nil {
+		return nil
+	}
+	cfg := s.cfg
+	nc, err := s.dialer.Dial()
+	if err != nil {
+		return err
 	}
 	// A refused setting must stay the runner's only line: no
 	// "disconnected" warning from closing the connection.
@@ -177,24 +200,23 @@ func New(ctx context.Context, cfg Config, connName string, log *zap.SugaredLogge
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.APITimeout))
 	if err != nil {
 		closeQuietly()
-		return nil, err
+		return err
 	}
-	cons, err := ensureConsumer(ctx, js, cfg, log)
+	cons, err := ensureConsumer(ctx, js, cfg, s.log)
 	if err != nil {
 		closeQuietly()
-		return nil, err
+		return err
 	}
-	s := &Source{
-		cfg: cfg, log: log, nc: nc, js: js, cons: cons,
-		held: map[jetstream.Msg]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{}),
-	}
+	s.consMu.Lock()
+	s.cons = cons
+	s.consMu.Unlock()
+	s.nc, s.js = nc, js
 	if cfg.InProgress {
 		go s.progressLoop()
 	} else {
 		close(s.done)
 	}
-	return s, nil
+	return nil
 }
 
 // maxFetchWait bounds one pull request, so a Read with a long timeout that
@@ -541,6 +563,9 @@ func (s *Source) Ready(context.Context) error {
 // the ack wait.
 func (s *Source) Close(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stop) })
+	if s.nc == nil {
+		return nil // never connected
+	}
 	<-s.done
 	// A fetch cut short by the shutdown ends when the server expires it
 	// (within the read timeout); wait for it, bounded by ctx.

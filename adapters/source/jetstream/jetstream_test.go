@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/adapters/internal/adaptertest"
 	jssource "github.com/monovertex/monovertex/adapters/source/jetstream"
@@ -44,11 +45,25 @@ func serverWithStream(t *testing.T, stream string) (*natstest.Server, jetstream.
 	return srv, js, testConfig(srv.URL(), stream)
 }
 
+// connect builds the source and connects it, as the engine does, and
+// returns the first error of the two.
+func connect(ctx context.Context, cfg jssource.Config, name string, log *zap.SugaredLogger) (*jssource.Source, error) {
+	src, err := jssource.New(ctx, cfg, name, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := src.Connect(ctx); err != nil {
+		src.Close(ctx)
+		return nil, err
+	}
+	return src, nil
+}
+
 func newSource(t *testing.T, cfg jssource.Config) *jssource.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	src, err := jssource.New(ctx, cfg, t.Name(), nil)
+	src, err := connect(ctx, cfg, t.Name(), nil)
 	if err != nil {
 		t.Fatalf("new source: %v", err)
 	}
@@ -437,7 +452,7 @@ func TestRefusesConsumersItCannotAck(t *testing.T) {
 		}
 		c := cfg
 		c.Consumer = cc.Durable
-		if src, err := jssource.New(ctx, c, t.Name(), nil); err == nil {
+		if src, err := connect(ctx, c, t.Name(), nil); err == nil {
 			_ = src.Close(ctx)
 			t.Fatalf("consumer %s (%s, deliver subject %q) was accepted", cc.Durable, cc.AckPolicy, cc.DeliverSubject)
 		} else {
@@ -445,7 +460,7 @@ func TestRefusesConsumersItCannotAck(t *testing.T) {
 		}
 	}
 	cfg.Stream = "MISSING"
-	if _, err := jssource.New(ctx, cfg, t.Name(), nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := connect(ctx, cfg, t.Name(), nil); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing stream: %v, want an error saying it does not exist", err)
 	}
 }
@@ -494,7 +509,7 @@ func TestRefusesAFilterOutsideTheStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg.FilterSubject = "other.x"
-	_, err := jssource.New(ctx, cfg, t.Name(), nil)
+	_, err := connect(ctx, cfg, t.Name(), nil)
 	var ce *runner.ConfigError
 	if !errors.As(err, &ce) || ce.Var != "MV_JETSTREAM_FILTER_SUBJECT" {
 		t.Fatalf("filter outside the stream: %v, want a config error naming MV_JETSTREAM_FILTER_SUBJECT", err)
@@ -562,7 +577,7 @@ func BenchmarkAck(b *testing.B) {
 			cfg := testConfig(srv.URL(), "BENCH")
 			cfg.AckWait = time.Minute
 			cfg.AckSync = sync
-			src, err := jssource.New(context.Background(), cfg, "bench", nil)
+			src, err := connect(context.Background(), cfg, "bench", nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -177,10 +177,11 @@ var (
 	_ runner.PendingReader       = (*Source)(nil)
 	_ runner.GroupProgressReader = (*Source)(nil)
 	_ runner.PartitionedSource   = (*Source)(nil)
+	_ runner.Connector           = (*Source)(nil)
 )
 
-// New joins the group and returns the source. A broker must answer now and
-// every topic must exist; later outages are ridden out by the client.
+// New checks the settings and builds the client, which dials no broker
+// until Connect.
 func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
@@ -245,18 +246,7 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		return nil, fmt.Errorf("kafka source: client: %w", err)
 	}
 	s.cl, s.adm = cl, kadm.NewClient(cl)
-	for _, t := range cfg.topics() {
-		if err := kafkaconn.CheckTopic(ctx, s.adm, t, "MV_KAFKA_TOPIC"); err != nil {
-			cl.Close()
-			return nil, err
-		}
-	}
-	counts, ids, err := partitionCounts(ctx, s.adm, cfg.topics())
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
-	s.bases, s.numaflowIDs = partitionBases(counts), cfg.MessageIDs == runner.NumaflowIDs
+	s.numaflowIDs = cfg.MessageIDs == runner.NumaflowIDs
 	if cfg.CEMode == ceModeKnative {
 		name := cfg.CESourceName
 		if name == "" {
@@ -264,9 +254,34 @@ func New(ctx context.Context, cfg Config, clientID string, log *zap.SugaredLogge
 		}
 		s.knative = &knativeEvents{namespace: strings.TrimSpace(cfg.Namespace), name: name}
 	}
-	s.ids, s.gone = ids, map[string]string{}
+	s.gone = map[string]string{}
 	go s.commitLoop()
 	return s, nil
+}
+
+// Connect asks the brokers for every topic, which must exist (a
+// *runner.ConfigError naming MV_KAFKA_TOPIC otherwise), and for their
+// partition counts, from which the global partition numbers come. A
+// broker that does not answer fails the attempt, and the engine tries
+// again.
+func (s *Source) Connect(ctx context.Context) error {
+	if s.bases != nil {
+		return nil
+	}
+	for _, t := range s.cfg.topics() {
+		if err := kafkaconn.CheckTopic(ctx, s.adm, t, "MV_KAFKA_TOPIC"); err != nil {
+			return err
+		}
+	}
+	counts, ids, err := partitionCounts(ctx, s.adm, s.cfg.topics())
+	if err != nil {
+		return err
+	}
+	s.topicMu.Lock()
+	s.ids = ids
+	s.topicMu.Unlock()
+	s.bases = partitionBases(counts)
+	return nil
 }
 
 // Read polls up to max records, waiting at most timeout for them.

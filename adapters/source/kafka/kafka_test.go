@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -46,7 +47,37 @@ func newSource(t *testing.T, cfg Config) *Source {
 		t.Fatalf("new source: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	if err := s.Connect(context.Background()); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
 	return s
+}
+
+// A constructor dials nothing: brokers that are down fail Connect, which
+// the engine retries, and a topic that does not exist fails it with
+// MV_KAFKA_TOPIC named.
+func TestConnectNeedsTheBrokersAndTheTopic(t *testing.T) {
+	down, err := New(context.Background(), testConfig("127.0.0.1:1", "t"), "test", nil)
+	if err != nil {
+		t.Fatalf("new with the brokers down: %v, want no error before Connect", err)
+	}
+	defer down.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := down.Connect(ctx); err == nil || errors.As(err, new(*runner.ConfigError)) {
+		t.Fatalf("connect with the brokers down: %v, want an error that is retried", err)
+	}
+
+	c := kafkatest.Start(t, 1, nil)
+	missing, err := New(context.Background(), testConfig(c.Brokers(), "no-such-topic"), "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer missing.Close(context.Background())
+	var ce *runner.ConfigError
+	if err := missing.Connect(context.Background()); !errors.As(err, &ce) || ce.Var != "MV_KAFKA_TOPIC" {
+		t.Fatalf("connect to a missing topic: %v, want a settings error naming MV_KAFKA_TOPIC", err)
+	}
 }
 
 func TestConformance(t *testing.T) {

@@ -95,8 +95,11 @@ func TestReadsWithOAuthAsNumaflowsOIDC(t *testing.T) {
 			ctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 			defer cancel()
 			s, err := New(ctx, bad, "test", nil)
-			if err == nil {
-				_ = s.Close(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(ctx)
+			if err = s.Connect(ctx); err == nil {
 				t.Fatal("joined the group")
 			}
 			t.Logf("refused: %v", err)

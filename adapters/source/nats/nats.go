@@ -115,42 +115,63 @@ type Source struct {
 	// MV_MESSAGE_IDS=numaflow.
 	replica string
 	log     *zap.SugaredLogger
-	nc      *natsgo.Conn
-	sub     *natsgo.Subscription
+	// dialer dials the server; nc and sub are set by Connect.
+	dialer *natsjs.Dialer
+	nc     *natsgo.Conn
+	sub    *natsgo.Subscription
 
 	// dropped is the client's count of messages it dropped, last logged.
 	dropped atomic.Int64
 	stop    sync.Once
 }
 
-// New connects, subscribes, and returns the source.
+var _ runner.Connector = (*Source)(nil)
+
+// New reads the TLS and NKey files and returns the source, which talks to
+// the server only from Connect on.
 func New(_ context.Context, cfg Config, name string, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
 	// numaflow-nats pings every 3s, so a dead connection (and this
 	// replica's place in the queue group) is noticed in seconds.
-	nc, err := natsjs.Connect(natsjs.ConnOptions{URL: cfg.URL, Auth: cfg.auth(), Name: name, ReconnectWait: cfg.ReconnectWait,
+	d, err := natsjs.NewDialer(natsjs.ConnOptions{URL: cfg.URL, Auth: cfg.auth(), Name: name, ReconnectWait: cfg.ReconnectWait,
 		PingInterval: 3 * time.Second, SyncQueueLen: cfg.BufferMsgs, Logger: log, Connection: cfg.Connection})
 	if err != nil {
 		return nil, err
 	}
+	return &Source{cfg: cfg, replica: "-" + strconv.Itoa(cfg.Replica), log: log, dialer: d}, nil
+}
+
+// Connect dials the server and subscribes. A server that cannot be
+// reached fails the attempt, and the engine tries again; once connected,
+// outages are ridden out by reconnecting.
+func (s *Source) Connect(context.Context) error {
+	if s.nc != nil {
+		return nil
+	}
+	cfg := s.cfg
+	nc, err := s.dialer.Dial()
+	if err != nil {
+		return err
+	}
 	sub, err := nc.QueueSubscribeSync(cfg.Subject, cfg.Queue)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("subscribe to %q in queue group %q: %w", cfg.Subject, cfg.Queue, err)
+		return fmt.Errorf("subscribe to %q in queue group %q: %w", cfg.Subject, cfg.Queue, err)
 	}
 	if err := sub.SetPendingLimits(cfg.BufferMsgs, int(cfg.BufferBytes)); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("set the subscription's buffer: %w", err)
+		return fmt.Errorf("set the subscription's buffer: %w", err)
 	}
 	// The server has the subscription once a round trip has passed.
 	if err := nc.Flush(); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("subscribe to %q: %w", cfg.Subject, err)
+		return fmt.Errorf("subscribe to %q: %w", cfg.Subject, err)
 	}
-	log.Infow("subscribed to NATS (at most once: core NATS keeps nothing)", "subject", cfg.Subject, "queue", cfg.Queue)
-	return &Source{cfg: cfg, replica: "-" + strconv.Itoa(cfg.Replica), log: log, nc: nc, sub: sub}, nil
+	s.log.Infow("subscribed to NATS (at most once: core NATS keeps nothing)", "subject", cfg.Subject, "queue", cfg.Queue)
+	s.nc, s.sub = nc, sub
+	return nil
 }
 
 // Read returns up to max messages, waiting until the batch is full or
@@ -255,6 +276,9 @@ func (s *Source) Ready(context.Context) error { return natsjs.StatusError(s.nc) 
 
 // Close leaves the queue group and closes the connection.
 func (s *Source) Close(context.Context) error {
+	if s.nc == nil {
+		return nil // never connected
+	}
 	s.StopReading()
 	s.nc.Close()
 	return nil

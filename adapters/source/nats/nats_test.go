@@ -34,6 +34,9 @@ func newSource(t *testing.T, cfg natssource.Config, log *zap.SugaredLogger) *nat
 		t.Fatalf("new source: %v", err)
 	}
 	t.Cleanup(func() { _ = src.Close(context.Background()) })
+	if err := src.Connect(context.Background()); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
 	return src
 }
 
@@ -280,7 +283,12 @@ func TestOverMutualTLSWithAnNKey(t *testing.T) {
 		t.Fatalf("%d messages", len(got))
 	}
 	cfg.NKeyFile = ""
-	if _, err := natssource.New(ctx, cfg, t.Name(), nil); err == nil || !strings.Contains(err.Error(), "MV_NATS_NKEY_FILE") {
+	bare, err := natssource.New(ctx, cfg, t.Name(), nil)
+	if err != nil {
+		t.Fatalf("new without the NKey: %v, want the refusal from Connect", err)
+	}
+	defer bare.Close(ctx)
+	if err := bare.Connect(ctx); err == nil || !strings.Contains(err.Error(), "MV_NATS_NKEY_FILE") {
 		t.Fatalf("without the NKey: %v, want an authorization error naming MV_NATS_NKEY_FILE", err)
 	}
 }

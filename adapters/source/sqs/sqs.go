@@ -110,21 +110,38 @@ type Source struct {
 	closed    chan struct{}
 }
 
-// New connects to the queue named in cfg.
+var _ runner.Connector = (*Source)(nil)
+
+// New builds the client for the queue named in cfg; Connect looks the
+// queue up.
 func New(ctx context.Context, cfg Config, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	client, url, err := sqsclient.New(ctx, cfg.Target(), log)
+	client, err := sqsclient.New(ctx, cfg.Target(), log)
 	if err != nil {
 		return nil, err
 	}
-	log.Infow("sqs source reading", "queue_url", url)
-	s := &Source{cfg: cfg, client: client, url: url, log: log, closed: make(chan struct{}), msgAttrs: names(cfg.MsgAttrs)}
+	s := &Source{cfg: cfg, client: client, log: log, closed: make(chan struct{}), msgAttrs: names(cfg.MsgAttrs)}
 	for _, n := range names(cfg.Attributes) {
 		s.systemAttrs = append(s.systemAttrs, types.MessageSystemAttributeName(n))
 	}
 	return s, nil
+}
+
+// Connect looks up the queue's URL. A queue or service that does not
+// answer fails the attempt, and the engine tries again.
+func (s *Source) Connect(ctx context.Context) error {
+	if s.url != "" {
+		return nil
+	}
+	url, err := sqsclient.QueueURL(ctx, s.client, s.cfg.Target())
+	if err != nil {
+		return err
+	}
+	s.log.Infow("sqs source reading", "queue_url", url)
+	s.url = url
+	return nil
 }
 
 // offset is what the source needs back in Ack and Nack.

@@ -32,6 +32,9 @@ func newSource(t *testing.T, cfg sqs.Config) *sqs.Source {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close(context.Background()) })
+	if err := src.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return src
 }
 

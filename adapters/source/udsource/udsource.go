@@ -60,8 +60,14 @@ type Offset struct {
 
 // Source is a runner.Source backed by a Numaflow source container.
 type Source struct {
-	conn *udconn.Conn
-	log  *zap.SugaredLogger
+	// conn is set by Connect; ep and set are what it needs, reporter and
+	// stage where the connection reports runtime errors.
+	conn     *udconn.Conn
+	ep       udconn.Endpoint
+	set      udconn.Settings
+	reporter runner.ErrorReporter
+	stage    runner.Role
+	log      *zap.SugaredLogger
 
 	ctx    context.Context // parent of the streams; ends at Close
 	cancel context.CancelFunc
@@ -85,18 +91,31 @@ var (
 	_ runner.Readier            = (*Source)(nil)
 )
 
-// New waits for the source container to be up and compatible and connects to it.
+var _ runner.Connector = (*Source)(nil)
+
+// New returns the source; Connect waits for its container.
 func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Source, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	conn, err := udconn.Connect(ctx, udconn.SourceEndpoint(set.Dir), set, log, isReady)
-	if err != nil {
-		return nil, err // the runner names the adapter
-	}
-	s := &Source{conn: conn, log: log}
+	s := &Source{ep: udconn.SourceEndpoint(set.Dir), set: set, log: log}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return s, nil
+}
+
+// Connect waits for the source container to be up and compatible (up to
+// MV_UDF_STARTUP_TIMEOUT) and connects to it.
+func (s *Source) Connect(ctx context.Context) error {
+	if s.conn != nil {
+		return nil
+	}
+	conn, err := udconn.Connect(ctx, s.ep, s.set, s.log, isReady)
+	if err != nil {
+		return err
+	}
+	conn.ReportTo(s.reporter, s.stage)
+	s.conn = conn
+	return nil
 }
 
 func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {
@@ -109,7 +128,7 @@ func (s *Source) Ready(ctx context.Context) error { return s.conn.Ready(ctx) }
 var _ runner.Sidecar = (*Source)(nil)
 
 // SidecarContainer is the user container's name, for /sidecar-livez.
-func (s *Source) SidecarContainer() string { return s.conn.SidecarContainer() }
+func (s *Source) SidecarContainer() string { return s.ep.Numaflow }
 
 // The Numaflow source protocols: ReadFn and AckFn, each opened with a handshake.
 var (
@@ -500,7 +519,9 @@ func (s *Source) Close(ctx context.Context) error {
 			as.Close()
 		}
 		s.cancel()
-		err = s.conn.Close()
+		if s.conn != nil {
+			err = s.conn.Close()
+		}
 	})
 	return err
 }
@@ -546,4 +567,9 @@ func (s *Source) drainRead(ctx context.Context, rs *readStream) {
 
 // ReportErrorsTo makes the adapter report its container's runtime errors
 // (broken streams, failed calls, handler panics) to r as errors of stage.
-func (s *Source) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) { s.conn.ReportTo(r, stage) }
+func (s *Source) ReportErrorsTo(r runner.ErrorReporter, stage runner.Role) {
+	s.reporter, s.stage = r, stage
+	if s.conn != nil {
+		s.conn.ReportTo(r, stage)
+	}
+}

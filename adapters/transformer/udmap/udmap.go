@@ -79,27 +79,36 @@ var (
 // outputs Numaflow numbers on from their input's index.
 func (t *Transformer) StreamsOutputs() bool { return t.mode == udconn.StreamMap }
 
-// New waits for the map container's server-info file to learn its mode,
-// then for the container to be up and compatible, and connects to the
-// socket of that mode.
+var _ runner.Connector = (*Transformer)(nil)
+
+// New returns the map transformer; Connect waits for its container.
 func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Transformer, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	mode, err := udconn.ReadMapMode(ctx, set, log)
-	if err != nil {
-		return nil, err // the runner names the adapter
+	t := &Transformer{batch: make(chan struct{}, 1)}
+	// The socket is the mode's, known from the server-info file.
+	t.Init(ctx, udconn.MapEndpoint(set.Dir, udconn.UnaryMap), set, isReady, log)
+	return t, nil
+}
+
+// Connect waits for the map container's server-info file to learn its
+// mode, then for the container to be up and compatible (both up to
+// MV_UDF_STARTUP_TIMEOUT), and connects to the socket of that mode.
+func (t *Transformer) Connect(ctx context.Context) error {
+	if t.Conn != nil {
+		return nil
 	}
-	log = log.With("map_mode", string(mode))
+	set := t.Settings()
+	mode, err := udconn.ReadMapMode(ctx, set, t.Log)
+	if err != nil {
+		return err
+	}
+	t.mode = mode
+	t.Log = t.Log.With("map_mode", string(mode))
 	// A restarted container is reconnected on the same socket: Kubernetes
 	// restarts it from the same image, so in the same mode.
-	conn, err := udconn.Connect(ctx, udconn.MapEndpoint(set.Dir, mode), set, log, isReady)
-	if err != nil {
-		return nil, err
-	}
-	t := &Transformer{mode: mode, batch: make(chan struct{}, 1)}
-	t.Init(ctx, conn, log)
-	return t, nil
+	return t.ConnectTo(ctx, udconn.MapEndpoint(set.Dir, mode))
 }
 
 func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {

@@ -55,19 +55,22 @@ var (
 	_ runner.Readier         = (*Transformer)(nil)
 )
 
-// New waits for the transformer container to be up and compatible and
-// connects to it.
+var _ runner.Connector = (*Transformer)(nil)
+
+// New returns the transformer; Connect waits for its container.
 func New(ctx context.Context, set udconn.Settings, log *zap.SugaredLogger) (*Transformer, error) {
 	if log == nil {
 		log = zap.NewNop().Sugar()
 	}
-	conn, err := udconn.Connect(ctx, udconn.TransformerEndpoint(set.Dir), set, log, isReady)
-	if err != nil {
-		return nil, err // the runner names the adapter
-	}
 	t := &Transformer{}
-	t.Init(ctx, conn, log)
+	t.Init(ctx, udconn.TransformerEndpoint(set.Dir), set, isReady, log)
 	return t, nil
+}
+
+// Connect waits for the transformer container to be up and compatible
+// (up to MV_UDF_STARTUP_TIMEOUT) and connects to it.
+func (t *Transformer) Connect(ctx context.Context) error {
+	return t.ConnectTo(ctx, udconn.TransformerEndpoint(t.Settings().Dir))
 }
 
 func isReady(ctx context.Context, cc grpc.ClientConnInterface) (bool, error) {

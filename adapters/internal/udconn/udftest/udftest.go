@@ -192,16 +192,22 @@ func StartSDK(t testing.TB, newServer func() SDKServer) {
 	})
 }
 
-// Connect calls an adapter's constructor with the 30 seconds a container
-// has to come up in these tests, and fails the test if it returns an
-// error; name is the constructor, for the message.
-func Connect[A any](t testing.TB, name string, connect func(context.Context) (A, error)) A {
+// Connect calls an adapter's constructor and then, as the engine does,
+// its Connect, with the 30 seconds a container has to come up in these
+// tests, and fails the test if either returns an error; name is the
+// constructor, for the message.
+func Connect[A any](t testing.TB, name string, build func(context.Context) (A, error)) A {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := connect(ctx)
+	a, err := build(ctx)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+	if c, ok := any(a).(runner.Connector); ok {
+		if err := c.Connect(ctx); err != nil {
+			t.Fatalf("%s: Connect: %v", name, err)
+		}
 	}
 	return a
 }
