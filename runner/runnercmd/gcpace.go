@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 
 	"github.com/monovertex/monovertex/internal/payloadpool"
 )
@@ -39,14 +40,27 @@ func gcPercentFor(live, held int64) int {
 	return int(max(other*100/live, 1))
 }
 
-// gcPacer sets the GC percent from gcPercentFor after every collection.
+// goalHold is how long the pacer keeps the heap's goal at the highest it
+// set. Go's scavenger returns the pages above about 1.1 times the goal, so a
+// goal that follows the live heap down between bursts has them returned and
+// faulted back in by the next burst: with megabyte payloads a fault for each
+// page nats.go copies a message into (hack/bench/RESULTS.md, "The heap's
+// goal held at its peak"). Holding the goal keeps the peak where it was and
+// lets memory go 10 s after the load falls.
+const goalHold = 10 * time.Second
+
+// gcPacer sets the GC percent from gcPercentFor after every collection,
+// never letting the heap's goal fall below the highest of the last goalHold.
 type gcPacer struct {
 	held    func() int64
 	set     func(int) int
+	now     func() time.Time
 	mu      sync.Mutex
 	percent int
 	stopped bool
 	sample  []metrics.Sample
+	peak    int64     // the highest goal set since peakAt
+	peakAt  time.Time // when peak was set
 }
 
 // startGCPacing starts pacing the collector with gcPercentFor unless the
@@ -61,7 +75,7 @@ func startGCPacing() []any {
 }
 
 func newGCPacer(held func() int64, set func(int) int) *gcPacer {
-	return &gcPacer{held: held, set: set, percent: 100,
+	return &gcPacer{held: held, set: set, now: time.Now, percent: 100,
 		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 }
 
@@ -91,11 +105,26 @@ func (p *gcPacer) adjust() bool {
 	}
 	metrics.Read(p.sample)
 	live := int64(p.sample[0].Value.Uint64())
-	if want := gcPercentFor(live, p.held()); want != p.percent {
+	if want := p.hold(live, gcPercentFor(live, p.held())); want != p.percent {
 		p.set(want)
 		p.percent = want
 	}
 	return true
+}
+
+// hold returns the GC percent that keeps the goal at the peak of the last
+// goalHold when want would put it lower, and records a new peak otherwise.
+func (p *gcPacer) hold(live int64, want int) int {
+	if live <= 0 {
+		return want
+	}
+	goal := live + live*int64(want)/100
+	now := p.now()
+	if goal >= p.peak || now.Sub(p.peakAt) > goalHold {
+		p.peak, p.peakAt = goal, now
+		return want
+	}
+	return int((p.peak - live) * 100 / live)
 }
 
 // stop ends the pacing and puts back GOGC=100; for tests.

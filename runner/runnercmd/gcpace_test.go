@@ -92,3 +92,27 @@ func TestGOGCFromTheEnvironmentIsLeftAlone(t *testing.T) {
 		t.Fatalf("startGCPacing() = %v, want the GOGC it was given", got)
 	}
 }
+
+// TestPacerHoldsTheGoalAtItsPeak: a goal that would fall with the live
+// heap is kept at the peak for goalHold, then follows the heap again.
+func TestPacerHoldsTheGoalAtItsPeak(t *testing.T) {
+	const mib = 1 << 20
+	now := time.Unix(0, 0)
+	p := newGCPacer(func() int64 { return 0 }, func(int) int { return 0 })
+	p.now = func() time.Time { return now }
+	step := func(after time.Duration, live int64, wantGoal int64) {
+		t.Helper()
+		now = now.Add(after)
+		pct := p.hold(live, gcPercentFor(live, 0))
+		if goal := live + live*int64(pct)/100; goal/mib != wantGoal/mib {
+			t.Fatalf("at %v with %d MiB live: goal %d MiB (GC percent %d), want %d MiB", now.Sub(time.Unix(0, 0)), live/mib, goal/mib, pct, wantGoal/mib)
+		}
+	}
+	step(0, 30*mib, 60*mib)                   // GOGC=100's goal
+	step(time.Second, 15*mib, 60*mib)         // the heap fell: the goal is held
+	step(time.Second, 40*mib, 80*mib)         // a higher goal is the new peak
+	step(goalHold, 20*mib, 80*mib)            // held for goalHold after it was set
+	step(time.Millisecond, 20*mib, 40*mib)    // then it follows the heap
+	step(time.Second, 10*mib, 40*mib)         // and holds that
+	step(goalHold+time.Second, 4*mib, 20*mib) // 16 MiB floor over 4 MiB
+}

@@ -22,6 +22,7 @@ func runNATSServer(ctx context.Context, args []string) error {
 	fs := newFlags("nats-server")
 	port := fs.Int("port", 4222, "client port on 127.0.0.1")
 	store := fs.String("store", "", "JetStream store directory")
+	httpPort := fs.Int("http", 0, "monitoring port on 127.0.0.1 (/varz, /connz, /jsz); 0: none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -31,7 +32,7 @@ func runNATSServer(ctx context.Context, args []string) error {
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "bench", Host: "127.0.0.1", Port: *port,
 		JetStream: true, StoreDir: *store, NoSigs: true,
-		MaxPayload: 8 << 20,
+		MaxPayload: 8 << 20, HTTPHost: "127.0.0.1", HTTPPort: *httpPort,
 	})
 	if err != nil {
 		return fmt.Errorf("nats-server: %w", err)
