@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -71,7 +73,10 @@ type podContainer struct {
 type clusterRow struct {
 	ex         podExample
 	procs, pod []float64 // messages per second, per round
-	resources  string
+	// CPU per message written (µs) of the pod's containers, per round;
+	// none when it could not be read.
+	procsCPU, podCPU []float64
+	resources        string
 }
 
 func runClusterBench(ctx context.Context, repo string, rounds int, warm, window time.Duration, mdPath string, only *regexp.Regexp) error {
@@ -105,18 +110,20 @@ func runClusterBench(ctx context.Context, repo string, rounds int, warm, window 
 			}
 		}
 		for r := 0; r < rounds; r++ {
-			rate, err := measureProcesses(ctx, run, ex, containers, warm, window)
+			m, err := measureProcesses(ctx, run, ex, containers, warm, window)
 			if err != nil {
 				return fmt.Errorf("%s as processes: %w", ex.pipeline, err)
 			}
-			row.procs = append(row.procs, rate)
-			fmt.Printf("round %d  %-34s processes %10.0f msgs/s\n", r+1, ex.pipeline, rate)
-			rate, err = measurePod(ctx, run, ex, warm, window)
+			row.procs = append(row.procs, m.rate)
+			row.procsCPU = m.addCPU(row.procsCPU)
+			fmt.Printf("round %d  %-34s processes %10.0f msgs/s %s\n", r+1, ex.pipeline, m.rate, m.cpuText())
+			m, err = measurePod(ctx, run, ex, warm, window)
 			if err != nil {
 				return fmt.Errorf("%s in a pod: %w", ex.pipeline, err)
 			}
-			row.pod = append(row.pod, rate)
-			fmt.Printf("round %d  %-34s pod       %10.0f msgs/s\n", r+1, ex.pipeline, rate)
+			row.pod = append(row.pod, m.rate)
+			row.podCPU = m.addCPU(row.podCPU)
+			fmt.Printf("round %d  %-34s pod       %10.0f msgs/s %s\n", r+1, ex.pipeline, m.rate, m.cpuText())
 		}
 		rows = append(rows, row)
 	}
@@ -251,12 +258,12 @@ func kv(m map[string]string) string {
 // measureProcesses runs the pod's containers as processes with the pod's
 // environment (the socket and config directories made here instead of
 // the pod's volumes) and returns the runner's write rate.
-func measureProcesses(ctx context.Context, run *clusterRun, ex podExample, cs []podContainer, warm, window time.Duration) (float64, error) {
+func measureProcesses(ctx context.Context, run *clusterRun, ex podExample, cs []podContainer, warm, window time.Duration) (sideRate, error) {
 	var extra []string
 	if ex.procsSide != nil {
 		env, stop, err := ex.procsSide(ctx, run)
 		if err != nil {
-			return 0, err
+			return sideRate{}, err
 		}
 		defer stop()
 		extra = env
@@ -264,23 +271,23 @@ func measureProcesses(ctx context.Context, run *clusterRun, ex podExample, cs []
 	bin := run.bin
 	dir, err := os.MkdirTemp("", "mvc")
 	if err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	defer os.RemoveAll(dir)
 	cfg := filepath.Join(dir, "config")
 	if err := os.MkdirAll(cfg, 0o755); err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	if err := os.WriteFile(filepath.Join(cfg, "paused"), []byte("false"), 0o644); err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	admin, err := freePort()
 	if err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	port, err := freePort()
 	if err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	var procs []*exec.Cmd
 	defer func() {
@@ -302,16 +309,16 @@ func measureProcesses(ctx context.Context, run *clusterRun, ex podExample, cs []
 		cmd.Env, cmd.Dir = env, dir
 		log, err := os.Create(filepath.Join(dir, c.Name+".log"))
 		if err != nil {
-			return 0, err
+			return sideRate{}, err
 		}
 		defer log.Close()
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
-			return 0, err
+			return sideRate{}, err
 		}
 		procs = append(procs, cmd)
 	}
-	rate, err := measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", admin), warm, window, ex.input)
+	m, err := measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", admin), warm, window, ex.input, procsCPU(procs))
 	if err != nil {
 		for _, c := range cs {
 			if b, rerr := os.ReadFile(filepath.Join(dir, c.Name+".log")); rerr == nil {
@@ -319,7 +326,7 @@ func measureProcesses(ctx context.Context, run *clusterRun, ex podExample, cs []
 			}
 		}
 	}
-	return rate, err
+	return m, err
 }
 
 func tail(s string, n int) string {
@@ -332,17 +339,17 @@ func tail(s string, n int) string {
 // measurePod applies the example with ko as a user does, waits for its
 // pod, measures the runner's write rate through a port-forward, and
 // deletes the example again.
-func measurePod(ctx context.Context, run *clusterRun, ex podExample, warm, window time.Duration) (float64, error) {
+func measurePod(ctx context.Context, run *clusterRun, ex podExample, warm, window time.Duration) (sideRate, error) {
 	repo, env := run.repo, run.env
 	if ex.podSide != nil {
 		stop, err := ex.podSide(ctx, run)
 		if err != nil {
-			return 0, err
+			return sideRate{}, err
 		}
 		defer stop()
 	}
 	if out, err := command(ctx, repo, env, "ko", "apply", "-f", ex.dir).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("ko apply -f %s: %v\n%s", ex.dir, err, out)
+		return sideRate{}, fmt.Errorf("ko apply -f %s: %v\n%s", ex.dir, err, out)
 	}
 	defer func() {
 		_ = command(context.Background(), repo, env, "kubectl", "delete", "-f", ex.dir, "--wait=true", "--timeout=180s").Run()
@@ -357,7 +364,7 @@ func measurePod(ctx context.Context, run *clusterRun, ex podExample, warm, windo
 		}
 	}()
 	if out, err := command(ctx, repo, env, "kubectl", "wait", "--for=condition=Ready", "--timeout=300s", "ksvc/"+ex.ksvc).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("ksvc/%s not Ready: %v\n%s", ex.ksvc, err, out)
+		return sideRate{}, fmt.Errorf("ksvc/%s not Ready: %v\n%s", ex.ksvc, err, out)
 	}
 	var pod string
 	for i := 0; i < 60 && pod == ""; i++ {
@@ -368,50 +375,143 @@ func measurePod(ctx context.Context, run *clusterRun, ex podExample, warm, windo
 		}
 	}
 	if pod == "" {
-		return 0, fmt.Errorf("no running pod of %s", ex.ksvc)
+		return sideRate{}, fmt.Errorf("no running pod of %s", ex.ksvc)
 	}
+	uid, _ := command(ctx, repo, env, "kubectl", "get", "pod", pod, "-o", "jsonpath={.metadata.uid}").Output()
 	local, err := freePort()
 	if err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	pf := command(ctx, repo, env, "kubectl", "port-forward", "pod/"+pod, fmt.Sprintf("%d:%s", local, ex.adminEnv))
 	if err := pf.Start(); err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	defer func() { _ = pf.Process.Kill(); _ = pf.Wait() }()
-	return measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", local), warm, window, ex.input)
+	return measureRate(ctx, fmt.Sprintf("http://127.0.0.1:%d", local), warm, window, ex.input, podCPU(strings.TrimSpace(string(uid))))
+}
+
+// sideRate is a side's measured window: messages written per second, and
+// its containers' CPU per message written (µs; 0 when it could not be read).
+type sideRate struct{ rate, cpuPerMsg float64 }
+
+func (m sideRate) addCPU(to []float64) []float64 {
+	if m.cpuPerMsg > 0 {
+		to = append(to, m.cpuPerMsg)
+	}
+	return to
+}
+
+func (m sideRate) cpuText() string {
+	if m.cpuPerMsg == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%7.1f µs CPU/msg", m.cpuPerMsg)
+}
+
+// sideCPU reads the CPU a side's containers used so far; false when it
+// cannot.
+type sideCPU func() (time.Duration, bool)
+
+// procsCPU is the processes' user and system time from /proc.
+func procsCPU(procs []*exec.Cmd) sideCPU {
+	return func() (time.Duration, bool) {
+		var sec float64
+		for _, p := range procs {
+			v, err := procCPUSeconds(p.Process.Pid)
+			if err != nil {
+				return 0, false
+			}
+			sec += v
+		}
+		return time.Duration(sec * float64(time.Second)), true
+	}
+}
+
+// podCPU is the pod's cgroup's CPU time (all its containers, the
+// queue-proxy and pause included): the cluster runs on this machine, so its
+// cgroup is here, under a directory named for the pod's UID (cgroupfs'
+// pod<uid>, systemd's ...-pod<uid_with_underscores>.slice).
+func podCPU(uid string) sideCPU {
+	dir := ""
+	if uid != "" {
+		names := []string{"pod" + uid, "pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"}
+		for _, root := range []string{"/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"} {
+			_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || !d.IsDir() {
+					return nil
+				}
+				for _, n := range names {
+					if strings.HasSuffix(d.Name(), n) {
+						dir = path
+						return fs.SkipAll
+					}
+				}
+				return nil
+			})
+			if dir != "" {
+				break
+			}
+		}
+	}
+	return func() (time.Duration, bool) {
+		if dir == "" {
+			return 0, false
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil { // cgroup v1
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return time.Duration(ns), err == nil
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.stat")) // cgroup v2
+		if err != nil {
+			return 0, false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseInt(v, 10, 64)
+				return time.Duration(us) * time.Microsecond, err == nil
+			}
+		}
+		return 0, false
+	}
 }
 
 // measureRate waits for the runner's /status, lets it warm up, and returns
-// the messages written per second over the window; a source of input
-// messages must not run dry before the window ends.
-func measureRate(ctx context.Context, base string, warm, window time.Duration, input int64) (float64, error) {
+// the messages written per second over the window, and the CPU per message
+// cpu measured over it; a source of input messages must not run dry before
+// the window ends.
+func measureRate(ctx context.Context, base string, warm, window time.Duration, input int64, cpu sideCPU) (sideRate, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, _, err := written(ctx, base); err == nil {
 			break
 		} else if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%s/status: %w", base, err)
+			return sideRate{}, fmt.Errorf("%s/status: %w", base, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(warm)
 	w0, t0, err := written(ctx, base)
 	if err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
+	c0, ok0 := cpu()
 	time.Sleep(window)
+	c1, ok1 := cpu()
 	w1, t1, err := written(ctx, base)
 	if err != nil {
-		return 0, err
+		return sideRate{}, err
 	}
 	if w1 <= w0 {
-		return 0, fmt.Errorf("nothing written in %v (%d then %d)", window, w0, w1)
+		return sideRate{}, fmt.Errorf("nothing written in %v (%d then %d)", window, w0, w1)
 	}
 	if input > 0 && w1 >= input*99/100 {
-		return 0, fmt.Errorf("the input ran out: %d of %d written by the end of the window; shorten --warmup/--duration", w1, input)
+		return sideRate{}, fmt.Errorf("the input ran out: %d of %d written by the end of the window; shorten --warmup/--duration", w1, input)
 	}
-	return float64(w1-w0) / t1.Sub(t0).Seconds(), nil
+	m := sideRate{rate: float64(w1-w0) / t1.Sub(t0).Seconds()}
+	if ok0 && ok1 {
+		m.cpuPerMsg = float64((c1 - c0).Microseconds()) / float64(w1-w0)
+	}
+	return m, nil
 }
 
 func written(ctx context.Context, base string) (int64, time.Time, error) {
@@ -445,10 +545,14 @@ func written(ctx context.Context, base string) (int64, time.Time, error) {
 
 func clusterTable(rows []clusterRow, rounds int, warm, window time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| pipeline | processes (msgs/s, median of %d) | pod (msgs/s, median of %d) | pod / processes | resources in the example |\n|---|---|---|---|---|\n", rounds, rounds)
+	fmt.Fprintf(&b, "| pipeline | processes (msgs/s, median of %d) | pod (msgs/s, median of %d) | pod / processes | CPU µs/msg (processes / pod) | resources in the example |\n|---|---|---|---|---|---|\n", rounds, rounds)
 	for _, r := range rows {
 		p, q := median(r.procs), median(r.pod)
-		fmt.Fprintf(&b, "| %s (`%s`) | %.0f | %.0f | %.2f | %s |\n", r.ex.pipeline, r.ex.dir, p, q, q/p, r.resources)
+		cpu := "-"
+		if len(r.procsCPU) > 0 && len(r.podCPU) > 0 {
+			cpu = fmt.Sprintf("%.1f / %.1f", median(r.procsCPU), median(r.podCPU))
+		}
+		fmt.Fprintf(&b, "| %s (`%s`) | %.0f | %.0f | %.2f | %s | %s |\n", r.ex.pipeline, r.ex.dir, p, q, q/p, cpu, r.resources)
 	}
 	fmt.Fprintf(&b, "\nEach round: the processes, then the pod, %v warm-up and %v measured each, from the runner's /status written count.\n", warm, window)
 	return b.String()
