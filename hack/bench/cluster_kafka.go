@@ -18,11 +18,13 @@ import (
 )
 
 // kafkaInput is how many 1 KiB records each side's input topic holds:
-// more than the runner reads in the warm-up and the window at the rates
-// measured here (up to ~330k msgs/s on loopback), so it never runs dry
-// while measured (measureRate would then report a low rate; the table's
-// pod figure is checked against it).
-const kafkaInput = 4_000_000
+// more than the runner reads before and while it is measured at the rates
+// seen here (up to ~490k msgs/s on loopback; the pod reads for 10 s or more
+// before its first /status answers, as Knative waits for its readiness
+// probe), so it never runs dry while measured (measureRate refuses a window
+// that reached the end of the input). The loader's records are compressed,
+// so kfake holds far less than 1 KiB each.
+const kafkaInput = 12_000_000
 
 // kafkaTopics are the example's topics, created by kfake at start.
 const kafkaTopics = "orders:6,orders-processed-hpa:6"
@@ -32,7 +34,7 @@ const kafkaTopics = "orders:6,orders-processed-hpa:6"
 func loaderEnv(brokers string) []string {
 	return []string{
 		"MV_NAME=kafka-loader", "MV_SOURCE=generator", "MV_SINK=kafka",
-		"MV_GENERATOR_TOTAL=" + strconv.Itoa(kafkaInput), "MV_GENERATOR_RPU=" + strconv.Itoa(kafkaInput), "MV_GENERATOR_DURATION=1s",
+		"MV_GENERATOR_TOTAL=" + strconv.Itoa(kafkaInput), "MV_GENERATOR_RPU=" + strconv.Itoa(min(kafkaInput, 10_000_000)), "MV_GENERATOR_DURATION=1s",
 		"MV_GENERATOR_MSG_SIZE=1024", "MV_GENERATOR_FIXED_PAYLOAD=true",
 		"MV_KAFKA_BROKERS=" + brokers, "MV_KAFKA_SINK_TOPIC=orders",
 	}

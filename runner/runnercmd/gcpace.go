@@ -114,6 +114,9 @@ func (p *gcPacer) adjust() bool {
 
 // hold returns the GC percent that keeps the goal at the peak of the last
 // goalHold when want would put it lower, and records a new peak otherwise.
+// A held goal is at most twice the one want gives: the percent then stays
+// within a few times Go's default, so a heap that jumps before the pacer
+// hears of the collection overshoots little more than it did without it.
 func (p *gcPacer) hold(live int64, want int) int {
 	if live <= 0 {
 		return want
@@ -124,7 +127,7 @@ func (p *gcPacer) hold(live int64, want int) int {
 		p.peak, p.peakAt = goal, now
 		return want
 	}
-	return int((p.peak - live) * 100 / live)
+	return int((min(p.peak, 2*goal) - live) * 100 / live)
 }
 
 // stop ends the pacing and puts back GOGC=100; for tests.

@@ -114,5 +114,7 @@ func TestPacerHoldsTheGoalAtItsPeak(t *testing.T) {
 	step(goalHold, 20*mib, 80*mib)            // held for goalHold after it was set
 	step(time.Millisecond, 20*mib, 40*mib)    // then it follows the heap
 	step(time.Second, 10*mib, 40*mib)         // and holds that
+	step(time.Second, 4*mib, 40*mib)          // 2 x the 20 MiB goal of 4 MiB live: the cap
+	step(time.Second, 2*mib, 36*mib)          // at most twice the goal it would have
 	step(goalHold+time.Second, 4*mib, 20*mib) // 16 MiB floor over 4 MiB
 }
