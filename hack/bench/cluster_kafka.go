@@ -26,6 +26,10 @@ import (
 // so kfake holds far less than 1 KiB each.
 const kafkaInput = 12_000_000
 
+// kfakeCPU is the CPU request the pod layout gives kfake: the example
+// runner's own (deploy/kafka-keda/kafka-hpa.yaml).
+const kfakeCPU = "250m"
+
 // kafkaTopics are the example's topics, created by kfake at start.
 const kafkaTopics = "orders:6,orders-processed-hpa:6"
 
@@ -102,6 +106,15 @@ func kafkaPodSide(ctx context.Context, c *clusterRun) (func(), error) {
 	}
 	if out, err := command(ctx, c.repo, c.env, "ko", "apply", "-f", broker).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ko apply -f %s: %v\n%s", broker, err, out)
+	}
+	// The tests' kfake asks for no CPU, so in the pod layout it would be
+	// BestEffort: 2 CPU shares against the runner pod's ~280, run only
+	// when the runner's pod leaves a core idle. As a process here it
+	// weighs as much as the runner; give it the runner's request so the
+	// two compare like with like.
+	if out, err := command(ctx, c.repo, c.env, "kubectl", "set", "resources", "deploy/kafka", "--requests=cpu="+kfakeCPU).CombinedOutput(); err != nil {
+		stop()
+		return nil, fmt.Errorf("kubectl set resources deploy/kafka: %v\n%s", err, out)
 	}
 	if out, err := command(ctx, c.repo, c.env, "kubectl", "rollout", "status", "deploy/kafka", "--timeout=180s").CombinedOutput(); err != nil {
 		stop()
