@@ -71,7 +71,7 @@ func startGCPacing() []any {
 		return []any{"gc_percent_from", "GOGC=" + v}
 	}
 	newGCPacer(payloadpool.Held, debug.SetGCPercent).arm()
-	return []any{"gc_percent_from", "pacer: GOGC=100's headroom over the heap other than pooled payload buffers, at least 16 MiB (set GOGC to choose a fixed percent)"}
+	return []any{"gc_percent_from", "pacer: GOGC=100's headroom over the heap other than pooled payload buffers, at least 16 MiB, the goal held at its peak for 10 s (set GOGC to choose a fixed percent)"}
 }
 
 func newGCPacer(held func() int64, set func(int) int) *gcPacer {
