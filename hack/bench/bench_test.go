@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -506,5 +508,43 @@ func TestBrokerCorePinsTheBrokerApart(t *testing.T) {
 	h = &harness{taskset: "/usr/bin/taskset"}
 	if bin, args, procs := h.pin("kfake-x", "/bin/x", nil); bin != "/bin/x" || len(args) != 0 || procs != 0 {
 		t.Errorf("no pinning asked: got %s %v %d", bin, args, procs)
+	}
+}
+
+// TestPodCgroupCPU finds a pod's cgroup by its UID in either driver's
+// naming and reads its CPU time from cgroup v1 and v2 files.
+func TestPodCgroupCPU(t *testing.T) {
+	root := t.TempDir()
+	const uid = "d4339187-1c33-4d42-baff-0e217f7dab8f"
+	v1 := filepath.Join(root, "v1", "kubepods", "burstable", "pod"+uid)
+	v2 := filepath.Join(root, "v2", "kubepods.slice", "kubepods-burstable-pod"+strings.ReplaceAll(uid, "-", "_")+".slice")
+	for _, d := range []string{v1, v2, filepath.Join(root, "v1", "kubepods", "burstable", "podother")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(v1, "cpuacct.usage"), []byte("22614414530\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(v2, "cpu.stat"), []byte("usage_usec 1500000\nuser_usec 1000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := findPodCgroup(uid, filepath.Join(root, "none"), filepath.Join(root, "v1")); got != v1 {
+		t.Fatalf("cgroupfs: found %q, want %q", got, v1)
+	}
+	if got := findPodCgroup(uid, filepath.Join(root, "v2")); got != v2 {
+		t.Fatalf("systemd: found %q, want %q", got, v2)
+	}
+	if got := findPodCgroup("", root); got != "" {
+		t.Fatalf("no UID: found %q", got)
+	}
+	if d, ok := cgroupCPU(v1); !ok || d != 22614414530*time.Nanosecond {
+		t.Fatalf("v1: %v %v", d, ok)
+	}
+	if d, ok := cgroupCPU(v2); !ok || d != 1500*time.Millisecond {
+		t.Fatalf("v2: %v %v", d, ok)
+	}
+	if _, ok := cgroupCPU(filepath.Join(root, "v1", "kubepods", "burstable", "podother")); ok {
+		t.Fatal("a cgroup with neither file read as known")
 	}
 }

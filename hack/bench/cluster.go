@@ -50,6 +50,8 @@ type clusterRun struct {
 	repo string
 	env  []string
 	bin  string
+	// runnerCPU is the CPU request of the example's runner container.
+	runnerCPU string
 }
 
 var podExamples = []podExample{
@@ -100,6 +102,11 @@ func runClusterBench(ctx context.Context, repo string, rounds int, warm, window 
 		}
 		row := clusterRow{ex: ex, resources: describeResources(containers)}
 		run := &clusterRun{repo: repo, env: env, bin: bin}
+		for _, c := range containers {
+			if c.Name == "runner" {
+				run.runnerCPU = c.Resources.Requests["cpu"]
+			}
+		}
 		for _, c := range containers {
 			pkg, ok := strings.CutPrefix(c.Image, "ko://github.com/monovertex/monovertex/")
 			if !ok {
@@ -429,50 +436,62 @@ func procsCPU(procs []*exec.Cmd) sideCPU {
 
 // podCPU is the pod's cgroup's CPU time (all its containers, the
 // queue-proxy and pause included): the cluster runs on this machine, so its
-// cgroup is here, under a directory named for the pod's UID (cgroupfs'
-// pod<uid>, systemd's ...-pod<uid_with_underscores>.slice).
+// cgroup is here.
 func podCPU(uid string) sideCPU {
+	dir := findPodCgroup(uid, "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup")
+	return func() (time.Duration, bool) { return cgroupCPU(dir) }
+}
+
+// findPodCgroup returns the first directory under roots named for the
+// pod's UID (cgroupfs' pod<uid>, systemd's ...-pod<uid_with_underscores>.slice),
+// or "".
+func findPodCgroup(uid string, roots ...string) string {
+	if uid == "" {
+		return ""
+	}
+	names := []string{"pod" + uid, "pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"}
 	dir := ""
-	if uid != "" {
-		names := []string{"pod" + uid, "pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"}
-		for _, root := range []string{"/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"} {
-			_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-				if err != nil || !d.IsDir() {
-					return nil
-				}
-				for _, n := range names {
-					if strings.HasSuffix(d.Name(), n) {
-						dir = path
-						return fs.SkipAll
-					}
-				}
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
 				return nil
-			})
-			if dir != "" {
-				break
 			}
+			for _, n := range names {
+				if strings.HasSuffix(d.Name(), n) {
+					dir = path
+					return fs.SkipAll
+				}
+			}
+			return nil
+		})
+		if dir != "" {
+			break
 		}
 	}
-	return func() (time.Duration, bool) {
-		if dir == "" {
-			return 0, false
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil { // cgroup v1
-			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			return time.Duration(ns), err == nil
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "cpu.stat")) // cgroup v2
-		if err != nil {
-			return 0, false
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-				us, err := strconv.ParseInt(v, 10, 64)
-				return time.Duration(us) * time.Microsecond, err == nil
-			}
-		}
+	return dir
+}
+
+// cgroupCPU reads the CPU time a cgroup used: cgroup v1's cpuacct.usage
+// (ns), else v2's cpu.stat usage_usec; false when dir has neither.
+func cgroupCPU(dir string) (time.Duration, bool) {
+	if dir == "" {
 		return 0, false
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(ns), err == nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			us, err := strconv.ParseInt(v, 10, 64)
+			return time.Duration(us) * time.Microsecond, err == nil
+		}
+	}
+	return 0, false
 }
 
 // measureRate waits for the runner's /status, lets it warm up, and returns

@@ -22,13 +22,8 @@ import (
 // seen here (up to ~490k msgs/s on loopback; the pod reads for 10 s or more
 // before its first /status answers, as Knative waits for its readiness
 // probe), so it never runs dry while measured (measureRate refuses a window
-// that reached the end of the input). The loader's records are compressed,
-// so kfake holds far less than 1 KiB each.
+// that reached the end of the input).
 const kafkaInput = 12_000_000
-
-// kfakeCPU is the CPU request the pod layout gives kfake: the example
-// runner's own (deploy/kafka-keda/kafka-hpa.yaml).
-const kfakeCPU = "250m"
 
 // kafkaTopics are the example's topics, created by kfake at start.
 const kafkaTopics = "orders:6,orders-processed-hpa:6"
@@ -112,7 +107,11 @@ func kafkaPodSide(ctx context.Context, c *clusterRun) (func(), error) {
 	// when the runner's pod leaves a core idle. As a process here it
 	// weighs as much as the runner; give it the runner's request so the
 	// two compare like with like.
-	if out, err := command(ctx, c.repo, c.env, "kubectl", "set", "resources", "deploy/kafka", "--requests=cpu="+kfakeCPU).CombinedOutput(); err != nil {
+	if c.runnerCPU == "" {
+		stop()
+		return nil, fmt.Errorf("the example's runner container requests no CPU to give kfake")
+	}
+	if out, err := command(ctx, c.repo, c.env, "kubectl", "set", "resources", "deploy/kafka", "--requests=cpu="+c.runnerCPU).CombinedOutput(); err != nil {
 		stop()
 		return nil, fmt.Errorf("kubectl set resources deploy/kafka: %v\n%s", err, out)
 	}
