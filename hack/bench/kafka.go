@@ -13,8 +13,10 @@ import (
 // fills the input topic with it before the side starts and tops it up
 // while the side runs, so neither side runs dry and the cluster (which
 // keeps records in memory) holds about this much unread input. Retention
-// of 3x that per partition drops what was read.
-const kafkaLag = 64 * MiB
+// of 3x that per partition drops what was read. At 64 MiB the feeder's
+// top-ups (a produce and flush every 20 ms or more) capped both sides at
+// about 25,000 records of 64 KiB a second with a third of the CPU idle.
+const kafkaLag = 256 * MiB
 
 // feeder gives each side of a broker scenario fresh input and output
 // topics or streams, filled by a benchpeer loader (kafka-load, js-load),
