@@ -40,6 +40,14 @@
 // stream and logs "stopped: wrote N messages, B of them not what
 // example-udsource makes" (a pod's count when its log has rotated).
 //
+// EXAMPLE_LINES=none writes no line per message (EXAMPLE_OUT_FILE must
+// then be unset): the sink still checks and counts every value, logs
+// "wrote N messages so far, B of them not what example-udsource makes"
+// every 10 seconds while the count grows, and the exit line. A pod that
+// writes a line per message at tens of thousands a second pays for them
+// in the node's log pipeline (containerd) and the kubelet rotates them
+// away within seconds; the deploy/ example sets it. Default: all.
+//
 // Two settings imitate how a user's sink may behave under concurrency:
 // EXAMPLE_LOCK=true holds one mutex across every handler call, its
 // `for d := range ch` loop included, as a sink that is not safe for
@@ -61,6 +69,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/numaproj/numaflow-go/pkg/sinker"
 
@@ -92,6 +101,15 @@ func main() {
 		failed:         map[string]bool{},
 		nacked:         map[string]bool{},
 		out:            os.Stdout,
+	}
+	switch lines := examplesrv.Env("EXAMPLE_LINES", "all"); {
+	case lines == "none" && os.Getenv("EXAMPLE_OUT_FILE") != "":
+		log.Fatalf("EXAMPLE_LINES=none writes no lines, and EXAMPLE_OUT_FILE=%q asks for them in a file; unset one", os.Getenv("EXAMPLE_OUT_FILE"))
+	case lines == "none":
+		s.out = nil
+		go s.progress(10 * time.Second)
+	case lines != "all":
+		log.Fatalf("invalid EXAMPLE_LINES=%q: want all or none", lines)
 	}
 	if fallback || onSuccess {
 		// Numaflow refuses FALLBACK from these sinks and has nowhere to
@@ -136,7 +154,7 @@ type sink struct {
 	running, overlapMx int
 
 	mu   sync.Mutex
-	out  io.Writer
+	out  io.Writer // nil with EXAMPLE_LINES=none
 	file *os.File
 	// written and bad count the lines written, and those among them whose
 	// value was not what the source made: the exit line reports them, so
@@ -206,7 +224,9 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 			}
 		}
 		count++
-		lines = fmt.Appendf(lines, "%s\t%d\t%d\t%s\t%d\t%s\n", d.ID(), shown, len(v), strings.Join(d.Keys(), ","), d.EventTime().UnixMilli(), ok)
+		if s.out != nil {
+			lines = fmt.Appendf(lines, "%s\t%d\t%d\t%s\t%d\t%s\n", d.ID(), shown, len(v), strings.Join(d.Keys(), ","), d.EventTime().UnixMilli(), ok)
+		}
 		if isNum && s.onSuccessEvery > 0 && n%s.onSuccessEvery == 3 {
 			msg := sinker.NewMessage(append([]byte(onSuccessPrefix), v...)).WithKeys([]string{"ons"})
 			res = res.Append(sinker.ResponseOnSuccess(d.ID(), msg))
@@ -216,6 +236,11 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.out == nil {
+		s.written += count
+		s.bad += bad
+		return res
+	}
 	if len(lines) > 0 {
 		// The lines reach the file (the kernel) before any SUCCESS or
 		// ON_SUCCESS is sent: a killed sink never answered for what it did
@@ -232,6 +257,20 @@ func (s *sink) Sink(_ context.Context, ch <-chan sinker.Datum) sinker.Responses 
 		s.bad += bad
 	}
 	return res
+}
+
+// progress logs the running count every interval while it grows.
+func (s *sink) progress(interval time.Duration) {
+	var last int64
+	for range time.Tick(interval) {
+		s.mu.Lock()
+		written, bad := s.written, s.bad
+		s.mu.Unlock()
+		if written != last {
+			log.Printf("wrote %d messages so far, %d of them not what example-udsource makes", written, bad)
+			last = written
+		}
+	}
 }
 
 // enter counts a handler call and records a new highest overlap.
