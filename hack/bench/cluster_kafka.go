@@ -19,11 +19,11 @@ import (
 
 // kafkaInput is how many 1 KiB records each side's input topic holds:
 // more than the runner reads before and while it is measured at the rates
-// seen here (up to ~490k msgs/s on loopback; the pod reads for 10 s or more
-// before its first /status answers, as Knative waits for its readiness
-// probe), so it never runs dry while measured (measureRate refuses a window
-// that reached the end of the input).
-const kafkaInput = 12_000_000
+// seen here (up to ~920k msgs/s on loopback and ~860k in the pod, which
+// reads for 10 s or more before its first /status answers, as Knative
+// waits for its readiness probe), so it never runs dry while measured
+// (measureRate refuses a window that reached the end of the input).
+const kafkaInput = 40_000_000
 
 // kafkaTopics are the example's topics, created by kfake at start.
 const kafkaTopics = "orders:6,orders-processed-hpa:6"
