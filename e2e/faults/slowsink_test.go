@@ -190,7 +190,16 @@ func TestSlowSinkKeepsMemoryBounded(t *testing.T) {
 	// race detector the bound on the GC goal below is the check: a sink
 	// keeping a copy of every payload took the goal to 310-364 MiB (four
 	// runs), the bound is 182; nothing leaking, 84-112 MiB under that load.
-	if !raceBuild && second > first+first/4+(8<<20) {
+	// The quarters compare only when the run moved at least 20x the bound
+	// (MV_FAULTS_LONG=1): in the short run (5x, about 11 s) the RSS is
+	// still climbing to its level when the run ends, with nothing leaking
+	// (second / last quarter 113-126 / 126-158 MiB in nine runs here, the
+	// long run 169-173 / 173 MiB), and the runner's pacer holds the heap's
+	// goal at its peak for 10 s. There the bounds on the goal and the peak
+	// below catch a runner keeping what it moved: with the CloudEvents
+	// sink keeping a copy of every payload (tried, two runs) the goal
+	// reached 274-287 MiB against 182, the RSS 274-295 MiB.
+	if !raceBuild && int64(n)*slowPayload >= 20*bound && second > first+first/4+(8<<20) {
 		t.Fatalf("RSS grew from %s in the second quarter of the run to %s in the last", mib(first), mib(second))
 	}
 	// The GC goal is at most twice the live heap, or the live heap + 16 MiB
