@@ -156,7 +156,8 @@ type sink struct {
 	mu   sync.Mutex
 	out  io.Writer // nil with EXAMPLE_LINES=none
 	file *os.File
-	// written and bad count the lines written, and those among them whose
+	// written and bad count the messages written (a line each unless
+	// EXAMPLE_LINES=none), and those among them whose
 	// value was not what the source made: the exit line reports them, so
 	// a test can count a pod's output when its log has rotated.
 	written, bad int64
