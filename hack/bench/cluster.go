@@ -106,8 +106,6 @@ func runClusterBench(ctx context.Context, repo string, rounds int, warm, window 
 			if c.Name == "runner" {
 				run.runnerCPU = c.Resources.Requests["cpu"]
 			}
-		}
-		for _, c := range containers {
 			pkg, ok := strings.CutPrefix(c.Image, "ko://github.com/monovertex/monovertex/")
 			if !ok {
 				return fmt.Errorf("%s: container %s has image %s, not one of this module's ko:// images", ex.dir, c.Name, c.Image)
