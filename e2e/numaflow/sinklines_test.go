@@ -12,8 +12,8 @@ import (
 
 // TestSinkWithoutLinesStillCountsEverything: example-udsink with
 // EXAMPLE_LINES=none, as deploy/pull-runner/ runs it, prints no line per
-// message yet checks and counts every one: its exit line carries the
-// count the runner wrote.
+// message yet checks and counts every one: its progress line and its exit
+// line carry the count the runner wrote.
 func TestSinkWithoutLinesStillCountsEverything(t *testing.T) {
 	const total = 3_000
 	x := testutil.NewExamples(t, "mvlines")
@@ -25,6 +25,16 @@ func TestSinkWithoutLinesStillCountsEverything(t *testing.T) {
 	testutil.WaitFor(t, 90*time.Second, fmt.Sprintf("all %d acked", total), func() bool {
 		if len(x.ReadAcked("acked")) < total {
 			time.Sleep(100 * time.Millisecond)
+			return false
+		}
+		return true
+	})
+	// Its count is logged every 10 s (the first tick lands after all were
+	// written here).
+	progress := fmt.Sprintf("wrote %d messages so far, 0 of them not what example-udsource makes", total)
+	testutil.WaitFor(t, 20*time.Second, "the sink's count in its log", func() bool {
+		if !strings.Contains(sink.Stderr.String(), progress) {
+			time.Sleep(200 * time.Millisecond)
 			return false
 		}
 		return true
