@@ -128,6 +128,40 @@ func (c *cluster) waitReady(ns string, ksvcs ...string) {
 	c.t.Logf("Ready after %v: ksvc %s", time.Since(start).Round(100*time.Millisecond), strings.Join(ksvcs, ", "))
 }
 
+// waitRoute waits until the ingress routes a Service's host to its pods:
+// GET /health through it answers 200. Ready on the ksvc comes from the
+// Knative Ingress's status, which Traefik sets a throttle interval after it
+// hands the route to its router, not once the router serves it; before
+// that the ingress answers 404 for the host.
+func (c *cluster) waitRoute(ns, ksvc string) {
+	c.t.Helper()
+	ingress, host := c.getenv("MONOVERTEX_CLUSTER_INGRESS"), ksvc+"."+ns+".example.com"
+	client := http.Client{Timeout: 10 * time.Second}
+	start := time.Now()
+	var last string
+	for time.Since(start) < 90*time.Second {
+		req, err := http.NewRequest(http.MethodGet, ingress+"/health", nil)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				c.t.Logf("%s routed by the ingress after %v", host, time.Since(start).Round(100*time.Millisecond))
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	c.t.Fatalf("the ingress did not route %s within 90 s (GET /health: %s)", host, last)
+}
+
 // dump logs what a failing wait leaves to look at.
 func (c *cluster) dump(ns string) {
 	out, _ := c.try(30*time.Second, "kubectl", "-n", ns, "get", "ksvc,revision,pods", "-o", "wide")
@@ -496,6 +530,7 @@ func TestHTTPIngestExample(t *testing.T) {
 	c.cleanupKsvc("default", "http-ingest")
 	t.Logf("ko apply -f deploy/http-ingest/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/http-ingest/"))
 	c.waitReady("default", "http-ingest")
+	c.waitRoute("default", "http-ingest")
 	ingress := c.getenv("MONOVERTEX_CLUSTER_INGRESS")
 	const posts = 200
 	client := http.Client{Timeout: 60 * time.Second}

@@ -62,6 +62,7 @@ func TestHTTPIngestScalesOut(t *testing.T) {
 	c.cleanupKsvc(ns, ksvc)
 	t.Logf("ko apply -f deploy/http-ingest/:\n%s", c.run(15*time.Minute, "ko", "apply", "-f", "deploy/http-ingest/"))
 	c.waitReady(ns, ksvc)
+	c.waitRoute(ns, ksvc)
 	ingress := c.getenv("MONOVERTEX_CLUSTER_INGRESS")
 
 	// Each pod's runner log, followed from the moment the pod is seen to
