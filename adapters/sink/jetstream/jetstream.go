@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/monovertex/monovertex/internal/natsjs"
@@ -129,17 +128,14 @@ func init() {
 // Sink publishes messages to one subject and waits for the stream's acks.
 type Sink struct {
 	subject string
-	// dialer dials the server; nc and js are set by Connect.
+	// dialer dials the server; nc and pub are set by Connect.
 	dialer *natsjs.Dialer
 	nc     *nats.Conn
-	js     jetstream.JetStream
-	// maxPending and timeout are MV_JETSTREAM_MAX_PENDING and
-	// MV_JETSTREAM_PUBLISH_TIMEOUT, for the JetStream context.
+	pub    *publisher
+	// maxPending and timeout are MV_JETSTREAM_PUBLISH_MAX_PENDING and
+	// MV_JETSTREAM_PUBLISH_TIMEOUT.
 	maxPending int
 	timeout    time.Duration
-	// stallOpt is jetstream.WithStallWait(MV_JETSTREAM_PUBLISH_TIMEOUT),
-	// made once.
-	stallOpt jetstream.PublishOpt
 }
 
 var (
@@ -156,7 +152,7 @@ func New(cfg Config, role runner.Role, connName string, log *zap.SugaredLogger) 
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{subject: subject, dialer: d, maxPending: cfg.MaxPending, timeout: cfg.PublishTimeout, stallOpt: jetstream.WithStallWait(cfg.PublishTimeout)}, nil
+	return &Sink{subject: subject, dialer: d, maxPending: cfg.MaxPending, timeout: cfg.PublishTimeout}, nil
 }
 
 // Connect dials the server. One that cannot be reached fails the
@@ -170,20 +166,16 @@ func (s *Sink) Connect(context.Context) error {
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(s.maxPending),
-		// Without a timeout an ack lost with a dropped connection would
-		// leave its message waiting for ever.
-		jetstream.WithPublishAsyncTimeout(s.timeout))
+	pub, err := newPublisher(nc, s.maxPending, s.timeout)
 	if err != nil {
 		nc.Close()
 		return err
 	}
-	s.nc, s.js = nc, js
+	s.nc, s.pub = nc, pub
 	return nil
 }
 
-// Write publishes every message asynchronously, then waits for each ack.
+// Write publishes every message, then waits for each ack.
 // A message is reported written only when the stream acked it (a duplicate
 // ack counts: the stream already has it); a failed or unanswered publish is
 // reported failed and retried by the engine with the same Nats-Msg-Id.
@@ -200,40 +192,30 @@ func (s *Sink) Write(ctx context.Context, msgs []*runner.Message) ([]runner.Writ
 	if !s.nc.IsConnected() {
 		return nil, runner.Unavailable(fmt.Errorf("jetstream sink: publish %d messages to %s: not connected to NATS (%s), the client is reconnecting", len(msgs), s.subject, s.nc.Status()))
 	}
-	results := make([]runner.WriteResult, len(msgs))
-	futures := make([]jetstream.PubAckFuture, len(msgs))
 	// The NATS messages and their header values come from slices made
-	// once per write, and Nats-Msg-Id goes in with the other headers
-	// rather than through an option made per message.
+	// once per write, and Nats-Msg-Id goes in with the other headers.
 	nms := make([]nats.Msg, len(msgs))
+	ptrs := make([]*nats.Msg, len(msgs))
 	enc := natsjs.NewEncoder(len(msgs))
 	for i, m := range msgs {
-		nm := &nms[i]
-		nm.Subject, nm.Data, nm.Header = s.subject, m.Value, enc.Headers(m, m.ID)
-		f, err := s.js.PublishMsgAsync(nm, s.stallOpt)
-		if err != nil {
-			results[i] = failed(m, err)
-			continue
-		}
-		futures[i] = f
+		nms[i] = nats.Msg{Subject: s.subject, Data: m.Value, Header: enc.Headers(m, m.ID)}
+		ptrs[i] = &nms[i]
 	}
-	for i, f := range futures {
-		if f == nil {
-			continue
-		}
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			results[i] = failed(msgs[i], err)
-		case <-ctx.Done():
-			// The stream may still store it; a retry is then de-duplicated.
-			results[i] = failed(msgs[i], ctx.Err())
+	// A message that failed (timed out, or its write was cancelled) may
+	// still be stored; its retry is then de-duplicated.
+	results := make([]runner.WriteResult, len(msgs))
+	for i, err := range s.pub.publish(ctx, ptrs) {
+		if err != nil {
+			results[i] = s.failed(msgs[i], err)
 		}
 	}
 	return results, nil
 }
 
-func failed(m *runner.Message, err error) runner.WriteResult {
+func (s *Sink) failed(m *runner.Message, err error) runner.WriteResult {
+	if errors.Is(err, errNoResponders) {
+		err = fmt.Errorf("%w: %s", err, s.subject)
+	}
 	err = fmt.Errorf("jetstream sink: publish %s: %w", m.ID, err)
 	if errors.Is(err, nats.ErrMaxPayload) {
 		// Retrying cannot make it smaller; MV_ON_FAILURE decides.
@@ -256,12 +238,10 @@ func (s *Sink) Close(ctx context.Context) error {
 	if s.nc == nil {
 		return nil // never connected
 	}
-	var err error
-	select {
-	case <-s.js.PublishAsyncComplete():
-	case <-ctx.Done():
-		err = fmt.Errorf("jetstream sink: %d publishes unacknowledged at close: %w", s.js.PublishAsyncPending(), ctx.Err())
-	}
+	err := s.pub.drain(ctx)
 	s.nc.Close()
-	return err
+	if err != nil {
+		return fmt.Errorf("jetstream sink: %w", err)
+	}
+	return nil
 }
