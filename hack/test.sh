@@ -65,6 +65,8 @@ fuzz_targets=(
   ./adapters/source/http:FuzzRequest:100000x
   ./adapters/source/http:FuzzGuardFraming:40000x
   ./adapters/filter:FuzzSettings:50000x
+  ./adapters/sink/jetstream:FuzzPlainPubAck:90000x
+  ./adapters/sink/jetstream:FuzzOnAck:60000x
 )
 for ft in "${fuzz_targets[@]}"; do
   IFS=: read -r pkg target count <<<"$ft"
