@@ -26,6 +26,9 @@ func TestAckError(t *testing.T) {
 		{`{"seq":1}`, nil, errInvalidAck},
 		{`[1,2]`, nil, errInvalidAck},
 		{`{"stream":"S","seq":1`, nil, errInvalidAck},
+		{`{"stream":"S","seq":"x"}`, nil, errInvalidAck},
+		{`{"stream":"S","seq":-1}`, nil, errInvalidAck},
+		{`{"stream":"S","seq":1,"duplicate":"yes"}`, nil, errInvalidAck},
 		{``, noResp, errNoResponders},
 		{``, nil, errInvalidAck},
 	} {

@@ -37,6 +37,7 @@ type publisher struct {
 	room    chan struct{} // closed when pending drops below max, for writers waiting for room
 	idle    chan struct{} // closed when pending reaches 0, for Close
 	closed  bool
+	status  chan nats.Status // the connection's state changes, until drain
 }
 
 // pubWrite is one Write's publishes: the state of each message, and how
@@ -84,6 +85,7 @@ func newPublisher(nc *nats.Conn, max int, timeout time.Duration) (*publisher, er
 	}
 	p.sub = sub
 	status := nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
+	p.status = status
 	go func() {
 		for s := range status {
 			// The connection that carried the publishes is gone: their
@@ -97,9 +99,49 @@ func newPublisher(nc *nats.Conn, max int, timeout time.Duration) (*publisher, er
 	return p, nil
 }
 
-// publish publishes msgs and waits for their acks, for timeout at most.
-// It returns each message's error, nil for one the stream stored.
+// noRespondersRetries and noRespondersWait are nats.go's
+// DefaultPubRetryAttempts and DefaultPubRetryWait: a stream whose leader
+// is being elected answers "no responders" for a moment.
+const (
+	noRespondersRetries = 2
+	noRespondersWait    = 250 * time.Millisecond
+)
+
+// publish publishes msgs and waits for their acks, for timeout at most,
+// and publishes again, twice at most, those answered "no responders". It
+// returns each message's error, nil for one the stream stored.
 func (p *publisher) publish(ctx context.Context, msgs []*nats.Msg) []error {
+	errs := p.publishOnce(ctx, msgs)
+	for range noRespondersRetries {
+		var again []int
+		for i, err := range errs {
+			if errors.Is(err, errNoResponders) {
+				again = append(again, i)
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		t := time.NewTimer(noRespondersWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errs
+		}
+		retry := make([]*nats.Msg, len(again))
+		for j, i := range again {
+			retry[j] = msgs[i]
+		}
+		for j, err := range p.publishOnce(ctx, retry) {
+			errs[again[j]] = err
+		}
+	}
+	return errs
+}
+
+// publishOnce publishes msgs and waits for their acks, for timeout at most.
+func (p *publisher) publishOnce(ctx context.Context, msgs []*nats.Msg) []error {
 	w := &pubWrite{errs: make([]error, len(msgs)), state: make([]pubState, len(msgs)), done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
@@ -126,11 +168,9 @@ func (p *publisher) publish(ctx context.Context, msgs []*nats.Msg) []error {
 	}
 	replies := sb.String()
 
-	deadline := time.NewTimer(p.timeout)
-	defer deadline.Stop()
 	var stop error // why the rest of the messages are not published
 	for i := 0; i < len(msgs); {
-		n, err := p.reserve(ctx, w, i, len(msgs)-i, deadline.C)
+		n, err := p.reserve(ctx, w, i, len(msgs)-i)
 		if err != nil {
 			stop = err
 			break
@@ -160,7 +200,8 @@ func (p *publisher) publish(ctx context.Context, msgs []*nats.Msg) []error {
 	p.mu.Unlock()
 	// Each ack has the whole timeout from the last publish, however long
 	// the write waited for room.
-	deadline.Reset(p.timeout)
+	deadline := time.NewTimer(p.timeout)
+	defer deadline.Stop()
 
 	var why error
 	select {
@@ -186,8 +227,15 @@ func (p *publisher) publish(ctx context.Context, msgs []*nats.Msg) []error {
 }
 
 // reserve waits for room for up to n more publishes of w, starting at
-// message from, and marks that many waiting. It returns how many.
-func (p *publisher) reserve(ctx context.Context, w *pubWrite, from, n int, deadline <-chan time.Time) (int, error) {
+// message from, and marks that many waiting. It returns how many. Room
+// that does not come within the publish timeout fails the rest.
+func (p *publisher) reserve(ctx context.Context, w *pubWrite, from, n int) (int, error) {
+	var stall *time.Timer
+	defer func() {
+		if stall != nil {
+			stall.Stop()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -209,9 +257,12 @@ func (p *publisher) reserve(ctx context.Context, w *pubWrite, from, n int, deadl
 		}
 		room := p.room
 		p.mu.Unlock()
+		if stall == nil {
+			stall = time.NewTimer(p.timeout)
+		}
 		select {
 		case <-room:
-		case <-deadline:
+		case <-stall.C:
 			return 0, errStalled
 		case <-ctx.Done():
 			return 0, ctx.Err()
@@ -317,6 +368,7 @@ func (p *publisher) drain(ctx context.Context) error {
 	p.mu.Unlock()
 	p.failAll(errClosed)
 	_ = p.sub.Unsubscribe()
+	p.nc.RemoveStatusListener(p.status) // closes it: the listener ends
 	return err
 }
 
@@ -335,9 +387,14 @@ func ackError(m *nats.Msg) error {
 	if len(m.Data) > maxAckSize {
 		return fmt.Errorf("%w: %d bytes", errInvalidAck, len(m.Data))
 	}
+	// The fields of nats.go's PubAck that can be checked: a seq or
+	// duplicate of the wrong type makes the ack invalid, as there.
 	var pa struct {
-		Stream string              `json:"stream"`
-		Error  *jetstream.APIError `json:"error"`
+		Stream    string              `json:"stream"`
+		Seq       uint64              `json:"seq"`
+		Duplicate bool                `json:"duplicate"`
+		Domain    string              `json:"domain"`
+		Error     *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(m.Data, &pa); err != nil {
 		return fmt.Errorf("%w: %v", errInvalidAck, err)

@@ -249,3 +249,44 @@ func TestCancelledWriteLeavesNothingAwaiting(t *testing.T) {
 		t.Fatalf("%d publishes awaiting their ack, %d writes tracked", p, w)
 	}
 }
+
+// TestNoRespondersIsPublishedAgain: a subject no stream captures yet is
+// answered "no responders"; as nats.go does, the sink publishes again
+// after 250 ms, twice at most, so a stream that appears meanwhile (or a
+// leader that is elected) stores the messages.
+func TestNoRespondersIsPublishedAgain(t *testing.T) {
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	s := newSink(t, testConfig(srv.URL(), "LATE.out"), runner.RoleSink)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		createStream(t, js, "LATE")
+	}()
+	start := time.Now()
+	allOK(t, write(t, s, batch("late", 20)))
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Fatalf("written after %v: the stream did not exist for the first publish", took)
+	}
+	wantStored(t, js, "LATE", 20)
+}
+
+// TestLongWriteUnderTheBoundIsNotStalled: a write that lasts longer than
+// the publish timeout because the bound keeps it waiting for room (200
+// messages, 4 at a time, each answered after 5 ms, a 300 ms timeout) is
+// written whole: the timeout bounds each wait for room, not the write.
+func TestLongWriteUnderTheBoundIsNotStalled(t *testing.T) {
+	srv := natstest.Start(t)
+	cfg := testConfig(srv.URL(), "long.out")
+	cfg.MaxPending = 4
+	cfg.PublishTimeout = 300 * time.Millisecond
+	s := newSink(t, cfg, runner.RoleSink)
+	hostileStream(t, srv, "long.out", func(_ int, m *nats.Msg) {
+		time.Sleep(5 * time.Millisecond)
+		respond(t, m, `{"stream":"S","seq":1}`)
+	})
+	start := time.Now()
+	allOK(t, write(t, s, batch("l", 200)))
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("written in %v: the write did not outlast the timeout, the test proves nothing", took)
+	}
+}
