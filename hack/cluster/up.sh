@@ -238,6 +238,11 @@ oomScoreAdj: 0
 serializeImagePulls: false
 rotateCertificates: false
 imageGCHighThresholdPercent: 95
+# kubectl logs shows only a container's current log file: at the default
+# 10Mi the log sink's lines of a test under load (about 60,000 per pod)
+# were rotated away before the test counted them.
+containerLogMaxSize: 200Mi
+containerLogMaxFiles: 3
 evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%"}
 EOF
 	start kubelet "$BIN/kubelet" --config="$k/config.yaml" --kubeconfig="$PKI/kubelet.kubeconfig" \
