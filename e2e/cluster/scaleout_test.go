@@ -191,6 +191,11 @@ func TestHTTPIngestScalesOut(t *testing.T) {
 			}
 		}
 		t.Logf("pod %s wrote %d load posts", p, n)
+		if n > 0 && !strings.Contains(out, "runner started") {
+			// kubectl logs shows the current file only: lines before a
+			// rotation are not counted, and this pod's count is short.
+			t.Errorf("pod %s: its log lacks the runner's start line (rotated by the kubelet?); its count is incomplete", p)
+		}
 	}
 	mu.Unlock()
 	var acceptedN, missing, dup, dupResent, unanswered int
